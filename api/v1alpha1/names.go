@@ -1,0 +1,33 @@
+package v1alpha1
+
+// Names fixed by the design so the manager, the worker, the webhook and the
+// charts agree on them (see DESIGN.md, "Names").
+const (
+	// ManagerManagedBy is spec.managedBy of Jobs dispatched by the manager.
+	ManagerManagedBy = "jobferry.dev/manager"
+	// WorkerManagedBy is spec.managedBy of mirror Jobs run by the worker
+	// binary's own Job controller.
+	WorkerManagedBy = "jobferry.dev/worker"
+
+	// OriginLabel names the jobferry installation that created a mirror.
+	OriginLabel = "jobferry.dev/origin"
+	// OriginUIDLabel is the UID of the manager Job a mirror stands for.
+	OriginUIDLabel = "jobferry.dev/origin-uid"
+	// DispatchAttemptLabel counts dispatches of the same manager Job.
+	DispatchAttemptLabel = "jobferry.dev/dispatch-attempt"
+	// WorkerAnnotation on a manager Job names the WorkerCluster it is placed on.
+	WorkerAnnotation = "jobferry.dev/worker"
+	// ClusterSelectorAnnotation on a manager Job is a label selector over
+	// WorkerCluster labels restricting where it may be placed.
+	ClusterSelectorAnnotation = "jobferry.dev/cluster-selector"
+	// DispatchNamespaceLabel opts every Job of a namespace into dispatch when
+	// set to DispatchEnabled.
+	DispatchNamespaceLabel = "jobferry.dev/dispatch"
+	// DispatchEnabled is the value of DispatchNamespaceLabel that opts in.
+	DispatchEnabled = "enabled"
+
+	// DefaultPoolLabel is the node label that groups nodes into pools.
+	DefaultPoolLabel = "jobferry.dev/pool"
+	// ClusterCapacityName is the name of the ClusterCapacity singleton.
+	ClusterCapacityName = "cluster"
+)

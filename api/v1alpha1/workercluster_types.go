@@ -1,0 +1,114 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// JobControllerMode says which controller runs mirror Jobs on a worker.
+// +kubebuilder:validation:Enum=Builtin;Worker
+type JobControllerMode string
+
+const (
+	// JobControllerBuiltin leaves mirrors to the worker's kube-controller-manager.
+	JobControllerBuiltin JobControllerMode = "Builtin"
+	// JobControllerWorker gives mirrors spec.managedBy jobferry.dev/worker, so the
+	// jobferry worker binary runs them instead.
+	JobControllerWorker JobControllerMode = "Worker"
+)
+
+// ConditionConnected is True while the manager can reach the worker's API server.
+const ConditionConnected = "Connected"
+
+// SecretKeyRef points at one key of a Secret in the manager's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key in the Secret holding the kubeconfig.
+	// +kubebuilder:default=kubeconfig
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// KubeConfigSource says where the kubeconfig for a worker is.
+type KubeConfigSource struct {
+	// SecretRef is a Secret in the manager's namespace holding a kubeconfig for
+	// the worker. Kubeconfigs with exec plugins, token or certificate file paths,
+	// or insecure-skip-tls-verify are rejected.
+	SecretRef SecretKeyRef `json:"secretRef"`
+}
+
+// SchedulingDirectives are merged into the pod template of every Job placed on
+// a worker (KEP-2926), so its pods land on the nodes meant for dispatched work.
+type SchedulingDirectives struct {
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	NodeAffinity *corev1.NodeAffinity `json:"nodeAffinity,omitempty"`
+}
+
+// WorkerClusterSpec describes how to reach a worker and what to inject into
+// Jobs placed on it.
+type WorkerClusterSpec struct {
+	KubeConfig KubeConfigSource `json:"kubeConfig"`
+	// +optional
+	Scheduling SchedulingDirectives `json:"scheduling,omitempty"`
+	// Cordoned stops new placements on this worker; Jobs already there continue.
+	// +optional
+	Cordoned bool `json:"cordoned,omitempty"`
+	// JobController says which controller runs mirrors on this worker.
+	// +kubebuilder:default=Builtin
+	// +optional
+	JobController JobControllerMode `json:"jobController,omitempty"`
+}
+
+// WorkerClusterStatus is what the manager last observed of a worker.
+type WorkerClusterStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Capacity is the last ClusterCapacity summary read from the worker.
+	// +optional
+	Capacity *ClusterCapacityStatus `json:"capacity,omitempty"`
+	// DispatchedJobs counts unfinished Jobs placed on this worker.
+	// +optional
+	DispatchedJobs int32 `json:"dispatchedJobs,omitempty"`
+	// RunningJobs counts placed Jobs with at least one active pod.
+	// +optional
+	RunningJobs int32 `json:"runningJobs,omitempty"`
+}
+
+// WorkerCluster is a cluster the manager dispatches Jobs to.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=wc
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].reason`
+// +kubebuilder:printcolumn:name="Cordoned",type=boolean,JSONPath=`.spec.cordoned`
+// +kubebuilder:printcolumn:name="Dispatched",type=integer,JSONPath=`.status.dispatchedJobs`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WorkerCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec WorkerClusterSpec `json:"spec"`
+	// +optional
+	Status WorkerClusterStatus `json:"status,omitempty"`
+}
+
+// WorkerClusterList is a list of WorkerClusters.
+// +kubebuilder:object:root=true
+type WorkerClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WorkerCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&WorkerCluster{}, &WorkerClusterList{})
+}

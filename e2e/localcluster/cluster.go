@@ -1,0 +1,546 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	_ "embed"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/keyutil"
+)
+
+//go:embed stages.yaml
+var kwokStages []byte
+
+// Controllers run by kube-controller-manager: what Jobs need (job, garbage
+// collection, TTL), namespaces and service accounts work as in a real cluster,
+// and node-lifecycle clears the not-ready taint of fake nodes.
+var Controllers = []string{
+	"job-controller",
+	"garbage-collector-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"ttl-after-finished-controller",
+	"pod-garbage-collector-controller",
+	"node-lifecycle-controller",
+}
+
+// Client QPS of the controller-manager and scheduler: at the default 20 QPS
+// the Job controller caps a cluster at about 3 Jobs/s.
+const (
+	componentQPS   = "500"
+	componentBurst = "1000"
+)
+
+// Spec describes one cluster.
+type Spec struct {
+	Name string
+	// Pools of fake nodes. A cluster without pools runs no scheduler and no
+	// KWOK: a control plane only, like the manager cluster.
+	Pools []Pool
+	// PoolLabel is the node label carrying the pool name (default jobferry.dev/pool).
+	PoolLabel string
+}
+
+// Options say where and how a cluster runs.
+type Options struct {
+	// Dir holds the cluster's certificates, kubeconfig, etcd data and logs.
+	Dir string
+	// BinDir holds the binaries; BinDir() when empty.
+	BinDir string
+	// CA signs the cluster's certificates; a new one when nil.
+	CA *CA
+	// Detached clusters keep running after the starting process exits; stop
+	// them with StopEnvironment or Cluster.Stop.
+	Detached bool
+	// Progress receives one line per step; nil for quiet.
+	Progress io.Writer
+	// StartTimeout bounds each readiness wait (default 90s).
+	StartTimeout time.Duration
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Name string
+	Dir  string
+	// KubeconfigPath is an admin kubeconfig (client certificate, CA data).
+	KubeconfigPath string
+	Server         string
+	Processes      []*Process
+
+	config   *rest.Config
+	detached bool
+	mu       sync.Mutex // guards Processes while starting and stopping
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// RESTConfig returns a copy of the admin client configuration.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.config) }
+
+// LogDir is where every component writes its log.
+func (c *Cluster) LogDir() string { return filepath.Join(c.Dir, "logs") }
+
+// Stop stops every component in reverse start order (KWOK, scheduler,
+// controller-manager, apiserver, etcd), by PID.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		procs := append([]*Process(nil), c.Processes...)
+		c.mu.Unlock()
+		c.stopErr = stopAll(procs)
+		untrack(c)
+		if c.stopErr == nil {
+			_ = os.Remove(processesFile(c.Dir))
+		}
+	})
+	if c.stopErr != nil {
+		return fmt.Errorf("stopping cluster %s: %w", c.Name, c.stopErr)
+	}
+	return nil
+}
+
+// Release forgets a detached cluster's processes in this program, so an
+// interrupt no longer stops them; they keep running until StopEnvironment.
+func (c *Cluster) Release() { untrack(c) }
+
+func processesFile(dir string) string { return filepath.Join(dir, "processes.json") }
+
+// Start starts a cluster and returns once its API server answers, its
+// controllers are healthy and its nodes are Ready. On failure, whatever was
+// started is stopped again.
+func Start(ctx context.Context, spec Spec, opts Options) (*Cluster, error) {
+	if err := validate(spec, &opts); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached}
+	// Tracked from the first process on, so an interrupt during start-up
+	// stops what is already running.
+	track(c)
+	if err := c.start(ctx, spec, opts); err != nil {
+		if stopErr := c.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, fmt.Errorf("starting cluster %s: %w", spec.Name, err)
+	}
+	return c, nil
+}
+
+func validate(spec Spec, opts *Options) error {
+	if spec.Name == "" {
+		return errors.New("cluster spec needs a name")
+	}
+	if opts.Dir == "" {
+		return fmt.Errorf("cluster %s: Options.Dir is required", spec.Name)
+	}
+	if opts.BinDir == "" {
+		dir, err := BinDir()
+		if err != nil {
+			return err
+		}
+		opts.BinDir = dir
+	}
+	binaries := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if len(spec.Pools) > 0 {
+		binaries = append(binaries, "kube-scheduler", "kwok")
+	}
+	if err := checkBinaries(opts.BinDir, binaries...); err != nil {
+		return err
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	return nil
+}
+
+// layout is where a cluster keeps its files.
+type layout struct{ dir string }
+
+func (l layout) path(parts ...string) string { return filepath.Join(append([]string{l.dir}, parts...)...) }
+
+func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
+	files := layout{dir: opts.Dir}
+	for _, d := range []string{files.path("pki"), files.path("logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	ca := opts.CA
+	if ca == nil {
+		var err error
+		if ca, err = NewCA("jobferry-local-ca"); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	c.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	c.KubeconfigPath = files.path("kubeconfig")
+	if err := writePKI(ca, files, c.Name, c.Server, c.KubeconfigPath); err != nil {
+		return err
+	}
+	c.config, err = clientcmd.BuildConfigFromFlags("", c.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	c.config.QPS, c.config.Burst = 200, 400
+
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(opts.Progress, "%s: "+format+"\n", append([]any{c.Name}, args...)...)
+	}
+	run := func(name string, args ...string) (*Process, error) {
+		p, err := startProcess(name, filepath.Join(opts.BinDir, name), args, files.path("logs", name+".log"), opts.Detached)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.Processes = append(c.Processes, p)
+		procs := append([]*Process(nil), c.Processes...)
+		c.mu.Unlock()
+		// Recorded at once, so `dev down` finds every process even if the
+		// starting program dies before the cluster is complete.
+		return p, writeJSON(processesFile(c.Dir), procs)
+	}
+	waitReady := func(p *Process, check func(context.Context) error) error {
+		return waitFor(ctx, opts.StartTimeout, p, check)
+	}
+
+	progress("starting etcd")
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeerPort)
+	etcd, err := run("etcd",
+		"--name=etcd", "--data-dir="+files.path("etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=etcd="+peerURL,
+		// Throwaway data: durability buys nothing here and fsync costs a lot.
+		"--unsafe-no-fsync=true",
+		"--quota-backend-bytes=8589934592",
+		"--log-level=warn")
+	if err != nil {
+		return err
+	}
+	if err := waitReady(etcd, httpOK(etcdURL+"/health", nil)); err != nil {
+		return err
+	}
+
+	progress("starting kube-apiserver on %s", c.Server)
+	apiserver, err := run("kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+files.path("pki"),
+		"--tls-cert-file="+files.path("pki", "apiserver.crt"),
+		"--tls-private-key-file="+files.path("pki", "apiserver.key"),
+		"--client-ca-file="+files.path("pki", "ca.crt"),
+		"--service-account-key-file="+files.path("pki", "sa.pub"),
+		"--service-account-signing-key-file="+files.path("pki", "sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		// The "kubernetes" Service endpoints cannot point at loopback.
+		"--endpoint-reconciler-type=none",
+		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+		"--profiling=false")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(c.config)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(apiserver, func(ctx context.Context) error {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("readyz: %w: %s", err, body)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	admin := "--kubeconfig=" + c.KubeconfigPath
+	authn := []string{admin, "--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath}
+	progress("starting kube-controller-manager")
+	kcm, err := run("kube-controller-manager", append(authn,
+		"--controllers="+strings.Join(Controllers, ","),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+		"--cert-dir="+files.path("pki", "kube-controller-manager"),
+		"--service-account-private-key-file="+files.path("pki", "sa.key"),
+		"--root-ca-file="+files.path("pki", "ca.crt"),
+		"--use-service-account-credentials=false",
+		"--kube-api-qps="+componentQPS, "--kube-api-burst="+componentBurst)...)
+	if err != nil {
+		return err
+	}
+	controllers := []struct {
+		p   *Process
+		url string
+	}{{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)}}
+
+	if len(spec.Pools) > 0 {
+		progress("starting kube-scheduler and KWOK")
+		sched, err := run("kube-scheduler", append(authn,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
+			"--cert-dir="+files.path("pki", "kube-scheduler"),
+			"--kube-api-qps="+componentQPS, "--kube-api-burst="+componentBurst)...)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(files.path("kwok.yaml"), kwokStages, 0o644); err != nil {
+			return err
+		}
+		kwok, err := run("kwok", admin,
+			"--config="+files.path("kwok.yaml"),
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
+			"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort))
+		if err != nil {
+			return err
+		}
+		controllers = append(controllers,
+			struct {
+				p   *Process
+				url string
+			}{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
+			struct {
+				p   *Process
+				url string
+			}{kwok, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)})
+	}
+	// The probes target the components' own self-signed serving certificates.
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only
+	for _, ctl := range controllers {
+		if err := waitReady(ctl.p, httpOK(ctl.url, insecure)); err != nil {
+			return err
+		}
+	}
+
+	if len(spec.Pools) > 0 {
+		nodes := nodesFor(spec.Pools, spec.poolLabel())
+		progress("registering %d fake nodes", len(nodes))
+		for _, node := range nodes {
+			if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating node %s: %w", node.Name, err)
+			}
+		}
+		if err := waitReady(nil, nodesReady(client, len(nodes))); err != nil {
+			return err
+		}
+	}
+	if err := waitReady(nil, defaultServiceAccount(client)); err != nil {
+		return err
+	}
+	progress("ready (kubeconfig %s)", c.KubeconfigPath)
+	return nil
+}
+
+func (s Spec) poolLabel() string {
+	if s.PoolLabel != "" {
+		return s.PoolLabel
+	}
+	return "jobferry.dev/pool"
+}
+
+func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
+	if err := ca.WriteFiles(files.path("pki")); err != nil {
+		return err
+	}
+	serving, err := ca.issue("kube-apiserver", nil,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}, x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return err
+	}
+	if err := serving.write(files.path("pki", "apiserver.crt"), files.path("pki", "apiserver.key")); err != nil {
+		return err
+	}
+	adminCert, err := ca.issue("jobferry-admin", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	if err := writeKubeconfig(ca.Kubeconfig(name, server, adminCert), kubeconfigPath); err != nil {
+		return err
+	}
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	saKeyPEM, err := keyutil.MarshalPrivateKeyToPEM(saKey)
+	if err != nil {
+		return err
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return err
+	}
+	saPubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER})
+	return keyPair{CertPEM: saPubPEM, KeyPEM: saKeyPEM}.write(files.path("pki", "sa.pub"), files.path("pki", "sa.key"))
+}
+
+// freePorts asks the kernel for n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitFor polls check until it succeeds, the timeout passes, or p exits.
+// The error names the component and ends with the tail of its log.
+func waitFor(ctx context.Context, timeout time.Duration, p *Process, check func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p != nil && p.Exited() {
+			return false, fmt.Errorf("%s exited: %v", p.Name, p.exitErr)
+		}
+		last = check(ctx)
+		return last == nil, nil
+	})
+	if err == nil {
+		return nil
+	}
+	if last != nil && !strings.Contains(err.Error(), last.Error()) {
+		err = fmt.Errorf("%w (last check: %v)", err, last)
+	}
+	if p != nil {
+		return fmt.Errorf("waiting for %s: %w\n--- last lines of %s:\n%s", p.Name, err, p.Log, tail(p.Log, 15))
+	}
+	return err
+}
+
+func httpOK(url string, tlsConfig *tls.Config) func(context.Context) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+		}
+		return nil
+	}
+}
+
+// nodesReady holds once every fake node is Ready and carries no not-ready or
+// unreachable taint, so pods can be scheduled on all of them.
+func nodesReady(client kubernetes.Interface, want int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			if nodeSchedulable(&n) {
+				ready++
+			}
+		}
+		if ready < want {
+			return fmt.Errorf("%d of %d nodes ready", ready, want)
+		}
+		return nil
+	}
+}
+
+func nodeSchedulable(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// defaultServiceAccount holds once the service account controller works:
+// pods are only admitted in a namespace with a "default" service account.
+func defaultServiceAccount(client kubernetes.Interface) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errors.New("no default service account yet")
+		}
+		return err
+	}
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,175 @@
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// EnvironmentSpec is a manager cluster and its workers.
+type EnvironmentSpec struct {
+	Manager Spec
+	Workers []Spec
+}
+
+// EnvironmentOptions say where and how an environment runs.
+type EnvironmentOptions struct {
+	// Dir holds one sub-directory per cluster and the shared CA.
+	Dir      string
+	BinDir   string
+	Detached bool
+	Progress io.Writer
+}
+
+// Environment is a running manager cluster and its workers, sharing one CA.
+type Environment struct {
+	Dir     string
+	CA      *CA
+	Manager *Cluster
+	Workers []*Cluster
+}
+
+// Clusters lists the manager first, then the workers.
+func (e *Environment) Clusters() []*Cluster {
+	out := []*Cluster{}
+	if e.Manager != nil {
+		out = append(out, e.Manager)
+	}
+	return append(out, e.Workers...)
+}
+
+// Stop stops every cluster of the environment.
+func (e *Environment) Stop() error {
+	var errs []error
+	for _, c := range e.Clusters() {
+		if err := c.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Release leaves a detached environment running after this program exits.
+func (e *Environment) Release() {
+	for _, c := range e.Clusters() {
+		c.Release()
+	}
+}
+
+// StartEnvironment starts the manager and every worker concurrently.
+func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts EnvironmentOptions) (*Environment, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("EnvironmentOptions.Dir is required")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	ca, err := NewCA("jobferry-local-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := ca.WriteFiles(opts.Dir); err != nil {
+		return nil, err
+	}
+	env := &Environment{Dir: opts.Dir, CA: ca, Workers: make([]*Cluster, len(spec.Workers))}
+	specs := append([]Spec{spec.Manager}, spec.Workers...)
+	started := make([]*Cluster, len(specs))
+	group, gctx := errgroup.WithContext(ctx)
+	for i, s := range specs {
+		group.Go(func() error {
+			c, err := Start(gctx, s, Options{
+				Dir: filepath.Join(opts.Dir, s.Name), BinDir: opts.BinDir, CA: ca,
+				Detached: opts.Detached, Progress: opts.Progress,
+			})
+			started[i] = c
+			return err
+		})
+	}
+	err = group.Wait()
+	env.Manager = started[0]
+	copy(env.Workers, started[1:])
+	if err != nil {
+		return nil, errors.Join(err, env.stopStarted())
+	}
+	return env, nil
+}
+
+func (e *Environment) stopStarted() error {
+	var errs []error
+	for _, c := range e.Clusters() {
+		if c != nil {
+			errs = append(errs, c.Stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunningCluster is a cluster of a detached environment, read back from disk.
+type RunningCluster struct {
+	Name           string
+	KubeconfigPath string
+	Processes      []*Process
+}
+
+// Running reports whether any process of the cluster is still alive.
+func (r RunningCluster) Running() bool {
+	for _, p := range r.Processes {
+		if !p.Exited() {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadEnvironment reads what a (detached) environment in dir left on disk.
+func LoadEnvironment(dir string) ([]RunningCluster, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*", "processes.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []RunningCluster
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var procs []*Process
+		if err := json.Unmarshal(data, &procs); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		clusterDir := filepath.Dir(f)
+		out = append(out, RunningCluster{
+			Name:           filepath.Base(clusterDir),
+			KubeconfigPath: filepath.Join(clusterDir, "kubeconfig"),
+			Processes:      procs,
+		})
+	}
+	return out, nil
+}
+
+// StopEnvironment stops every process recorded under dir, each cluster in
+// reverse start order, and removes the records of what it stopped.
+func StopEnvironment(dir string) (stopped int, err error) {
+	clusters, err := LoadEnvironment(dir)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, c := range clusters {
+		if err := stopAll(c.Processes); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", c.Name, err))
+			continue
+		}
+		stopped++
+		_ = os.Remove(processesFile(filepath.Join(dir, c.Name)))
+	}
+	return stopped, errors.Join(errs...)
+}
