@@ -17,7 +17,7 @@ import (
 
 // stopTimeout is how long a component gets to exit after SIGTERM before it is
 // killed: an apiserver whose etcd is gone can hang on SIGTERM for minutes.
-const stopTimeout = 5 * time.Second
+var stopTimeout = 5 * time.Second
 
 // Process is one running component, as recorded in the environment state file.
 type Process struct {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+func defaultDevDir() string {
+	if root, err := localcluster.RepoRoot(); err == nil {
+		return filepath.Join(root, ".local", "dev")
+	}
+	return filepath.Join(".local", "dev")
+}
+
+func newDevCommand() *cobra.Command {
+	dev := &cobra.Command{Use: "dev", Short: "Local development clusters: a manager and workers as local processes"}
+	var dir string
+	var workers int
+	dev.PersistentFlags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry dev down`",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			env, err := startDev(cmd.Context(), dir, workers, out)
+			if err != nil {
+				if env != nil {
+					_ = env.Stop()
+				}
+				return err
+			}
+			env.Release()
+			fmt.Fprintln(out, "\nkubeconfigs:")
+			for _, c := range env.Clusters() {
+				fmt.Fprintf(out, "  %-10s %s\n", c.Name, c.KubeconfigPath)
+			}
+			fmt.Fprintf(out, "\ntry:   %s\nstop:  jobferry dev down (or make dev-down)\n", kubectlHint(dir, "manager", "get workerclusters"))
+			return nil
+		},
+	}
+	up.Flags().IntVar(&workers, "workers", 2, "number of worker clusters")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process of the local environment, by PID",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stopped, err := localcluster.StopEnvironment(dir)
+			if err != nil {
+				return err
+			}
+			if stopped == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no local environment running in %s\n", dir)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped %d cluster(s) in %s\n", stopped, dir)
+			return nil
+		},
+	}
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the clusters of the local environment and whether their processes run",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			clusters, err := localcluster.LoadEnvironment(dir)
+			if err != nil {
+				return err
+			}
+			if len(clusters) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no local environment in %s\n", dir)
+			}
+			for _, c := range clusters {
+				var procs []string
+				for _, p := range c.Processes {
+					state := "running"
+					if p.Exited() {
+						state = "stopped"
+					}
+					procs = append(procs, fmt.Sprintf("%s(%d %s)", p.Name, p.PID, state))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-10s %s\n           %s\n", c.Name, c.KubeconfigPath, strings.Join(procs, " "))
+			}
+			return nil
+		},
+	}
+	dev.AddCommand(up, down, status)
+	return dev
+}
