@@ -188,4 +188,3 @@ func TestChaosFailedPodIsCounted(t *testing.T) {
 		t.Errorf("no FailureTarget condition next to Failed: %s", describeStatus(failed))
 	}
 }
-

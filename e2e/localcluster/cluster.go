@@ -183,7 +183,9 @@ func validate(spec Spec, opts *Options) error {
 // layout is where a cluster keeps its files.
 type layout struct{ dir string }
 
-func (l layout) path(parts ...string) string { return filepath.Join(append([]string{l.dir}, parts...)...) }
+func (l layout) path(parts ...string) string {
+	return filepath.Join(append([]string{l.dir}, parts...)...)
+}
 
 func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	files := layout{dir: opts.Dir}
