@@ -47,7 +47,7 @@ test-integration: tools ## tests against a real kube-apiserver + etcd (controlle
 
 .PHONY: test-e2e
 test-e2e: tools build ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
-	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e/... $(GO_TEST_FLAGS)
+	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
 
 .PHONY: dev-up
 dev-up: tools build ## start a local manager and $(WORKERS) workers in .local/dev
