@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/_output"
 log="$root/_output/test-$layer.log"
 start=$(date +%s)
-go test -v "$@" 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |ok |FAIL|panic:|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN' 
+go test -v "$@" 2>&1 | tee "$log" | grep -E '^(\s*--- |ok |FAIL|panic:|\s+\S+_test\.go:[0-9]+:)'
 rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")

@@ -192,20 +192,23 @@ func jobRows(ctx context.Context, clients map[string]kubernetes.Interface, jobs 
 	return rows, allDone, nil
 }
 
-// podPools lists the pools the Job's pods were scheduled to.
+// podPools lists the pools (node pool labels) the Job's pods were scheduled to.
 func podPools(ctx context.Context, c kubernetes.Interface, job string) (string, error) {
 	pods, err := c.CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
 	if err != nil {
 		return "", err
 	}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	poolOf := map[string]string{}
+	for _, n := range nodes.Items {
+		poolOf[n.Name] = n.Labels[jobferryv1alpha1.DefaultPoolLabel]
+	}
 	var pools []string
 	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" {
-			continue
-		}
-		// Node names of local clusters are "<pool>-<index>".
-		pool := p.Spec.NodeName[:strings.LastIndexByte(p.Spec.NodeName, '-')]
-		if !slices.Contains(pools, pool) {
+		if pool, ok := poolOf[p.Spec.NodeName]; ok && !slices.Contains(pools, pool) {
 			pools = append(pools, pool)
 		}
 	}

@@ -180,6 +180,12 @@ func validate(spec Spec, opts *Options) error {
 	return nil
 }
 
+// healthProbe is the health endpoint of a component.
+type healthProbe struct {
+	process *Process
+	url     string
+}
+
 // layout is where a cluster keeps its files.
 type layout struct{ dir string }
 
@@ -307,10 +313,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	if err != nil {
 		return err
 	}
-	controllers := []struct {
-		p   *Process
-		url string
-	}{{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)}}
+	probes := []healthProbe{{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)}}
 
 	if len(spec.Pools) > 0 {
 		progress("starting kube-scheduler and KWOK")
@@ -333,20 +336,14 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err != nil {
 			return err
 		}
-		controllers = append(controllers,
-			struct {
-				p   *Process
-				url string
-			}{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
-			struct {
-				p   *Process
-				url string
-			}{kwok, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)})
+		probes = append(probes,
+			healthProbe{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
+			healthProbe{kwok, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)})
 	}
 	// The probes target the components' own self-signed serving certificates.
 	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only
-	for _, ctl := range controllers {
-		if err := waitReady(ctl.p, httpOK(ctl.url, insecure)); err != nil {
+	for _, probe := range probes {
+		if err := waitReady(probe.process, httpOK(probe.url, insecure)); err != nil {
 			return err
 		}
 	}

@@ -61,7 +61,16 @@ for entry in "${todo[@]}"; do
   start=$(date +%s)
   printf 'tools: [%d/%d] %-24s %s ... ' "$i" "${#todo[@]}" "$name" "${stamp%% *}"
   rm -f "$stamps/$name"
-  go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg"
+  # Print the elapsed time every 30s, so a cold build never looks stuck.
+  go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg" &
+  build=$!
+  waited=0
+  while kill -0 "$build" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    if [ $((waited % 30)) -eq 0 ]; then printf '%ds ' "$waited"; fi
+  done
+  wait "$build"
   mv "$bin/$name.tmp" "$bin/$name"
   printf '%s\n' "$stamp" >"$stamps/$name"
   echo "done in $(( $(date +%s) - start ))s"
