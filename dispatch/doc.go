@@ -1,7 +1,6 @@
 // Package dispatch decides placement: pure functions from a manager Job and
-// the views of the workers to a decision (which worker, and why the others
-// were rejected) and the scheduling directives to inject (KEP-2926). It does
-// no I/O, so every rule is covered by table tests.
-//
-// Not built yet: placement arrives with the dispatch issue.
+// the views of the workers to a Decision (which worker and pool, and why every
+// other worker was rejected), and the merge of a worker's scheduling
+// directives into a pod template (KEP-2926). It does no I/O, so every rule is
+// covered by table tests; package manager feeds it and acts on its answers.
 package dispatch

@@ -1,0 +1,264 @@
+package dispatch
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Worker is what placement knows of one WorkerCluster.
+type Worker struct {
+	Name       string
+	Labels     map[string]string
+	Connected  bool
+	Cordoned   bool
+	Directives v1alpha1.SchedulingDirectives
+	// Pools is the worker's last capacity summary; nil until one is seen.
+	Pools []v1alpha1.NodePool
+	// Assumed is, per pool, what Jobs placed here request but the summary
+	// does not show yet (the assume cache), so a burst does not pile up on
+	// the worker that looked freest before it.
+	Assumed map[string]corev1.ResourceList
+	// Unavailable, when set, says why nothing may be placed here now, such as
+	// a same-named Job on the worker that jobferry did not create.
+	Unavailable string
+}
+
+// Decision is the outcome of Place.
+type Decision struct {
+	Worker string
+	Pool   string
+	// Request is what the Job's running pods request together.
+	Request corev1.ResourceList
+	// Message explains the choice, for an Event.
+	Message string
+	// Rejected says, per worker not chosen, why.
+	Rejected map[string]string
+}
+
+// Placed reports whether a worker was chosen.
+func (d Decision) Placed() bool { return d.Worker != "" }
+
+// Summary explains a decision in one line, for an Event.
+func (d Decision) Summary() string {
+	var b strings.Builder
+	if d.Placed() {
+		fmt.Fprintf(&b, "placed on %s: %s", d.Worker, d.Message)
+	} else {
+		b.WriteString("no worker fits")
+	}
+	names := make([]string, 0, len(d.Rejected))
+	for name := range d.Rejected {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		if i == 0 {
+			b.WriteString("; ")
+			if d.Placed() {
+				b.WriteString("not ")
+			}
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %s", name, d.Rejected[name])
+	}
+	return b.String()
+}
+
+// Place picks the worker and pool for a Job: among connected, uncordoned
+// workers matching the Job's cluster selector, a pool must accept the Job's
+// pods (nodeSelector, required node affinity and tolerations, after the
+// worker's own directives are merged in) and have free capacity, net of
+// assumed placements, for all of them at once. The pool left with the largest
+// share free after placement wins; ties go to the first name. An error means
+// the Job itself is invalid (a malformed cluster selector).
+func Place(job *batchv1.Job, workers []Worker) (Decision, error) {
+	selector := labels.Everything()
+	if raw, ok := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; ok {
+		var err error
+		if selector, err = labels.Parse(raw); err != nil {
+			return Decision{}, fmt.Errorf("annotation %s: %w", v1alpha1.ClusterSelectorAnnotation, err)
+		}
+	}
+	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}}
+	type candidate struct {
+		worker, pool string
+		score        float64
+	}
+	var fits []candidate
+	for _, w := range sortedByName(workers) {
+		pool, score, why := evaluate(job, w, selector, decision.Request)
+		if why != "" {
+			decision.Rejected[w.Name] = why
+			continue
+		}
+		fits = append(fits, candidate{w.Name, pool, score})
+	}
+	if len(fits) == 0 {
+		return decision, nil
+	}
+	// The first of equal scores wins, so ties go to the first name.
+	best := fits[0]
+	for _, c := range fits[1:] {
+		if c.score > best.score {
+			best = c
+		}
+	}
+	decision.Worker, decision.Pool = best.worker, best.pool
+	decision.Message = fmt.Sprintf("pool %s keeps %.0f%% of its scarcest requested resource free after placement", best.pool, best.score*100)
+	for _, c := range fits {
+		if c.worker != best.worker {
+			decision.Rejected[c.worker] = fmt.Sprintf("fits, but pool %s would keep %.0f%% free against %.0f%% on %s", c.pool, c.score*100, best.score*100, best.worker)
+		}
+	}
+	return decision, nil
+}
+
+func sortedByName(workers []Worker) []Worker {
+	out := slices.Clone(workers)
+	slices.SortFunc(out, func(a, b Worker) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// evaluate returns the best pool of w for the Job and its score, or why w
+// cannot take the Job.
+func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) (pool string, score float64, why string) {
+	switch {
+	case !w.Connected:
+		return "", 0, "not connected"
+	case w.Cordoned:
+		return "", 0, "cordoned"
+	case w.Unavailable != "":
+		return "", 0, w.Unavailable
+	case !selector.Matches(labels.Set(w.Labels)):
+		return "", 0, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
+	case w.Pools == nil:
+		return "", 0, "no capacity summary from the worker yet"
+	}
+	template, err := MergeDirectives(job.Spec.Template, w.Directives)
+	if err != nil {
+		return "", 0, err.Error()
+	}
+	var reasons []string
+	score = -1
+	for _, p := range w.Pools {
+		free := subtract(p.Free, w.Assumed[p.Name])
+		if why := poolRejects(p, template.Spec); why != "" {
+			reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+			continue
+		}
+		if why := lacks(free, request); why != "" {
+			reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+			continue
+		}
+		if s := freeShareAfter(free, p.Allocatable, request); s > score {
+			pool, score = p.Name, s
+		}
+	}
+	if pool == "" {
+		if len(reasons) == 0 {
+			return "", 0, "no node pools"
+		}
+		return "", 0, strings.Join(reasons, "; ")
+	}
+	return pool, score, ""
+}
+
+// poolRejects says why the pool's nodes would not accept the pod, or "".
+func poolRejects(p v1alpha1.NodePool, spec corev1.PodSpec) string {
+	node := &corev1.Node{}
+	node.Labels = p.Labels
+	match, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: spec}).Match(node)
+	if err != nil {
+		return fmt.Sprintf("invalid node affinity: %v", err)
+	}
+	if !match {
+		return "labels do not match the nodeSelector or required node affinity"
+	}
+	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), p.Taints, spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, true)
+	if untolerated {
+		return fmt.Sprintf("untolerated taint %s", taint.ToString())
+	}
+	return ""
+}
+
+// JobRequest is what the Job's pods request while running together: one
+// pod's requests (as the scheduler counts them) times the number of pods
+// that run at once, plus one "pods" per pod.
+func JobRequest(job *batchv1.Job) corev1.ResourceList {
+	pods := int64(ptr.Deref(job.Spec.Parallelism, 1))
+	if job.Spec.Completions != nil {
+		pods = min(pods, int64(*job.Spec.Completions))
+	}
+	perPod := resourcehelper.PodRequests(&corev1.Pod{Spec: job.Spec.Template.Spec}, resourcehelper.PodResourcesOptions{})
+	perPod[corev1.ResourcePods] = resource.MustParse("1")
+	total := corev1.ResourceList{}
+	for name, q := range perPod {
+		total[name] = *resource.NewMilliQuantity(q.MilliValue()*pods, q.Format)
+	}
+	return total
+}
+
+// lacks says which requested resource the free capacity cannot cover, or "".
+func lacks(free, request corev1.ResourceList) string {
+	for _, name := range sortedNames(request) {
+		want := request[name]
+		have := free[name]
+		if want.Cmp(have) > 0 {
+			return fmt.Sprintf("needs %s %s, %s free", want.String(), name, have.String())
+		}
+	}
+	return ""
+}
+
+// freeShareAfter is the smallest share, over the requested resources, of the
+// pool's allocatable that stays free after placement: 1 for an idle pool, 0
+// when placement fills one resource completely.
+func freeShareAfter(free, allocatable, request corev1.ResourceList) float64 {
+	share := 1.0
+	for name, want := range request {
+		total := allocatable[name]
+		if total.IsZero() {
+			continue
+		}
+		have := free[name]
+		left := float64(have.MilliValue()-want.MilliValue()) / float64(total.MilliValue())
+		share = min(share, left)
+	}
+	return share
+}
+
+func subtract(a, b corev1.ResourceList) corev1.ResourceList {
+	out := a.DeepCopy()
+	for name, q := range b {
+		v := out[name]
+		v.Sub(q)
+		out[name] = v
+	}
+	return out
+}
+
+func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(l))
+	for name := range l {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,285 @@
+package dispatch
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+func res(pairs ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i < len(pairs); i += 2 {
+		out[corev1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
+	}
+	return out
+}
+
+func pool(name string, free, allocatable corev1.ResourceList, mods ...func(*v1alpha1.NodePool)) v1alpha1.NodePool {
+	p := v1alpha1.NodePool{Name: name, Labels: map[string]string{v1alpha1.DefaultPoolLabel: name}, Free: free, Allocatable: allocatable}
+	for _, m := range mods {
+		m(&p)
+	}
+	return p
+}
+
+var gpuTaint = corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+func tainted(p *v1alpha1.NodePool) { p.Taints = []corev1.Taint{gpuTaint} }
+
+func worker(name string, pools ...v1alpha1.NodePool) Worker {
+	return Worker{Name: name, Connected: true, Pools: pools}
+}
+
+// job requests cpu per pod and runs parallelism pods at once.
+func job(cpu string, parallelism int32, mods ...func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j"},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To(parallelism),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "c", Resources: corev1.ResourceRequirements{Requests: res("cpu", cpu)},
+			}}}},
+		},
+	}
+	for _, m := range mods {
+		m(j)
+	}
+	return j
+}
+
+func TestPlace(t *testing.T) {
+	idle := res("cpu", "10", "pods", "100")
+	tolerateGPU := func(j *batchv1.Job) {
+		j.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	}
+	selectPool := func(name string) func(*batchv1.Job) {
+		return func(j *batchv1.Job) {
+			j.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.DefaultPoolLabel: name}
+		}
+	}
+	cases := map[string]struct {
+		job      *batchv1.Job
+		workers  []Worker
+		want     string // "worker/pool", or "" when nothing fits
+		rejected map[string]string
+	}{
+		"the freer worker wins": {
+			job: job("1", 1),
+			workers: []Worker{
+				worker("a", pool("general", res("cpu", "4", "pods", "100"), idle)),
+				worker("b", pool("general", res("cpu", "8", "pods", "100"), idle)),
+			},
+			want:     "b/general",
+			rejected: map[string]string{"a": "fits, but pool general would keep 30% free against 70% on b"},
+		},
+		"ties go to the first name": {
+			job:      job("1", 1),
+			workers:  []Worker{worker("b", pool("general", idle, idle)), worker("a", pool("general", idle, idle))},
+			want:     "a/general",
+			rejected: map[string]string{"b": "fits, but pool general would keep 90% free against 90% on a"},
+		},
+		"assumed placements count against free capacity": {
+			job: job("1", 1),
+			workers: []Worker{
+				{Name: "a", Connected: true, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}, Assumed: map[string]corev1.ResourceList{"general": res("cpu", "5")}},
+				worker("b", pool("general", res("cpu", "8", "pods", "100"), idle)),
+			},
+			want:     "b/general",
+			rejected: map[string]string{"a": "fits, but pool general would keep 40% free against 70% on b"},
+		},
+		"parallelism times the pod request must fit": {
+			job:      job("3", 4),
+			workers:  []Worker{worker("a", pool("general", idle, idle))},
+			rejected: map[string]string{"a": "pool general: needs 12 cpu, 10 free"},
+		},
+		"completions below parallelism bound the pods": {
+			job:     job("3", 4, func(j *batchv1.Job) { j.Spec.Completions = ptr.To[int32](3) }),
+			workers: []Worker{worker("a", pool("general", idle, idle))},
+			want:    "a/general",
+		},
+		"a resource the pool does not offer": {
+			job: job("1", 1, func(j *batchv1.Job) {
+				j.Spec.Template.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
+			}),
+			workers:  []Worker{worker("a", pool("general", idle, idle))},
+			rejected: map[string]string{"a": "pool general: needs 1 example.com/gpu, 0 free"},
+		},
+		"an untolerated taint rejects the pool": {
+			job:      job("1", 1, selectPool("gpu")),
+			workers:  []Worker{worker("a", pool("gpu", idle, idle, tainted))},
+			rejected: map[string]string{"a": "pool gpu: untolerated taint gpu=true:NoSchedule"},
+		},
+		"the Job's toleration admits the tainted pool": {
+			job:     job("1", 1, selectPool("gpu"), tolerateGPU),
+			workers: []Worker{worker("a", pool("general", idle, idle), pool("gpu", idle, idle, tainted))},
+			want:    "a/gpu",
+		},
+		"the worker's directives are merged before the pool check": {
+			job: job("1", 1, selectPool("gpu")),
+			workers: []Worker{{
+				Name: "a", Connected: true, Pools: []v1alpha1.NodePool{pool("gpu", idle, idle, tainted)},
+				Directives: v1alpha1.SchedulingDirectives{Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}},
+			}},
+			want: "a/gpu",
+		},
+		"a worker nodeSelector conflicting with the Job's": {
+			job: job("1", 1, selectPool("gpu")),
+			workers: []Worker{{
+				Name: "a", Connected: true, Pools: []v1alpha1.NodePool{pool("general", idle, idle)},
+				Directives: v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{v1alpha1.DefaultPoolLabel: "general"}},
+			}},
+			rejected: map[string]string{"a": "nodeSelector jobferry.dev/pool=gpu conflicts with the worker's jobferry.dev/pool=general"},
+		},
+		"required node affinity must match the pool labels": {
+			job: job("1", 1, func(j *batchv1.Job) {
+				j.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.DefaultPoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"big"}}},
+					}}},
+				}}
+			}),
+			workers: []Worker{worker("a", pool("general", idle, idle)), worker("b", pool("big", idle, idle))},
+			want:    "b/big",
+			rejected: map[string]string{
+				"a": "pool general: labels do not match the nodeSelector or required node affinity",
+			},
+		},
+		"disconnected, cordoned, unavailable and unsummarised workers": {
+			job: job("1", 1),
+			workers: []Worker{
+				{Name: "a", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "b", Connected: true, Cordoned: true, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "c", Connected: true, Unavailable: "a Job ns/j not created by jobferry exists there", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "d", Connected: true},
+			},
+			rejected: map[string]string{
+				"a": "not connected",
+				"b": "cordoned",
+				"c": "a Job ns/j not created by jobferry exists there",
+				"d": "no capacity summary from the worker yet",
+			},
+		},
+		"cluster selector on worker labels": {
+			job: job("1", 1, func(j *batchv1.Job) {
+				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu)"}
+			}),
+			workers: []Worker{
+				{Name: "us", Connected: true, Labels: map[string]string{"region": "us"}, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "eu", Connected: true, Labels: map[string]string{"region": "eu"}, Pools: []v1alpha1.NodePool{pool("general", res("cpu", "1", "pods", "1"), idle)}},
+			},
+			want:     "eu/general",
+			rejected: map[string]string{"us": `labels do not match cluster selector "region in (eu)"`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, err := Place(tc.job, tc.workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if d.Placed() {
+				got = d.Worker + "/" + d.Pool
+			}
+			if got != tc.want {
+				t.Errorf("placed on %q, want %q (%s)", got, tc.want, d.Summary())
+			}
+			want := tc.rejected
+			if want == nil {
+				want = map[string]string{}
+			}
+			if diff := cmp.Diff(want, d.Rejected); diff != "" {
+				t.Errorf("rejections (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlaceRejectsMalformedClusterSelector(t *testing.T) {
+	j := job("1", 1, func(j *batchv1.Job) {
+		j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in eu"}
+	})
+	_, err := Place(j, []Worker{worker("a")})
+	if err == nil || !strings.Contains(err.Error(), v1alpha1.ClusterSelectorAnnotation) {
+		t.Errorf("got %v, want an error naming the annotation", err)
+	}
+}
+
+// A burst of identical Jobs over two equal workers alternates between them
+// once each placement is assumed.
+func TestPlaceSpreadsABurstWithTheAssumeCache(t *testing.T) {
+	idle := res("cpu", "100", "pods", "1000")
+	workers := []Worker{worker("a", pool("general", idle, idle)), worker("b", pool("general", idle, idle))}
+	counts := map[string]int{}
+	for range 40 {
+		d, err := Place(job("1", 1), workers)
+		if err != nil || !d.Placed() {
+			t.Fatalf("not placed: %v %s", err, d.Summary())
+		}
+		counts[d.Worker]++
+		for i := range workers {
+			if workers[i].Name == d.Worker {
+				if workers[i].Assumed == nil {
+					workers[i].Assumed = map[string]corev1.ResourceList{}
+				}
+				workers[i].Assumed[d.Pool] = add(workers[i].Assumed[d.Pool], d.Request)
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 20, "b": 20}, counts); diff != "" {
+		t.Errorf("placements per worker (-want +got):\n%s", diff)
+	}
+}
+
+func add(a, b corev1.ResourceList) corev1.ResourceList {
+	out := a.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range b {
+		v := out[name]
+		v.Add(q)
+		out[name] = v
+	}
+	return out
+}
+
+func TestJobRequest(t *testing.T) {
+	cases := map[string]struct {
+		job  *batchv1.Job
+		want corev1.ResourceList
+	}{
+		"parallelism pods": {job: job("500m", 3), want: res("cpu", "1500m", "pods", "3")},
+		"unset parallelism is one pod": {
+			job:  job("2", 1, func(j *batchv1.Job) { j.Spec.Parallelism = nil }),
+			want: res("cpu", "2", "pods", "1"),
+		},
+		"an init container larger than the containers sets the pod request": {
+			job: job("1", 2, func(j *batchv1.Job) {
+				j.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: res("cpu", "4")}}}
+			}),
+			want: res("cpu", "8", "pods", "2"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := JobRequest(tc.job)
+			for _, n := range sortedNames(tc.want) {
+				if w, g := tc.want[n], got[n]; w.Cmp(g) != 0 {
+					t.Errorf("%s: got %s, want %s", n, g.String(), w.String())
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("got resources %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package mirror
+
+import (
+	"maps"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
+)
+
+// Identity names the manager Job and dispatch attempt a mirror stands for.
+type Identity struct {
+	// Origin names the jobferry installation (--origin), so several managers
+	// can share a worker.
+	Origin string
+	// UID is the manager Job's UID.
+	UID types.UID
+	// Attempt counts dispatches of the manager Job, from 1.
+	Attempt int
+}
+
+// Labels are the labels that mark a mirror as jobferry's.
+func (id Identity) Labels() map[string]string {
+	return map[string]string{
+		v1alpha1.OriginLabel:          id.Origin,
+		v1alpha1.OriginUIDLabel:       string(id.UID),
+		v1alpha1.DispatchAttemptLabel: strconv.Itoa(id.Attempt),
+	}
+}
+
+// Labels the API server derives from a Job's UID: they must not travel to the
+// mirror, whose own UID differs.
+// The unprefixed names are the legacy copies the API server still sets.
+var generatedLabels = []string{
+	batchv1.ControllerUidLabel, "controller-uid",
+	batchv1.JobNameLabel, "job-name",
+}
+
+// Build returns the mirror of a manager Job for a worker: same namespace,
+// name, labels, annotations and spec, except that
+//   - managedBy is dropped (the worker's kube-controller-manager runs it) or
+//     set to jobferry.dev/worker (the jobferry worker controller runs it);
+//   - the selector and the labels derived from the manager Job's UID are
+//     dropped, so the worker's API server generates its own;
+//   - ttlSecondsAfterFinished is dropped: the manager deletes the mirror once
+//     its final status is copied, while a worker TTL could delete it first;
+//   - the origin labels are added, and directives (if any) are merged into the
+//     template when they could not be written into the manager Job.
+func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode, directives *v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+	mirror := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   job.Namespace,
+			Name:        job.Name,
+			Labels:      withoutGenerated(job.Labels),
+			Annotations: maps.Clone(job.Annotations),
+		},
+		Spec: *job.Spec.DeepCopy(),
+	}
+	if mirror.Labels == nil {
+		mirror.Labels = map[string]string{}
+	}
+	maps.Copy(mirror.Labels, id.Labels())
+	delete(mirror.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
+
+	spec := &mirror.Spec
+	spec.Selector = nil
+	spec.ManualSelector = nil
+	spec.TTLSecondsAfterFinished = nil
+	spec.ManagedBy = nil
+	if controller == v1alpha1.JobControllerWorker {
+		spec.ManagedBy = ptr.To(v1alpha1.WorkerManagedBy)
+	}
+	spec.Template.Labels = withoutGenerated(spec.Template.Labels)
+	if directives != nil {
+		merged, err := dispatch.MergeDirectives(spec.Template, *directives)
+		if err != nil {
+			return nil, err
+		}
+		spec.Template = merged
+	}
+	return mirror, nil
+}
+
+func withoutGenerated(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	for _, l := range generatedLabels {
+		delete(out, l)
+	}
+	return out
+}
+
+// IsMirrorOf reports whether a worker Job was created by this jobferry
+// installation for the manager Job with the given UID. Anything else — a
+// user's Job that happens to share the name, or another manager's mirror — is
+// never updated or deleted.
+func IsMirrorOf(remote metav1.Object, origin string, uid types.UID) bool {
+	labels := remote.GetLabels()
+	return labels[v1alpha1.OriginLabel] == origin && labels[v1alpha1.OriginUIDLabel] == string(uid)
+}
