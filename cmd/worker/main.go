@@ -1,12 +1,14 @@
-// Command worker runs in each worker cluster: it will publish the
-// ClusterCapacity summary and, where asked, run mirror Jobs with its own Job
-// controller. Today it starts and serves health and metrics; its roles come
-// with their issues.
+// Command worker runs in each worker cluster: it publishes the
+// ClusterCapacity summary the manager places Jobs by. Its own Job controller
+// (for mirrors with managedBy jobferry.dev/worker) is not built yet.
 package main
 
 import (
 	"flag"
 	"os"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -14,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/worker"
 )
 
 func main() {
@@ -21,6 +24,8 @@ func main() {
 		metricsAddr = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
 		poolLabel   = flag.String("pool-label", jobferryv1alpha1.DefaultPoolLabel, "node label whose values group nodes into pools")
+		minInterval = flag.Duration("min-publish-interval", time.Second, "least time between two writes of the ClusterCapacity summary")
+		heartbeat   = flag.Duration("heartbeat-interval", 30*time.Second, "how often an unchanged summary is written again")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -32,6 +37,7 @@ func main() {
 		Scheme:                 jobferryv1alpha1.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
+		Cache:                  worker.CacheOptions(),
 	})
 	if err != nil {
 		log.Error(err, "creating the controller manager")
@@ -43,6 +49,14 @@ func main() {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		log.Error(err, "adding the readiness check")
+		os.Exit(1)
+	}
+	publisher := &worker.Publisher{
+		Client: mgr.GetClient(), PoolLabel: *poolLabel,
+		MinInterval: *minInterval, Heartbeat: *heartbeat, Clock: clock.RealClock{},
+	}
+	if err := publisher.SetupWithManager(mgr); err != nil {
+		log.Error(err, "setting up the capacity publisher")
 		os.Exit(1)
 	}
 	log.Info("starting", "poolLabel", *poolLabel)
