@@ -31,3 +31,21 @@ const (
 	// ClusterCapacityName is the name of the ClusterCapacity singleton.
 	ClusterCapacityName = "cluster"
 )
+
+// Annotations and finalizer the manager keeps on manager Jobs.
+const (
+	// DispatchAttemptAnnotation on a manager Job is the attempt of its
+	// current placement; the mirror carries it as DispatchAttemptLabel.
+	DispatchAttemptAnnotation = "jobferry.dev/dispatch-attempt"
+	// SuspendedByUserAnnotation records that the user created the Job
+	// suspended, so the webhook's own suspension is told apart from theirs.
+	SuspendedByUserAnnotation = "jobferry.dev/suspended-by-user"
+	// ExcludedWorkersAnnotation lists workers (comma-separated) where a
+	// same-named Job not created by jobferry blocks the mirror.
+	ExcludedWorkersAnnotation = "jobferry.dev/excluded-workers"
+	// InjectedDirectivesAnnotation records, as JSON, the directives injected
+	// into the mirror only, when the manager Job's template was immutable.
+	InjectedDirectivesAnnotation = "jobferry.dev/injected-directives"
+	// MirrorFinalizer holds a manager Job until its mirror is deleted.
+	MirrorFinalizer = "jobferry.dev/mirror"
+)

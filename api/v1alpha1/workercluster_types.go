@@ -112,3 +112,29 @@ type WorkerClusterList struct {
 func init() {
 	SchemeBuilder.Register(&WorkerCluster{}, &WorkerClusterList{})
 }
+
+// Reasons of the Connected condition.
+const (
+	// ReasonConnected: the kubeconfig is valid, the worker answers and its
+	// cache is in sync.
+	ReasonConnected = "Connected"
+	// ReasonConnecting: the kubeconfig is valid; the cache is still syncing.
+	ReasonConnecting = "Connecting"
+	// ReasonSecretNotFound: the referenced Secret does not exist.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonKubeConfigKeyMissing: the Secret has no such key.
+	ReasonKubeConfigKeyMissing = "KubeConfigKeyMissing"
+	// ReasonInvalidKubeConfig: the kubeconfig cannot be parsed or names no
+	// usable cluster.
+	ReasonInvalidKubeConfig = "InvalidKubeConfig"
+	// ReasonInsecureKubeConfig: the kubeconfig skips TLS verification.
+	ReasonInsecureKubeConfig = "InsecureKubeConfig"
+	// ReasonExecPluginNotAllowed: the kubeconfig runs an exec plugin or an
+	// auth provider, which would execute code in the manager.
+	ReasonExecPluginNotAllowed = "ExecPluginNotAllowed"
+	// ReasonFilePathNotAllowed: the kubeconfig points at files (certificate,
+	// key, CA or token paths) instead of embedding their data.
+	ReasonFilePathNotAllowed = "FilePathNotAllowed"
+	// ReasonUnreachable: the worker's API server does not answer.
+	ReasonUnreachable = "Unreachable"
+)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -20,7 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -31,7 +31,7 @@ func newDemoCommand() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Start a manager and two workers and run sample Jobs to completion; leaves the clusters up for a look",
+		Short: "Start a manager and two workers, dispatch sample Jobs from the manager and show them run; leaves the clusters up",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), dir, timeout)
 		},
@@ -41,28 +41,33 @@ func newDemoCommand() *cobra.Command {
 	return cmd
 }
 
-// demoJob is a sample Job and the worker it runs on.
-type demoJob struct {
-	worker string
-	job    *batchv1.Job
-}
-
-// demoJobs runs directly on the workers: dispatch from the manager is not
-// built yet, so the demo shows the real stack each worker offers.
-func demoJobs() []demoJob {
-	gpu := sampleJob("train-gpu", 4, 2, 3*time.Second)
-	gpu.Spec.Template.Spec.NodeSelector = map[string]string{jobferryv1alpha1.DefaultPoolLabel: "gpu"}
-	gpu.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: gpuTaint.Key, Operator: corev1.TolerationOpEqual, Value: gpuTaint.Value, Effect: gpuTaint.Effect}}
-	gpu.Spec.Template.Spec.Containers[0].Resources.Requests[gpuResource] = resource.MustParse("1")
-	gpu.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{gpuResource: resource.MustParse("1")}
-	return []demoJob{
-		{"worker-1", gpu},
-		{"worker-1", sampleJob("etl", 3, 3, 2*time.Second)},
-		{"worker-2", sampleJob("report", 2, 1, 2*time.Second)},
+// demoJobs are 20 ordinary Jobs; the gpu ones fit only worker-1's gpu pool.
+func demoJobs() []*batchv1.Job {
+	var jobs []*batchv1.Job
+	for i := 1; i <= 6; i++ {
+		jobs = append(jobs, sampleJob(fmt.Sprintf("etl-%d", i), 2, 2, "2", time.Duration(2+i%3)*time.Second))
 	}
+	for i := 1; i <= 4; i++ {
+		gpu := sampleJob(fmt.Sprintf("train-gpu-%d", i), 2, 1, "4", 4*time.Second)
+		spec := &gpu.Spec.Template.Spec
+		spec.NodeSelector = map[string]string{"accelerator": "example-gpu"}
+		spec.Tolerations = []corev1.Toleration{{Key: devenv.GPUTaint.Key, Operator: corev1.TolerationOpEqual, Value: devenv.GPUTaint.Value, Effect: devenv.GPUTaint.Effect}}
+		spec.Containers[0].Resources.Requests[devenv.GPUResource] = resource.MustParse("1")
+		spec.Containers[0].Resources.Limits = corev1.ResourceList{devenv.GPUResource: resource.MustParse("1")}
+		jobs = append(jobs, gpu)
+	}
+	for i := 1; i <= 6; i++ {
+		jobs = append(jobs, sampleJob(fmt.Sprintf("report-%d", i), 1, 1, "1", time.Duration(1+i%2)*time.Second))
+	}
+	for i := 1; i <= 4; i++ {
+		indexed := sampleJob(fmt.Sprintf("indexed-%d", i), 4, 2, "1", 2*time.Second)
+		indexed.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		jobs = append(jobs, indexed)
+	}
+	return jobs
 }
 
-func sampleJob(name string, completions, parallelism int32, runFor time.Duration) *batchv1.Job {
+func sampleJob(name string, completions, parallelism int32, cpu string, runFor time.Duration) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: name},
 		Spec: batchv1.JobSpec{
@@ -79,7 +84,7 @@ func sampleJob(name string, completions, parallelism int32, runFor time.Duration
 						Name:  "main",
 						Image: "registry.example/" + name + ":1",
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse("1"),
+							corev1.ResourceCPU:    resource.MustParse(cpu),
 							corev1.ResourceMemory: resource.MustParse("1Gi"),
 						}},
 					}},
@@ -97,61 +102,54 @@ func runDemo(ctx context.Context, out io.Writer, dir string, timeout time.Durati
 	}
 	env, err := startDev(ctx, dir, 2, out)
 	if err != nil {
-		if env != nil {
-			_ = env.Stop()
-		}
 		return err
 	}
 	// Until the demo ends, Ctrl-C stops every cluster (localcluster tracks
 	// them); once it ends they are left running for a look.
-	clients := map[string]kubernetes.Interface{}
-	for _, w := range env.Workers {
-		c, err := kubernetes.NewForConfig(w.RESTConfig())
-		if err != nil {
-			return errors.Join(err, env.Stop())
-		}
-		clients[w.Name] = c
-	}
-	if err := runSampleJobs(ctx, out, clients, timeout); err != nil {
-		fmt.Fprintf(out, "\nthe clusters are still up for a look: logs in %s/<cluster>/logs; stop them with `make demo-down`\n", dir)
-		env.Release()
+	defer env.Release()
+	manager, err := kubernetes.NewForConfig(env.Manager.RESTConfig())
+	if err != nil {
 		return err
 	}
-	env.Release()
-	fmt.Fprintf(out, "\nevery sample Job is Complete. The clusters stay up; look around:\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
+	if err := runSampleJobs(ctx, out, manager, timeout); err != nil {
+		fmt.Fprintf(out, "\nthe clusters are still up for a look: logs in %s/<cluster>/logs; stop them with `make demo-down`\n", dir)
+		return err
+	}
+	fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. The clusters stay up; look around:\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
 		kubectlHint(dir, "manager", "get workerclusters"),
-		kubectlHint(dir, "worker-1", "get jobs,pods -n demo -o wide"),
-		kubectlHint(dir, "worker-1", "get nodes -L jobferry.dev/pool"))
+		kubectlHint(dir, "manager", "describe job -n demo train-gpu-1"),
+		kubectlHint(dir, "worker-1", "get jobs,pods -n demo -o wide"))
 	return nil
 }
 
-func runSampleJobs(ctx context.Context, out io.Writer, clients map[string]kubernetes.Interface, timeout time.Duration) error {
-	jobs := demoJobs()
-	for worker, c := range clients {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace}}
-		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating namespace %s on %s: %w", demoNamespace, worker, err)
-		}
+func runSampleJobs(ctx context.Context, out io.Writer, manager kubernetes.Interface, timeout time.Duration) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace, Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}
+	if _, err := manager.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s on the manager: %w", demoNamespace, err)
 	}
-	fmt.Fprintf(out, "\ncreating %d sample Jobs directly on the workers (dispatch from the manager is not built yet)\n", len(jobs))
+	jobs := demoJobs()
+	fmt.Fprintf(out, "\ncreating %d ordinary Jobs in namespace %s (labelled %s=%s) on the manager\n", len(jobs), demoNamespace, v1alpha1.DispatchNamespaceLabel, v1alpha1.DispatchEnabled)
 	for _, j := range jobs {
-		if _, err := clients[j.worker].BatchV1().Jobs(demoNamespace).Create(ctx, j.job, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating Job %s on %s: %w", j.job.Name, j.worker, err)
+		if _, err := manager.BatchV1().Jobs(demoNamespace).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Job %s: %w", j.Name, err)
 		}
 	}
 	start := time.Now()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		rows, allDone, err := jobRows(ctx, clients, jobs)
+		list, err := manager.BatchV1().Jobs(demoNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		table := renderTable(rows)
+		table, done, failed := renderTable(list.Items)
 		if table != last {
 			fmt.Fprintf(out, "\n[%4.1fs]\n%s", time.Since(start).Seconds(), table)
 			last = table
 		}
-		return allDone, nil
+		if failed != "" {
+			return false, fmt.Errorf("sample Job %s failed", failed)
+		}
+		return done, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the sample Jobs: %w", err)
@@ -159,64 +157,27 @@ func runSampleJobs(ctx context.Context, out io.Writer, clients map[string]kubern
 	return nil
 }
 
-type jobRow struct {
-	worker, job, pools              string
-	active, succeeded, failed, want int32
-	status                          string
-}
-
-func jobRows(ctx context.Context, clients map[string]kubernetes.Interface, jobs []demoJob) ([]jobRow, bool, error) {
-	allDone := true
-	rows := make([]jobRow, 0, len(jobs))
-	for _, j := range jobs {
-		c := clients[j.worker]
-		job, err := c.BatchV1().Jobs(demoNamespace).Get(ctx, j.job.Name, metav1.GetOptions{})
-		if err != nil {
-			return nil, false, err
-		}
-		pools, err := podPools(ctx, c, job.Name)
-		if err != nil {
-			return nil, false, err
-		}
-		status := jobStatusWord(job)
+// renderTable shows the manager Jobs; done when every one is Complete.
+func renderTable(jobs []batchv1.Job) (table string, done bool, failed string) {
+	slices.SortFunc(jobs, func(a, b batchv1.Job) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "JOB\tWORKER\tACTIVE\tSUCCEEDED\tFAILED\tSTATUS")
+	done = len(jobs) > 0
+	for _, job := range jobs {
+		status := jobStatusWord(&job)
+		done = done && status == "Complete"
 		if status == "Failed" {
-			return nil, false, fmt.Errorf("sample Job %s on %s failed: %s", job.Name, j.worker, job.Status.Conditions)
+			failed = job.Name
 		}
-		allDone = allDone && status == "Complete"
-		rows = append(rows, jobRow{
-			worker: j.worker, job: job.Name, pools: pools,
-			active: job.Status.Active, succeeded: job.Status.Succeeded, failed: job.Status.Failed,
-			want: ptr.Deref(job.Spec.Completions, 1), status: status,
-		})
-	}
-	return rows, allDone, nil
-}
-
-// podPools lists the pools (node pool labels) the Job's pods were scheduled to.
-func podPools(ctx context.Context, c kubernetes.Interface, job string) (string, error) {
-	pods, err := c.CoreV1().Pods(demoNamespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
-	if err != nil {
-		return "", err
-	}
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", err
-	}
-	poolOf := map[string]string{}
-	for _, n := range nodes.Items {
-		poolOf[n.Name] = n.Labels[jobferryv1alpha1.DefaultPoolLabel]
-	}
-	var pools []string
-	for _, p := range pods.Items {
-		if pool, ok := poolOf[p.Spec.NodeName]; ok && !slices.Contains(pools, pool) {
-			pools = append(pools, pool)
+		worker := job.Annotations[v1alpha1.WorkerAnnotation]
+		if worker == "" {
+			worker = "-"
 		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d/%d\t%d\t%s\n", job.Name, worker, job.Status.Active, job.Status.Succeeded, ptr.Deref(job.Spec.Completions, 1), job.Status.Failed, status)
 	}
-	if len(pools) == 0 {
-		return "-", nil
-	}
-	slices.Sort(pools)
-	return strings.Join(pools, ","), nil
+	w.Flush()
+	return b.String(), done, failed
 }
 
 func jobStatusWord(job *batchv1.Job) string {
@@ -225,19 +186,12 @@ func jobStatusWord(job *batchv1.Job) string {
 			return string(c.Type)
 		}
 	}
-	if job.Status.Active > 0 {
+	switch {
+	case job.Status.Active > 0:
 		return "Running"
+	case job.Annotations[v1alpha1.WorkerAnnotation] != "":
+		return "Dispatched"
+	default:
+		return "Pending"
 	}
-	return "Pending"
-}
-
-func renderTable(rows []jobRow) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "WORKER\tJOB\tPOOL\tACTIVE\tSUCCEEDED\tFAILED\tSTATUS")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\n", r.worker, r.job, r.pools, r.active, r.succeeded, r.want, r.failed, r.status)
-	}
-	w.Flush()
-	return b.String()
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -15,6 +19,39 @@ func defaultDevDir() string {
 		return filepath.Join(root, ".local", "dev")
 	}
 	return filepath.Join(".local", "dev")
+}
+
+// startDev starts the development environment in dir, refusing to start over
+// a running one.
+func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*devenv.Env, error) {
+	if workers < 1 {
+		return nil, fmt.Errorf("--workers must be at least 1, got %d", workers)
+	}
+	running, err := localcluster.LoadEnvironment(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range running {
+		if c.Running() {
+			return nil, fmt.Errorf("cluster %s of a previous environment is still running in %s: run `jobferry dev down --dir %s` (or `make dev-down`) first", c.Name, dir, dir)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
+	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), Detached: true, Progress: out})
+}
+
+// kubectlHint is a command line a reader can paste to look at a cluster.
+func kubectlHint(dir, cluster, args string) string {
+	bin := "bin"
+	if root, err := localcluster.RepoRoot(); err == nil {
+		if rel, err := filepath.Rel(root, dir); err == nil {
+			dir = rel
+		}
+	}
+	return fmt.Sprintf("%s/kubectl --kubeconfig %s/%s/kubeconfig %s", bin, dir, cluster, args)
 }
 
 func newDevCommand() *cobra.Command {
@@ -30,9 +67,6 @@ func newDevCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			env, err := startDev(cmd.Context(), dir, workers, out)
 			if err != nil {
-				if env != nil {
-					_ = env.Stop()
-				}
 				return err
 			}
 			env.Release()

@@ -1,57 +1,107 @@
-// Command manager runs in the manager cluster: it will serve the opt-in
-// webhook and dispatch Jobs to workers. Today it starts, elects a leader when
-// asked, and serves health and metrics; the controllers come with the
-// dispatch issue.
+// Command manager runs in the manager cluster: it serves the opt-in webhook,
+// keeps a connection to every WorkerCluster, places manager Jobs, creates
+// their mirrors and copies their status back.
 package main
 
 import (
 	"flag"
 	"os"
+	"time"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	corev1 "k8s.io/api/core/v1"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager"
 )
 
 func main() {
 	var (
-		metricsAddr = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
-		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
-		leaderElect = flag.Bool("leader-elect", false, "elect a leader so only one replica dispatches")
-		namespace   = flag.String("namespace", "jobferry-system", "namespace holding the worker kubeconfig Secrets and the leader election lease")
+		metricsAddr      = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+		probeAddr        = flag.String("health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
+		leaderElect      = flag.Bool("leader-elect", false, "elect a leader so only one replica dispatches")
+		namespace        = flag.String("namespace", "jobferry-system", "namespace holding the worker kubeconfig Secrets and the leader election lease")
+		origin           = flag.String("origin", "jobferry", "name of this installation, put on every mirror (label jobferry.dev/origin) so several managers can share a worker")
+		kubeQPS          = flag.Float64("kube-api-qps", 500, "client QPS towards the manager cluster")
+		kubeBurst        = flag.Int("kube-api-burst", 1000, "client burst towards the manager cluster")
+		workerQPS        = flag.Float64("worker-api-qps", 500, "client QPS towards each worker (its own limiter per worker)")
+		workerBurst      = flag.Int("worker-api-burst", 1000, "client burst towards each worker")
+		healthInterval   = flag.Duration("worker-health-interval", 10*time.Second, "how often each worker's API server is probed while connected")
+		jobWorkers       = flag.Int("job-workers", 8, "manager Jobs reconciled at once")
+		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing")
+		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
+		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
+		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
+		webhookCertDir   = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key for the webhook server")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
+	fail := func(err error, msg string) {
+		log.Error(err, msg)
+		os.Exit(1)
+	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                  jobferryv1alpha1.NewScheme(),
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
+	scheme := jobferryv1alpha1.NewScheme()
+	opts := ctrl.Options{
+		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "jobferry-manager",
 		LeaderElectionNamespace: *namespace,
-	})
+		// Only the kubeconfig Secrets of one namespace are cached, not every
+		// Secret of the cluster.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{*namespace: {}}},
+		}},
+	}
+	if *webhookPort != 0 {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertDir})
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		log.Error(err, "creating the controller manager")
-		os.Exit(1)
+		fail(err, "creating the controller manager")
+	}
+	registry := manager.NewRegistry(&manager.Registry{
+		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin,
+		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},
+	})
+	if err := registry.SetupWithManager(mgr); err != nil {
+		fail(err, "setting up the WorkerCluster controller")
+	}
+	jobs := &manager.JobReconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
+		Origin: *origin, CreateNamespaces: *createNamespaces, Clock: clock.RealClock{},
+		Workers: *jobWorkers, CapacitySettle: *capacitySettle,
+	}
+	if err := jobs.SetupWithManager(mgr); err != nil {
+		fail(err, "setting up the Job controller")
+	}
+	if *webhookPort != 0 {
+		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme))
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "adding the health check")
-		os.Exit(1)
+		fail(err, "adding the health check")
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "adding the readiness check")
-		os.Exit(1)
+		fail(err, "adding the readiness check")
 	}
-	log.Info("starting", "namespace", *namespace)
+	log.Info("starting", "namespace", *namespace, "origin", *origin)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "running the controller manager")
-		os.Exit(1)
+		fail(err, "running the controller manager")
 	}
 }

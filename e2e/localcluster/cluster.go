@@ -124,6 +124,30 @@ func (c *Cluster) Stop() error {
 	return nil
 }
 
+// StartComponent runs another program alongside the cluster's control plane
+// (a jobferry manager or worker, say), with its log in LogDir. It is stopped
+// with the cluster, first, and recorded like every component.
+func (c *Cluster) StartComponent(name, binary string, args ...string) (*Process, error) {
+	p, err := startProcess(name, binary, args, filepath.Join(c.LogDir(), name+".log"), c.detached)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.Processes = append(c.Processes, p)
+	procs := append([]*Process(nil), c.Processes...)
+	c.mu.Unlock()
+	return p, writeJSON(processesFile(c.Dir), procs)
+}
+
+// WaitHealthy polls url until it answers 200 OK, p exits, or timeout passes.
+func WaitHealthy(ctx context.Context, p *Process, url string, timeout time.Duration) error {
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only
+	return waitFor(ctx, timeout, p, httpOK(url, insecure))
+}
+
+// FreePorts returns n free loopback ports.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
+
 // Release forgets a detached cluster's processes in this program, so an
 // interrupt no longer stops them; they keep running until StopEnvironment.
 func (c *Cluster) Release() { untrack(c) }
@@ -226,18 +250,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(opts.Progress, "%s: "+format+"\n", append([]any{c.Name}, args...)...)
 	}
+	// Each process is recorded at once, so `dev down` finds every process
+	// even if the starting program dies before the cluster is complete.
 	run := func(name string, args ...string) (*Process, error) {
-		p, err := startProcess(name, filepath.Join(opts.BinDir, name), args, files.path("logs", name+".log"), opts.Detached)
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		c.Processes = append(c.Processes, p)
-		procs := append([]*Process(nil), c.Processes...)
-		c.mu.Unlock()
-		// Recorded at once, so `dev down` finds every process even if the
-		// starting program dies before the cluster is complete.
-		return p, writeJSON(processesFile(c.Dir), procs)
+		return c.StartComponent(name, filepath.Join(opts.BinDir, name), args...)
 	}
 	waitReady := func(p *Process, check func(context.Context) error) error {
 		return waitFor(ctx, opts.StartTimeout, p, check)

@@ -1,0 +1,214 @@
+// Package devenv starts jobferry for real on local clusters: a manager
+// cluster running the jobferry manager binary (webhooks registered with a
+// certificate from the environment's CA) and worker clusters running the
+// jobferry worker binary, each registered with the manager through a
+// kubeconfig Secret and a WorkerCluster. `jobferry dev up`, the demo and the
+// e2e tests use it.
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager"
+)
+
+// SystemNamespace holds the worker kubeconfig Secrets on the manager.
+const SystemNamespace = "jobferry-system"
+
+// GPUResource is the extended resource the fake gpu nodes offer.
+const GPUResource = corev1.ResourceName("example.com/gpu")
+
+// GPUTaint keeps ordinary pods off gpu pools.
+var GPUTaint = corev1.Taint{Key: "jobferry.dev/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// GeneralPool is a pool of ordinary nodes.
+func GeneralPool(nodes int) localcluster.Pool {
+	return localcluster.Pool{Name: "general", Nodes: nodes, Allocatable: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("16"),
+		corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}}
+}
+
+// GPUPool is a pool of tainted nodes offering GPUResource.
+func GPUPool(nodes int) localcluster.Pool {
+	return localcluster.Pool{
+		Name: "gpu", Nodes: nodes,
+		Labels: map[string]string{"accelerator": "example-gpu"},
+		Taints: []corev1.Taint{GPUTaint},
+		Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("32"),
+			corev1.ResourceMemory: resource.MustParse("256Gi"),
+			corev1.ResourcePods:   resource.MustParse("110"),
+			GPUResource:           resource.MustParse("8"),
+		},
+	}
+}
+
+// DevWorkers is the development topology: worker-1 with a general and a
+// tainted gpu pool, further workers with a general pool only.
+func DevWorkers(n int) []localcluster.Spec {
+	var workers []localcluster.Spec
+	for i := 1; i <= n; i++ {
+		w := localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{GeneralPool(2)}}
+		if i == 1 {
+			w.Pools = append(w.Pools, GPUPool(2))
+		}
+		workers = append(workers, w)
+	}
+	return workers
+}
+
+// Options configure an environment.
+type Options struct {
+	Dir      string
+	Workers  []localcluster.Spec
+	Detached bool
+	Progress io.Writer
+	// ManagerArgs are extra flags for the manager binary.
+	ManagerArgs []string
+}
+
+// Env is a running jobferry environment.
+type Env struct {
+	*localcluster.Environment
+	// ManagerProcess is the jobferry manager binary.
+	ManagerProcess *localcluster.Process
+	// MetricsURL serves the manager's Prometheus metrics.
+	MetricsURL string
+}
+
+// Start brings up the clusters, jobferry's binaries and the registrations
+// between them, and returns once every WorkerCluster is Connected.
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"manager", "worker"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make build` first", b, binDir)
+		}
+	}
+	environment, err := localcluster.StartEnvironment(ctx, localcluster.EnvironmentSpec{
+		Manager: localcluster.Spec{Name: "manager"}, Workers: opts.Workers,
+	}, localcluster.EnvironmentOptions{Dir: opts.Dir, Detached: opts.Detached, Progress: opts.Progress})
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Environment: environment}
+	if err := env.start(ctx, binDir, opts); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return env, nil
+}
+
+func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
+	managerClient, err := client.New(e.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
+	if err != nil {
+		return err
+	}
+	if err := localcluster.InstallCRDs(ctx, e.Manager.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_workerclusters.yaml"); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
+	if err := managerClient.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", SystemNamespace, err)
+	}
+	for _, w := range e.Workers {
+		fmt.Fprintf(opts.Progress, "%s: starting the jobferry worker\n", w.Name)
+		if err := localcluster.InstallCRDs(ctx, w.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_clustercapacities.yaml"); err != nil {
+			return fmt.Errorf("%s: %w", w.Name, err)
+		}
+		ports, err := localcluster.FreePorts(1)
+		if err != nil {
+			return err
+		}
+		p, err := w.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
+			"--kubeconfig="+w.KubeconfigPath, "--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
+		if err != nil {
+			return err
+		}
+		if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
+			return err
+		}
+		if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath); err != nil {
+			return err
+		}
+	}
+	if err := e.startManager(ctx, binDir, opts); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.Progress, "manager: waiting for every worker to be Connected")
+	return WaitConnected(ctx, managerClient, len(e.Workers), time.Minute)
+}
+
+func (e *Env) startManager(ctx context.Context, binDir string, opts Options) error {
+	fmt.Fprintln(opts.Progress, "manager: starting the jobferry manager")
+	certDir := filepath.Join(e.Manager.Dir, "webhook-certs")
+	if err := os.MkdirAll(certDir, 0o755); err != nil {
+		return err
+	}
+	certPEM, keyPEM, err := e.CA.IssueServing("jobferry-webhook")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(certDir, "tls.crt"), certPEM, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600); err != nil {
+		return err
+	}
+	ports, err := localcluster.FreePorts(3)
+	if err != nil {
+		return err
+	}
+	metricsPort, probePort, webhookPort := ports[0], ports[1], ports[2]
+	e.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	args := append([]string{
+		"--kubeconfig=" + e.Manager.KubeconfigPath,
+		"--namespace=" + SystemNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+		"--webhook-bind-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(webhookPort),
+		"--webhook-cert-dir=" + certDir,
+	}, opts.ManagerArgs...)
+	e.ManagerProcess, err = e.Manager.StartComponent("jobferry-manager", filepath.Join(binDir, "manager"), args...)
+	if err != nil {
+		return err
+	}
+	if err := localcluster.WaitHealthy(ctx, e.ManagerProcess, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), time.Minute); err != nil {
+		return err
+	}
+	managerClient, err := client.New(e.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
+	if err != nil {
+		return err
+	}
+	mutating, validating := manager.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM)
+	for _, obj := range []client.Object{mutating, validating} {
+		if err := managerClient.Create(ctx, obj); err != nil {
+			return fmt.Errorf("registering webhook %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}

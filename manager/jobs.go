@@ -1,0 +1,434 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// Event reasons on manager Jobs.
+const (
+	ReasonPlaced             = "Placed"
+	ReasonUnschedulable      = "Unschedulable"
+	ReasonInvalidSelector    = "InvalidClusterSelector"
+	ReasonMirrorCreated      = "MirrorCreated"
+	ReasonNameConflict       = "NameConflict"
+	ReasonStatusRejected     = "StatusRejected"
+	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
+)
+
+// JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
+// the placement before anything exists on the worker), creates its mirror,
+// injects the worker's directives and unsuspends it in one update, copies the
+// mirror's status back, and deletes the mirror once its final status is
+// copied or the manager Job is deleted.
+type JobReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Registry *Registry
+	Origin   string
+	// CreateNamespaces creates a mirror's namespace on the worker if missing.
+	CreateNamespaces bool
+	Clock            clock.Clock
+	// Workers is the number of Jobs reconciled at once.
+	Workers int
+	// CapacitySettle is how long after a mirror's pods run a capacity
+	// summary is trusted to include them (see assumeCache).
+	CapacitySettle time.Duration
+
+	assume *assumeCache
+	// placeMu serialises placement, so two Jobs never both take the same
+	// free capacity.
+	placeMu sync.Mutex
+}
+
+// SetupWithManager registers the controller: manager Jobs, plus the keys the
+// registry sends when mirrors, capacity or workers change.
+func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.Registry.onCapacity = r.assume.capacitySeen
+	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("registering jobferry_jobs: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("job").
+		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			job, ok := obj.(*batchv1.Job)
+			return ok && isManagerJob(job)
+		}))).
+		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		Complete(r)
+}
+
+// Reconcile moves one manager Job one step along its dispatch. A write that
+// lost a race with another write (the cache lagging behind our own previous
+// write, typically) is retried quietly instead of logged as an error.
+func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	result, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return result, err
+}
+
+func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !isManagerJob(job) {
+		return reconcile.Result{}, nil
+	}
+	if job.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, job)
+	}
+	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
+		return r.sync(ctx, job, worker)
+	}
+	return r.place(ctx, job)
+}
+
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
+	if isFinished(job) || (ptr.Deref(job.Spec.Suspend, false) && job.Annotations[v1alpha1.SuspendedByUserAnnotation] == "true") {
+		return reconcile.Result{}, nil
+	}
+	r.placeMu.Lock()
+	defer r.placeMu.Unlock()
+	workers, err := r.workerViews(ctx, job)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	decision, err := dispatch.Place(job, workers)
+	if err != nil {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", err)
+		return reconcile.Result{}, nil
+	}
+	if !decision.Placed() {
+		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
+		// Capacity and worker changes retry sooner; this is a safety net.
+		return reconcile.Result{RequeueAfter: 5 * time.Minute}, nil
+	}
+	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	updated := job.DeepCopy()
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.WorkerAnnotation, decision.Worker)
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attempt+1))
+	controllerutil.AddFinalizer(updated, v1alpha1.MirrorFinalizer)
+	// The placement is stored before the mirror exists, so a manager that
+	// restarts in between finds it and creates the mirror where it was meant.
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording placement on %s: %w", decision.Worker, err)
+	}
+	r.assume.assume(job.UID, decision.Worker, decision.Pool, decision.Request)
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, ReasonPlaced, "Place", "%s", decision.Summary())
+	return reconcile.Result{}, nil
+}
+
+// workerViews describes every WorkerCluster for placement.
+func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]dispatch.Worker, error) {
+	var list v1alpha1.WorkerClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing WorkerClusters: %w", err)
+	}
+	excluded := strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ",")
+	views := make([]dispatch.Worker, 0, len(list.Items))
+	for _, wc := range list.Items {
+		view := dispatch.Worker{
+			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned,
+			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
+		}
+		if rem := r.Registry.remote(wc.Name); rem != nil && rem.connected() {
+			view.Connected = true
+			if capacity := rem.capacity(ctx); capacity != nil {
+				view.Pools = capacity.Pools
+				if view.Pools == nil {
+					view.Pools = []v1alpha1.NodePool{}
+				}
+			}
+		}
+		if slices.Contains(excluded, wc.Name) {
+			view.Unavailable = fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
+		}
+		views = append(views, view)
+	}
+	return views, nil
+}
+
+func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
+	rem := r.Registry.remote(worker)
+	if rem == nil || !rem.connected() {
+		// Worker loss and re-dispatch are handled elsewhere; until then wait.
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	key := client.ObjectKeyFromObject(job)
+	m, err := rem.mirror(ctx, key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) {
+		// A mirror of an earlier manager Job of the same name: that Job is
+		// gone (names are unique), so its mirror may go too.
+		if m.DeletionTimestamp == nil {
+			if err := deleteMirror(ctx, rem, m); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if m == nil {
+		if isFinished(job) {
+			r.assume.forget(job.UID)
+			return reconcile.Result{}, nil
+		}
+		return r.createMirror(ctx, job, rem, worker)
+	}
+	if ready := ptr.Deref(m.Status.Ready, 0); mirror.Finished(m.Status) || (m.Status.Active > 0 && ready == m.Status.Active) {
+		r.assume.running(job.UID)
+	}
+	if needsActivation(job) {
+		return reconcile.Result{}, r.activate(ctx, job, worker)
+	}
+	if err := r.copyStatus(ctx, job, m, worker); err != nil {
+		return reconcile.Result{}, err
+	}
+	if mirror.Finished(m.Status) && isFinished(job) {
+		if err := deleteMirror(ctx, rem, m); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.assume.forget(job.UID)
+		return reconcile.Result{}, r.removeFinalizer(ctx, job)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
+	}
+	if r.CreateNamespaces {
+		if err := rem.ensureNamespace(ctx, job.Namespace); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attempt, 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("building mirror for %s: %w", worker, err)
+	}
+	if needsActivation(job) {
+		// Suspended only by the webhook, to wait for placement: the mirror runs.
+		m.Spec.Suspend = ptr.To(false)
+	}
+	err = rem.client().Create(ctx, m)
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := rem.uncachedJob(ctx, client.ObjectKeyFromObject(m))
+		if getErr != nil {
+			return reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
+		}
+		if mirror.IsMirrorOf(existing, r.Origin, job.UID) {
+			// Ours, created earlier; the cache has not caught up yet.
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, r.conflict(ctx, job, worker)
+	}
+	if err != nil {
+		dispatchTotal.WithLabelValues(worker, "error").Inc()
+		return reconcile.Result{}, fmt.Errorf("creating mirror on %s: %w", worker, err)
+	}
+	dispatchTotal.WithLabelValues(worker, "created").Inc()
+	dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorCreated, "Dispatch", "created mirror Job on %s (attempt %d)", worker, max(attempt, 1))
+	if needsActivation(job) {
+		return reconcile.Result{}, r.activate(ctx, job, worker)
+	}
+	return reconcile.Result{}, nil
+}
+
+// conflict: a same-named Job jobferry did not create exists on the worker. It
+// is left alone; the manager Job is placed again, elsewhere.
+func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker string) error {
+	dispatchTotal.WithLabelValues(worker, "conflict").Inc()
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch",
+		"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, worker)
+	updated := job.DeepCopy()
+	excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
+	updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, worker), ",")
+	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("releasing placement on %s: %w", worker, err)
+	}
+	r.assume.forget(job.UID)
+	return nil
+}
+
+// needsActivation: placed and mirrored, but still suspended by the webhook.
+func needsActivation(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && job.Annotations[v1alpha1.SuspendedByUserAnnotation] != "true"
+}
+
+// activate writes the worker's directives into the manager Job's template
+// (KEP-2926: allowed while suspended and not started) and unsuspends it, in
+// one update, so the user sees where and how the Job runs. When the template
+// is no longer mutable the directives went into the mirror only, and the
+// annotation records them.
+func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, worker string) error {
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
+		return fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
+	}
+	updated := job.DeepCopy()
+	merged, err := dispatch.MergeDirectives(updated.Spec.Template, wc.Spec.Scheduling)
+	if err == nil && templateMutable(job) {
+		updated.Spec.Template = merged
+	} else if data, jerr := json.Marshal(wc.Spec.Scheduling); jerr == nil {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
+	}
+	updated.Spec.Suspend = ptr.To(false)
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("injecting %s's directives and unsuspending: %w", worker, err)
+	}
+	return nil
+}
+
+// templateMutable mirrors the API server's rule for changing scheduling
+// directives of a suspended Job.
+func templateMutable(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) &&
+		(job.Status.StartTime == nil || hasTrueCondition(job, batchv1.JobSuspended)) &&
+		job.Status.Active == 0
+}
+
+func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *batchv1.Job, worker string) error {
+	desired := mirror.Status(job, m.Status)
+	key := client.ObjectKeyFromObject(job)
+	observed, hadObserved := r.Registry.takeObserved(key)
+	if equality.Semantic.DeepEqual(desired, job.Status) {
+		return nil
+	}
+	updated := job.DeepCopy()
+	updated.Status = desired
+	err := r.Client.Status().Update(ctx, updated)
+	switch {
+	case err == nil:
+		statusSyncTotal.WithLabelValues(worker, "written").Inc()
+		if hadObserved {
+			statusSyncLag.Observe(r.Clock.Since(observed).Seconds())
+		}
+		job.Status = updated.Status
+		job.ResourceVersion = updated.ResourceVersion
+		return nil
+	case apierrors.IsInvalid(err):
+		statusSyncTotal.WithLabelValues(worker, "rejected").Inc()
+		for _, field := range mirror.RejectedFields(err) {
+			statusWriteRejected.WithLabelValues(field).Inc()
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
+		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
+		return nil
+	default:
+		if hadObserved {
+			r.Registry.observed.LoadOrStore(key, observed)
+		}
+		result := "error"
+		if apierrors.IsConflict(err) {
+			result = "conflict"
+		}
+		statusSyncTotal.WithLabelValues(worker, result).Inc()
+		return fmt.Errorf("copying status from %s: %w", worker, err)
+	}
+}
+
+// finalize deletes the mirror of a manager Job being deleted, then lets it go.
+func (r *JobReconciler) finalize(ctx context.Context, job *batchv1.Job) error {
+	defer r.assume.forget(job.UID)
+	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
+		return nil
+	}
+	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
+		rem := r.Registry.remote(worker)
+		if rem != nil && rem.connected() {
+			m, err := rem.mirror(ctx, client.ObjectKeyFromObject(job))
+			if err != nil {
+				return err
+			}
+			if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) && m.DeletionTimestamp == nil {
+				if err := deleteMirror(ctx, rem, m); err != nil {
+					return err
+				}
+			}
+		} else {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonMirrorLeftOnWorker, "Delete",
+				"worker %s is not connected; its mirror is removed by garbage collection once it is back", worker)
+		}
+	}
+	return r.removeFinalizer(ctx, job)
+}
+
+func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) error {
+	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
+		return nil
+	}
+	updated := job.DeepCopy()
+	controllerutil.RemoveFinalizer(updated, v1alpha1.MirrorFinalizer)
+	if err := r.Client.Update(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// deleteMirror deletes exactly this mirror (UID precondition) and, through
+// background propagation, its pods.
+func deleteMirror(ctx context.Context, rem *remote, m *batchv1.Job) error {
+	err := rem.client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, rem.name, err)
+	}
+	return nil
+}
+
+func isManagerJob(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.ManagedBy, "") == v1alpha1.ManagerManagedBy
+}
+
+func isFinished(job *batchv1.Job) bool { return mirror.Finished(job.Status) }
+
+func hasTrueCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,71 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// KubeconfigError says why a worker kubeconfig is refused; Reason becomes the
+// reason of the WorkerCluster's Connected condition.
+type KubeconfigError struct {
+	Reason  string
+	Message string
+}
+
+func (e *KubeconfigError) Error() string { return e.Message }
+
+// RESTConfigFromKubeconfig accepts only self-contained kubeconfigs: inline CA
+// and credentials, TLS verified, no exec plugins or auth providers (which would
+// run code or read files inside the manager).
+func RESTConfigFromKubeconfig(data []byte) (*rest.Config, error) {
+	refuse := func(reason, format string, args ...any) (*rest.Config, error) {
+		return nil, &KubeconfigError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return refuse(v1alpha1.ReasonInvalidKubeConfig, "cannot parse the kubeconfig: %v", err)
+	}
+	ctxName := cfg.CurrentContext
+	kctx, ok := cfg.Contexts[ctxName]
+	if !ok {
+		return refuse(v1alpha1.ReasonInvalidKubeConfig, "the kubeconfig has no current context (current-context %q)", ctxName)
+	}
+	cluster, ok := cfg.Clusters[kctx.Cluster]
+	if !ok || cluster.Server == "" {
+		return refuse(v1alpha1.ReasonInvalidKubeConfig, "context %q names no cluster with a server", ctxName)
+	}
+	user := cfg.AuthInfos[kctx.AuthInfo]
+	switch {
+	case cluster.InsecureSkipTLSVerify:
+		return refuse(v1alpha1.ReasonInsecureKubeConfig, "cluster %q sets insecure-skip-tls-verify; embed its CA in certificate-authority-data instead", kctx.Cluster)
+	case cluster.CertificateAuthority != "":
+		return refuse(v1alpha1.ReasonFilePathNotAllowed, "cluster %q reads its CA from the file %q; embed it in certificate-authority-data instead", kctx.Cluster, cluster.CertificateAuthority)
+	case user == nil:
+		return refuse(v1alpha1.ReasonInvalidKubeConfig, "context %q names no user", ctxName)
+	case user.Exec != nil:
+		return refuse(v1alpha1.ReasonExecPluginNotAllowed, "user %q runs the exec plugin %q; use a client certificate or token embedded in the kubeconfig", kctx.AuthInfo, user.Exec.Command)
+	case user.AuthProvider != nil:
+		return refuse(v1alpha1.ReasonExecPluginNotAllowed, "user %q uses the auth provider %q; use a client certificate or token embedded in the kubeconfig", kctx.AuthInfo, user.AuthProvider.Name)
+	case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "":
+		return refuse(v1alpha1.ReasonFilePathNotAllowed, "user %q reads credentials from files; embed client-certificate-data/client-key-data or a token instead", kctx.AuthInfo)
+	}
+	restConfig, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return refuse(v1alpha1.ReasonInvalidKubeConfig, "invalid kubeconfig: %v", err)
+	}
+	return restConfig, nil
+}
+
+// kubeconfigReason is the condition reason for err.
+func kubeconfigReason(err error) string {
+	var kerr *KubeconfigError
+	if errors.As(err, &kerr) {
+		return kerr.Reason
+	}
+	return v1alpha1.ReasonInvalidKubeConfig
+}

@@ -1,0 +1,306 @@
+package manager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Registry connects the manager to its workers: for each WorkerCluster it
+// reads the kubeconfig Secret, refuses unsafe kubeconfigs, keeps a remote
+// client and cache, probes the worker's health with backoff, and reports all
+// of it in the Connected condition. A rotated Secret rebuilds the connection.
+type Registry struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Namespace holds the kubeconfig Secrets.
+	Namespace string
+	Origin    string
+	// QPS and Burst of each worker's client: high, so dispatch is never
+	// throttled by the client (MultiKueue's 5 QPS capped it at ~1 Job/s).
+	QPS            float32
+	Burst          int
+	HealthInterval time.Duration
+	Clock          clock.Clock
+
+	// jobEvents feeds the Job controller: manager Jobs whose mirror changed,
+	// or pending Jobs when capacity or workers change.
+	jobEvents chan event.GenericEvent
+	// workerEvents asks for a WorkerCluster reconcile (cache synced).
+	workerEvents chan event.GenericEvent
+	// onCapacity is told when a worker's summary changes.
+	onCapacity func(worker string)
+
+	mu      sync.RWMutex
+	remotes map[string]*remote
+	// observed holds, per manager Job key, when a mirror change not yet
+	// copied was first seen: the start of jobferry_status_sync_lag_seconds.
+	observed sync.Map
+}
+
+// NewRegistry completes a Registry whose exported fields are set.
+func NewRegistry(r *Registry) *Registry {
+	r.remotes = map[string]*remote{}
+	r.jobEvents = make(chan event.GenericEvent, 4096)
+	r.workerEvents = make(chan event.GenericEvent, 64)
+	return r
+}
+
+// JobEvents is the source of manager Job keys to reconcile.
+func (r *Registry) JobEvents() <-chan event.GenericEvent { return r.jobEvents }
+
+// SetupWithManager registers the WorkerCluster controller.
+func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
+	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var list v1alpha1.WorkerClusterList
+		if err := r.Client.List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, wc := range list.Items {
+			if wc.Spec.KubeConfig.SecretRef.Name == obj.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: wc.Name}})
+			}
+		}
+		return out
+	})
+	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == r.Namespace })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("workercluster").
+		For(&v1alpha1.WorkerCluster{}).
+		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
+		WatchesRawSource(source.Channel(r.workerEvents, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile computes the Connected condition of one WorkerCluster, keeping
+// its remote connection in step with the Secret, and writes what changed.
+func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.drop(req.Name)
+			workerConnected.DeleteLabelValues(req.Name)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	wasConnected := r.connected(wc.Name)
+	cond, rem := r.connect(ctx, wc)
+	requeue := r.HealthInterval
+	if rem != nil && cond.Status != metav1.ConditionTrue {
+		requeue = backoff(rem.failures.Load())
+	}
+
+	status := wc.Status.DeepCopy()
+	cond.ObservedGeneration = wc.Generation
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if rem != nil {
+		if capacity := rem.capacity(ctx); capacity != nil {
+			status.Capacity = capacity
+		}
+	}
+	dispatched, running, err := r.countJobs(ctx, wc.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	status.DispatchedJobs, status.RunningJobs = dispatched, running
+	if !equality.Semantic.DeepEqual(status, &wc.Status) {
+		wc.Status = *status
+		if err := r.Client.Status().Update(ctx, wc); err != nil {
+			return reconcile.Result{}, fmt.Errorf("writing status of WorkerCluster %s: %w", wc.Name, err)
+		}
+	}
+	connected := cond.Status == metav1.ConditionTrue
+	gauge := 0.0
+	if connected {
+		gauge = 1
+	}
+	workerConnected.WithLabelValues(wc.Name).Set(gauge)
+	if connected && !wasConnected {
+		r.enqueuePending(ctx)
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// connect brings the remote in line with the Secret and probes it.
+func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *remote) {
+	notConnected := func(reason, format string, args ...any) (metav1.Condition, *remote) {
+		r.drop(wc.Name)
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
+	}
+	ref := wc.Spec.KubeConfig.SecretRef
+	key := ref.Key
+	if key == "" {
+		key = "kubeconfig"
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", r.Namespace, ref.Name)
+		}
+		return notConnected(v1alpha1.ReasonSecretNotFound, "reading Secret %s/%s: %v", r.Namespace, ref.Name, err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", r.Namespace, ref.Name, key)
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])
+
+	r.mu.RLock()
+	rem := r.remotes[wc.Name]
+	r.mu.RUnlock()
+	if rem == nil || rem.kubeconfigHash != hash {
+		cfg, err := RESTConfigFromKubeconfig(data)
+		if err != nil {
+			return notConnected(kubeconfigReason(err), "Secret %s/%s, key %s: %v", r.Namespace, ref.Name, key, err)
+		}
+		cfg.QPS, cfg.Burst = r.QPS, r.Burst
+		cfg.UserAgent = "jobferry-manager/" + r.Origin
+		rem, err = newRemote(wc.Name, cfg, hash, r.Origin, r.Scheme, remoteHandlers{
+			mirrorChanged:   r.mirrorChanged,
+			capacityChanged: r.capacityChanged,
+			synced: func(worker string) {
+				r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+			},
+		})
+		if err != nil {
+			return notConnected(v1alpha1.ReasonInvalidKubeConfig, "%v", err)
+		}
+		r.replace(wc.Name, rem)
+		logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rem.probe(probeCtx); err != nil {
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable,
+			Message: fmt.Sprintf("%s: %v (%d failed probes)", rem.config.Host, err, rem.failures.Load())}, rem
+	}
+	if !rem.synced.Load() {
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonConnecting,
+			Message: "the worker answers; waiting for its caches to sync"}, rem
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
+		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+}
+
+// backoff is the delay before the next probe after n consecutive failures.
+func backoff(n int32) time.Duration {
+	d := time.Second
+	for i := int32(1); i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+func (r *Registry) replace(name string, rem *remote) {
+	r.mu.Lock()
+	old := r.remotes[name]
+	r.remotes[name] = rem
+	r.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+}
+
+func (r *Registry) drop(name string) {
+	r.mu.Lock()
+	old := r.remotes[name]
+	delete(r.remotes, name)
+	r.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+}
+
+// remote returns the connection to a worker, nil when there is none.
+func (r *Registry) remote(name string) *remote {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.remotes[name]
+}
+
+func (r *Registry) connected(name string) bool {
+	rem := r.remote(name)
+	return rem != nil && rem.connected()
+}
+
+func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
+	r.observed.LoadOrStore(key, r.Clock.Now())
+	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+}
+
+func (r *Registry) capacityChanged(worker string) {
+	if r.onCapacity != nil {
+		r.onCapacity(worker)
+	}
+	r.enqueuePending(context.Background())
+}
+
+// takeObserved returns and forgets when the change now copied was first seen.
+func (r *Registry) takeObserved(key types.NamespacedName) (time.Time, bool) {
+	v, ok := r.observed.LoadAndDelete(key)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true
+}
+
+// enqueuePending asks for another placement attempt for every unplaced Job:
+// capacity or workers changed, so one may fit now.
+func (r *Registry) enqueuePending(ctx context.Context) {
+	var jobs batchv1.JobList
+	if err := r.Client.List(ctx, &jobs); err != nil {
+		return
+	}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if isManagerJob(job) && job.Annotations[v1alpha1.WorkerAnnotation] == "" && job.DeletionTimestamp == nil {
+			r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+		}
+	}
+}
+
+func (r *Registry) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
+	var jobs batchv1.JobList
+	if err := r.Client.List(ctx, &jobs); err != nil {
+		return 0, 0, fmt.Errorf("listing manager Jobs: %w", err)
+	}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if !isManagerJob(job) || job.Annotations[v1alpha1.WorkerAnnotation] != worker || isFinished(job) {
+			continue
+		}
+		dispatched++
+		if job.Status.Active > 0 {
+			running++
+		}
+	}
+	return dispatched, running, nil
+}

@@ -1,0 +1,103 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Paths the webhook server serves; the webhook configurations point at them.
+const (
+	MutatePath   = "/mutate-batch-v1-job"
+	ValidatePath = "/validate-batch-v1-job"
+)
+
+// RegisterWebhooks adds the opt-in (mutating) and managedBy (validating)
+// webhooks to server.
+func RegisterWebhooks(server webhook.Server, decoder admission.Decoder) {
+	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder}})
+}
+
+// optIn runs on Job creation in namespaces labelled jobferry.dev/dispatch:
+// enabled. It hands the Job to jobferry and holds it suspended until it is
+// placed, remembering whether the user wanted it suspended.
+type optIn struct{ decoder admission.Decoder }
+
+func (h *optIn) Handle(_ context.Context, req admission.Request) admission.Response {
+	job := &batchv1.Job{}
+	if err := h.decoder.Decode(req, job); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	mutated, changed := OptIn(job)
+	if !changed {
+		return admission.Allowed("not for jobferry")
+	}
+	raw, err := json.Marshal(mutated)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// OptIn returns the Job as the opt-in webhook admits it: managedBy
+// jobferry.dev/manager and suspended, with the user's own wish to suspend
+// recorded. A Job that names another controller is left alone.
+func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
+	switch ptr.Deref(job.Spec.ManagedBy, "") {
+	case "", v1alpha1.ManagerManagedBy:
+	default:
+		return job, false
+	}
+	out := job.DeepCopy()
+	out.Spec.ManagedBy = ptr.To(v1alpha1.ManagerManagedBy)
+	if ptr.Deref(job.Spec.Suspend, false) {
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[v1alpha1.SuspendedByUserAnnotation] = "true"
+	}
+	out.Spec.Suspend = ptr.To(true)
+	return out, true
+}
+
+// validator rejects Jobs that mean jobferry but would hang: a managedBy in
+// the jobferry.dev/ domain that no jobferry controller answers to, or a
+// cluster selector that does not parse.
+type validator struct{ decoder admission.Decoder }
+
+func (h *validator) Handle(_ context.Context, req admission.Request) admission.Response {
+	job := &batchv1.Job{}
+	if err := h.decoder.Decode(req, job); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if err := Validate(job); err != nil {
+		return admission.Denied(err.Error())
+	}
+	return admission.Allowed("")
+}
+
+// Validate checks what jobferry reads from a Job.
+func Validate(job *batchv1.Job) error {
+	managedBy := ptr.Deref(job.Spec.ManagedBy, "")
+	if strings.HasPrefix(managedBy, "jobferry.dev/") && managedBy != v1alpha1.ManagerManagedBy && managedBy != v1alpha1.WorkerManagedBy {
+		return fmt.Errorf("spec.managedBy %q is not a jobferry controller, and no controller would ever run this Job: use %q to dispatch it to a worker cluster",
+			managedBy, v1alpha1.ManagerManagedBy)
+	}
+	if raw, ok := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; ok {
+		if _, err := labels.Parse(raw); err != nil {
+			return fmt.Errorf("annotation %s is not a label selector: %v", v1alpha1.ClusterSelectorAnnotation, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package manager
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// WebhookConfigurations returns the webhook registrations for a manager whose
+// webhook server is reachable at baseURL (https://host:port) with a serving
+// certificate signed by caBundle. The opt-in webhook sees only Job creations
+// in namespaces labelled jobferry.dev/dispatch=enabled; the validating one
+// only Jobs that name jobferry, so the manager being down never blocks
+// anyone else's Jobs.
+func WebhookConfigurations(baseURL string, caBundle []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	jobs := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+	}}
+	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "jobferry-opt-in"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "opt-in.jobferry.dev",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(baseURL + MutatePath), CABundle: caBundle},
+			Rules:                   jobs,
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](5),
+		}},
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "jobferry-validate"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "validate.jobferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(baseURL + ValidatePath), CABundle: caBundle},
+			Rules:        jobs,
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "names-jobferry",
+				Expression: `(has(object.spec.managedBy) && object.spec.managedBy.startsWith('jobferry.dev/')) || ` +
+					`(has(object.metadata.annotations) && '` + v1alpha1.ClusterSelectorAnnotation + `' in object.metadata.annotations)`,
+			}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](5),
+		}},
+	}
+	return mutating, validating
+}
