@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 		runClusterHelper(dir)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopSharedEnv()
+	os.Exit(code)
 }
 
 func runClusterHelper(dir string) {

@@ -273,7 +273,24 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 	if needsActivation(job) {
 		return reconcile.Result{}, r.activate(ctx, job, worker)
 	}
-	return reconcile.Result{}, nil
+	// Running already (the user resumed it, or it opted in unsuspended): its
+	// template is immutable, so the directives went into the mirror only.
+	return reconcile.Result{}, r.recordInjected(ctx, job, wc.Spec.Scheduling)
+}
+
+// recordInjected notes on the manager Job which directives went into its
+// mirror only, so the user can see how the pods were steered.
+func (r *JobReconciler) recordInjected(ctx context.Context, job *batchv1.Job, directives v1alpha1.SchedulingDirectives) error {
+	data, err := json.Marshal(directives)
+	if err != nil {
+		return err
+	}
+	updated := job.DeepCopy()
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("recording the directives injected into the mirror: %w", err)
+	}
+	return nil
 }
 
 // conflict: a same-named Job jobferry did not create exists on the worker. It

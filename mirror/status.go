@@ -185,3 +185,16 @@ func RejectedFields(err error) []string {
 	}
 	return fields
 }
+
+// Recording is a Job spec and the statuses a real Job controller wrote for
+// it, as hack/record-status captures them for the replay test.
+type Recording struct {
+	Spec  batchv1.JobSpec `json:"spec"`
+	Steps []RecordedStep  `json:"steps"`
+}
+
+// RecordedStep is one status with the spec.suspend in force when written.
+type RecordedStep struct {
+	Suspend bool              `json:"suspend"`
+	Status  batchv1.JobStatus `json:"status"`
+}

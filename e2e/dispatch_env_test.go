@@ -1,0 +1,167 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// dispatchEnv is one manager and two workers with equal general pools; worker-1
+// also has the tainted gpu pool. The dispatch tests share it (starting one
+// costs ~15 s); TestMain stops it.
+type dispatchEnv struct {
+	*devenv.Env
+	manager        kubernetes.Interface
+	managerClient  client.Client
+	workers        map[string]kubernetes.Interface
+	workerKubeconf map[string]string
+}
+
+var (
+	sharedEnvOnce sync.Once
+	sharedEnv     *dispatchEnv
+	sharedEnvErr  error
+)
+
+func stopSharedEnv() {
+	if sharedEnv != nil {
+		if err := sharedEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+}
+
+func startDispatchEnv(t *testing.T) *dispatchEnv {
+	t.Helper()
+	sharedEnvOnce.Do(func() {
+		root, err := localcluster.RepoRoot()
+		if err != nil {
+			sharedEnvErr = err
+			return
+		}
+		dir := filepath.Join(root, "_output", "e2e", "dispatch")
+		if err := os.RemoveAll(dir); err != nil {
+			sharedEnvErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		workers := []localcluster.Spec{
+			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2), devenv.GPUPool(2)}},
+			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(2)}},
+		}
+		env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: workers, ManagerArgs: []string{"--worker-health-interval=2s"}})
+		if err != nil {
+			sharedEnvErr = err
+			return
+		}
+		d := &dispatchEnv{Env: env, workers: map[string]kubernetes.Interface{}, workerKubeconf: map[string]string{}}
+		if d.manager, err = kubernetes.NewForConfig(env.Manager.RESTConfig()); err != nil {
+			sharedEnvErr = err
+			return
+		}
+		if d.managerClient, err = client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()}); err != nil {
+			sharedEnvErr = err
+			return
+		}
+		for _, w := range env.Workers {
+			c, err := kubernetes.NewForConfig(w.RESTConfig())
+			if err != nil {
+				sharedEnvErr = err
+				return
+			}
+			d.workers[w.Name] = c
+			d.workerKubeconf[w.Name] = w.KubeconfigPath
+		}
+		sharedEnv = d
+	})
+	if sharedEnvErr != nil {
+		t.Fatalf("starting the dispatch environment: %v", sharedEnvErr)
+	}
+	return sharedEnv
+}
+
+// optedInNamespace creates a namespace on the manager whose Jobs jobferry dispatches.
+func (d *dispatchEnv) optedInNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "dispatch-", Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}
+	ns, err := d.manager.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// metrics scrapes the manager.
+func (d *dispatchEnv) metrics(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(d.MetricsURL)
+	if err != nil {
+		t.Fatalf("scraping the manager: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing metrics: %v", err)
+	}
+	return families
+}
+
+// assertNoRejectedStatusWrites checks jobferry_status_write_rejected_total,
+// cumulative over the whole run, is zero.
+func (d *dispatchEnv) assertNoRejectedStatusWrites(t *testing.T) {
+	t.Helper()
+	if f, ok := d.metrics(t)["jobferry_status_write_rejected_total"]; ok {
+		for _, m := range f.Metric {
+			if v := m.GetCounter().GetValue(); v != 0 {
+				t.Errorf("jobferry_status_write_rejected_total%v = %v, want 0", m.Label, v)
+			}
+		}
+	}
+}
+
+// histogramQuantile estimates a quantile from a histogram's buckets, by
+// linear interpolation within the bucket, as Prometheus' histogram_quantile.
+func histogramQuantile(q float64, h *dto.Histogram) float64 {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return math.NaN()
+	}
+	buckets := h.GetBucket()
+	sort.Slice(buckets, func(i, j int) bool { return buckets[i].GetUpperBound() < buckets[j].GetUpperBound() })
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range buckets {
+		count := float64(b.GetCumulativeCount())
+		if count >= rank {
+			if count == below {
+				return b.GetUpperBound()
+			}
+			return lower + (b.GetUpperBound()-lower)*(rank-below)/(count-below)
+		}
+		lower, below = b.GetUpperBound(), count
+	}
+	return lower
+}
