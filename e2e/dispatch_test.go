@@ -31,13 +31,13 @@ import (
 // pools its pods were scheduled to — mirrors and pods are deleted once
 // finished, so the record is what the test checks afterwards.
 type workerRecorder struct {
-	mu          sync.Mutex
-	mirrors     map[types.UID]map[types.UID]string // origin UID -> mirror UID -> worker
-	lastStatus  map[types.UID]batchv1.JobStatus    // mirror UID -> last status seen
-	podPools    map[string]map[string]bool         // worker/job name -> pools
-	nodePool    map[string]map[string]string       // worker -> node -> pool
-	stop        chan struct{}
-	stopOnce    sync.Once
+	mu         sync.Mutex
+	mirrors    map[types.UID]map[types.UID]string // origin UID -> mirror UID -> worker
+	lastStatus map[types.UID]batchv1.JobStatus    // mirror UID -> last status seen
+	podPools   map[string]map[string]bool         // worker/job name -> pools
+	nodePool   map[string]map[string]string       // worker -> node -> pool
+	stop       chan struct{}
+	stopOnce   sync.Once
 }
 
 func recordWorkers(ctx context.Context, t *testing.T, d *dispatchEnv, namespace string) *workerRecorder {

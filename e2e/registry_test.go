@@ -45,8 +45,12 @@ func TestWorkerKubeconfigProblemsAndRecovery(t *testing.T) {
 		}
 		return data
 	}
-	cluster := func(cfg *clientcmdapi.Config) *clientcmdapi.Cluster { return cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster] }
-	user := func(cfg *clientcmdapi.Config) *clientcmdapi.AuthInfo { return cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo] }
+	cluster := func(cfg *clientcmdapi.Config) *clientcmdapi.Cluster {
+		return cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	}
+	user := func(cfg *clientcmdapi.Config) *clientcmdapi.AuthInfo {
+		return cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+	}
 
 	// A second WorkerCluster for worker-2's API server, cordoned so nothing is
 	// placed through it, with a Secret the test rewrites.

@@ -90,7 +90,6 @@ func summary(s batchv1.JobStatus) map[string]any {
 	}
 }
 
-
 func timeString(t *metav1.Time) string {
 	if t == nil {
 		return ""
