@@ -1,0 +1,75 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+func TestOptIn(t *testing.T) {
+	type result struct {
+		Changed         bool
+		ManagedBy       string
+		Suspend         bool
+		SuspendedByUser string
+	}
+	cases := map[string]struct {
+		managedBy *string
+		suspend   *bool
+		want      result
+	}{
+		"a plain Job is taken and held suspended": {want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true}},
+		"a Job created suspended remembers it":    {suspend: ptr.To(true), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true, SuspendedByUser: "true"}},
+		"an explicit opt-in is held too":          {managedBy: ptr.To(v1alpha1.ManagerManagedBy), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true}},
+		"the built-in controller is respected":    {managedBy: ptr.To("kubernetes.io/job-controller"), want: result{ManagedBy: "kubernetes.io/job-controller"}},
+		"another controller is respected":         {managedBy: ptr.To("kueue.x-k8s.io/multikueue"), suspend: ptr.To(false), want: result{ManagedBy: "kueue.x-k8s.io/multikueue"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := &batchv1.Job{Spec: batchv1.JobSpec{ManagedBy: tc.managedBy, Suspend: tc.suspend}}
+			before := in.DeepCopy()
+			out, changed := OptIn(in)
+			got := result{Changed: changed, ManagedBy: ptr.Deref(out.Spec.ManagedBy, ""), Suspend: ptr.Deref(out.Spec.Suspend, false),
+				SuspendedByUser: out.Annotations[v1alpha1.SuspendedByUserAnnotation]}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, in); diff != "" {
+				t.Errorf("input modified:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		managedBy   string
+		annotations map[string]string
+		wantErr     string
+	}{
+		"manager":              {managedBy: v1alpha1.ManagerManagedBy},
+		"worker":               {managedBy: v1alpha1.WorkerManagedBy},
+		"someone else's":       {managedBy: "example.com/mine"},
+		"a typo in our domain": {managedBy: "jobferry.dev/managr", wantErr: `use "jobferry.dev/manager"`},
+		"a valid selector":     {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu,us)"}},
+		"a malformed selector": {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in eu"}, wantErr: "is not a label selector"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
+			if tc.managedBy != "" {
+				job.Spec.ManagedBy = ptr.To(tc.managedBy)
+			}
+			err := Validate(job)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("got %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
