@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -425,3 +426,26 @@ func TestSameNamedJobOnWorkerIsLeftAlone(t *testing.T) {
 }
 
 func equalLabels(a, b map[string]string) bool { return cmp.Equal(a, b) }
+
+// The manager Job's own ttlSecondsAfterFinished still works: the manager
+// cluster's TTL controller deletes it once finished, and jobferry's finalizer
+// (released with the mirror) does not hold it.
+func TestManagerJobTTLAfterFinished(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "short-lived", time.Second)
+	job.Spec.TTLSecondsAfterFinished = ptr.To[int32](1)
+	_, worker := dispatchOne(ctx, t, d, job)
+	mirrors, err := worker.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err == nil && len(mirrors.Items) == 1 && mirrors.Items[0].Spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("the mirror carries ttlSecondsAfterFinished=%d; the worker could delete it before its final status is copied", *mirrors.Items[0].Spec.TTLSecondsAfterFinished)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := d.manager.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the finished manager Job was not deleted by its TTL: %v", err)
+	}
+}

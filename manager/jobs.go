@@ -123,15 +123,12 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	if isFinished(job) || (ptr.Deref(job.Spec.Suspend, false) && job.Annotations[v1alpha1.SuspendedByUserAnnotation] == "true") {
 		return reconcile.Result{}, nil
 	}
-	r.placeMu.Lock()
-	defer r.placeMu.Unlock()
-	workers, err := r.workerViews(ctx, job)
+	decision, invalid, err := r.decide(ctx, job)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	decision, err := dispatch.Place(job, workers)
-	if err != nil {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", err)
+	if invalid != nil {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
 		return reconcile.Result{}, nil
 	}
 	if !decision.Placed() {
@@ -148,11 +145,29 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	// The placement is stored before the mirror exists, so a manager that
 	// restarts in between finds it and creates the mirror where it was meant.
 	if err := r.Client.Update(ctx, updated); err != nil {
+		r.assume.forget(job.UID)
 		return reconcile.Result{}, fmt.Errorf("recording placement on %s: %w", decision.Worker, err)
 	}
-	r.assume.assume(job.UID, decision.Worker, decision.Pool, decision.Request)
 	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, ReasonPlaced, "Place", "%s", decision.Summary())
 	return reconcile.Result{}, nil
+}
+
+// decide places the Job and assumes its request on the chosen worker at once,
+// under one lock, so concurrent placements see each other's choices; the
+// slower write that records the placement happens outside the lock.
+// invalid says what is wrong with the Job itself; err is a failure to read.
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job) (decision dispatch.Decision, invalid, err error) {
+	r.placeMu.Lock()
+	defer r.placeMu.Unlock()
+	workers, err := r.workerViews(ctx, job)
+	if err != nil {
+		return dispatch.Decision{}, nil, err
+	}
+	decision, invalid = dispatch.Place(job, workers)
+	if invalid == nil && decision.Placed() {
+		r.assume.assume(job.UID, decision.Worker, decision.Pool, decision.Request)
+	}
+	return decision, invalid, nil
 }
 
 // workerViews describes every WorkerCluster for placement.
