@@ -448,4 +448,5 @@ func TestManagerJobTTLAfterFinished(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the finished manager Job was not deleted by its TTL: %v", err)
 	}
+	d.assertNoRejectedStatusWrites(t)
 }

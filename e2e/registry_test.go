@@ -152,4 +152,5 @@ func TestWebhooks(t *testing.T) {
 	if done.Annotations[v1alpha1.InjectedDirectivesAnnotation] == "" {
 		t.Errorf("resumed Job's template was immutable, but no %s annotation records what went into the mirror", v1alpha1.InjectedDirectivesAnnotation)
 	}
+	d.assertNoRejectedStatusWrites(t)
 }
