@@ -132,7 +132,7 @@ func TestWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ptr.Deref(created.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy || created.Annotations[v1alpha1.SuspendedByUserAnnotation] != "true" {
+	if ptr.Deref(created.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy || created.Annotations[v1alpha1.HeldForPlacementAnnotation] != "" {
 		t.Fatalf("opt-in webhook did not take the Job: managedBy %v, annotations %v", created.Spec.ManagedBy, created.Annotations)
 	}
 	// Another Job dispatched after it proves the manager has looked at both.

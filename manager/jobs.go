@@ -45,6 +45,8 @@ const (
 	ReasonNameConflict       = "NameConflict"
 	ReasonStatusRejected     = "StatusRejected"
 	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
+	ReasonMirrorSuspended    = "MirrorSuspended"
+	ReasonMirrorResumed      = "MirrorResumed"
 )
 
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
@@ -120,7 +122,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 }
 
 func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
-	if isFinished(job) || (ptr.Deref(job.Spec.Suspend, false) && job.Annotations[v1alpha1.SuspendedByUserAnnotation] == "true") {
+	if isFinished(job) || userSuspended(job) {
 		return reconcile.Result{}, nil
 	}
 	decision, invalid, err := r.decide(ctx, job)
@@ -234,6 +236,9 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 	if needsActivation(job) {
 		return reconcile.Result{}, r.activate(ctx, job, worker)
 	}
+	if want := ptr.Deref(job.Spec.Suspend, false); want != ptr.Deref(m.Spec.Suspend, false) && !mirror.Finished(m.Status) {
+		return reconcile.Result{}, r.propagateSuspend(ctx, job, rem, m, want)
+	}
 	if err := r.copyStatus(ctx, job, m, worker); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -263,7 +268,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 		return reconcile.Result{}, fmt.Errorf("building mirror for %s: %w", worker, err)
 	}
 	if needsActivation(job) {
-		// Suspended only by the webhook, to wait for placement: the mirror runs.
+		// Held only by the webhook, to wait for placement: the mirror runs.
 		m.Spec.Suspend = ptr.To(false)
 	}
 	err = rem.client().Create(ctx, m)
@@ -325,9 +330,31 @@ func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker s
 	return nil
 }
 
-// needsActivation: placed and mirrored, but still suspended by the webhook.
+// propagateSuspend suspends or resumes the mirror as the user did the manager
+// Job (KEP-2232): the worker deletes or recreates the pods and reports
+// Suspended and startTime, which the status copy brings back.
+func (r *JobReconciler) propagateSuspend(ctx context.Context, job *batchv1.Job, rem *remote, m *batchv1.Job, suspend bool) error {
+	updated := m.DeepCopy()
+	updated.Spec.Suspend = ptr.To(suspend)
+	if err := rem.client().Update(ctx, updated); err != nil {
+		return fmt.Errorf("setting suspend=%t on the mirror on %s: %w", suspend, rem.name, err)
+	}
+	reason, verb := ReasonMirrorResumed, "resumed"
+	if suspend {
+		reason, verb = ReasonMirrorSuspended, "suspended"
+	}
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", rem.name, verb)
+	return nil
+}
+
+// needsActivation: placed and mirrored, but still held by the webhook.
 func needsActivation(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.Suspend, false) && job.Annotations[v1alpha1.SuspendedByUserAnnotation] != "true"
+	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
+}
+
+// userSuspended: suspended by its user rather than held for placement.
+func userSuspended(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && !needsActivation(job)
 }
 
 // activate writes the worker's directives into the manager Job's template
@@ -348,6 +375,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, worker s
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
 	}
 	updated.Spec.Suspend = ptr.To(false)
+	delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", worker, err)
 	}

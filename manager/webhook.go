@@ -51,8 +51,10 @@ func (h *optIn) Handle(_ context.Context, req admission.Request) admission.Respo
 }
 
 // OptIn returns the Job as the opt-in webhook admits it: managedBy
-// jobferry.dev/manager and suspended, with the user's own wish to suspend
-// recorded. A Job that names another controller is left alone.
+// jobferry.dev/manager and suspended. A Job the user did not suspend is marked
+// held for placement, so the manager knows to resume it once placed; a Job
+// the user suspended stays theirs to resume. A Job that names another
+// controller is left alone.
 func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
 	switch ptr.Deref(job.Spec.ManagedBy, "") {
 	case "", v1alpha1.ManagerManagedBy:
@@ -61,11 +63,11 @@ func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
 	}
 	out := job.DeepCopy()
 	out.Spec.ManagedBy = ptr.To(v1alpha1.ManagerManagedBy)
-	if ptr.Deref(job.Spec.Suspend, false) {
+	if !ptr.Deref(job.Spec.Suspend, false) {
 		if out.Annotations == nil {
 			out.Annotations = map[string]string{}
 		}
-		out.Annotations[v1alpha1.SuspendedByUserAnnotation] = "true"
+		out.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true"
 	}
 	out.Spec.Suspend = ptr.To(true)
 	return out, true

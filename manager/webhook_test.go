@@ -14,21 +14,21 @@ import (
 
 func TestOptIn(t *testing.T) {
 	type result struct {
-		Changed         bool
-		ManagedBy       string
-		Suspend         bool
-		SuspendedByUser string
+		Changed          bool
+		ManagedBy        string
+		Suspend          bool
+		HeldForPlacement string
 	}
 	cases := map[string]struct {
 		managedBy *string
 		suspend   *bool
 		want      result
 	}{
-		"a plain Job is taken and held suspended": {want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true}},
-		"a Job created suspended remembers it":    {suspend: ptr.To(true), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true, SuspendedByUser: "true"}},
-		"an explicit opt-in is held too":          {managedBy: ptr.To(v1alpha1.ManagerManagedBy), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true}},
-		"the built-in controller is respected":    {managedBy: ptr.To("kubernetes.io/job-controller"), want: result{ManagedBy: "kubernetes.io/job-controller"}},
-		"another controller is respected":         {managedBy: ptr.To("kueue.x-k8s.io/multikueue"), suspend: ptr.To(false), want: result{ManagedBy: "kueue.x-k8s.io/multikueue"}},
+		"a plain Job is taken and held for placement": {want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true, HeldForPlacement: "true"}},
+		"a Job created suspended stays the user's":    {suspend: ptr.To(true), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true}},
+		"an explicit opt-in is held too":              {managedBy: ptr.To(v1alpha1.ManagerManagedBy), want: result{Changed: true, ManagedBy: v1alpha1.ManagerManagedBy, Suspend: true, HeldForPlacement: "true"}},
+		"the built-in controller is respected":        {managedBy: ptr.To("kubernetes.io/job-controller"), want: result{ManagedBy: "kubernetes.io/job-controller"}},
+		"another controller is respected":             {managedBy: ptr.To("kueue.x-k8s.io/multikueue"), suspend: ptr.To(false), want: result{ManagedBy: "kueue.x-k8s.io/multikueue"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -36,7 +36,7 @@ func TestOptIn(t *testing.T) {
 			before := in.DeepCopy()
 			out, changed := OptIn(in)
 			got := result{Changed: changed, ManagedBy: ptr.Deref(out.Spec.ManagedBy, ""), Suspend: ptr.Deref(out.Spec.Suspend, false),
-				SuspendedByUser: out.Annotations[v1alpha1.SuspendedByUserAnnotation]}
+				HeldForPlacement: out.Annotations[v1alpha1.HeldForPlacementAnnotation]}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

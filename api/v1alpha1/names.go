@@ -37,9 +37,11 @@ const (
 	// DispatchAttemptAnnotation on a manager Job is the attempt of its
 	// current placement; the mirror carries it as DispatchAttemptLabel.
 	DispatchAttemptAnnotation = "jobferry.dev/dispatch-attempt"
-	// SuspendedByUserAnnotation records that the user created the Job
-	// suspended, so the webhook's own suspension is told apart from theirs.
-	SuspendedByUserAnnotation = "jobferry.dev/suspended-by-user"
+	// HeldForPlacementAnnotation marks a Job the opt-in webhook suspended
+	// only to hold it until it is placed; the manager removes it in the update
+	// that unsuspends the Job. A suspended Job without it was suspended by its
+	// user, and jobferry leaves (or makes) its mirror suspended too.
+	HeldForPlacementAnnotation = "jobferry.dev/held-for-placement"
 	// ExcludedWorkersAnnotation lists workers (comma-separated) where a
 	// same-named Job not created by jobferry blocks the mirror.
 	ExcludedWorkersAnnotation = "jobferry.dev/excluded-workers"

@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// suspendTrace records the distinct (Suspended condition, startTime) states a
+// Job goes through, as seen by a watch.
+type suspendTrace struct {
+	mu     sync.Mutex
+	states []string
+	starts []string
+}
+
+func (tr *suspendTrace) add(job *batchv1.Job) {
+	state := "never-suspended"
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobSuspended {
+			state = fmt.Sprintf("Suspended=%s/%s", c.Status, c.Reason)
+		}
+	}
+	start := "startTime=nil"
+	if job.Status.StartTime != nil {
+		start = "startTime=set"
+	}
+	state += " " + start
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if n := len(tr.states); n == 0 || tr.states[n-1] != state {
+		tr.states = append(tr.states, state)
+	}
+	if job.Status.StartTime != nil {
+		s := job.Status.StartTime.UTC().Format(time.RFC3339)
+		if n := len(tr.starts); n == 0 || tr.starts[n-1] != s {
+			tr.starts = append(tr.starts, s)
+		}
+	}
+}
+
+func (tr *suspendTrace) snapshot() ([]string, []string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.states...), append([]string(nil), tr.starts...)
+}
+
+func traceJob(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) *suspendTrace {
+	t.Helper()
+	w, err := c.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &suspendTrace{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if job, ok := ev.Object.(*batchv1.Job); ok && ev.Type != watch.Error {
+				tr.add(job)
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return tr
+}
+
+// Suspending a dispatched Job on the manager suspends its mirror: the worker
+// deletes the pods without counting them failed, and Suspended=True, active 0
+// and the startTime reset come back without a rejected write; resuming runs
+// it to Complete, the manager's startTime moving with the worker's. The
+// manager goes through the same Suspended/startTime states, in the same
+// order, as the worker's kube-controller-manager produced.
+func TestSuspendAndResumeDispatchedJob(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "pausable", 6*time.Second)
+	managerTrace := traceJob(ctx, t, d.manager, ns, job.Name)
+	_, worker := dispatchOne(ctx, t, d, job)
+	mirrorTrace := traceJob(ctx, t, worker, ns, job.Name)
+	running := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running on the manager", func(j *batchv1.Job) bool {
+		return j.Status.Active == 1 && j.Status.StartTime != nil
+	})
+	firstStart := running.Status.StartTime.DeepCopy()
+
+	setManagerSuspend(ctx, t, d, ns, job.Name, true)
+	suspended := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "Suspended=True on the manager", func(j *batchv1.Job) bool {
+		return hasCondition(j, batchv1.JobSuspended) != nil && j.Status.Active == 0 && ptr.Deref(j.Status.Terminating, 0) == 0
+	})
+	if suspended.Status.Failed != 0 || suspended.Status.StartTime != nil {
+		t.Errorf("after suspending: %s startTime=%v; want failed=0 and startTime reset", describeStatus(suspended), suspended.Status.StartTime)
+	}
+	if pods := jobPods(ctx, t, worker, ns, job.Name); len(pods) != 0 {
+		t.Errorf("%d pods left on the worker while suspended", len(pods))
+	}
+
+	setManagerSuspend(ctx, t, d, ns, job.Name, false)
+	done := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Complete after resuming", func(j *batchv1.Job) bool {
+		return hasCondition(j, batchv1.JobComplete) != nil
+	})
+	if done.Status.StartTime == nil || !done.Status.StartTime.After(firstStart.Time) {
+		t.Errorf("startTime after resuming %v, want later than the first start %v", done.Status.StartTime, firstStart)
+	}
+	if done.Status.Failed != 0 || done.Status.Succeeded != 1 {
+		t.Errorf("finished with %s, want succeeded=1 failed=0", describeStatus(done))
+	}
+
+	mirrorStates, mirrorStarts := mirrorTrace.snapshot()
+	managerStates, managerStarts := managerTrace.snapshot()
+	// The manager Job exists before its mirror (placement), so its trace may
+	// begin with states the mirror never had; compare from the mirror's first.
+	for len(managerStates) > 0 && len(mirrorStates) > 0 && managerStates[0] != mirrorStates[0] {
+		managerStates = managerStates[1:]
+	}
+	if diff := cmp.Diff(mirrorStates, managerStates); diff != "" {
+		t.Errorf("Suspended/startTime sequence (-worker +manager):\n%s", diff)
+	}
+	if diff := cmp.Diff(mirrorStarts, managerStarts); diff != "" {
+		t.Errorf("startTime values (-worker +manager):\n%s", diff)
+	}
+	t.Logf("worker and manager went through %v", mirrorStates)
+	d.assertNoRejectedStatusWrites(t)
+}
+
+func setManagerSuspend(ctx context.Context, t *testing.T, d *dispatchEnv, ns, name string, suspend bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)
+	if _, err := d.manager.BatchV1().Jobs(ns).Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
