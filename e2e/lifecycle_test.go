@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
 // suspendTrace records the distinct (Suspended condition, startTime) states a
@@ -140,3 +144,41 @@ func setManagerSuspend(ctx context.Context, t *testing.T, d *dispatchEnv, ns, na
 	}
 }
 
+// `jobferry cordon` stops placements on a worker while its running Jobs
+// continue; `jobferry uncordon` allows them again.
+func TestCordonStopsNewPlacementsOnly(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	cli := func(args ...string) {
+		t.Helper()
+		bin, err := localcluster.BinDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(filepath.Join(bin, "jobferry"), append(args, "--kubeconfig", d.Manager.KubeconfigPath)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("jobferry %v: %v\n%s", args, err, out)
+		}
+	}
+	cli("cordon", "worker-1")
+	t.Cleanup(func() { cli("uncordon", "worker-1"); cli("uncordon", "worker-2") })
+
+	long := sleepJob(ns, "long", 5*time.Second)
+	if w, _ := dispatchOne(ctx, t, d, long); w != "worker-2" {
+		t.Fatalf("with worker-1 cordoned the Job went to %s", w)
+	}
+	pollJob(ctx, t, d.manager, ns, long.Name, time.Minute, "running on worker-2", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+
+	cli("uncordon", "worker-1")
+	cli("cordon", "worker-2")
+	for i := range 5 {
+		job := sleepJob(ns, fmt.Sprintf("after-cordon-%d", i), time.Second)
+		if w, _ := dispatchOne(ctx, t, d, job); w != "worker-1" {
+			t.Errorf("%s went to cordoned %s", job.Name, w)
+		}
+	}
+	pollJob(ctx, t, d.manager, ns, long.Name, time.Minute, "the Job on the cordoned worker completes", func(j *batchv1.Job) bool {
+		return hasCondition(j, batchv1.JobComplete) != nil
+	})
+}

@@ -18,6 +18,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDevCommand(), newDemoCommand())
+	root.AddCommand(newCordonCommands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "jobferry:", err)
 		os.Exit(1)
