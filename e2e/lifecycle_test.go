@@ -13,12 +13,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // suspendTrace records the distinct (Suspended condition, startTime) states a
@@ -181,4 +189,95 @@ func TestCordonStopsNewPlacementsOnly(t *testing.T) {
 	pollJob(ctx, t, d.manager, ns, long.Name, time.Minute, "the Job on the cordoned worker completes", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobComplete) != nil
 	})
+}
+
+// A manager Job deleted while its worker is unreachable is let go (with an
+// Event); its mirror, left on the worker, is garbage-collected once the worker
+// is reachable again.
+func TestMirrorOfJobDeletedWhileWorkerUnreachableIsCollected(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "orphan", time.Hour)
+	workerName, worker := dispatchOne(ctx, t, d, job)
+	pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+
+	// Cut the manager off the worker, as a network partition would: the
+	// worker's kubeconfig Secret now points at a closed port.
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: devenv.SystemNamespace, Name: workerName + "-kubeconfig"}
+	if err := d.managerClient.Get(ctx, key, secret); err != nil {
+		t.Fatal(err)
+	}
+	good := secret.Data["kubeconfig"]
+	cfg, err := clientcmd.Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://127.0.0.1:1"
+	cut, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSecret := func(data []byte) {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := d.managerClient.Get(context.Background(), key, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["kubeconfig"] = data
+		if err := d.managerClient.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSecret(cut)
+	t.Cleanup(func() { setSecret(good) })
+	if cond := waitConnected(ctx, t, d, workerName, metav1.ConditionFalse); cond.Reason != v1alpha1.ReasonUnreachable {
+		t.Errorf("a worker whose API server does not answer shows reason %s (%s), want %s", cond.Reason, cond.Message, v1alpha1.ReasonUnreachable)
+	}
+
+	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := d.manager.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the manager Job was held while its worker was unreachable: %v", err)
+	}
+	if mirrors, err := worker.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{}); err != nil || len(mirrors.Items) != 1 {
+		t.Fatalf("want the mirror still on the unreachable worker, got %v (%v)", mirrors, err)
+	}
+
+	setSecret(good)
+	waitConnected(ctx, t, d, workerName, metav1.ConditionTrue)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		mirrors, err := worker.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := worker.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(mirrors.Items) == 0 && len(pods.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatalf("the orphaned mirror or its pods survived the worker's return: %v", err)
+	}
+}
+
+func waitConnected(ctx context.Context, t *testing.T, d *dispatchEnv, worker string, want metav1.ConditionStatus) *metav1.Condition {
+	t.Helper()
+	var cond *metav1.Condition
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+			return false, err
+		}
+		cond = meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected)
+		return cond != nil && cond.Status == want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never became Connected=%s: %v", worker, want, err)
+	}
+	return cond
 }

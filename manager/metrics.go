@@ -36,6 +36,10 @@ var (
 		Name: "jobferry_status_write_rejected_total",
 		Help: "Manager Job status writes the API server rejected, by the field its validation named.",
 	}, []string{"rule"})
+	orphansDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_orphan_mirrors_deleted_total",
+		Help: "Mirrors deleted by garbage collection because their manager Job no longer exists.",
+	}, []string{"worker"})
 	workerConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "jobferry_worker_connected",
 		Help: "1 while the worker is Connected, else 0.",
@@ -43,7 +47,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected)
+	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted)
 }
 
 // jobsCollector serves jobferry_jobs{worker,phase} from the manager's Job

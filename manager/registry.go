@@ -54,6 +54,8 @@ type Registry struct {
 	workerEvents chan event.GenericEvent
 	// onCapacity is told when a worker's summary changes.
 	onCapacity func(worker string)
+	// onConnected is told when a worker becomes Connected.
+	onConnected func(worker string)
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
@@ -109,13 +111,18 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		return reconcile.Result{}, err
 	}
-	wasConnected := r.connected(wc.Name)
+	// The condition as last written, not the live connection, which may have
+	// turned healthy between two reconciles.
+	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
 	cond, rem := r.connect(ctx, wc)
 	requeue := r.HealthInterval
 	if rem != nil && cond.Status != metav1.ConditionTrue {
 		requeue = backoff(rem.failures.Load())
 	}
 
+	if old := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
+		logf.FromContext(ctx).Info("worker connection changed", "connected", cond.Status, "reason", cond.Reason, "message", cond.Message)
+	}
 	status := wc.Status.DeepCopy()
 	cond.ObservedGeneration = wc.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
@@ -143,6 +150,9 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	workerConnected.WithLabelValues(wc.Name).Set(gauge)
 	if connected && !wasConnected {
 		r.enqueuePending(ctx)
+		if r.onConnected != nil {
+			go r.onConnected(wc.Name)
+		}
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
@@ -190,7 +200,8 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 			},
 		})
 		if err != nil {
-			return notConnected(v1alpha1.ReasonInvalidKubeConfig, "%v", err)
+			// Building the cache asks the server for its API resources.
+			return notConnected(v1alpha1.ReasonUnreachable, "%s: %v", cfg.Host, err)
 		}
 		r.replace(wc.Name, rem)
 		logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
@@ -243,6 +254,17 @@ func (r *Registry) remote(name string) *remote {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.remotes[name]
+}
+
+// names lists the workers the registry holds a connection for.
+func (r *Registry) names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.remotes))
+	for name := range r.remotes {
+		out = append(out, name)
+	}
+	return out
 }
 
 func (r *Registry) connected(name string) bool {

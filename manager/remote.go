@@ -144,8 +144,12 @@ func (r *remote) connected() bool { return r.synced.Load() && r.healthy.Load() }
 // client reads from the cache and writes to the worker's API server.
 func (r *remote) client() client.Client { return r.cluster.GetClient() }
 
-// mirror returns this installation's Job ns/name on the worker, from the cache.
+// mirror returns this installation's Job ns/name on the worker, from the
+// cache; callers check connected() first, as an unsynced cache would block.
 func (r *remote) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	if !r.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
+	}
 	job := &batchv1.Job{}
 	if err := r.client().Get(ctx, key, job); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -156,8 +160,13 @@ func (r *remote) mirror(ctx context.Context, key types.NamespacedName) (*batchv1
 	return job, nil
 }
 
-// capacity returns the worker's last published summary, if any.
+// capacity returns the worker's last published summary, if any. Before the
+// cache has synced there is none: a read would block until it syncs, which
+// for an unreachable worker is never.
 func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
+	if !r.synced.Load() {
+		return nil
+	}
 	cc := &v1alpha1.ClusterCapacity{}
 	if err := r.client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
 		return nil

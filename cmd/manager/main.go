@@ -38,6 +38,7 @@ func main() {
 		healthInterval   = flag.Duration("worker-health-interval", 10*time.Second, "how often each worker's API server is probed while connected")
 		jobWorkers       = flag.Int("job-workers", 8, "manager Jobs reconciled at once")
 		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing")
+		gcInterval       = flag.Duration("gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
 		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
 		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
 		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
@@ -90,6 +91,10 @@ func main() {
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the Job controller")
+	}
+	gc := &manager.OrphanCollector{Client: mgr.GetClient(), Registry: registry, Interval: *gcInterval}
+	if err := gc.SetupWithManager(mgr); err != nil {
+		fail(err, "adding the orphan mirror collector")
 	}
 	if *webhookPort != 0 {
 		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme))
