@@ -71,7 +71,7 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2), devenv.GPUPool(2)}},
 			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(2)}},
 		}
-		env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: workers, ManagerArgs: []string{"--worker-health-interval=2s"}})
+		env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: workers, ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"}})
 		if err != nil {
 			sharedEnvErr = err
 			return

@@ -72,16 +72,22 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		log.Error(err, "listing manager Jobs for garbage collection")
 		return
 	}
-	live := map[types.UID]bool{}
+	live := map[types.UID]*batchv1.Job{}
 	for i := range jobs.Items {
 		if jobs.Items[i].DeletionTimestamp == nil {
-			live[jobs.Items[i].UID] = true
+			live[jobs.Items[i].UID] = &jobs.Items[i]
 		}
 	}
 	for i := range mirrors.Items {
 		m := &mirrors.Items[i]
 		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
-		if origin == "" || live[origin] || m.DeletionTimestamp != nil {
+		if origin == "" || m.DeletionTimestamp != nil {
+			continue
+		}
+		// A mirror of a live Job is kept unless a later attempt replaced it
+		// (fencing after a worker loss). A mirror newer than the cached Job
+		// only means the cache lags.
+		if job := live[origin]; job != nil && attemptOf(m) >= attemptOf(job) {
 			continue
 		}
 		if err := deleteMirror(ctx, rem, m); err != nil {

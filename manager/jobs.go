@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -47,6 +48,7 @@ const (
 	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
 	ReasonMirrorSuspended    = "MirrorSuspended"
 	ReasonMirrorResumed      = "MirrorResumed"
+	ReasonWorkerLost         = "WorkerLost"
 )
 
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
@@ -67,6 +69,9 @@ type JobReconciler struct {
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
+	// WorkerLostTimeout is how long a worker may stay disconnected before its
+	// unfinished Jobs are dispatched elsewhere.
+	WorkerLostTimeout time.Duration
 
 	assume *assumeCache
 	// placeMu serialises placement, so two Jobs never both take the same
@@ -205,13 +210,22 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]di
 func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
 	rem := r.Registry.remote(worker)
 	if rem == nil || !rem.connected() {
-		// Worker loss and re-dispatch are handled elsewhere; until then wait.
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		return r.workerDown(ctx, job, worker)
 	}
 	key := client.ObjectKeyFromObject(job)
 	m, err := rem.mirror(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) && attemptOf(m) < attemptOf(job) {
+		// This worker ran an earlier attempt (it was lost, then came back and
+		// was chosen again): fenced, deleted, never copied.
+		if m.DeletionTimestamp == nil {
+			if err := deleteMirror(ctx, rem, m); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) {
 		// A mirror of an earlier manager Job of the same name: that Job is
@@ -288,7 +302,9 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 		return reconcile.Result{}, fmt.Errorf("creating mirror on %s: %w", worker, err)
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
-	dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
+	if attempt <= 1 {
+		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
+	}
 	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorCreated, "Dispatch", "created mirror Job on %s (attempt %d)", worker, max(attempt, 1))
 	if needsActivation(job) {
 		return reconcile.Result{}, r.activate(ctx, job, worker)
@@ -328,6 +344,57 @@ func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker s
 	}
 	r.assume.forget(job.UID)
 	return nil
+}
+
+// workerDown decides what happens to a Job whose worker is not connected:
+// nothing until the worker has been disconnected for WorkerLostTimeout (a
+// transient blip must not rerun anything), then a re-dispatch with the next
+// attempt — unless the Job asked to wait for its worker. The mirror left on
+// the lost worker is fenced: its status is never read again, and the
+// collector deletes it when the worker returns.
+func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
+	if isFinished(job) {
+		return reconcile.Result{}, nil
+	}
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	}
+	down := time.Duration(0)
+	if cond := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); cond != nil && cond.Status != metav1.ConditionTrue {
+		down = r.Clock.Since(cond.LastTransitionTime.Time)
+	} else if wc.Name == "" {
+		down = r.WorkerLostTimeout // the WorkerCluster is gone for good
+	}
+	if down < r.WorkerLostTimeout {
+		return reconcile.Result{RequeueAfter: min(r.WorkerLostTimeout-down+time.Second, 10*time.Second)}, nil
+	}
+	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
+			"worker %s has been unreachable for %s; this Job asks to wait for it (%s: %s) and is not run elsewhere",
+			worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
+	}
+	updated := job.DeepCopy()
+	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return reconcile.Result{}, fmt.Errorf("releasing the placement on lost worker %s: %w", worker, err)
+	}
+	r.assume.forget(job.UID)
+	dispatchTotal.WithLabelValues(worker, "lost").Inc()
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
+		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
+		worker, down.Round(time.Second), attemptOf(job)+1)
+	return reconcile.Result{}, nil
+}
+
+// attemptOf is the dispatch attempt recorded on a manager Job or mirror.
+func attemptOf(obj metav1.Object) int {
+	if n, err := strconv.Atoi(obj.GetAnnotations()[v1alpha1.DispatchAttemptAnnotation]); err == nil {
+		return n
+	}
+	n, _ := strconv.Atoi(obj.GetLabels()[v1alpha1.DispatchAttemptLabel])
+	return n
 }
 
 // propagateSuspend suspends or resumes the mirror as the user did the manager

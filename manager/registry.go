@@ -148,6 +148,10 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		gauge = 1
 	}
 	workerConnected.WithLabelValues(wc.Name).Set(gauge)
+	if !connected && wasConnected {
+		// Its Jobs start counting towards the worker-lost timeout.
+		r.enqueuePlacedOn(ctx, wc.Name)
+	}
 	if connected && !wasConnected {
 		r.enqueuePending(ctx)
 		if r.onConnected != nil {
@@ -304,6 +308,20 @@ func (r *Registry) enqueuePending(ctx context.Context) {
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
 		if isManagerJob(job) && job.Annotations[v1alpha1.WorkerAnnotation] == "" && job.DeletionTimestamp == nil {
+			r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+		}
+	}
+}
+
+// enqueuePlacedOn asks for a reconcile of every Job placed on worker.
+func (r *Registry) enqueuePlacedOn(ctx context.Context, worker string) {
+	var jobs batchv1.JobList
+	if err := r.Client.List(ctx, &jobs); err != nil {
+		return
+	}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if isManagerJob(job) && job.Annotations[v1alpha1.WorkerAnnotation] == worker {
 			r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 		}
 	}

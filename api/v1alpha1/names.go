@@ -48,6 +48,14 @@ const (
 	// InjectedDirectivesAnnotation records, as JSON, the directives injected
 	// into the mirror only, when the manager Job's template was immutable.
 	InjectedDirectivesAnnotation = "jobferry.dev/injected-directives"
+	// OnWorkerLostAnnotation on a manager Job says what to do when its worker
+	// is lost: OnWorkerLostRedispatch (default) or OnWorkerLostWait, for work
+	// that must never run twice.
+	OnWorkerLostAnnotation = "jobferry.dev/on-worker-lost"
+	// OnWorkerLostRedispatch places the Job again on another worker.
+	OnWorkerLostRedispatch = "Redispatch"
+	// OnWorkerLostWait keeps the Job on its worker until it returns.
+	OnWorkerLostWait = "Wait"
 	// MirrorFinalizer holds a manager Job until its mirror is deleted.
 	MirrorFinalizer = "jobferry.dev/mirror"
 )

@@ -39,6 +39,7 @@ func main() {
 		jobWorkers       = flag.Int("job-workers", 8, "manager Jobs reconciled at once")
 		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing")
 		gcInterval       = flag.Duration("gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
+		workerLost       = flag.Duration("worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
 		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
 		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
 		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
@@ -87,7 +88,7 @@ func main() {
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
 		Origin: *origin, CreateNamespaces: *createNamespaces, Clock: clock.RealClock{},
-		Workers: *jobWorkers, CapacitySettle: *capacitySettle,
+		Workers: *jobWorkers, CapacitySettle: *capacitySettle, WorkerLostTimeout: *workerLost,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the Job controller")

@@ -139,6 +139,52 @@ func (c *Cluster) StartComponent(name, binary string, args ...string) (*Process,
 	return p, writeJSON(processesFile(c.Dir), procs)
 }
 
+// StopComponent stops one component by name (the apiserver, to make the
+// cluster unreachable, say); RestartComponent brings it back.
+func (c *Cluster) StopComponent(name string) error {
+	p, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	return p.Stop()
+}
+
+// RestartComponent starts a stopped component again with the same arguments
+// (so on the same ports, with the same data).
+func (c *Cluster) RestartComponent(name string) (*Process, error) {
+	old, err := c.component(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := old.Stop(); err != nil {
+		return nil, err
+	}
+	p, err := startProcess(name, old.Binary, old.Args, old.Log, c.detached)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	for i := range c.Processes {
+		if c.Processes[i] == old {
+			c.Processes[i] = p
+		}
+	}
+	procs := append([]*Process(nil), c.Processes...)
+	c.mu.Unlock()
+	return p, writeJSON(processesFile(c.Dir), procs)
+}
+
+func (c *Cluster) component(name string) (*Process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.Processes {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster %s has no component %s", c.Name, name)
+}
+
 // WaitHealthy polls url until it answers 200 OK, p exits, or timeout passes.
 func WaitHealthy(ctx context.Context, p *Process, url string, timeout time.Duration) error {
 	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only

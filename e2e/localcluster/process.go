@@ -21,10 +21,11 @@ var stopTimeout = 5 * time.Second
 
 // Process is one running component, as recorded in the environment state file.
 type Process struct {
-	Name   string `json:"name"`
-	Binary string `json:"binary"`
-	PID    int    `json:"pid"`
-	Log    string `json:"log"`
+	Name   string   `json:"name"`
+	Binary string   `json:"binary"`
+	Args   []string `json:"args"`
+	PID    int      `json:"pid"`
+	Log    string   `json:"log"`
 
 	// exited is closed once the process has been reaped; nil when the process
 	// was started by another program (read back from a state file).
@@ -54,7 +55,7 @@ func startProcess(name, binary string, args []string, logPath string, detached b
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, Binary: binary, PID: cmd.Process.Pid, Log: logPath, exited: make(chan struct{})}
+	p := &Process{Name: name, Binary: binary, Args: args, PID: cmd.Process.Pid, Log: logPath, exited: make(chan struct{})}
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(p.exited)
