@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +184,59 @@ func TestWorkerLossRedispatchesAndFences(t *testing.T) {
 	t.Logf("submitted %d, completed %d, re-dispatched %d, duplicated %d, lost 0; %d status samples, %d decreases",
 		total, len(jobs), redispatched, duplicated, counters.samples, len(counters.decreases))
 	d.assertNoRejectedStatusWrites(t)
+}
+
+// A Job annotated jobferry.dev/on-worker-lost: Wait is never run elsewhere:
+// past the worker-lost timeout it waits, with an Event saying why, and
+// completes on its worker once that is back.
+func TestOnWorkerLostWaitIsNeverRedispatched(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "run-once", 10*time.Second)
+	job.Annotations = map[string]string{v1alpha1.OnWorkerLostAnnotation: v1alpha1.OnWorkerLostWait}
+	workerName, _ := dispatchOne(ctx, t, d, job)
+	pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+	var cluster = d.Workers[0]
+	if cluster.Name != workerName {
+		cluster = d.Workers[1]
+	}
+	if err := cluster.StopComponent("kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_, _ = cluster.RestartComponent("kube-apiserver")
+		}
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := d.manager.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "WorkerLost" && strings.Contains(e.Message, "is not run elsewhere") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no WorkerLost Event explaining the wait: %v", err)
+	}
+	held := pollJob(ctx, t, d.manager, ns, job.Name, time.Second, "read", func(*batchv1.Job) bool { return true })
+	if w, a := held.Annotations[v1alpha1.WorkerAnnotation], held.Annotations[v1alpha1.DispatchAttemptAnnotation]; w != workerName || a != "1" {
+		t.Fatalf("the Job moved: worker %q attempt %q, want %s attempt 1", w, a, workerName)
+	}
+	if _, err := cluster.RestartComponent("kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	done := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Complete on its own worker", func(j *batchv1.Job) bool {
+		return hasCondition(j, batchv1.JobComplete) != nil
+	})
+	if w := done.Annotations[v1alpha1.WorkerAnnotation]; w != workerName || done.Status.Succeeded != 1 {
+		t.Errorf("finished on %s with %s, want %s and succeeded=1", w, describeStatus(done), workerName)
+	}
 }

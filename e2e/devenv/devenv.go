@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,22 @@ type Env struct {
 	ManagerProcess *localcluster.Process
 	// MetricsURL serves the manager's Prometheus metrics.
 	MetricsURL string
+	// readyURL is the manager's readiness endpoint.
+	readyURL string
+}
+
+// KillManager SIGKILLs the manager binary (no clean-up of any kind, as a
+// crash or an OOM kill) and starts it again, returning once it is ready.
+func (e *Env) KillManager(ctx context.Context) error {
+	if err := syscall.Kill(e.ManagerProcess.PID, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing the manager: %w", err)
+	}
+	p, err := e.Manager.RestartComponent(e.ManagerProcess.Name)
+	if err != nil {
+		return err
+	}
+	e.ManagerProcess = p
+	return localcluster.WaitHealthy(ctx, p, e.readyURL, time.Minute)
 }
 
 // Start brings up the clusters, jobferry's binaries and the registrations
@@ -197,7 +214,8 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err != nil {
 		return err
 	}
-	if err := localcluster.WaitHealthy(ctx, e.ManagerProcess, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), time.Minute); err != nil {
+	e.readyURL = fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	if err := localcluster.WaitHealthy(ctx, e.ManagerProcess, e.readyURL, time.Minute); err != nil {
 		return err
 	}
 	managerClient, err := client.New(e.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
