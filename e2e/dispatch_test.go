@@ -240,17 +240,22 @@ func TestDispatch200Jobs(t *testing.T) {
 
 func waitNoMirrors(ctx context.Context, t *testing.T, d *dispatchEnv, ns string) {
 	t.Helper()
+	var left []string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, c := range d.workers {
+		left = nil
+		for name, c := range d.workers {
 			list, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || len(list.Items) > 0 {
+			if err != nil {
 				return false, err
 			}
+			for i := range list.Items {
+				left = append(left, fmt.Sprintf("%s/%s (%s, deleting=%v)", name, list.Items[i].Name, describeStatus(&list.Items[i]), list.Items[i].DeletionTimestamp != nil))
+			}
 		}
-		return true, nil
+		return len(left) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("finished mirrors were not deleted: %v", err)
+		t.Fatalf("finished mirrors were not deleted: %v; left: %v", err, left)
 	}
 }
 

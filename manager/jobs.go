@@ -354,6 +354,10 @@ func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker s
 // collector deletes it when the worker returns.
 func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
 	if isFinished(job) {
+		if controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
+			// Only the finished mirror is left to delete, once the worker answers.
+			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+		}
 		return reconcile.Result{}, nil
 	}
 	wc := &v1alpha1.WorkerCluster{}

@@ -153,6 +153,9 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		r.enqueuePlacedOn(ctx, wc.Name)
 	}
 	if connected && !wasConnected {
+		// Mirror events seen while the caches synced found the worker not
+		// yet connected; look at its Jobs again now.
+		r.enqueuePlacedOn(ctx, wc.Name)
 		r.enqueuePending(ctx)
 		if r.onConnected != nil {
 			go r.onConnected(wc.Name)

@@ -28,7 +28,10 @@ func main() {
 	var (
 		metricsAddr      = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 		probeAddr        = flag.String("health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
-		leaderElect      = flag.Bool("leader-elect", false, "elect a leader so only one replica dispatches")
+		leaderElect      = flag.Bool("leader-elect", false, "elect a leader so only one replica dispatches and copies status (all replicas serve the webhooks)")
+		leaseDuration    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease holds before another replica takes over")
+		renewDeadline    = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
+		retryPeriod      = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 		namespace        = flag.String("namespace", "jobferry-system", "namespace holding the worker kubeconfig Secrets and the leader election lease")
 		origin           = flag.String("origin", "jobferry", "name of this installation, put on every mirror (label jobferry.dev/origin) so several managers can share a worker")
 		kubeQPS          = flag.Float64("kube-api-qps", 500, "client QPS towards the manager cluster")
@@ -65,6 +68,12 @@ func main() {
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "jobferry-manager",
 		LeaderElectionNamespace: *namespace,
+		LeaseDuration:           leaseDuration,
+		RenewDeadline:           renewDeadline,
+		RetryPeriod:             retryPeriod,
+		// A replica that stops cleanly hands over at once instead of after
+		// the lease expires.
+		LeaderElectionReleaseOnCancel: true,
 		// Only the kubeconfig Secrets of one namespace are cached, not every
 		// Secret of the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{

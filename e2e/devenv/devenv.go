@@ -83,17 +83,28 @@ type Options struct {
 	Progress io.Writer
 	// ManagerArgs are extra flags for the manager binary.
 	ManagerArgs []string
+	// ManagerReplicas runs that many manager processes with leader election
+	// (default 1, without). The webhooks are registered at the first one.
+	ManagerReplicas int
 }
 
 // Env is a running jobferry environment.
 type Env struct {
 	*localcluster.Environment
-	// ManagerProcess is the jobferry manager binary.
+	// ManagerProcess is the (first) jobferry manager process.
 	ManagerProcess *localcluster.Process
-	// MetricsURL serves the manager's Prometheus metrics.
+	// MetricsURL serves the (first) manager's Prometheus metrics.
 	MetricsURL string
-	// readyURL is the manager's readiness endpoint.
+	// readyURL is the (first) manager's readiness endpoint.
 	readyURL string
+	// Replicas are all manager processes, with their metrics URLs.
+	Replicas []Replica
+}
+
+// Replica is one manager process.
+type Replica struct {
+	Process    *localcluster.Process
+	MetricsURL string
 }
 
 // KillManager SIGKILLs the manager binary (no clean-up of any kind, as a
@@ -195,28 +206,46 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
-	ports, err := localcluster.FreePorts(3)
-	if err != nil {
-		return err
-	}
-	metricsPort, probePort, webhookPort := ports[0], ports[1], ports[2]
-	e.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	args := append([]string{
-		"--kubeconfig=" + e.Manager.KubeconfigPath,
-		"--namespace=" + SystemNamespace,
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
-		"--webhook-bind-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(webhookPort),
-		"--webhook-cert-dir=" + certDir,
-	}, opts.ManagerArgs...)
-	e.ManagerProcess, err = e.Manager.StartComponent("jobferry-manager", filepath.Join(binDir, "manager"), args...)
-	if err != nil {
-		return err
-	}
-	e.readyURL = fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
-	if err := localcluster.WaitHealthy(ctx, e.ManagerProcess, e.readyURL, time.Minute); err != nil {
-		return err
+	replicas := max(opts.ManagerReplicas, 1)
+	var webhookPort int
+	for i := range replicas {
+		ports, err := localcluster.FreePorts(3)
+		if err != nil {
+			return err
+		}
+		metricsPort, probePort := ports[0], ports[1]
+		if i == 0 {
+			webhookPort = ports[2]
+		}
+		args := []string{
+			"--kubeconfig=" + e.Manager.KubeconfigPath,
+			"--namespace=" + SystemNamespace,
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+			"--webhook-bind-host=127.0.0.1",
+			"--webhook-port=" + strconv.Itoa(ports[2]),
+			"--webhook-cert-dir=" + certDir,
+		}
+		if replicas > 1 {
+			args = append(args, "--leader-elect")
+		}
+		name := "jobferry-manager"
+		if i > 0 {
+			name = fmt.Sprintf("jobferry-manager-%d", i+1)
+		}
+		p, err := e.Manager.StartComponent(name, filepath.Join(binDir, "manager"), append(args, opts.ManagerArgs...)...)
+		if err != nil {
+			return err
+		}
+		readyURL := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+		if err := localcluster.WaitHealthy(ctx, p, readyURL, time.Minute); err != nil {
+			return err
+		}
+		metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL})
+		if i == 0 {
+			e.ManagerProcess, e.MetricsURL, e.readyURL = p, metricsURL, readyURL
+		}
 	}
 	managerClient, err := client.New(e.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
 	if err != nil {
