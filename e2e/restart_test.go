@@ -29,7 +29,7 @@ func TestManagerKilledRepeatedlyLosesNothing(t *testing.T) {
 
 	const total = 200
 	for i := range total {
-		job := sleepJob(ns, fmt.Sprintf("crash-%03d", i), 2*time.Second)
+		job := sleepJob(ns, fmt.Sprintf("crash-%03d", i), 6*time.Second)
 		if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestManagerKilledRepeatedlyLosesNothing(t *testing.T) {
 			t.Fatalf("kill %d: %v", kill+1, err)
 		}
 	}
-	t.Logf("5 kills and restarts done %s into the run", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("5 kills and restarts done %s after the Jobs were created", time.Since(start).Round(100*time.Millisecond))
 
 	var jobs []batchv1.Job
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -84,7 +84,7 @@ func TestManagerKilledRepeatedlyLosesNothing(t *testing.T) {
 		t.Errorf("counter went down: %s", dec)
 	}
 	counters.mu.Unlock()
-	t.Logf("submitted %d, completed %d, re-dispatched %d, duplicated %d, lost 0, orphan mirrors left 0; all done %s after the first kill",
+	t.Logf("submitted %d, completed %d, re-dispatched %d, duplicated %d, lost 0, orphan mirrors left 0; all done %s after the Jobs were created",
 		total, len(jobs), redispatched, duplicated, time.Since(start).Round(100*time.Millisecond))
 	d.assertNoRejectedStatusWrites(t)
 }
