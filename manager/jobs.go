@@ -217,19 +217,11 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) && attemptOf(m) < attemptOf(job) {
-		// This worker ran an earlier attempt (it was lost, then came back and
-		// was chosen again): fenced, deleted, never copied.
-		if m.DeletionTimestamp == nil {
-			if err := deleteMirror(ctx, rem, m); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		return reconcile.Result{RequeueAfter: time.Second}, nil
-	}
-	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) {
-		// A mirror of an earlier manager Job of the same name: that Job is
-		// gone (names are unique), so its mirror may go too.
+	if m != nil && (!mirror.IsMirrorOf(m, r.Origin, job.UID) || attemptOf(m) < attemptOf(job)) {
+		// A stale mirror: of an earlier manager Job of the same name (gone,
+		// since names are unique), or of an earlier attempt of this one (the
+		// worker was lost, came back and was chosen again). It is fenced:
+		// deleted, its status never copied.
 		if m.DeletionTimestamp == nil {
 			if err := deleteMirror(ctx, rem, m); err != nil {
 				return reconcile.Result{}, err
