@@ -164,25 +164,8 @@ func TestDispatch200Jobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var jobs []batchv1.Job
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		jobs = list.Items
-		done := 0
-		for i := range jobs {
-			if hasCondition(&jobs[i], batchv1.JobComplete) != nil {
-				done++
-			}
-		}
-		return done == total, nil
-	})
+	jobs := waitAllComplete(ctx, t, d, ns, total, 10*time.Minute)
 	wall := time.Since(start)
-	if err != nil {
-		t.Fatalf("not every Job completed within 10 minutes: %v", err)
-	}
 	// Mirrors are deleted after their final status is copied; wait for that,
 	// so the recorder has seen every mirror's last state.
 	waitNoMirrors(ctx, t, d, ns)
@@ -236,6 +219,31 @@ func TestDispatch200Jobs(t *testing.T) {
 	t.Logf("jobferry_dispatch_duration_seconds p50 %.3fs p99 %.3fs; jobferry_status_sync_lag_seconds p50 %.3fs p99 %.3fs",
 		histogramQuantile(0.5, dispatch), histogramQuantile(0.99, dispatch), histogramQuantile(0.5, lag), histogramQuantile(0.99, lag))
 	d.assertNoRejectedStatusWrites(t)
+}
+
+// waitAllComplete waits until the namespace holds total Jobs on the manager,
+// all Complete, and returns them.
+func waitAllComplete(ctx context.Context, t *testing.T, d *dispatchEnv, ns string, total int, timeout time.Duration) []batchv1.Job {
+	t.Helper()
+	var jobs []batchv1.Job
+	done := 0
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		jobs, done = list.Items, 0
+		for i := range jobs {
+			if hasCondition(&jobs[i], batchv1.JobComplete) != nil {
+				done++
+			}
+		}
+		return done == total, nil
+	})
+	if err != nil {
+		t.Fatalf("%d of %d Jobs Complete after %s: %v", done, total, timeout, err)
+	}
+	return jobs
 }
 
 func waitNoMirrors(ctx context.Context, t *testing.T, d *dispatchEnv, ns string) {

@@ -133,23 +133,7 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 		t.Errorf("takeover took %s, want within the %s lease plus two retry periods (%s)", takeover.Round(100*time.Millisecond), lease, bound)
 	}
 
-	var jobs []batchv1.Job
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		jobs = list.Items
-		for i := range jobs {
-			if hasCondition(&jobs[i], batchv1.JobComplete) == nil {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("not every Job completed after the takeover: %v", err)
-	}
+	jobs := waitAllComplete(ctx, t, d, ns, total, 2*time.Minute)
 	waitNoMirrors(ctx, t, d, ns)
 	rec.close()
 	rec.mu.Lock()

@@ -3,16 +3,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -43,23 +40,7 @@ func TestManagerKilledRepeatedlyLosesNothing(t *testing.T) {
 	}
 	t.Logf("5 kills and restarts done %s after the Jobs were created", time.Since(start).Round(100*time.Millisecond))
 
-	var jobs []batchv1.Job
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		jobs = list.Items
-		for i := range jobs {
-			if hasCondition(&jobs[i], batchv1.JobComplete) == nil {
-				return false, nil
-			}
-		}
-		return len(jobs) == total, nil
-	})
-	if err != nil {
-		t.Fatalf("not every Job completed: %v", err)
-	}
+	jobs := waitAllComplete(ctx, t, d, ns, total, 5*time.Minute)
 	waitNoMirrors(ctx, t, d, ns)
 	rec.close()
 

@@ -113,23 +113,7 @@ func TestWorkerLossRedispatchesAndFences(t *testing.T) {
 		}
 	})
 
-	var jobs []batchv1.Job
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		jobs = list.Items
-		for i := range jobs {
-			if hasCondition(&jobs[i], batchv1.JobComplete) == nil {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("not every Job completed with worker-2 down: %v", err)
-	}
+	jobs := waitAllComplete(ctx, t, d, ns, total, 3*time.Minute)
 	t.Logf("all Jobs complete %s after worker-2's API server stopped", time.Since(stopped).Round(time.Second))
 
 	redispatched, duplicated := 0, 0

@@ -9,22 +9,33 @@ import (
 	"time"
 )
 
-func startTestProcess(t *testing.T, script string) *Process {
+// startTestProcess runs a program as a component; a foreign-process check
+// compares /proc's argv[0] with the binary, so tests that use it must start
+// the program itself, not a shell that execs it.
+func startTestProcess(t *testing.T, program string, args ...string) *Process {
 	t.Helper()
-	bash, err := exec.LookPath("bash")
+	binary, err := exec.LookPath(program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProcess("test", bash, []string{"-c", script}, filepath.Join(t.TempDir(), "test.log"), false)
+	p, err := startProcess("test", binary, args, filepath.Join(t.TempDir(), "test.log"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop() })
+	// Between fork and exec, /proc still shows the test binary's argv.
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.isRunningForeign() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start", program)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return p
 }
 
 func TestStopEndsAProcessThatHonoursSIGTERM(t *testing.T) {
-	p := startTestProcess(t, "exec sleep 600")
+	p := startTestProcess(t, "sleep", "600")
 	if p.Exited() {
 		t.Fatal("process exited before Stop")
 	}
@@ -41,7 +52,7 @@ func TestStopKillsAProcessThatIgnoresSIGTERM(t *testing.T) {
 	stopTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { stopTimeout = old })
 
-	p := startTestProcess(t, "trap '' TERM; while :; do sleep 0.05; done")
+	p := startTestProcess(t, "bash", "-c", "trap '' TERM; while :; do sleep 0.05; done")
 	waitForLoop(t, p)
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)
@@ -54,7 +65,7 @@ func TestStopKillsAProcessThatIgnoresSIGTERM(t *testing.T) {
 // A process read back from a state file is checked through /proc: it runs
 // only while its PID exists and still runs the recorded binary.
 func TestForeignProcessIsCheckedByPIDAndBinary(t *testing.T) {
-	p := startTestProcess(t, "exec sleep 600")
+	p := startTestProcess(t, "sleep", "600")
 	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
