@@ -150,13 +150,14 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	workerConnected.WithLabelValues(wc.Name).Set(gauge)
 	if !connected && wasConnected {
 		// Its Jobs start counting towards the worker-lost timeout.
-		r.enqueuePlacedOn(ctx, wc.Name)
+		r.enqueueJobs(ctx, placedOn(wc.Name))
 	}
 	if connected && !wasConnected {
 		// Mirror events seen while the caches synced found the worker not
-		// yet connected; look at its Jobs again now.
-		r.enqueuePlacedOn(ctx, wc.Name)
-		r.enqueuePending(ctx)
+		// yet connected: look at its Jobs again, and at the unplaced ones,
+		// which may fit now.
+		onWorker := placedOn(wc.Name)
+		r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
 		if r.onConnected != nil {
 			go r.onConnected(wc.Name)
 		}
@@ -282,14 +283,14 @@ func (r *Registry) connected(name string) bool {
 func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	r.observed.LoadOrStore(key, r.Clock.Now())
-	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+	r.enqueue(job.Namespace, job.Name)
 }
 
 func (r *Registry) capacityChanged(worker string) {
 	if r.onCapacity != nil {
 		r.onCapacity(worker)
 	}
-	r.enqueuePending(context.Background())
+	r.enqueueJobs(context.Background(), unplaced)
 }
 
 // takeObserved returns and forgets when the change now copied was first seen.
@@ -301,33 +302,32 @@ func (r *Registry) takeObserved(key types.NamespacedName) (time.Time, bool) {
 	return v.(time.Time), true
 }
 
-// enqueuePending asks for another placement attempt for every unplaced Job:
-// capacity or workers changed, so one may fit now.
-func (r *Registry) enqueuePending(ctx context.Context) {
+// enqueue asks the Job controller to reconcile the manager Job ns/name.
+func (r *Registry) enqueue(namespace, name string) {
+	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
+}
+
+// enqueueJobs asks for a reconcile of every manager Job that keep accepts.
+func (r *Registry) enqueueJobs(ctx context.Context, keep func(job *batchv1.Job) bool) {
 	var jobs batchv1.JobList
 	if err := r.Client.List(ctx, &jobs); err != nil {
 		return
 	}
 	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		if isManagerJob(job) && job.Annotations[v1alpha1.WorkerAnnotation] == "" && job.DeletionTimestamp == nil {
-			r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+		if job := &jobs.Items[i]; isManagerJob(job) && keep(job) {
+			r.enqueue(job.Namespace, job.Name)
 		}
 	}
 }
 
-// enqueuePlacedOn asks for a reconcile of every Job placed on worker.
-func (r *Registry) enqueuePlacedOn(ctx context.Context, worker string) {
-	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs); err != nil {
-		return
-	}
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		if isManagerJob(job) && job.Annotations[v1alpha1.WorkerAnnotation] == worker {
-			r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
-		}
-	}
+// unplaced Jobs get another placement attempt when capacity or workers change.
+func unplaced(job *batchv1.Job) bool {
+	return job.Annotations[v1alpha1.WorkerAnnotation] == "" && job.DeletionTimestamp == nil
+}
+
+// placedOn selects the Jobs placed on worker.
+func placedOn(worker string) func(*batchv1.Job) bool {
+	return func(job *batchv1.Job) bool { return job.Annotations[v1alpha1.WorkerAnnotation] == worker }
 }
 
 func (r *Registry) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
