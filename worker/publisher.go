@@ -96,8 +96,9 @@ func (p *Publisher) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	return reconcile.Result{RequeueAfter: p.Heartbeat}, nil
 }
 
-// CacheOptions keeps only what the summary needs of each pod, so a worker
-// with many pods costs the publisher little memory.
+// CacheOptions keeps only what the summary and the Job controller need of
+// each pod (metadata, resources, phase, conditions, container terminations
+// and restarts), so a worker with many pods costs little memory.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Transform: trimPod},
@@ -110,18 +111,21 @@ func trimPod(obj any) (any, error) {
 		return obj, nil
 	}
 	trimmed := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-			ResourceVersion: pod.ResourceVersion, DeletionTimestamp: pod.DeletionTimestamp,
-		},
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: *pod.ObjectMeta.DeepCopy(),
 		Spec: corev1.PodSpec{
 			NodeName:  pod.Spec.NodeName,
 			Overhead:  pod.Spec.Overhead,
 			Resources: pod.Spec.Resources,
 		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+		Status: corev1.PodStatus{
+			Phase:                 pod.Status.Phase,
+			Conditions:            pod.Status.Conditions,
+			ContainerStatuses:     trimContainerStatuses(pod.Status.ContainerStatuses),
+			InitContainerStatuses: trimContainerStatuses(pod.Status.InitContainerStatuses),
+		},
 	}
+	trimmed.ManagedFields = nil
 	for _, c := range pod.Spec.Containers {
 		trimmed.Spec.Containers = append(trimmed.Spec.Containers, corev1.Container{Name: c.Name, Resources: c.Resources})
 	}
@@ -129,4 +133,15 @@ func trimPod(obj any) (any, error) {
 		trimmed.Spec.InitContainers = append(trimmed.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
 	}
 	return trimmed, nil
+}
+
+func trimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for _, cs := range in {
+		out = append(out, corev1.ContainerStatus{
+			Name: cs.Name, RestartCount: cs.RestartCount,
+			State: corev1.ContainerState{Terminated: cs.State.Terminated},
+		})
+	}
+	return out
 }

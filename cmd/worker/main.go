@@ -1,6 +1,6 @@
 // Command worker runs in each worker cluster: it publishes the
-// ClusterCapacity summary the manager places Jobs by. Its own Job controller
-// (for mirrors with managedBy jobferry.dev/worker) is not built yet.
+// ClusterCapacity summary the manager places Jobs by, and runs the Jobs whose
+// spec.managedBy is jobferry.dev/worker with its own Job controller.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/worker"
+	"github.com/jobferry/jobferry/worker/jobcontroller"
 )
 
 func main() {
@@ -26,6 +27,11 @@ func main() {
 		poolLabel   = flag.String("pool-label", jobferryv1alpha1.DefaultPoolLabel, "node label whose values group nodes into pools")
 		minInterval = flag.Duration("min-publish-interval", time.Second, "least time between two writes of the ClusterCapacity summary")
 		heartbeat   = flag.Duration("heartbeat-interval", 30*time.Second, "how often an unchanged summary is written again")
+		runJobs     = flag.Bool("job-controller", true, "run Jobs with spec.managedBy "+jobferryv1alpha1.WorkerManagedBy)
+		unmanaged   = flag.Bool("manage-unmanaged-jobs", false, "also run Jobs without spec.managedBy; only for control planes whose kube-controller-manager does not run its job-controller")
+		jobWorkers  = flag.Int("concurrent-job-syncs", 5, "Jobs synced in parallel")
+		kubeQPS     = flag.Float64("kube-api-qps", 500, "client QPS towards the worker cluster (the local clusters run kube-controller-manager at the same)")
+		kubeBurst   = flag.Int("kube-api-burst", 1000, "client burst towards the worker cluster")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -33,7 +39,9 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("worker")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 jobferryv1alpha1.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
@@ -59,7 +67,21 @@ func main() {
 		log.Error(err, "setting up the capacity publisher")
 		os.Exit(1)
 	}
-	log.Info("starting", "poolLabel", *poolLabel)
+	if *unmanaged && !*runJobs {
+		log.Error(nil, "--manage-unmanaged-jobs needs --job-controller")
+		os.Exit(2)
+	}
+	if *runJobs {
+		jobs := &jobcontroller.Reconciler{
+			Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-worker"), Clock: clock.RealClock{},
+			ManageUnmanaged: *unmanaged, Workers: *jobWorkers,
+		}
+		if err := jobs.SetupWithManager(mgr); err != nil {
+			log.Error(err, "setting up the Job controller")
+			os.Exit(1)
+		}
+	}
+	log.Info("starting", "poolLabel", *poolLabel, "jobController", *runJobs, "manageUnmanagedJobs", *unmanaged)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the controller manager")
 		os.Exit(1)

@@ -1,0 +1,61 @@
+package jobcontroller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics mirror the upstream job_controller_* ones (same labels and
+// meaning) under the jobferry_worker_ prefix, so one dashboard can show both
+// controllers side by side.
+var (
+	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "jobferry_worker_job_sync_duration_seconds",
+		Help:    "Time taken to sync a Job, by completion mode, result and action (reconciling, tracking, pods_created, pods_deleted).",
+		Buckets: prometheus.ExponentialBuckets(0.004, 2, 15),
+	}, []string{"completion_mode", "result", "action"})
+	syncsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_job_syncs_total",
+		Help: "Job syncs by completion mode, result and action.",
+	}, []string{"completion_mode", "result", "action"})
+	jobsFinishedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_jobs_finished_total",
+		Help: "Finished Jobs by completion mode, result (succeeded, failed) and reason.",
+	}, []string{"completion_mode", "result", "reason"})
+	podsFinishedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_job_pods_finished_total",
+		Help: "Finished pods counted in Job status, by completion mode and result (succeeded, failed).",
+	}, []string{"completion_mode", "result"})
+	podsCreationTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_job_pods_creation_total",
+		Help: "Pods created, by reason (new, recreate_terminating_or_failed, recreate_failed) and status (succeeded, failed).",
+	}, []string{"reason", "status"})
+	terminatedPodsTrackingFinalizerTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_terminated_pods_tracking_finalizer_total",
+		Help: "Terminated pods of managed Jobs seen with the tracking finalizer (event=add) and their finalizer removal or deletion (event=delete).",
+	}, []string{"event"})
+	finishedIndexesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_job_finished_indexes_total",
+		Help: "Finished indexes of Indexed Jobs, by status (succeeded, failed) and backoffLimit (global).",
+	}, []string{"status", "backoffLimit"})
+)
+
+// Actions of a sync, as upstream.
+const (
+	actionReconciling = "reconciling"
+	actionTracking    = "tracking"
+	actionPodsCreated = "pods_created"
+	actionPodsDeleted = "pods_deleted"
+)
+
+// Reasons for a pod creation, as upstream.
+const (
+	creationNew                     = "new"
+	creationRecreateTerminatingOrFailed = "recreate_terminating_or_failed"
+	creationRecreateFailed          = "recreate_failed"
+)
+
+func init() {
+	metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
+		podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal)
+}
