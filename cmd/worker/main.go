@@ -72,8 +72,11 @@ func main() {
 		os.Exit(2)
 	}
 	if *runJobs {
+		// core/v1 Events, as kube-controller-manager writes them (see
+		// jobcontroller.Reconciler.Recorder).
+		recorder := mgr.GetEventRecorderFor("jobferry-worker") //nolint:staticcheck
 		jobs := &jobcontroller.Reconciler{
-			Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-worker"), Clock: clock.RealClock{},
+			Client: mgr.GetClient(), Recorder: recorder, Clock: clock.RealClock{},
 			ManageUnmanaged: *unmanaged, Workers: *jobWorkers,
 		}
 		if err := jobs.SetupWithManager(mgr); err != nil {

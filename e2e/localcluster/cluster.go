@@ -64,6 +64,10 @@ type Spec struct {
 	Pools []Pool
 	// PoolLabel is the node label carrying the pool name (default jobferry.dev/pool).
 	PoolLabel string
+	// Controllers run by kube-controller-manager; Controllers when empty.
+	// Leaving out job-controller makes a cluster whose Jobs only jobferry's
+	// worker runs.
+	Controllers []string
 }
 
 // Options say where and how a cluster runs.
@@ -364,7 +368,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	authn := []string{admin, "--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath}
 	progress("starting kube-controller-manager")
 	kcm, err := run("kube-controller-manager", append(authn,
-		"--controllers="+strings.Join(Controllers, ","),
+		"--controllers="+strings.Join(spec.controllers(), ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
 		"--cert-dir="+files.path("pki", "kube-controller-manager"),
@@ -427,6 +431,13 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 	progress("ready (kubeconfig %s)", c.KubeconfigPath)
 	return nil
+}
+
+func (s Spec) controllers() []string {
+	if len(s.Controllers) == 0 {
+		return Controllers
+	}
+	return s.Controllers
 }
 
 func (s Spec) poolLabel() string {

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -39,8 +39,12 @@ const controllerUIDField = ".metadata.controllerUID"
 // exported fields and call SetupWithManager.
 type Reconciler struct {
 	// Client reads Jobs and pods from the manager's cache.
-	Client   client.Client
-	Recorder events.EventRecorder
+	Client client.Client
+	// Recorder writes core/v1 Events through client-go's record package,
+	// as kube-controller-manager does: the same aggregation and the same
+	// spam filter (25 Events per Job and type, then one per 5 minutes), so
+	// a Job shows the same Events under either controller.
+	Recorder record.EventRecorder
 	Clock    clock.Clock
 	// ManageUnmanaged also runs Jobs without spec.managedBy (or with the
 	// built-in controller's name): for control planes without
@@ -137,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: syncBatchPeriod}, nil
 	}
 	if mode := ptr.Deref(job.Spec.CompletionMode, batchv1.NonIndexedCompletion); mode != batchv1.NonIndexedCompletion && mode != batchv1.IndexedCompletion {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "UnknownCompletionMode", "Sync", "Skipped Job sync because completion mode is unknown")
+		r.Recorder.Event(job, corev1.EventTypeWarning, "UnknownCompletionMode", "Skipped Job sync because completion mode is unknown")
 		return reconcile.Result{}, nil
 	}
 

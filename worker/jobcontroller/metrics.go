@@ -50,9 +50,9 @@ const (
 
 // Reasons for a pod creation, as upstream.
 const (
-	creationNew                     = "new"
+	creationNew                         = "new"
 	creationRecreateTerminatingOrFailed = "recreate_terminating_or_failed"
-	creationRecreateFailed          = "recreate_failed"
+	creationRecreateFailed              = "recreate_failed"
 )
 
 func init() {

@@ -38,7 +38,7 @@ type syncState struct {
 	terminating int32
 
 	uncountedSucceeded, uncountedFailed sets.Set[types.UID]
-	expectedRmFinalizers              sets.Set[types.UID]
+	expectedRmFinalizers                sets.Set[types.UID]
 
 	succeeded, failed int32
 	// finished is the condition the Job is heading to: FailureTarget or
@@ -222,7 +222,7 @@ func (r *Reconciler) updateSuspendedCondition(job *batchv1.Job, now time.Time) b
 		var changed bool
 		job.Status.Conditions, changed = ensureCondition(job.Status.Conditions, batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended", now)
 		if changed {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Suspended", "Suspend", "Job suspended")
+			r.Recorder.Event(job, corev1.EventTypeNormal, "Suspended", "Job suspended")
 			job.Status.StartTime = nil
 		}
 		return changed
@@ -230,7 +230,7 @@ func (r *Reconciler) updateSuspendedCondition(job *batchv1.Job, now time.Time) b
 	var changed bool
 	job.Status.Conditions, changed = ensureCondition(job.Status.Conditions, batchv1.JobSuspended, corev1.ConditionFalse, "JobResumed", "Job resumed", now)
 	if changed {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Resumed", "Resume", "Job resumed")
+		r.Recorder.Event(job, corev1.EventTypeNormal, "Resumed", "Job resumed")
 		job.Status.StartTime = ptr.To(metav1.NewTime(now))
 	}
 	return changed
@@ -333,11 +333,11 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 					failedCreations.Add(1)
 					batchFailed.Store(true)
 					errOnce.Do(func() { firstErr = fmt.Errorf("creating pod for %s: %w", s.key, err) })
-					r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating: %v", err)
+					r.Recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
 					return
 				}
 				created.Add(1)
-				r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created pod: %v", pod.Name)
+				r.Recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", pod.Name)
 			})
 		}
 		wg.Wait()
@@ -475,10 +475,10 @@ func (r *Reconciler) deletePod(ctx context.Context, job *batchv1.Job, pod *corev
 	case apierrors.IsNotFound(err):
 		return err
 	case err != nil:
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting: %v", err)
+		r.Recorder.Eventf(job, corev1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
 		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted pod: %v", pod.Name)
+	r.Recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", pod.Name)
 	return nil
 }
 
@@ -712,13 +712,13 @@ func (r *Reconciler) recordFinished(job *batchv1.Job, c *batchv1.JobCondition) {
 	mode := completionModeLabel(job)
 	if c.Type == batchv1.JobComplete {
 		if job.Spec.Completions != nil && job.Status.Succeeded > *job.Spec.Completions {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "TooManySucceededPods", "Sync", "Too many succeeded pods running after completion count reached")
+			r.Recorder.Event(job, corev1.EventTypeWarning, "TooManySucceededPods", "Too many succeeded pods running after completion count reached")
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Completed", "Sync", "Job completed")
+		r.Recorder.Event(job, corev1.EventTypeNormal, "Completed", "Job completed")
 		jobsFinishedTotal.WithLabelValues(mode, "succeeded", c.Reason).Inc()
 		return
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, c.Reason, "Sync", c.Message)
+	r.Recorder.Event(job, corev1.EventTypeWarning, c.Reason, c.Message)
 	jobsFinishedTotal.WithLabelValues(mode, "failed", c.Reason).Inc()
 }
 

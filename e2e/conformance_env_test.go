@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// conformanceSide is one of the two controllers under comparison, with the
+// cluster it runs in.
+type conformanceSide struct {
+	name    string
+	cluster *localcluster.Cluster
+	client  kubernetes.Interface
+	// managedBy is set on the side's Jobs: nil for kube-controller-manager,
+	// jobferry.dev/worker for the worker.
+	managedBy *string
+	// component is the process running the Job controller, and healthURL
+	// its health endpoint.
+	component string
+	healthURL string
+	// metricsURL serves the controller's metrics (the worker only: the
+	// controller-manager's endpoint needs authorization).
+	metricsURL string
+}
+
+// stop and start let a scenario take the controller down and bring it back.
+func (s *conformanceSide) stop() error { return s.cluster.StopComponent(s.component) }
+
+func (s *conformanceSide) start(ctx context.Context) error {
+	p, err := s.cluster.RestartComponent(s.component)
+	if err != nil {
+		return fmt.Errorf("%s: restarting %s: %w", s.name, s.component, err)
+	}
+	return localcluster.WaitHealthy(ctx, p, s.healthURL, time.Minute)
+}
+
+func (s *conformanceSide) restart(ctx context.Context) error { return s.start(ctx) }
+
+// startConformanceSides starts, in parallel, a cluster whose
+// kube-controller-manager runs the Job controller, and one whose
+// kube-controller-manager runs everything but the Job controller, with the
+// jobferry worker instead. Both have KWOK nodes for the stress scenario; the
+// conformance scenarios keep their pods unschedulable and set pod phases
+// themselves, as the upstream integration tests do.
+func startConformanceSides(t *testing.T) (kcm, worker *conformanceSide) {
+	t.Helper()
+	dir := outputDir(t)
+	pools := []localcluster.Pool{{Name: "general", Nodes: 4}}
+	// Neither runs the pod garbage collector: it fails and deletes
+	// unscheduled terminating pods every 20 s, racing the steps that hold
+	// pods terminating (the upstream integration tests run without it too).
+	withKCM := slices.DeleteFunc(slices.Clone(localcluster.Controllers), func(c string) bool { return c == "pod-garbage-collector-controller" })
+	withoutJobController := slices.DeleteFunc(slices.Clone(withKCM), func(c string) bool { return c == "job-controller" })
+	kcm = &conformanceSide{name: "kube-controller-manager", component: "kube-controller-manager"}
+	worker = &conformanceSide{name: "jobferry-worker", component: "jobferry-worker", managedBy: ptrTo(v1alpha1.WorkerManagedBy)}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var g errgroup.Group
+	start := func(side *conformanceSide, spec localcluster.Spec) {
+		g.Go(func() error {
+			c, err := localcluster.Start(ctx, spec, localcluster.Options{Dir: filepath.Join(dir, spec.Name)})
+			if err != nil {
+				return err
+			}
+			side.cluster = c
+			t.Cleanup(func() {
+				if err := c.Stop(); err != nil {
+					t.Error(err)
+				}
+			})
+			side.client, err = kubernetes.NewForConfig(c.RESTConfig())
+			return err
+		})
+	}
+	start(kcm, localcluster.Spec{Name: "conformance-kcm", Pools: pools, Controllers: withKCM})
+	start(worker, localcluster.Spec{Name: "conformance-worker", Pools: pools, Controllers: withoutJobController})
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	kcmPort, err := flagValue(kcm.cluster, "kube-controller-manager", "--secure-port")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcm.healthURL = "https://127.0.0.1:" + kcmPort + "/healthz"
+
+	if err := localcluster.InstallCRDs(ctx, worker.cluster.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_clustercapacities.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := localcluster.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
+	worker.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	p, err := worker.cluster.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
+		"--kubeconfig="+worker.cluster.KubeconfigPath,
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.WaitHealthy(ctx, p, worker.healthURL, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return kcm, worker
+}
+
+// flagValue reads --name=value from a component's command line.
+func flagValue(c *localcluster.Cluster, component, flag string) (string, error) {
+	for _, p := range c.Processes {
+		if p.Name != component {
+			continue
+		}
+		for _, a := range p.Args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s of %s has no %s flag", component, c.Name, flag)
+}
+
+func ptrTo[T any](v T) *T { return &v }
