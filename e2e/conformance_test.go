@@ -710,6 +710,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 	t.Run("managedBy-skipping", func(t *testing.T) { compareSkipping(t, kcm, worker) })
+	t.Run("stress-1000-completions", func(t *testing.T) { testStress(t, kcm, worker) })
 }
 
 func compareScenario(t *testing.T, kcm, worker *conformanceSide, sc scenario) {

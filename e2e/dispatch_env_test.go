@@ -116,9 +116,15 @@ func (d *dispatchEnv) optedInNamespace(ctx context.Context, t *testing.T) string
 // metrics scrapes the manager.
 func (d *dispatchEnv) metrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(d.MetricsURL)
+	return scrapeMetrics(t, d.MetricsURL)
+}
+
+// scrapeMetrics reads a Prometheus text endpoint.
+func scrapeMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
-		t.Fatalf("scraping the manager: %v", err)
+		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)

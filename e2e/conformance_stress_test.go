@@ -1,0 +1,184 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+)
+
+// stressResult is what one controller did with the stress Job.
+type stressResult struct {
+	succeeded, failed int32
+	deleted           int
+	restarts          int
+	trackingLeft      int
+	elapsed           time.Duration
+}
+
+func (r stressResult) podsPerSecond() float64 {
+	return float64(r.succeeded+r.failed) / r.elapsed.Seconds()
+}
+
+// Stress scenario (issue: worker Job controller): 1000 completions at
+// parallelism 50, KWOK running each pod for 1 s; while it runs, 20 running
+// pods are deleted at random (each delete conditional on the pod's
+// resourceVersion, so it hits a pod that had not yet succeeded and must count
+// as failed) and the controller is restarted twice. Both controllers must end
+// with succeeded 1000, failed equal to the deletions, and no pod holding the
+// tracking finalizer.
+const (
+	stressCompletions = 1000
+	stressParallelism = 50
+	stressDeletions   = 20
+)
+
+func runStress(ctx context.Context, t *testing.T, side *conformanceSide, seed uint64) stressResult {
+	t.Helper()
+	ns, err := side.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "stress-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := sleepJob(ns.Name, "stress", time.Second)
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](stressCompletions), ptr.To[int32](stressParallelism)
+	job.Spec.BackoffLimit = ptr.To[int32](stressDeletions * 5)
+	job.Spec.ManagedBy = side.managedBy
+	job.Spec.Template.Spec.NodeSelector = map[string]string{"jobferry.dev/pool": "general"}
+	rng := rand.New(rand.NewPCG(seed, seed))
+	// Deletions and restarts are spread over the run by progress, not time.
+	deleteAt := make([]int32, stressDeletions)
+	for i := range deleteAt {
+		deleteAt[i] = int32(50 + i*(stressCompletions-150)/stressDeletions)
+	}
+	restartAt := []int32{stressCompletions * 3 / 10, stressCompletions * 65 / 100}
+
+	start := time.Now()
+	if _, err := side.client.BatchV1().Jobs(ns.Name).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var res stressResult
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		j, err := side.client.BatchV1().Jobs(ns.Name).Get(ctx, "stress", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if hasCondition(j, batchv1.JobComplete) != nil || hasCondition(j, batchv1.JobFailed) != nil {
+			res.succeeded, res.failed = j.Status.Succeeded, j.Status.Failed
+			return true, nil
+		}
+		if res.deleted < len(deleteAt) && j.Status.Succeeded >= deleteAt[res.deleted] {
+			ok, err := deleteRandomRunningPod(ctx, side, ns.Name, rng)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				res.deleted++
+			}
+		}
+		if res.restarts < len(restartAt) && j.Status.Succeeded >= restartAt[res.restarts] {
+			if err := side.restart(ctx); err != nil {
+				return false, err
+			}
+			res.restarts++
+		}
+		return false, nil
+	})
+	res.elapsed = time.Since(start)
+	if err != nil {
+		t.Fatalf("%s: stress Job: %v (deleted %d, restarts %d)", side.name, err, res.deleted, res.restarts)
+	}
+	pods, err := side.client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			res.trackingLeft++
+		}
+	}
+	return res
+}
+
+// deleteRandomRunningPod deletes one running pod, on condition that it has
+// not changed since it was read (so it had not succeeded).
+func deleteRandomRunningPod(ctx context.Context, side *conformanceSide, ns string, rng *rand.Rand) (bool, error) {
+	pods, err := side.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	running := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		return p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning
+	})
+	if len(running) == 0 {
+		return false, nil
+	}
+	p := running[rng.IntN(len(running))]
+	err = side.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion},
+	})
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting pod %s: %w", p.Name, err)
+	}
+	return true, nil
+}
+
+func testStress(t *testing.T, kcm, worker *conformanceSide) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	results := map[string]stressResult{}
+	// One after the other, so each controller has the machine to itself.
+	for _, side := range []*conformanceSide{kcm, worker} {
+		r := runStress(ctx, t, side, seed)
+		results[side.name] = r
+		t.Logf("stress on %s: succeeded %d, failed %d, pods deleted %d, controller restarts %d, pods left with the tracking finalizer %d, %.1f s, %.1f pods/s",
+			side.name, r.succeeded, r.failed, r.deleted, r.restarts, r.trackingLeft, r.elapsed.Seconds(), r.podsPerSecond())
+		if r.succeeded != stressCompletions || r.trackingLeft != 0 || r.restarts != 2 || r.deleted != stressDeletions {
+			t.Errorf("%s: succeeded %d (want %d), pods with the tracking finalizer %d (want 0), restarts %d (want 2), deleted %d (want %d)",
+				side.name, r.succeeded, stressCompletions, r.trackingLeft, r.restarts, r.deleted, stressDeletions)
+		}
+		if r.failed != int32(r.deleted) {
+			t.Errorf("%s: failed %d, want one per deleted pod (%d)", side.name, r.failed, r.deleted)
+		}
+	}
+	if k, w := results[kcm.name].failed, results[worker.name].failed; k != w {
+		t.Errorf("failed differs: kube-controller-manager %d, jobferry worker %d", k, w)
+	}
+	// The worker's metrics count since its last restart, which came before
+	// the Job finished.
+	families := scrapeMetrics(t, worker.metricsURL)
+	for _, name := range []string{"jobferry_worker_job_syncs_total", "jobferry_worker_job_pods_finished_total",
+		"jobferry_worker_job_pods_creation_total", "jobferry_worker_terminated_pods_tracking_finalizer_total", "jobferry_worker_jobs_finished_total"} {
+		if _, ok := families[name]; !ok {
+			t.Errorf("worker metrics lack %s", name)
+		}
+	}
+	if f := families["jobferry_worker_jobs_finished_total"]; f != nil {
+		var succeeded float64
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "result" && l.GetValue() == "succeeded" {
+					succeeded += m.GetCounter().GetValue()
+				}
+			}
+		}
+		if succeeded != 1 {
+			t.Errorf("jobferry_worker_jobs_finished_total{result=succeeded} = %v after the stress Job, want 1", succeeded)
+		}
+	}
+}
