@@ -16,9 +16,10 @@ import (
 // does not implement.
 const ReasonUnsupportedSpec = "UnsupportedSpec"
 
-// unsupportedSpec names the fields of the Job this controller would have to
-// ignore, or "" when it can run the Job as kube-controller-manager would.
-func unsupportedSpec(job *batchv1.Job) string {
+// UnsupportedFields lists the fields of the Job this controller does not
+// implement and would otherwise have to ignore. The manager uses it not to
+// place such Jobs on workers running this controller.
+func UnsupportedFields(job *batchv1.Job) []string {
 	var fields []string
 	if job.Spec.PodFailurePolicy != nil {
 		fields = append(fields, "spec.podFailurePolicy")
@@ -29,6 +30,13 @@ func unsupportedSpec(job *batchv1.Job) string {
 	if job.Spec.BackoffLimitPerIndex != nil {
 		fields = append(fields, "spec.backoffLimitPerIndex")
 	}
+	return fields
+}
+
+// unsupportedSpec is the message failing a Job with unsupported fields, or
+// "" when the controller can run the Job as kube-controller-manager would.
+func unsupportedSpec(job *batchv1.Job) string {
+	fields := UnsupportedFields(job)
 	if len(fields) == 0 {
 		return ""
 	}

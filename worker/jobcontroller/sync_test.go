@@ -1,0 +1,258 @@
+package jobcontroller
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// These tables run whole syncs against controller-runtime's fake client, to
+// pin down the decisions of one sync; the real behaviour over time is
+// compared with kube-controller-manager in e2e/conformance_test.go.
+
+const testJobUID = types.UID("job-uid")
+
+func testJob(mods ...func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: testJobUID},
+		Spec: batchv1.JobSpec{
+			ManagedBy:    ptr.To(v1alpha1.WorkerManagedBy),
+			Parallelism:  ptr.To[int32](2),
+			Completions:  ptr.To[int32](2),
+			BackoffLimit: ptr.To[int32](6),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+				Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+			},
+		},
+	}
+	for _, m := range mods {
+		m(j)
+	}
+	return j
+}
+
+// testPod is a pod of testJob holding the tracking finalizer.
+func testPod(name string, phase corev1.PodPhase, mods ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: name, UID: types.UID(name + "-uid"),
+			Finalizers:        []string{batchv1.JobTrackingFinalizer},
+			OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(testJob(), batchv1.SchemeGroupVersion.WithKind("Job"))},
+			CreationTimestamp: metav1.NewTime(t0),
+		},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	for _, m := range mods {
+		m(p)
+	}
+	return p
+}
+
+func deleting(p *corev1.Pod) {
+	p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+	p.Finalizers = append(p.Finalizers, "test/keep")
+}
+
+func withIndex(ix string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: ix}
+	}
+}
+
+// syncResult is what a test compares after the syncs.
+type syncResult struct {
+	Active, Ready, Terminating, Succeeded, Failed int32
+	Uncounted                                     int
+	CompletedIndexes                              string
+	Conditions                                    []string
+	StartTime, CompletionTime                     bool
+	// Pods: name (generateName for created ones), phase, finalizers.
+	Pods   []string
+	Events []string
+}
+
+func TestSyncJob(t *testing.T) {
+	cases := map[string]struct {
+		job   *batchv1.Job
+		pods  []*corev1.Pod
+		syncs int
+		want  syncResult
+	}{
+		"creates pods up to parallelism": {
+			job: testJob(func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3); j.Spec.Completions = ptr.To[int32](5) }),
+			want: syncResult{Active: 3, StartTime: true,
+				Pods:   []string{"j- Pending [batch.kubernetes.io/job-tracking]", "j- Pending [batch.kubernetes.io/job-tracking]", "j- Pending [batch.kubernetes.io/job-tracking]"},
+				Events: []string{"Normal SuccessfulCreate", "Normal SuccessfulCreate", "Normal SuccessfulCreate"}},
+		},
+		"a succeeded pod is counted once its finalizer is gone": {
+			job:  testJob(),
+			pods: []*corev1.Pod{testPod("a", corev1.PodSucceeded), testPod("b", corev1.PodRunning)},
+			// b still runs for the one completion left: nothing to create.
+			want: syncResult{Active: 1, Succeeded: 1, StartTime: true,
+				Pods: []string{"a Succeeded []", "b Running [batch.kubernetes.io/job-tracking]"}},
+		},
+		"a deleted pod counts failed at once under TerminatingOrFailed": {
+			job:  testJob(func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](1) }),
+			pods: []*corev1.Pod{testPod("a", corev1.PodRunning, deleting)},
+			// Replacement waits for the 10 s back-off of the first failure.
+			want: syncResult{Terminating: 1, Failed: 1, StartTime: true,
+				Pods: []string{"a Running [test/keep]"}},
+		},
+		"under podReplacementPolicy Failed a terminating pod is neither failed nor replaced": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.Parallelism = ptr.To[int32](1)
+				j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodRunning, deleting)},
+			want: syncResult{Terminating: 1, StartTime: true,
+				Pods: []string{"a Running [batch.kubernetes.io/job-tracking test/keep]"}},
+		},
+		"suspending deletes pods without counting them and clears startTime": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.Suspend = ptr.To(true)
+				j.Status.StartTime = ptr.To(metav1.NewTime(t0))
+				j.Status.Active = 2
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodRunning), testPod("b", corev1.PodPending)},
+			// As upstream, the pods just deleted count as terminating in
+			// this write; the next sync sees them gone.
+			want: syncResult{Terminating: 2, Conditions: []string{"Suspended=True JobSuspended"},
+				Events: []string{"Normal SuccessfulDelete", "Normal SuccessfulDelete", "Normal Suspended"}},
+		},
+		"backoff limit: FailureTarget first, Failed once nothing terminates": {
+			job:   testJob(func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To[int32](0) }),
+			pods:  []*corev1.Pod{testPod("a", corev1.PodFailed), testPod("b", corev1.PodRunning)},
+			syncs: 2,
+			want: syncResult{Failed: 2, StartTime: true,
+				Conditions: []string{"FailureTarget=True BackoffLimitExceeded", "Failed=True BackoffLimitExceeded"},
+				Pods:       []string{"a Failed []"},
+				Events:     []string{"Normal SuccessfulDelete", "Warning BackoffLimitExceeded"}},
+		},
+		"completions reached: SuccessCriteriaMet and Complete with a completion time": {
+			job:  testJob(func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](1); j.Spec.Completions = ptr.To[int32](1) }),
+			pods: []*corev1.Pod{testPod("a", corev1.PodSucceeded)},
+			want: syncResult{Succeeded: 1, StartTime: true, CompletionTime: true,
+				Conditions: []string{"SuccessCriteriaMet=True CompletionsReached", "Complete=True CompletionsReached"},
+				Pods:       []string{"a Succeeded []"},
+				Events:     []string{"Normal Completed"}},
+		},
+		"indexed: completed indexes and one pod per missing index": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+				j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](3), ptr.To[int32](3)
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodSucceeded, withIndex("1"))},
+			want: syncResult{Active: 2, Succeeded: 1, CompletedIndexes: "1", StartTime: true,
+				Pods:   []string{"a Succeeded []", "j-0- Pending [batch.kubernetes.io/job-tracking]", "j-2- Pending [batch.kubernetes.io/job-tracking]"},
+				Events: []string{"Normal SuccessfulCreate", "Normal SuccessfulCreate"}},
+		},
+		"an unsupported field fails the Job instead of being ignored": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{}}
+			}),
+			want: syncResult{StartTime: true,
+				Conditions: []string{"FailureTarget=True UnsupportedSpec", "Failed=True UnsupportedSpec"},
+				Events:     []string{"Warning UnsupportedSpec"}},
+		},
+		"Jobs managed by others are left alone": {
+			job:  testJob(func(j *batchv1.Job) { j.Spec.ManagedBy = nil }),
+			pods: []*corev1.Pod{testPod("a", corev1.PodSucceeded)},
+			want: syncResult{Pods: []string{"a Succeeded [batch.kubernetes.io/job-tracking]"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{tc.job}
+			for _, p := range tc.pods {
+				objs = append(objs, p)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).
+				WithObjects(objs...).
+				WithStatusSubresource(&batchv1.Job{}).
+				WithIndex(&corev1.Pod{}, controllerUIDField, func(o client.Object) []string {
+					if ref := metav1.GetControllerOf(o); ref != nil {
+						return []string{string(ref.UID)}
+					}
+					return nil
+				}).Build()
+			recorder := record.NewFakeRecorder(100)
+			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakeClock(t0.Add(time.Second))}
+			r.podExpectations.clock = r.Clock
+			for range max(tc.syncs, 1) {
+				if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "j"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := observeSync(t, c, recorder)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func observeSync(t *testing.T, c client.Client, recorder *record.FakeRecorder) syncResult {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "j"}, job); err != nil {
+		t.Fatal(err)
+	}
+	s := job.Status
+	got := syncResult{
+		Active: s.Active, Ready: ptr.Deref(s.Ready, 0), Terminating: ptr.Deref(s.Terminating, 0),
+		Succeeded: s.Succeeded, Failed: s.Failed, CompletedIndexes: s.CompletedIndexes,
+		StartTime: s.StartTime != nil, CompletionTime: s.CompletionTime != nil,
+	}
+	if u := s.UncountedTerminatedPods; u != nil {
+		got.Uncounted = len(u.Succeeded) + len(u.Failed)
+	}
+	for _, cond := range s.Conditions {
+		got.Conditions = append(got.Conditions, string(cond.Type)+"="+string(cond.Status)+" "+cond.Reason)
+	}
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		name, phase := p.Name, p.Status.Phase
+		if p.GenerateName != "" {
+			name = p.GenerateName
+		}
+		if phase == "" {
+			phase = corev1.PodPending // the API server's default
+		}
+		fins := slices.Clone(p.Finalizers)
+		sort.Strings(fins)
+		if fins == nil {
+			fins = []string{}
+		}
+		got.Pods = append(got.Pods, name+" "+string(phase)+" ["+strings.Join(fins, " ")+"]")
+	}
+	sort.Strings(got.Pods)
+	close(recorder.Events)
+	for e := range recorder.Events {
+		fields := strings.Fields(e)
+		got.Events = append(got.Events, fields[0]+" "+fields[1])
+	}
+	sort.Strings(got.Events)
+	return got
+}
