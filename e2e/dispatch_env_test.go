@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,8 +29,9 @@ import (
 )
 
 // dispatchEnv is one manager and two workers with equal general pools; worker-1
-// also has the tainted gpu pool. The dispatch tests share it (starting one
-// costs ~15 s); TestMain stops it.
+// also has the tainted gpu pool, worker-2 runs mirrors with the jobferry
+// worker's Job controller (jobController: Worker). The dispatch tests share
+// it (starting one costs ~15 s); TestMain stops it.
 type dispatchEnv struct {
 	*devenv.Env
 	manager        kubernetes.Interface
@@ -71,7 +73,12 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2), devenv.GPUPool(2)}},
 			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(2)}},
 		}
-		env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: workers, ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"}})
+		// worker-2 runs its mirrors with the jobferry worker's Job
+		// controller, so every dispatch test covers both controllers.
+		env, err := devenv.Start(ctx, devenv.Options{
+			Dir: dir, Workers: workers, JobControllers: devenv.DevJobControllers,
+			ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"},
+		})
 		if err != nil {
 			sharedEnvErr = err
 			return
@@ -86,6 +93,17 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 			return
 		}
 		for _, w := range env.Workers {
+			// A label tests pin Jobs to one worker with (pinTo).
+			wc := &v1alpha1.WorkerCluster{}
+			if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
+				sharedEnvErr = err
+				return
+			}
+			wc.Labels = map[string]string{workerNameLabel: w.Name}
+			if err := d.managerClient.Update(ctx, wc); err != nil {
+				sharedEnvErr = err
+				return
+			}
 			c, err := kubernetes.NewForConfig(w.RESTConfig())
 			if err != nil {
 				sharedEnvErr = err
@@ -100,6 +118,21 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 		t.Fatalf("starting the dispatch environment: %v", sharedEnvErr)
 	}
 	return sharedEnv
+}
+
+// workerNameLabel on each WorkerCluster of the dispatch environment names it.
+const workerNameLabel = "e2e.jobferry.dev/worker"
+
+// bothControllers are the dispatch environment's workers, one per Job
+// controller, for tests that must pass on each.
+var bothControllers = map[string]string{"worker-1": "Builtin", "worker-2": "Worker"}
+
+// pinTo makes the manager place the Job on the named worker only.
+func pinTo(job *batchv1.Job, worker string) {
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[v1alpha1.ClusterSelectorAnnotation] = workerNameLabel + "=" + worker
 }
 
 // optedInNamespace creates a namespace on the manager whose Jobs jobferry dispatches.

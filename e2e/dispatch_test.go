@@ -283,14 +283,29 @@ func dispatchOne(ctx context.Context, t *testing.T, d *dispatchEnv, job *batchv1
 
 // The manager shows a terminating pod (podReplacementPolicy Failed) before
 // the worker has created its replacement.
+// Run on each worker: kube-controller-manager and the jobferry worker's Job
+// controller.
 func TestDispatchedJobShowsTerminatingBeforeReplacement(t *testing.T) {
 	d := startDispatchEnv(t)
+	for name, controller := range bothControllers {
+		t.Run(name+"/"+controller, func(t *testing.T) {
+			t.Parallel()
+			showsTerminatingBeforeReplacement(t, d, name)
+		})
+	}
+}
+
+func showsTerminatingBeforeReplacement(t *testing.T, d *dispatchEnv, workerName string) {
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
 	job := sleepJob(ns, "replace-failed", time.Hour)
 	job.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 	job.Spec.Template.Annotations[terminateDelayAnnotation] = "5s"
-	_, worker := dispatchOne(ctx, t, d, job)
+	pinTo(job, workerName)
+	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
+		t.Fatalf("placed on %s, want %s", placed, workerName)
+	}
+	worker := d.workers[workerName]
 	pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "one ready pod on the manager", func(j *batchv1.Job) bool {
 		return j.Status.Active == 1 && ptr.Deref(j.Status.Ready, 0) == 1
 	})
@@ -329,7 +344,11 @@ func TestDispatchedIndexedJobFailsWithFailedIndexes(t *testing.T) {
 	job.Spec.BackoffLimit = nil
 	job.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 	job.Spec.Template.Annotations["pod-index-failed.stage.jobferry.dev/index"] = "1"
-	dispatchOne(ctx, t, d, job)
+	// worker-2's Job controller (jobController: Worker) does not implement
+	// backoffLimitPerIndex, so placement must skip it.
+	if placed, _ := dispatchOne(ctx, t, d, job); placed != "worker-1" {
+		t.Fatalf("a Job with backoffLimitPerIndex was placed on %s, want worker-1 (the only worker with the built-in controller)", placed)
+	}
 	failed := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Failed on the manager", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobFailed) != nil
 	})

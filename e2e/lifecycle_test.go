@@ -91,14 +91,28 @@ func traceJob(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, nam
 // and the startTime reset come back without a rejected write; resuming runs
 // it to Complete, the manager's startTime moving with the worker's. The
 // manager goes through the same Suspended/startTime states, in the same
-// order, as the worker's kube-controller-manager produced.
+// order, as the worker's Job controller produced — on each worker, so under
+// kube-controller-manager and under the jobferry worker's controller.
 func TestSuspendAndResumeDispatchedJob(t *testing.T) {
 	d := startDispatchEnv(t)
+	for name, controller := range bothControllers {
+		t.Run(name+"/"+controller, func(t *testing.T) {
+			t.Parallel()
+			suspendAndResume(t, d, name)
+		})
+	}
+}
+
+func suspendAndResume(t *testing.T, d *dispatchEnv, workerName string) {
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
 	job := sleepJob(ns, "pausable", 6*time.Second)
+	pinTo(job, workerName)
 	managerTrace := traceJob(ctx, t, d.manager, ns, job.Name)
-	_, worker := dispatchOne(ctx, t, d, job)
+	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
+		t.Fatalf("placed on %s, want %s", placed, workerName)
+	}
+	worker := d.workers[workerName]
 	mirrorTrace := traceJob(ctx, t, worker, ns, job.Name)
 	running := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running on the manager", func(j *batchv1.Job) bool {
 		return j.Status.Active == 1 && j.Status.StartTime != nil

@@ -40,7 +40,7 @@ func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*dev
 		return nil, err
 	}
 	fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
-	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), Detached: true, Progress: out})
+	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out})
 }
 
 // kubectlHint is a command line a reader can paste to look at a cluster.

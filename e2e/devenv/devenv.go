@@ -61,6 +61,11 @@ func GPUPool(nodes int) localcluster.Pool {
 	}
 }
 
+// DevJobControllers is the development choice of Job controllers: worker-2
+// runs its mirrors with the jobferry worker's own Job controller, the others
+// with kube-controller-manager's.
+var DevJobControllers = map[string]v1alpha1.JobControllerMode{"worker-2": v1alpha1.JobControllerWorker}
+
 // DevWorkers is the development topology: worker-1 with a general and a
 // tainted gpu pool, further workers with a general pool only.
 func DevWorkers(n int) []localcluster.Spec {
@@ -86,6 +91,9 @@ type Options struct {
 	// ManagerReplicas runs that many manager processes with leader election
 	// (default 1, without). The webhooks are registered at the first one.
 	ManagerReplicas int
+	// JobControllers sets spec.jobController of a worker's WorkerCluster
+	// (by worker name; Builtin when absent).
+	JobControllers map[string]v1alpha1.JobControllerMode
 }
 
 // Env is a running jobferry environment.
@@ -179,7 +187,7 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
 			return err
 		}
-		if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath); err != nil {
+		if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath, opts.JobControllers[w.Name]); err != nil {
 			return err
 		}
 	}

@@ -17,7 +17,7 @@ import (
 
 // Register tells the manager about a worker: a Secret holding its kubeconfig
 // and a WorkerCluster pointing at it.
-func Register(ctx context.Context, c client.Client, worker, kubeconfigPath string) error {
+func Register(ctx context.Context, c client.Client, worker, kubeconfigPath string, jobController v1alpha1.JobControllerMode) error {
 	kubeconfig, err := os.ReadFile(kubeconfigPath)
 	if err != nil {
 		return err
@@ -32,7 +32,8 @@ func Register(ctx context.Context, c client.Client, worker, kubeconfigPath strin
 	wc := &v1alpha1.WorkerCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: worker},
 		Spec: v1alpha1.WorkerClusterSpec{
-			KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: secret.Name}},
+			KubeConfig:    v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: secret.Name}},
+			JobController: jobController,
 		},
 	}
 	if err := c.Create(ctx, wc); err != nil {
