@@ -245,7 +245,9 @@ func isDeletingPod(p *corev1.Pod) bool {
 }
 
 func withIndex(ix string) func(*corev1.Pod) bool {
-	return func(p *corev1.Pod) bool { return isActivePod(p) && p.Annotations[batchv1.JobCompletionIndexAnnotation] == ix }
+	return func(p *corev1.Pod) bool {
+		return isActivePod(p) && p.Annotations[batchv1.JobCompletionIndexAnnotation] == ix
+	}
 }
 
 func (r *run) statusOf(phase corev1.PodPhase) func(context.Context, *corev1.Pod) error {
@@ -694,7 +696,8 @@ func noJobNoTracking(o observation) bool {
 
 // TestConformance runs every scenario on both controllers and compares; then
 // checks that each controller leaves the other's Jobs alone; then the stress
-// scenario.
+// scenario; then what only the worker has (unsupported fields,
+// --manage-unmanaged-jobs).
 func TestConformance(t *testing.T) {
 	kcm, worker := startConformanceSides(t)
 	t.Run("scenarios", func(t *testing.T) {
@@ -711,6 +714,9 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("managedBy-skipping", func(t *testing.T) { compareSkipping(t, kcm, worker) })
 	t.Run("stress-1000-completions", func(t *testing.T) { testStress(t, kcm, worker) })
+	t.Run("worker-only/unsupported-spec", func(t *testing.T) { testUnsupportedSpec(t, worker) })
+	// Last: it replaces the worker process.
+	t.Run("worker-only/manage-unmanaged-jobs", func(t *testing.T) { testManageUnmanagedJobs(t, worker) })
 }
 
 func compareScenario(t *testing.T, kcm, worker *conformanceSide, sc scenario) {

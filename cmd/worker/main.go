@@ -38,6 +38,14 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("worker")
+	switch {
+	case *unmanaged && !*runJobs:
+		log.Error(nil, "--manage-unmanaged-jobs needs --job-controller")
+		os.Exit(2)
+	case *jobWorkers < 1:
+		log.Error(nil, "--concurrent-job-syncs must be at least 1", "value", *jobWorkers)
+		os.Exit(2)
+	}
 
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
@@ -66,10 +74,6 @@ func main() {
 	if err := publisher.SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the capacity publisher")
 		os.Exit(1)
-	}
-	if *unmanaged && !*runJobs {
-		log.Error(nil, "--manage-unmanaged-jobs needs --job-controller")
-		os.Exit(2)
 	}
 	if *runJobs {
 		// core/v1 Events, as kube-controller-manager writes them (see

@@ -1,0 +1,109 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// A Job the worker's Job controller cannot run as kube-controller-manager
+// would (here: podFailurePolicy) fails at once, with the reason
+// UnsupportedSpec on FailureTarget and Failed and a Warning Event naming the
+// field, and gets no pods.
+func testUnsupportedSpec(t *testing.T, worker *conformanceSide) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, t, worker.client)
+	job := conformanceJob("pod-failure-policy", ptr.To[int32](1), nil)()
+	job.Namespace, job.Spec.ManagedBy = ns, worker.managedBy
+	job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:      batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+	}}}
+	if _, err := worker.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	failed := pollJob(ctx, t, worker.client, ns, job.Name, time.Minute, "Failed", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobFailed) != nil })
+	for _, c := range []batchv1.JobConditionType{batchv1.JobFailureTarget, batchv1.JobFailed} {
+		if got := hasCondition(failed, c); got == nil || got.Reason != "UnsupportedSpec" || !strings.Contains(got.Message, "spec.podFailurePolicy") {
+			t.Errorf("condition %s = %+v, want reason UnsupportedSpec naming spec.podFailurePolicy", c, got)
+		}
+	}
+	if pods := jobPods(ctx, t, worker.client, ns, job.Name); len(pods) != 0 {
+		t.Errorf("%d pods created for a Job failed as unsupported", len(pods))
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := worker.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "UnsupportedSpec" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.podFailurePolicy") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no Warning Event UnsupportedSpec naming spec.podFailurePolicy: %v", err)
+	}
+}
+
+// With --manage-unmanaged-jobs the worker runs ordinary Jobs, for control
+// planes without kube-controller-manager's Job controller (the
+// conformance-worker cluster is one). The default worker is stopped first:
+// two controllers must never run the same Jobs.
+func testManageUnmanagedJobs(t *testing.T, worker *conformanceSide) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := worker.stop(); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := localcluster.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := worker.cluster.StartComponent("jobferry-worker-unmanaged", filepath.Join(binDir, "worker"),
+		"--kubeconfig="+worker.cluster.KubeconfigPath, "--manage-unmanaged-jobs", "--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(ctx, t, worker.client)
+	job := conformanceJob("ordinary", ptr.To[int32](2), ptr.To[int32](2))()
+	job.Namespace = ns
+	job.Spec.Template.Spec.NodeSelector = noNode
+	if _, err := worker.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollJob(ctx, t, worker.client, ns, job.Name, time.Minute, "two pods", func(j *batchv1.Job) bool { return j.Status.Active == 2 })
+	r := &run{side: worker, ns: ns, name: job.Name}
+	if err := r.each(ctx, -1, isActivePod, r.statusOf(corev1.PodSucceeded)); err != nil {
+		t.Fatal(err)
+	}
+	done := pollJob(ctx, t, worker.client, ns, job.Name, time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+	if done.Status.Succeeded != 2 {
+		t.Errorf("ordinary Job finished with %s, want succeeded=2", describeStatus(done))
+	}
+}
