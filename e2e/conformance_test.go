@@ -623,6 +623,38 @@ func conformanceScenarios() []scenario {
 			lastEvent: "BackoffLimitExceeded",
 		},
 		{
+			name: "active-deadline", port: "TestJobActiveDeadline (unit: pastActiveDeadline)",
+			job: conformanceJob("deadline", one, one, func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To[int64](3) }),
+			steps: []step{
+				{name: "created", until: counts(1, 0, 0)},
+				{name: "deadline passes: pod stopped and counted, Failed", until: cond("Failed=True")},
+			},
+			lastEvent: "DeadlineExceeded",
+		},
+		{
+			name: "restart-policy-on-failure", port: "pastBackoffLimitOnFailure",
+			job: conformanceJob("on-failure", one, one, backoffLimit(2), func(j *batchv1.Job) {
+				j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			}),
+			steps: []step{
+				{name: "created", until: counts(1, 0, 0)},
+				{name: "one container restart: below the limit", act: restarts(1), until: func(o observation) bool { return strings.Contains(strings.Join(o.Pods, " "), "phase=Running") }},
+				{name: "two container restarts: backoff limit reached", act: restarts(2), until: cond("Failed=True")},
+			},
+			lastEvent: "BackoffLimitExceeded",
+		},
+		{
+			name: "elastic-indexed", port: "TestElasticIndexedJob",
+			job: conformanceJob("elastic", three, three, indexed),
+			steps: []step{
+				{name: "created", until: counts(3, 0, 0)},
+				{name: "index 2 succeeds", act: phaseOfIndex("2", corev1.PodSucceeded), until: func(o observation) bool { return o.CompletedIndexes == "2" && o.Active == 2 }},
+				{name: "scaled down to 1: index 1 removed, index 2 no longer counted", act: patchJob(`{"spec":{"completions":1,"parallelism":1}}`), until: all(counts(1, 0, 0), podCount(2))},
+				{name: "index 0 succeeds", act: phaseOfIndex("0", corev1.PodSucceeded), until: complete},
+			},
+			lastEvent: "Completed",
+		},
+		{
 			name: "failed-with-interrupts", port: "TestJobFailedWithInterrupts",
 			job: conformanceJob("interrupts", ptr.To[int32](10), ptr.To[int32](10), backoffLimit(0)), sequential: true,
 			steps: []step{
@@ -671,6 +703,21 @@ func conformanceScenarios() []scenario {
 				}, anyState: true, until: all(noJobNoTracking, podCount(0))},
 			},
 		},
+	}
+}
+
+// restarts reports the first active pod running with n container restarts.
+func restarts(n int32) func(context.Context, *run) error {
+	return func(ctx context.Context, r *run) error {
+		return r.each(ctx, 1, isActivePod, func(ctx context.Context, p *corev1.Pod) error {
+			return r.setPodStatus(ctx, p.Name, func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodRunning
+				s.ContainerStatuses = []corev1.ContainerStatus{{
+					Name: "main", Image: "registry.example/sleep:1", ImageID: "registry.example/sleep@sha256:1",
+					RestartCount: n, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+				}}
+			})
+		})
 	}
 }
 
@@ -758,45 +805,60 @@ func compareScenario(t *testing.T, kcm, worker *conformanceSide, sc scenario) {
 }
 
 // compareSkipping: on each side, a Job managed by the other controller next
-// to one of its own. Once its own Job is Complete (so the controller has
-// synced since both were created), the other Job has no pods and an empty
-// status — the controller skipped it (KEP-4368; upstream TestManagedBy).
+// to one of its own. The other Job takes the name of one of the side's own
+// Jobs, deleted just before, so a sync queued for the deleted Job meets the
+// new one (upstream TestManagedBy_RecreatedJob). Once the side's own Job is
+// Complete (so the controller has synced since), the other Job has no pods
+// and an empty status: the controller skipped it (KEP-4368; TestManagedBy).
 func compareSkipping(t *testing.T, kcm, worker *conformanceSide) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, pair := range [][2]*conformanceSide{{kcm, worker}, {worker, kcm}} {
 		side, other := pair[0], pair[1]
-		ns, err := side.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "skipping-"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		foreign := conformanceJob("foreign", ptr.To[int32](1), nil)()
-		foreign.Namespace, foreign.Spec.ManagedBy = ns.Name, other.managedBy
-		foreign.Spec.Template.Spec.NodeSelector = noNode
-		own := conformanceJob("own", ptr.To[int32](1), nil)()
-		own.Namespace, own.Spec.ManagedBy = ns.Name, side.managedBy
-		own.Spec.Template.Spec.NodeSelector = noNode
-		for _, j := range []*batchv1.Job{foreign, own} {
-			if _, err := side.client.BatchV1().Jobs(ns.Name).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		otherName := ptr.Deref(other.managedBy, "kube-controller-manager")
+		ns := createNamespace(ctx, t, side.client)
+		newJob := func(name string, managedBy *string) *batchv1.Job {
+			j := conformanceJob(name, ptr.To[int32](1), nil)()
+			j.Namespace, j.Spec.ManagedBy = ns, managedBy
+			j.Spec.Template.Spec.NodeSelector = noNode
+			created, err := side.client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
+			return created
 		}
-		r := &run{side: side, ns: ns.Name, name: "own"}
-		pollJob(ctx, t, side.client, ns.Name, "own", time.Minute, "own Job running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
-		if err := r.each(ctx, 1, isActivePod, r.statusOf(corev1.PodSucceeded)); err != nil {
+		newJob("reused", side.managedBy)
+		pollJob(ctx, t, side.client, ns, "reused", time.Minute, "own Job running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		background := metav1.DeletePropagationBackground
+		if err := side.client.BatchV1().Jobs(ns).Delete(ctx, "reused", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
 			t.Fatal(err)
 		}
-		pollJob(ctx, t, side.client, ns.Name, "own", time.Minute, "own Job Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
-		got, err := side.client.BatchV1().Jobs(ns.Name).Get(ctx, "foreign", metav1.GetOptions{})
+		foreign := newJob("reused", other.managedBy)
+		newJob("own", side.managedBy)
+		r := &run{side: side, ns: ns, name: "own"}
+		pollJob(ctx, t, side.client, ns, "own", time.Minute, "own Job running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		ownPod := func(p *corev1.Pod) bool { return isActivePod(p) && p.Labels[batchv1.JobNameLabel] == "own" }
+		if err := r.each(ctx, 1, ownPod, r.statusOf(corev1.PodSucceeded)); err != nil {
+			t.Fatal(err)
+		}
+		pollJob(ctx, t, side.client, ns, "own", time.Minute, "own Job Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+		got, err := side.client.BatchV1().Jobs(ns).Get(ctx, "reused", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got.UID != foreign.UID {
+			t.Fatalf("Job reused was replaced again")
+		}
 		if diff := cmp.Diff(batchv1.JobStatus{}, got.Status); diff != "" {
-			t.Errorf("%s touched the status of a Job managed by %s (-want +got):\n%s", side.name, ptr.Deref(other.managedBy, "kube-controller-manager"), diff)
+			t.Errorf("%s touched the status of a Job managed by %s (-want +got):\n%s", side.name, otherName, diff)
 		}
-		if pods := jobPods(ctx, t, side.client, ns.Name, "foreign"); len(pods) != 0 {
-			t.Errorf("%s created %d pods for a Job managed by %s", side.name, len(pods), ptr.Deref(other.managedBy, "kube-controller-manager"))
+		pods, err := side.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(foreign.UID)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("%s left the Job managed by %s alone: empty status, no pods", side.name, ptr.Deref(other.managedBy, "kube-controller-manager"))
+		if len(pods.Items) != 0 {
+			t.Errorf("%s created %d pods for a Job managed by %s", side.name, len(pods.Items), otherName)
+		}
+		t.Logf("%s left the Job managed by %s alone (created under the name of one of its own, just deleted): empty status, no pods", side.name, otherName)
 	}
 }
