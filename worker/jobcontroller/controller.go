@@ -80,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Workers = 5
 	}
 	r.podExpectations.clock = r.Clock
+	registerMetrics()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, controllerUIDField, func(o client.Object) []string {
 		if ref := metav1.GetControllerOf(o); ref != nil {
 			return []string{string(ref.UID)}

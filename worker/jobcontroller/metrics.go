@@ -1,6 +1,8 @@
 package jobcontroller
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -55,7 +57,14 @@ const (
 	creationRecreateFailed              = "recreate_failed"
 )
 
-func init() {
-	metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
-		podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal)
+var registerMetricsOnce sync.Once
+
+// registerMetrics adds the metrics to controller-runtime's registry once per
+// process, when a controller is set up (not on import: the manager imports
+// this package for UnsupportedFields and must not serve empty worker metrics).
+func registerMetrics() {
+	registerMetricsOnce.Do(func() {
+		metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
+			podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal)
+	})
 }
