@@ -623,7 +623,7 @@ func conformanceScenarios() []scenario {
 			lastEvent: "BackoffLimitExceeded",
 		},
 		{
-			name: "active-deadline", port: "TestJobActiveDeadline (unit: pastActiveDeadline)",
+			name: "active-deadline", port: "unit TestPastDeadlineJobFinished",
 			job: conformanceJob("deadline", one, one, func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To[int64](3) }),
 			steps: []step{
 				{name: "created", until: counts(1, 0, 0)},
@@ -632,7 +632,7 @@ func conformanceScenarios() []scenario {
 			lastEvent: "DeadlineExceeded",
 		},
 		{
-			name: "restart-policy-on-failure", port: "pastBackoffLimitOnFailure",
+			name: "restart-policy-on-failure", port: "unit TestJobBackoffForOnFailure",
 			job: conformanceJob("on-failure", one, one, backoffLimit(2), func(j *batchv1.Job) {
 				j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 			}),
