@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +33,17 @@ func (r stressResult) podsPerSecond() float64 {
 }
 
 // Stress scenario (issue: worker Job controller): 1000 completions at
-// parallelism 50, KWOK running each pod for 1 s; while it runs, 20 running
-// pods are deleted at random (each delete conditional on the pod's
-// resourceVersion, so it hits a pod that had not yet succeeded and must count
-// as failed) and the controller is restarted twice. Both controllers must end
-// with succeeded 1000, failed equal to the deletions, and no pod holding the
-// tracking finalizer.
+// parallelism 50, KWOK starting each pod after 300 ms and completing it 1 s
+// later; while it runs, 20 pods are deleted at random and the controller is
+// restarted twice. Both controllers must end with succeeded 1000, failed
+// equal to the deletions, and no pod holding the tracking finalizer.
+//
+// The deleted pods are ones still Pending, each delete conditional on the
+// resourceVersion read: KWOK queues a running pod's completion when it starts
+// and may still apply it after the deletion (its stage queue cancels the job
+// only once it has seen the deletion), so a deleted running pod can end
+// Succeeded, and whether a controller then counts it failed depends on when
+// it looked. A pod deleted while Pending can only end Failed.
 const (
 	stressCompletions = 1000
 	stressParallelism = 50
@@ -51,6 +57,7 @@ func runStress(ctx context.Context, t *testing.T, side *conformanceSide, seed ui
 		t.Fatal(err)
 	}
 	job := sleepJob(ns.Name, "stress", time.Second)
+	job.Spec.Template.Annotations[readyDelayAnnotation] = "300ms"
 	job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](stressCompletions), ptr.To[int32](stressParallelism)
 	job.Spec.BackoffLimit = ptr.To[int32](stressDeletions * 5)
 	job.Spec.ManagedBy = side.managedBy
@@ -78,7 +85,7 @@ func runStress(ctx context.Context, t *testing.T, side *conformanceSide, seed ui
 			return true, nil
 		}
 		if res.deleted < len(deleteAt) && j.Status.Succeeded >= deleteAt[res.deleted] {
-			ok, err := deleteRandomRunningPod(ctx, side, ns.Name, rng)
+			ok, err := deleteRandomPendingPod(ctx, side, ns.Name, rng)
 			if err != nil {
 				return false, err
 			}
@@ -110,20 +117,20 @@ func runStress(ctx context.Context, t *testing.T, side *conformanceSide, seed ui
 	return res
 }
 
-// deleteRandomRunningPod deletes one running pod, on condition that it has
-// not changed since it was read (so it had not succeeded).
-func deleteRandomRunningPod(ctx context.Context, side *conformanceSide, ns string, rng *rand.Rand) (bool, error) {
+// deleteRandomPendingPod deletes one pending pod, on condition that it has
+// not changed since it was read; false when there was none to delete.
+func deleteRandomPendingPod(ctx context.Context, side *conformanceSide, ns string, rng *rand.Rand) (bool, error) {
 	pods, err := side.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, err
 	}
-	running := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-		return p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning
+	pending := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		return p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending
 	})
-	if len(running) == 0 {
+	if len(pending) == 0 {
 		return false, nil
 	}
-	p := running[rng.IntN(len(running))]
+	p := pending[rng.IntN(len(pending))]
 	err = side.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion},
 	})
@@ -168,17 +175,43 @@ func testStress(t *testing.T, kcm, worker *conformanceSide) {
 			t.Errorf("worker metrics lack %s", name)
 		}
 	}
-	if f := families["jobferry_worker_jobs_finished_total"]; f != nil {
-		var succeeded float64
-		for _, m := range f.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "result" && l.GetValue() == "succeeded" {
-					succeeded += m.GetCounter().GetValue()
-				}
-			}
-		}
-		if succeeded != 1 {
-			t.Errorf("jobferry_worker_jobs_finished_total{result=succeeded} = %v after the stress Job, want 1", succeeded)
+	// Since the last restart: the Job finished once, deletions after it
+	// made replacements, and finished pods were released.
+	for _, want := range []struct {
+		metric string
+		labels map[string]string
+		check  func(float64) bool
+		what   string
+	}{
+		{"jobferry_worker_jobs_finished_total", map[string]string{"result": "succeeded", "reason": "CompletionsReached"}, func(v float64) bool { return v == 1 }, "1"},
+		{"jobferry_worker_job_pods_creation_total", map[string]string{"reason": "recreate_terminating_or_failed", "status": "succeeded"}, func(v float64) bool { return v > 0 }, "> 0"},
+		{"jobferry_worker_terminated_pods_tracking_finalizer_total", map[string]string{"event": "delete"}, func(v float64) bool { return v > 0 }, "> 0"},
+		{"jobferry_worker_job_pods_finished_total", map[string]string{"result": "failed"}, func(v float64) bool { return v > 0 }, "> 0"},
+	} {
+		if got := counterSum(families[want.metric], want.labels); !want.check(got) {
+			t.Errorf("%s%v = %v, want %s", want.metric, want.labels, got, want.what)
 		}
 	}
+}
+
+// counterSum adds the counters of a family whose labels include match.
+func counterSum(f *dto.MetricFamily, match map[string]string) float64 {
+	if f == nil {
+		return 0
+	}
+	var sum float64
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && have[k] == v
+		}
+		if ok {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }

@@ -24,6 +24,7 @@ import (
 // Pod annotations and labels understood by the KWOK stages of localcluster.
 const (
 	completeDelayAnnotation  = "pod-complete.stage.kwok.x-k8s.io/delay"
+	readyDelayAnnotation     = "pod-ready.stage.kwok.x-k8s.io/delay"
 	terminateDelayAnnotation = "pod-terminate.stage.kwok.x-k8s.io/delay"
 	failPodLabel             = "pod-container-running-failed.stage.kwok.x-k8s.io"
 )

@@ -2,6 +2,7 @@ package jobcontroller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -185,28 +187,85 @@ func TestSyncJob(t *testing.T) {
 			for _, p := range tc.pods {
 				objs = append(objs, p)
 			}
-			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).
-				WithObjects(objs...).
-				WithStatusSubresource(&batchv1.Job{}).
-				WithIndex(&corev1.Pod{}, controllerUIDField, func(o client.Object) []string {
-					if ref := metav1.GetControllerOf(o); ref != nil {
-						return []string{string(ref.UID)}
-					}
-					return nil
-				}).Build()
-			recorder := record.NewFakeRecorder(100)
-			r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakeClock(t0.Add(time.Second))}
-			r.podExpectations.clock = r.Clock
-			for range max(tc.syncs, 1) {
-				if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "j"}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r, c, recorder := newTestReconciler(objs, nil)
+			syncTimes(t, r, max(tc.syncs, 1))
 			got := observeSync(t, c, recorder)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func newTestReconciler(objs []client.Object, funcs *interceptor.Funcs) (*Reconciler, client.Client, *record.FakeRecorder) {
+	b := fake.NewClientBuilder().WithScheme(scheme.Scheme).
+		WithObjects(objs...).
+		WithStatusSubresource(&batchv1.Job{}).
+		WithIndex(&corev1.Pod{}, controllerUIDField, func(o client.Object) []string {
+			if ref := metav1.GetControllerOf(o); ref != nil {
+				return []string{string(ref.UID)}
+			}
+			return nil
+		})
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	c := b.Build()
+	recorder := record.NewFakeRecorder(1000)
+	r := &Reconciler{Client: c, Recorder: recorder, Clock: clocktesting.NewFakeClock(t0.Add(time.Second))}
+	r.podExpectations.clock = r.Clock
+	return r, c, recorder
+}
+
+func syncTimes(t *testing.T, r *Reconciler, n int) {
+	t.Helper()
+	for range n {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "j"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// 600 finished pods are recorded over two syncs, no status write carrying
+// more than 500 uncounted UIDs, and the Job is Complete only after the second.
+func TestSyncJobCapsUncountedPerWrite(t *testing.T) {
+	job := testJob(func(j *batchv1.Job) {
+		j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](600), ptr.To[int32](600)
+	})
+	objs := []client.Object{job}
+	for i := range 600 {
+		objs = append(objs, testPod(fmt.Sprintf("p%03d", i), corev1.PodSucceeded))
+	}
+	maxUncounted := 0
+	funcs := &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if u := obj.(*batchv1.Job).Status.UncountedTerminatedPods; u != nil {
+			maxUncounted = max(maxUncounted, len(u.Succeeded)+len(u.Failed))
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
+	r, c, recorder := newTestReconciler(objs, funcs)
+
+	syncTimes(t, r, 1)
+	first := observeSync(t, c, recorder)
+	// As upstream, the success criteria count every succeeded pod seen, so
+	// SuccessCriteriaMet comes at once; Complete waits for the counters.
+	if want := []string{"SuccessCriteriaMet=True CompletionsReached"}; first.Succeeded != 500 || !slices.Equal(first.Conditions, want) {
+		t.Errorf("after one sync: succeeded %d, conditions %v; want 500 and %v", first.Succeeded, first.Conditions, want)
+	}
+	recorder = record.NewFakeRecorder(1000)
+	r.Recorder = recorder
+	syncTimes(t, r, 1)
+	second := observeSync(t, c, recorder)
+	if second.Succeeded != 600 || !slices.Contains(second.Conditions, "Complete=True CompletionsReached") {
+		t.Errorf("after two syncs: succeeded %d, conditions %v; want 600 and Complete", second.Succeeded, second.Conditions)
+	}
+	if maxUncounted > maxUncountedPods {
+		t.Errorf("a status write carried %d uncounted UIDs, want at most %d", maxUncounted, maxUncountedPods)
+	}
+	for _, p := range second.Pods {
+		if strings.Contains(p, batchv1.JobTrackingFinalizer) {
+			t.Fatalf("pod still holds the finalizer: %s", p)
+		}
 	}
 }
 
