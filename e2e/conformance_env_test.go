@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -112,8 +114,13 @@ func startConformanceSides(t *testing.T) (kcm, worker *conformanceSide) {
 	}
 	worker.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
 	worker.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	// With leader election, as a production worker would run: every restart
+	// of the scenarios then also hands the lease over.
+	if _, err := worker.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobferry-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	p, err := worker.cluster.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
-		"--kubeconfig="+worker.cluster.KubeconfigPath,
+		"--kubeconfig="+worker.cluster.KubeconfigPath, "--leader-elect",
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
 	if err != nil {

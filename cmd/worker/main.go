@@ -32,6 +32,11 @@ func main() {
 		jobWorkers  = flag.Int("concurrent-job-syncs", 5, "Jobs synced in parallel")
 		kubeQPS     = flag.Float64("kube-api-qps", 500, "client QPS towards the worker cluster (the local clusters run kube-controller-manager at the same)")
 		kubeBurst   = flag.Int("kube-api-burst", 1000, "client burst towards the worker cluster")
+		leaderElect = flag.Bool("leader-elect", false, "elect a leader so only one replica runs Jobs and publishes capacity (two Job controllers on the same Jobs would over-create pods)")
+		leaseNS     = flag.String("leader-election-namespace", "jobferry-system", "namespace of the leader election lease")
+		leaseDur    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease holds before another replica takes over")
+		renewDl     = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
+		retryPeriod = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -50,10 +55,18 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 jobferryv1alpha1.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		Cache:                  worker.CacheOptions(),
+		Scheme:                  jobferryv1alpha1.NewScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		Cache:                   worker.CacheOptions(),
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "jobferry-worker",
+		LeaderElectionNamespace: *leaseNS,
+		LeaseDuration:           leaseDur,
+		RenewDeadline:           renewDl,
+		RetryPeriod:             retryPeriod,
+		// A replica that stops cleanly hands over at once.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		log.Error(err, "creating the controller manager")
