@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +40,9 @@ import (
 
 // noNode keeps conformance pods unscheduled.
 var noNode = map[string]string{"jobferry.dev/pool": "none"}
+
+// podRef is "pod <namespace>/<name>" in a condition message.
+var podRef = regexp.MustCompile(`(?i)pod [a-z0-9-]+/[a-z0-9-]+`)
 
 // blockDeletionFinalizer keeps deleted pods visible as terminating until a
 // step releases them (upstream tests use the same device).
@@ -172,7 +176,9 @@ func (r *run) observe(ctx context.Context) (observation, bool, error) {
 	o.CompletedIndexes = s.CompletedIndexes
 	o.FailedIndexes = ptr.Deref(s.FailedIndexes, "<nil>")
 	for _, c := range s.Conditions {
-		o.Conditions = append(o.Conditions, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+		// podFailurePolicy messages name the pod, whose name differs.
+		msg := podRef.ReplaceAllString(c.Message, "pod <pod>")
+		o.Conditions = append(o.Conditions, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, msg))
 	}
 	o.StartTime = timeChange(r.startTime, s.StartTime)
 	o.CompletionTime = timeChange(r.completionTime, s.CompletionTime)
@@ -655,6 +661,32 @@ func conformanceScenarios() []scenario {
 			lastEvent: "Completed",
 		},
 		{
+			name: "pod-failure-policy-fail-job", port: "TestJobPodFailurePolicy/FailJob",
+			job: conformanceJob("pfp-fail-job", two, two, podFailurePolicy(batchv1.PodFailurePolicyRule{
+				Action:      batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+			})),
+			steps: []step{
+				{name: "created", until: counts(2, 0, 0)},
+				{name: "exit code 42: FailJob, the other pod stopped and counted", act: failWith(42, false), until: cond("Failed=True")},
+			},
+			lastEvent: "PodFailurePolicy",
+		},
+		{
+			name: "pod-failure-policy-ignore-count", port: "TestJobPodFailurePolicy/Ignore,Count",
+			job: conformanceJob("pfp-ignore-count", one, one, podFailurePolicy(
+				batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionIgnore, OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}},
+				batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionCount, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1}}},
+			)),
+			steps: []step{
+				{name: "created", until: counts(1, 0, 0)},
+				{name: "disrupted: ignored, replaced after back-off", act: failWith(137, true), until: all(counts(1, 0, 0), podCount(2))},
+				{name: "exit code 1: counted, replaced", act: failWith(1, false), until: all(counts(1, 0, 1), podCount(3))},
+				{name: "succeeds", act: phaseOf(1, corev1.PodSucceeded), until: complete},
+			},
+			lastEvent: "Completed",
+		},
+		{
 			name: "failed-with-interrupts", port: "TestJobFailedWithInterrupts",
 			job: conformanceJob("interrupts", ptr.To[int32](10), ptr.To[int32](10), backoffLimit(0)), sequential: true,
 			steps: []step{
@@ -703,6 +735,30 @@ func conformanceScenarios() []scenario {
 				}, anyState: true, until: all(noJobNoTracking, podCount(0))},
 			},
 		},
+	}
+}
+
+func podFailurePolicy(rules ...batchv1.PodFailurePolicyRule) func(*batchv1.Job) {
+	return func(j *batchv1.Job) { j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: rules} }
+}
+
+// failWith fails the first active pod with the exit code, optionally as
+// disrupted (condition DisruptionTarget, as after a preemption).
+func failWith(exitCode int32, disrupted bool) func(context.Context, *run) error {
+	return func(ctx context.Context, r *run) error {
+		return r.each(ctx, 1, isActivePod, func(ctx context.Context, p *corev1.Pod) error {
+			return r.setPodStatus(ctx, p.Name, func(s *corev1.PodStatus) {
+				now := metav1.Now()
+				s.Phase = corev1.PodFailed
+				s.ContainerStatuses = []corev1.ContainerStatus{{
+					Name: "main", Image: "registry.example/sleep:1", ImageID: "registry.example/sleep@sha256:1",
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, StartedAt: now, FinishedAt: now}},
+				}}
+				if disrupted {
+					s.Conditions = append(s.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler", LastTransitionTime: now})
+				}
+			})
+		})
 	}
 }
 

@@ -11,14 +11,16 @@
 //     finished pods go to status.uncountedTerminatedPods, lose the finalizer,
 //     then move to the counters, at most 500 per write;
 //   - podReplacementPolicy (KEP-3939) and status.terminating;
-//   - suspend (KEP-2232) and the delayed terminal conditions of KEP-4368.
+//   - suspend (KEP-2232) and the delayed terminal conditions of KEP-4368;
+//   - podFailurePolicy (FailJob, Ignore, Count).
 //
-// podFailurePolicy, successPolicy and backoffLimitPerIndex are not
-// implemented: such Jobs fail at once with reason UnsupportedSpec and a
+// successPolicy and backoffLimitPerIndex (and so the FailIndex action) are
+// not implemented: such Jobs fail at once with reason UnsupportedSpec and a
 // Warning Event naming the field, rather than running with the field ignored.
 //
 // Its behaviour is checked against kube-controller-manager by the
 // differential conformance suite in e2e/conformance_test.go. Decisions live in
-// pure functions (indexes.go, pods.go, backoff.go, decide.go); sync.go does
-// the reads and writes of one Job sync, controller.go the event plumbing.
+// pure functions (indexes.go, pods.go, backoff.go, podfailurepolicy.go,
+// conditions.go); sync.go does the reads and writes of one Job sync,
+// controller.go the event plumbing.
 package jobcontroller

@@ -36,6 +36,10 @@ var (
 		Name: "jobferry_worker_terminated_pods_tracking_finalizer_total",
 		Help: "Terminated pods of managed Jobs seen with the tracking finalizer (event=add) and their finalizer removal or deletion (event=delete).",
 	}, []string{"event"})
+	podFailuresHandledByPolicyTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_pod_failures_handled_by_failure_policy_total",
+		Help: "Failed pods matched by a podFailurePolicy rule, by the rule's action (FailJob, Ignore, Count).",
+	}, []string{"action"})
 	finishedIndexesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_worker_job_finished_indexes_total",
 		Help: "Finished indexes of Indexed Jobs, by status (succeeded, failed) and backoffLimit (global).",
@@ -65,6 +69,6 @@ var registerMetricsOnce sync.Once
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
-			podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal)
+			podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal, podFailuresHandledByPolicyTotal)
 	})
 }

@@ -82,7 +82,7 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 	active := int32(len(s.active))
 	newSucceeded, newFailed := s.newFinishedPods()
 	s.succeeded = job.Status.Succeeded + int32(len(newSucceeded)) + int32(s.uncountedSucceeded.Len())
-	s.failed = job.Status.Failed + int32(len(newFailed)) + int32(s.uncountedFailed.Len())
+	s.failed = job.Status.Failed + countedFailures(job, newFailed) + int32(s.uncountedFailed.Len())
 
 	if job.Status.StartTime == nil && !suspended(job) {
 		job.Status.StartTime = ptr.To(metav1.NewTime(now))
@@ -167,7 +167,8 @@ func (s *syncState) newFinishedPods() (succeeded, failed []*corev1.Pod) {
 
 // pendingTerminalCondition decides, in upstream order, whether the Job is
 // heading to a terminal condition: one already recorded, an unsupported
-// spec, the backoff limit, the active deadline. Without one, it returns when
+// spec, a FailJob rule of the podFailurePolicy, the backoff limit, the
+// active deadline. Without one, it returns when
 // the deadline will pass.
 func (r *Reconciler) pendingTerminalCondition(s *syncState, now time.Time) (*batchv1.JobCondition, time.Duration) {
 	job := s.job
@@ -179,6 +180,9 @@ func (r *Reconciler) pendingTerminalCondition(s *syncState, now time.Time) (*bat
 	}
 	if msg := unsupportedSpec(job); msg != "" {
 		return newCondition(batchv1.JobFailureTarget, ReasonUnsupportedSpec, msg, now), 0
+	}
+	if msg := failJobMessage(job, s.pods); msg != "" {
+		return newCondition(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, msg, now), 0
 	}
 	if s.failed > ptr.Deref(job.Spec.BackoffLimit, 6) || pastBackoffLimitOnFailure(job, s.pods) {
 		return newCondition(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit", now), 0
@@ -519,6 +523,7 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 
 	var release []*corev1.Pod
 	var newSucceededIndexes []int
+	policyActions := map[batchv1.PodFailurePolicyAction]int{}
 	reachedMax := false
 	for _, p := range sortedForTracking(s.pods, indexed) {
 		if !hasTrackingFinalizer(p) || s.expectedRmFinalizers.Has(p.UID) {
@@ -543,8 +548,15 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 			}
 		case failed || (s.finished != nil && s.finished.Type != batchv1.JobSuccessCriteriaMet && s.finished.Type != batchv1.JobComplete):
 			if !s.uncountedFailed.Has(p.UID) && (!indexed || (ix != unknownIndex && ix < completions)) {
-				uncounted.Failed = append(uncounted.Failed, p.UID)
-				needsWrite = true
+				// An Ignore rule releases the pod without counting it.
+				m := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p)
+				if m.action != "" {
+					policyActions[m.action]++
+				}
+				if m.countFailed {
+					uncounted.Failed = append(uncounted.Failed, p.UID)
+					needsWrite = true
+				}
 			}
 		}
 		if len(newSucceededIndexes)+len(uncounted.Succeeded)+len(uncounted.Failed) >= maxUncountedPods {
@@ -576,7 +588,7 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		s.finished = newCondition(batchv1.JobComplete, s.finished.Reason, s.finished.Message, now)
 	}
 
-	needsWrite, err := r.flushAndRemoveFinalizers(ctx, s, release, withFinalizer, &before, needsWrite)
+	needsWrite, err := r.flushAndRemoveFinalizers(ctx, s, release, withFinalizer, &before, needsWrite, policyActions)
 	if err != nil {
 		return err
 	}
@@ -598,7 +610,7 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 // flushAndRemoveFinalizers writes the new uncounted UIDs, removes the
 // finalizers of the pods to release, and moves the released UIDs into the
 // counters (written by the caller, or here at once if a removal failed).
-func (r *Reconciler) flushAndRemoveFinalizers(ctx context.Context, s *syncState, release []*corev1.Pod, withFinalizer sets.Set[types.UID], before *batchv1.JobStatus, needsWrite bool) (bool, error) {
+func (r *Reconciler) flushAndRemoveFinalizers(ctx context.Context, s *syncState, release []*corev1.Pod, withFinalizer sets.Set[types.UID], before *batchv1.JobStatus, needsWrite bool, policyActions map[batchv1.PodFailurePolicyAction]int) (bool, error) {
 	job := s.job
 	if needsWrite {
 		if err := r.writeStatus(ctx, job); err != nil {
@@ -608,6 +620,9 @@ func (r *Reconciler) flushAndRemoveFinalizers(ctx context.Context, s *syncState,
 		recordPodsFinished(job, *before)
 		*before = *job.Status.DeepCopy()
 		needsWrite = false
+	}
+	for action, n := range policyActions {
+		podFailuresHandledByPolicyTotal.WithLabelValues(string(action)).Add(float64(n))
 	}
 	var rmErr error
 	if len(release) > 0 {

@@ -74,6 +74,18 @@ func deleting(p *corev1.Pod) {
 	p.Finalizers = append(p.Finalizers, "test/keep")
 }
 
+func exitCode(code int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(t0)},
+		}}}
+	}
+}
+
+func disrupted(p *corev1.Pod) {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+}
+
 func withIndex(ix string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: ix}
@@ -169,11 +181,39 @@ func TestSyncJob(t *testing.T) {
 		},
 		"an unsupported field fails the Job instead of being ignored": {
 			job: testJob(func(j *batchv1.Job) {
-				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{}}
+				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+				j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
 			}),
 			want: syncResult{StartTime: true,
 				Conditions: []string{"FailureTarget=True UnsupportedSpec", "Failed=True UnsupportedSpec"},
 				Events:     []string{"Warning UnsupportedSpec"}},
+		},
+		"podFailurePolicy FailJob: FailureTarget naming the pod, the others stopped and counted": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+					Action:      batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+				}}}
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodFailed, exitCode(42)), testPod("b", corev1.PodRunning)},
+			// b is deleted keeping its finalizer (the fake client then keeps
+			// it terminating), so Failed waits for the next sync.
+			want: syncResult{Failed: 2, Terminating: 1, StartTime: true,
+				Conditions: []string{"FailureTarget=True PodFailurePolicy"},
+				Pods:       []string{"a Failed []"},
+				Events:     []string{"Normal SuccessfulDelete"}},
+		},
+		"podFailurePolicy Ignore: the failure is not counted": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.Parallelism = ptr.To[int32](1)
+				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+					Action:          batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+				}}}
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodFailed, disrupted)},
+			// Replaced after the 10 s back-off, which counts every failure.
+			want: syncResult{StartTime: true, Pods: []string{"a Failed []"}},
 		},
 		"Jobs managed by others are left alone": {
 			job:  testJob(func(j *batchv1.Job) { j.Spec.ManagedBy = nil }),
