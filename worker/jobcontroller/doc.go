@@ -21,6 +21,8 @@
 // Its behaviour is checked against kube-controller-manager by the
 // differential conformance suite in e2e/conformance_test.go. Decisions live in
 // pure functions (indexes.go, pods.go, backoff.go, podfailurepolicy.go,
-// conditions.go); sync.go does the reads and writes of one Job sync,
-// controller.go the event plumbing.
+// conditions.go). sync.go is one Job sync (count, decide, manage pods),
+// podcontrol.go its pod creations and deletions, tracking.go its status
+// writes and finalizer removals, controller.go the event plumbing and the
+// orphan pods.
 package jobcontroller

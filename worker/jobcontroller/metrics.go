@@ -4,6 +4,9 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -71,4 +74,51 @@ func registerMetrics() {
 		metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
 			podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal, podFailuresHandledByPolicyTotal)
 	})
+}
+
+func (r *Reconciler) recordFinished(job *batchv1.Job, c *batchv1.JobCondition) {
+	mode := completionModeLabel(job)
+	if c.Type == batchv1.JobComplete {
+		if job.Spec.Completions != nil && job.Status.Succeeded > *job.Spec.Completions {
+			r.Recorder.Event(job, corev1.EventTypeWarning, "TooManySucceededPods", "Too many succeeded pods running after completion count reached")
+		}
+		r.Recorder.Event(job, corev1.EventTypeNormal, "Completed", "Job completed")
+		jobsFinishedTotal.WithLabelValues(mode, "succeeded", c.Reason).Inc()
+		return
+	}
+	r.Recorder.Event(job, corev1.EventTypeWarning, c.Reason, c.Message)
+	jobsFinishedTotal.WithLabelValues(mode, "failed", c.Reason).Inc()
+}
+
+func recordPodsFinished(job *batchv1.Job, before batchv1.JobStatus) {
+	mode := completionModeLabel(job)
+	var succeeded int
+	if isIndexed(job) {
+		completions := int(ptr.Deref(job.Spec.Completions, 0))
+		if job.Status.CompletedIndexes != before.CompletedIndexes {
+			succeeded = parseIntervals(job.Status.CompletedIndexes, completions).total() - parseIntervals(before.CompletedIndexes, completions).total()
+		}
+		finishedIndexesTotal.WithLabelValues("succeeded", "global").Add(float64(succeeded))
+	} else {
+		succeeded = int(job.Status.Succeeded - before.Succeeded)
+	}
+	podsFinishedTotal.WithLabelValues(mode, "succeeded").Add(float64(succeeded))
+	podsFinishedTotal.WithLabelValues(mode, "failed").Add(float64(job.Status.Failed - before.Failed))
+}
+
+func recordPodsCreation(job *batchv1.Job, s *syncState, succeeded, failed int32) {
+	reason := creationNew
+	if ptr.Deref(job.Spec.PodReplacementPolicy, batchv1.TerminatingOrFailed) == batchv1.Failed && s.failed > 0 {
+		reason = creationRecreateFailed
+	} else if s.failed > 0 || s.terminating > 0 {
+		reason = creationRecreateTerminatingOrFailed
+	}
+	// Upstream counts every attempt as succeeded as well; we count each
+	// attempt once, by its outcome.
+	if n := succeeded; n > 0 {
+		podsCreationTotal.WithLabelValues(reason, "succeeded").Add(float64(n))
+	}
+	if failed > 0 {
+		podsCreationTotal.WithLabelValues(reason, "failed").Add(float64(failed))
+	}
 }

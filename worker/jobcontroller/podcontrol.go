@@ -1,0 +1,208 @@
+package jobcontroller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// createPods creates n pods (one per index for Indexed Jobs) in slow-start
+// batches of 1, 2, 4, ...: after a failed batch the rest is not attempted, so
+// a quota or webhook error costs one call, not hundreds.
+func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, indexes []int) (int32, error) {
+	job := s.job
+	r.podExpectations.expect(s.key, int(n), 0)
+	template := podTemplate(job)
+	var created, failedCreations atomic.Int32
+	var firstErr error
+	var errOnce sync.Once
+	for batch := min(n, 1); n > 0; batch = min(2*batch, n) {
+		var wg sync.WaitGroup
+		var batchFailed atomic.Bool
+		for range batch {
+			ix := unknownIndex
+			if len(indexes) > 0 {
+				ix, indexes = indexes[0], indexes[1:]
+			}
+			pod := newPod(job, template, ix)
+			wg.Go(func() {
+				err := r.Client.Create(ctx, pod)
+				if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+					// The namespace is going away and the pods with it.
+					return
+				}
+				if err != nil {
+					r.podExpectations.observe(s.key, 1, 0)
+					failedCreations.Add(1)
+					batchFailed.Store(true)
+					errOnce.Do(func() { firstErr = fmt.Errorf("creating pod for %s: %w", s.key, err) })
+					r.Recorder.Eventf(job, corev1.EventTypeWarning, "FailedCreate", "Error creating: %v", err)
+					return
+				}
+				created.Add(1)
+				r.Recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulCreate", "Created pod: %v", pod.Name)
+			})
+		}
+		wg.Wait()
+		n -= batch
+		if batchFailed.Load() && n > 0 {
+			for range n {
+				r.podExpectations.observe(s.key, 1, 0)
+			}
+			break
+		}
+	}
+	recordPodsCreation(job, s, created.Load(), failedCreations.Load())
+	return created.Load(), firstErr
+}
+
+// podTemplate is the Job's pod template with the tracking finalizer and, for
+// Indexed Jobs, the JOB_COMPLETION_INDEX variable in every container.
+func podTemplate(job *batchv1.Job) *corev1.PodTemplateSpec {
+	t := job.Spec.Template.DeepCopy()
+	if isIndexed(job) {
+		env := corev1.EnvVar{Name: "JOB_COMPLETION_INDEX", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: fmt.Sprintf("metadata.labels['%s']", batchv1.JobCompletionIndexAnnotation),
+		}}}
+		addEnv := func(cs []corev1.Container) {
+			for i := range cs {
+				if !hasEnv(cs[i].Env, env.Name) {
+					cs[i].Env = append(cs[i].Env, env)
+				}
+			}
+		}
+		addEnv(t.Spec.InitContainers)
+		addEnv(t.Spec.Containers)
+	}
+	if !hasTrackingFinalizer(&corev1.Pod{ObjectMeta: t.ObjectMeta}) {
+		t.Finalizers = append(t.Finalizers, batchv1.JobTrackingFinalizer)
+	}
+	return t
+}
+
+func hasEnv(env []corev1.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// newPod builds one pod of the Job; index is unknownIndex for NonIndexed Jobs.
+func newPod(job *batchv1.Job, t *corev1.PodTemplateSpec, index int) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       job.Namespace,
+			GenerateName:    job.Name + "-",
+			Labels:          copyMap(t.Labels),
+			Annotations:     copyMap(t.Annotations),
+			Finalizers:      append([]string(nil), t.Finalizers...),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+	if index != unknownIndex {
+		ix := strconv.Itoa(index)
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Annotations[batchv1.JobCompletionIndexAnnotation] = ix
+		pod.Labels[batchv1.JobCompletionIndexAnnotation] = ix
+		pod.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, index)
+		pod.GenerateName = generateNameWithIndex(job.Name, index)
+	}
+	return pod
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// deleteJobPods deletes pods the controller no longer wants (suspend, too
+// many running). Their finalizer goes first, so they are never counted as
+// failed.
+func (r *Reconciler) deleteJobPods(ctx context.Context, job *batchv1.Job, key string, pods []*corev1.Pod) (deletedReady, deleted int32, err error) {
+	return r.deletePods(ctx, job, pods, func(pod *corev1.Pod) error {
+		if hasTrackingFinalizer(pod) {
+			if err := r.removeTrackingFinalizer(ctx, pod); err != nil {
+				r.podExpectations.observe(key, 0, 1)
+				return fmt.Errorf("removing tracking finalizer of %s before deleting it: %w", pod.Name, err)
+			}
+		}
+		err := r.deletePod(ctx, job, pod)
+		if err != nil {
+			r.podExpectations.observe(key, 0, 1)
+		}
+		return err
+	})
+}
+
+// deleteActivePods stops the running pods of a Job heading to a terminal
+// condition, keeping their finalizers so they are counted.
+func (r *Reconciler) deleteActivePods(ctx context.Context, job *batchv1.Job, pods []*corev1.Pod) (deletedReady, deleted int32, err error) {
+	return r.deletePods(ctx, job, pods, func(pod *corev1.Pod) error { return r.deletePod(ctx, job, pod) })
+}
+
+func (r *Reconciler) deletePods(ctx context.Context, job *batchv1.Job, pods []*corev1.Pod, del func(*corev1.Pod) error) (int32, int32, error) {
+	var ready, ok atomic.Int32
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for _, pod := range pods {
+		wg.Go(func() {
+			if err := del(pod); err != nil && !apierrors.IsNotFound(err) {
+				errOnce.Do(func() { firstErr = err })
+				return
+			}
+			ok.Add(1)
+			if isReady(pod) {
+				ready.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return ready.Load(), ok.Load(), firstErr
+}
+
+func (r *Reconciler) deletePod(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) error {
+	err := r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return err
+	case err != nil:
+		r.Recorder.Eventf(job, corev1.EventTypeWarning, "FailedDelete", "Error deleting: %v", err)
+		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
+	}
+	r.Recorder.Eventf(job, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted pod: %v", pod.Name)
+	return nil
+}
+
+var removeTrackingFinalizerPatch = func() []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"$deleteFromPrimitiveList/finalizers": []string{batchv1.JobTrackingFinalizer},
+	}})
+	return b
+}()
+
+func (r *Reconciler) removeTrackingFinalizer(ctx context.Context, pod *corev1.Pod) error {
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	return r.Client.Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, removeTrackingFinalizerPatch))
+}
