@@ -169,7 +169,6 @@ func TestPlace(t *testing.T) {
 		},
 		"a Job with backoffLimitPerIndex avoids workers running the jobferry Job controller": {
 			job: job("1", 1, func(j *batchv1.Job) {
-				j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}
 				j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 			}),
 			workers: []Worker{
@@ -177,7 +176,7 @@ func TestPlace(t *testing.T) {
 				{Name: "b", Connected: true, JobController: v1alpha1.JobControllerBuiltin, Pools: []v1alpha1.NodePool{pool("general", res("cpu", "2", "pods", "10"), idle)}},
 			},
 			want:     "b/general",
-			rejected: map[string]string{"a": "its Job controller (jobController: Worker) does not implement spec.successPolicy, spec.backoffLimitPerIndex"},
+			rejected: map[string]string{"a": "its Job controller (jobController: Worker) does not implement spec.backoffLimitPerIndex"},
 		},
 		"a Job with podFailurePolicy may go to workers running the jobferry Job controller": {
 			job: job("1", 1, func(j *batchv1.Job) { j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{} }),

@@ -687,6 +687,18 @@ func conformanceScenarios() []scenario {
 			lastEvent: "Completed",
 		},
 		{
+			name: "success-policy", port: "TestSuccessPolicy",
+			job: conformanceJob("success-policy", three, three, indexed, blockDeletion, func(j *batchv1.Job) {
+				j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}
+			}),
+			steps: []step{
+				{name: "created", until: counts(3, 0, 0)},
+				{name: "index 0 succeeds: SuccessCriteriaMet, the others stopped", act: phaseOfIndex("0", corev1.PodSucceeded), until: all(cond("SuccessCriteriaMet=True"), terminating(2))},
+				{name: "released: Complete", act: unblockAll, until: complete},
+			},
+			lastEvent: "Completed",
+		},
+		{
 			name: "failed-with-interrupts", port: "TestJobFailedWithInterrupts",
 			job: conformanceJob("interrupts", ptr.To[int32](10), ptr.To[int32](10), backoffLimit(0)), sequential: true,
 			steps: []step{

@@ -21,23 +21,23 @@ import (
 )
 
 // A Job the worker's Job controller cannot run as kube-controller-manager
-// would (here: successPolicy) fails at once, with the reason UnsupportedSpec
+// would (backoffLimitPerIndex) fails at once, with the reason UnsupportedSpec
 // on FailureTarget and Failed and a Warning Event naming the field, and gets
 // no pods.
 func testUnsupportedSpec(t *testing.T, worker *conformanceSide) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := createNamespace(ctx, t, worker.client)
-	job := conformanceJob("success-policy", ptr.To[int32](2), ptr.To[int32](2), indexed)()
+	job := conformanceJob("per-index", ptr.To[int32](2), ptr.To[int32](2), indexed)()
 	job.Namespace, job.Spec.ManagedBy = ns, worker.managedBy
-	job.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
+	job.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 	if _, err := worker.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	failed := pollJob(ctx, t, worker.client, ns, job.Name, time.Minute, "Failed", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobFailed) != nil })
 	for _, c := range []batchv1.JobConditionType{batchv1.JobFailureTarget, batchv1.JobFailed} {
-		if got := hasCondition(failed, c); got == nil || got.Reason != "UnsupportedSpec" || !strings.Contains(got.Message, "spec.successPolicy") {
-			t.Errorf("condition %s = %+v, want reason UnsupportedSpec naming spec.successPolicy", c, got)
+		if got := hasCondition(failed, c); got == nil || got.Reason != "UnsupportedSpec" || !strings.Contains(got.Message, "spec.backoffLimitPerIndex") {
+			t.Errorf("condition %s = %+v, want reason UnsupportedSpec naming spec.backoffLimitPerIndex", c, got)
 		}
 	}
 	if pods := jobPods(ctx, t, worker.client, ns, job.Name); len(pods) != 0 {
@@ -49,14 +49,14 @@ func testUnsupportedSpec(t *testing.T, worker *conformanceSide) {
 			return false, err
 		}
 		for _, e := range events.Items {
-			if e.Reason == "UnsupportedSpec" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.successPolicy") {
+			if e.Reason == "UnsupportedSpec" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.backoffLimitPerIndex") {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Errorf("no Warning Event UnsupportedSpec naming spec.successPolicy: %v", err)
+		t.Errorf("no Warning Event UnsupportedSpec naming spec.backoffLimitPerIndex: %v", err)
 	}
 }
 

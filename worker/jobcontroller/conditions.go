@@ -21,9 +21,6 @@ const ReasonUnsupportedSpec = "UnsupportedSpec"
 // place such Jobs on workers running this controller.
 func UnsupportedFields(job *batchv1.Job) []string {
 	var fields []string
-	if job.Spec.SuccessPolicy != nil {
-		fields = append(fields, "spec.successPolicy")
-	}
 	if job.Spec.BackoffLimitPerIndex != nil {
 		fields = append(fields, "spec.backoffLimitPerIndex")
 	}

@@ -92,6 +92,11 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 			return p.Status.Phase == corev1.PodSucceeded && ix != unknownIndex && ix < completions && hasTrackingFinalizer(p)
 		})))
 		s.succeeded = int32(s.succeededIndexes.total())
+		if s.finished == nil {
+			if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, completions, s.succeededIndexes); met {
+				s.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
+			}
+		}
 	}
 
 	var manageErr error

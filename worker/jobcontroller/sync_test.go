@@ -182,7 +182,7 @@ func TestSyncJob(t *testing.T) {
 		"an unsupported field fails the Job instead of being ignored": {
 			job: testJob(func(j *batchv1.Job) {
 				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
-				j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
+				j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 			}),
 			want: syncResult{StartTime: true,
 				Conditions: []string{"FailureTarget=True UnsupportedSpec", "Failed=True UnsupportedSpec"},
@@ -214,6 +214,23 @@ func TestSyncJob(t *testing.T) {
 			pods: []*corev1.Pod{testPod("a", corev1.PodFailed, disrupted)},
 			// Replaced after the 10 s back-off, which counts every failure.
 			want: syncResult{StartTime: true, Pods: []string{"a Failed []"}},
+		},
+		"successPolicy met: SuccessCriteriaMet, the rest stopped and not counted": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+				j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](3), ptr.To[int32](3)
+				j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}
+			}),
+			pods: []*corev1.Pod{
+				testPod("a", corev1.PodSucceeded, withIndex("0")),
+				testPod("b", corev1.PodRunning, withIndex("1")),
+				testPod("c", corev1.PodRunning, withIndex("2")),
+			},
+			// Complete waits for the two stopped pods to be gone.
+			want: syncResult{Succeeded: 1, Terminating: 2, CompletedIndexes: "0", StartTime: true,
+				Conditions: []string{"SuccessCriteriaMet=True SuccessPolicy"},
+				Pods:       []string{"a Succeeded []"},
+				Events:     []string{"Normal SuccessfulDelete", "Normal SuccessfulDelete"}},
 		},
 		"Jobs managed by others are left alone": {
 			job:  testJob(func(j *batchv1.Job) { j.Spec.ManagedBy = nil }),
