@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/worker/jobcontroller"
 )
 
 // Worker is what placement knows of one WorkerCluster.
@@ -27,9 +26,6 @@ type Worker struct {
 	Connected  bool
 	Cordoned   bool
 	Directives v1alpha1.SchedulingDirectives
-	// JobController runs mirrors there; the Worker one does not implement
-	// every Job field (jobcontroller.UnsupportedFields).
-	JobController v1alpha1.JobControllerMode
 	// Pools is the worker's last capacity summary; nil until one is seen.
 	Pools []v1alpha1.NodePool
 	// Assumed is, per pool, what Jobs placed here request but the summary
@@ -150,8 +146,6 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 		return "", 0, w.Unavailable
 	case !selector.Matches(labels.Set(w.Labels)):
 		return "", 0, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
-	case w.JobController == v1alpha1.JobControllerWorker && len(jobcontroller.UnsupportedFields(job)) > 0:
-		return "", 0, fmt.Sprintf("its Job controller (jobController: Worker) does not implement %s", strings.Join(jobcontroller.UnsupportedFields(job), ", "))
 	case w.Pools == nil:
 		return "", 0, "no capacity summary from the worker yet"
 	}

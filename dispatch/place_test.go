@@ -167,24 +167,6 @@ func TestPlace(t *testing.T) {
 				"d": "no capacity summary from the worker yet",
 			},
 		},
-		"a Job with backoffLimitPerIndex avoids workers running the jobferry Job controller": {
-			job: job("1", 1, func(j *batchv1.Job) {
-				j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
-			}),
-			workers: []Worker{
-				{Name: "a", Connected: true, JobController: v1alpha1.JobControllerWorker, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
-				{Name: "b", Connected: true, JobController: v1alpha1.JobControllerBuiltin, Pools: []v1alpha1.NodePool{pool("general", res("cpu", "2", "pods", "10"), idle)}},
-			},
-			want:     "b/general",
-			rejected: map[string]string{"a": "its Job controller (jobController: Worker) does not implement spec.backoffLimitPerIndex"},
-		},
-		"a Job with podFailurePolicy may go to workers running the jobferry Job controller": {
-			job: job("1", 1, func(j *batchv1.Job) { j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{} }),
-			workers: []Worker{
-				{Name: "a", Connected: true, JobController: v1alpha1.JobControllerWorker, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
-			},
-			want: "a/general",
-		},
 		"cluster selector on worker labels": {
 			job: job("1", 1, func(j *batchv1.Job) {
 				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu)"}

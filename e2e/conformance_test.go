@@ -70,8 +70,9 @@ func podSummary(p *corev1.Pod) string {
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		ctrl = ref.Kind
 	}
-	return fmt.Sprintf("%s index=%s/%s phase=%s deleting=%t tracking=%t blocked=%t hostname=%q indexEnv=%t controller=%s",
+	return fmt.Sprintf("%s index=%s/%s failures=%s phase=%s deleting=%t tracking=%t blocked=%t hostname=%q indexEnv=%t controller=%s",
 		p.GenerateName, p.Annotations[batchv1.JobCompletionIndexAnnotation], p.Labels[batchv1.JobCompletionIndexAnnotation],
+		p.Annotations[batchv1.JobIndexFailureCountAnnotation],
 		p.Status.Phase, p.DeletionTimestamp != nil, slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer),
 		slices.Contains(p.Finalizers, blockDeletionFinalizer), p.Spec.Hostname, indexEnv, ctrl)
 }
@@ -699,6 +700,39 @@ func conformanceScenarios() []scenario {
 			lastEvent: "Completed",
 		},
 		{
+			name: "backoff-limit-per-index", port: "TestBackoffLimitPerIndex",
+			job: conformanceJob("per-index", two, two, indexed, perIndex(1, nil)),
+			steps: []step{
+				{name: "created", until: counts(2, 0, 0)},
+				{name: "index 0 fails: replaced after its back-off with the count carried", act: failIndexWith("0", 1), until: all(counts(2, 0, 1), podCount(3))},
+				{name: "index 0 fails again: failed for good", act: failIndexWith("0", 1), until: func(o observation) bool { return o.FailedIndexes == "0" && o.Failed == 2 && o.Active == 1 }},
+				{name: "index 1 succeeds: Job Failed with failed indexes", act: phaseOfIndex("1", corev1.PodSucceeded), until: cond("Failed=True")},
+			},
+			lastEvent: "FailedIndexes",
+		},
+		{
+			name: "max-failed-indexes", port: "TestBackoffLimitPerIndex/maxFailedIndexes",
+			job: conformanceJob("max-failed", three, three, indexed, perIndex(0, ptr.To[int32](0))),
+			steps: []step{
+				{name: "created", until: counts(3, 0, 0)},
+				{name: "index 0 fails: too many failed indexes, the rest stopped", act: failIndexWith("0", 1), until: cond("Failed=True")},
+			},
+			lastEvent: "MaxFailedIndexesExceeded",
+		},
+		{
+			name: "pod-failure-policy-fail-index", port: "TestBackoffLimitPerIndex/FailIndex",
+			job: conformanceJob("fail-index", two, two, indexed, perIndex(3, nil), podFailurePolicy(batchv1.PodFailurePolicyRule{
+				Action:      batchv1.PodFailurePolicyActionFailIndex,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+			})),
+			steps: []step{
+				{name: "created", until: counts(2, 0, 0)},
+				{name: "index 0 exits 42: FailIndex, no retry", act: failIndexWith("0", 42), until: func(o observation) bool { return o.FailedIndexes == "0" && o.Failed == 1 }},
+				{name: "index 1 succeeds: Job Failed", act: phaseOfIndex("1", corev1.PodSucceeded), until: cond("Failed=True")},
+			},
+			lastEvent: "FailedIndexes",
+		},
+		{
 			name: "failed-with-interrupts", port: "TestJobFailedWithInterrupts",
 			job: conformanceJob("interrupts", ptr.To[int32](10), ptr.To[int32](10), backoffLimit(0)), sequential: true,
 			steps: []step{
@@ -754,11 +788,26 @@ func podFailurePolicy(rules ...batchv1.PodFailurePolicyRule) func(*batchv1.Job) 
 	return func(j *batchv1.Job) { j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: rules} }
 }
 
+func perIndex(limit int32, maxFailed *int32) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Spec.BackoffLimitPerIndex, j.Spec.MaxFailedIndexes = ptr.To(limit), maxFailed
+	}
+}
+
 // failWith fails the first active pod with the exit code, optionally as
 // disrupted (condition DisruptionTarget, as after a preemption).
 func failWith(exitCode int32, disrupted bool) func(context.Context, *run) error {
+	return failMatching(isActivePod, exitCode, disrupted)
+}
+
+// failIndexWith fails the active pod of an index with the exit code.
+func failIndexWith(ix string, exitCode int32) func(context.Context, *run) error {
+	return failMatching(withIndex(ix), exitCode, false)
+}
+
+func failMatching(keep func(*corev1.Pod) bool, exitCode int32, disrupted bool) func(context.Context, *run) error {
 	return func(ctx context.Context, r *run) error {
-		return r.each(ctx, 1, isActivePod, func(ctx context.Context, p *corev1.Pod) error {
+		return r.each(ctx, 1, keep, func(ctx context.Context, p *corev1.Pod) error {
 			return r.setPodStatus(ctx, p.Name, func(s *corev1.PodStatus) {
 				now := metav1.Now()
 				s.Phase = corev1.PodFailed
@@ -811,8 +860,7 @@ func noJobNoTracking(o observation) bool {
 
 // TestConformance runs every scenario on both controllers and compares; then
 // checks that each controller leaves the other's Jobs alone; then the stress
-// scenario; then what only the worker has (unsupported fields,
-// --manage-unmanaged-jobs).
+// scenario; then what only the worker has (--manage-unmanaged-jobs).
 func TestConformance(t *testing.T) {
 	kcm, worker := startConformanceSides(t)
 	t.Run("scenarios", func(t *testing.T) {
@@ -829,7 +877,6 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("managedBy-skipping", func(t *testing.T) { compareSkipping(t, kcm, worker) })
 	t.Run("stress-1000-completions", func(t *testing.T) { testStress(t, kcm, worker) })
-	t.Run("worker-only/unsupported-spec", func(t *testing.T) { testUnsupportedSpec(t, worker) })
 	// Last: it replaces the worker process.
 	t.Run("worker-only/manage-unmanaged-jobs", func(t *testing.T) { testManageUnmanagedJobs(t, worker) })
 }

@@ -7,58 +7,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
-
-// A Job the worker's Job controller cannot run as kube-controller-manager
-// would (backoffLimitPerIndex) fails at once, with the reason UnsupportedSpec
-// on FailureTarget and Failed and a Warning Event naming the field, and gets
-// no pods.
-func testUnsupportedSpec(t *testing.T, worker *conformanceSide) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ns := createNamespace(ctx, t, worker.client)
-	job := conformanceJob("per-index", ptr.To[int32](2), ptr.To[int32](2), indexed)()
-	job.Namespace, job.Spec.ManagedBy = ns, worker.managedBy
-	job.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
-	if _, err := worker.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	failed := pollJob(ctx, t, worker.client, ns, job.Name, time.Minute, "Failed", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobFailed) != nil })
-	for _, c := range []batchv1.JobConditionType{batchv1.JobFailureTarget, batchv1.JobFailed} {
-		if got := hasCondition(failed, c); got == nil || got.Reason != "UnsupportedSpec" || !strings.Contains(got.Message, "spec.backoffLimitPerIndex") {
-			t.Errorf("condition %s = %+v, want reason UnsupportedSpec naming spec.backoffLimitPerIndex", c, got)
-		}
-	}
-	if pods := jobPods(ctx, t, worker.client, ns, job.Name); len(pods) != 0 {
-		t.Errorf("%d pods created for a Job failed as unsupported", len(pods))
-	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		events, err := worker.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == "UnsupportedSpec" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.backoffLimitPerIndex") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Errorf("no Warning Event UnsupportedSpec naming spec.backoffLimitPerIndex: %v", err)
-	}
-}
 
 // With --manage-unmanaged-jobs the worker runs ordinary Jobs, for control
 // planes without kube-controller-manager's Job controller (the

@@ -332,9 +332,19 @@ func showsTerminatingBeforeReplacement(t *testing.T, d *dispatchEnv, workerName 
 }
 
 // An Indexed Job whose index 1 always fails, with backoffLimitPerIndex, ends
-// Failed on the manager with failedIndexes and the FailureTarget + Failed pair.
+// Failed on the manager with failedIndexes and the FailureTarget + Failed
+// pair — on each worker, so under both Job controllers.
 func TestDispatchedIndexedJobFailsWithFailedIndexes(t *testing.T) {
 	d := startDispatchEnv(t)
+	for name, controller := range bothControllers {
+		t.Run(name+"/"+controller, func(t *testing.T) {
+			t.Parallel()
+			indexedJobFailsWithFailedIndexes(t, d, name)
+		})
+	}
+}
+
+func indexedJobFailsWithFailedIndexes(t *testing.T, d *dispatchEnv, workerName string) {
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
 	job := sleepJob(ns, "per-index", time.Second)
@@ -344,10 +354,9 @@ func TestDispatchedIndexedJobFailsWithFailedIndexes(t *testing.T) {
 	job.Spec.BackoffLimit = nil
 	job.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 	job.Spec.Template.Annotations["pod-index-failed.stage.jobferry.dev/index"] = "1"
-	// worker-2's Job controller (jobController: Worker) does not implement
-	// backoffLimitPerIndex, so placement must skip it.
-	if placed, _ := dispatchOne(ctx, t, d, job); placed != "worker-1" {
-		t.Fatalf("a Job with backoffLimitPerIndex was placed on %s, want worker-1 (the only worker with the built-in controller)", placed)
+	pinTo(job, workerName)
+	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
+		t.Fatalf("placed on %s, want %s", placed, workerName)
 	}
 	failed := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Failed on the manager", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobFailed) != nil

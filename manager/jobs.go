@@ -188,7 +188,7 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]di
 	for _, wc := range list.Items {
 		view := dispatch.Worker{
 			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned,
-			Directives: wc.Spec.Scheduling, JobController: wc.Spec.JobController, Assumed: r.assume.assumed(wc.Name),
+			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
 		if rem := r.Registry.remote(wc.Name); rem != nil && rem.connected() {
 			view.Connected = true

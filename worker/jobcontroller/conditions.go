@@ -3,40 +3,12 @@ package jobcontroller
 import (
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// ReasonUnsupportedSpec is the reason of the FailureTarget and Failed
-// conditions (and the Warning Event) of a Job using a field this controller
-// does not implement.
-const ReasonUnsupportedSpec = "UnsupportedSpec"
-
-// UnsupportedFields lists the fields of the Job this controller does not
-// implement and would otherwise have to ignore. The manager uses it not to
-// place such Jobs on workers running this controller.
-func UnsupportedFields(job *batchv1.Job) []string {
-	var fields []string
-	if job.Spec.BackoffLimitPerIndex != nil {
-		fields = append(fields, "spec.backoffLimitPerIndex")
-	}
-	return fields
-}
-
-// unsupportedSpec is the message failing a Job with unsupported fields, or
-// "" when the controller can run the Job as kube-controller-manager would.
-func unsupportedSpec(job *batchv1.Job) string {
-	fields := UnsupportedFields(job)
-	if len(fields) == 0 {
-		return ""
-	}
-	return "the jobferry worker Job controller does not implement " + strings.Join(fields, ", ") +
-		"; run this Job on a worker whose WorkerCluster has spec.jobController: Builtin"
-}
 
 func newCondition(t batchv1.JobConditionType, reason, message string, now time.Time) *batchv1.JobCondition {
 	return &batchv1.JobCondition{

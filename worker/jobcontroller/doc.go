@@ -12,17 +12,13 @@
 //     then move to the counters, at most 500 per write;
 //   - podReplacementPolicy (KEP-3939) and status.terminating;
 //   - suspend (KEP-2232) and the delayed terminal conditions of KEP-4368;
-//   - podFailurePolicy (FailJob, Ignore, Count) and successPolicy.
-//
-// backoffLimitPerIndex (and so the FailIndex action) is not implemented: such
-// Jobs fail at once with reason UnsupportedSpec and a Warning Event naming
-// the field, rather than running with the field ignored.
+//   - podFailurePolicy, successPolicy and backoffLimitPerIndex.
 //
 // Its behaviour is checked against kube-controller-manager by the
-// differential conformance suite in e2e/conformance_test.go. Decisions live in
-// pure functions (indexes.go, pods.go, backoff.go, podfailurepolicy.go,
-// successpolicy.go, conditions.go). sync.go is one Job sync (count, decide, manage pods),
-// podcontrol.go its pod creations and deletions, tracking.go its status
-// writes and finalizer removals, controller.go the event plumbing and the
-// orphan pods.
+// differential conformance suite in e2e/conformance_test.go. Decisions live
+// in pure functions (indexes.go, pods.go, backoff.go, podfailurepolicy.go,
+// successpolicy.go, perindex.go, conditions.go). sync.go is one Job sync
+// (count, decide, manage pods), podcontrol.go its pod creations and
+// deletions, tracking.go its status writes and finalizer removals,
+// controller.go the event plumbing and the orphan pods.
 package jobcontroller

@@ -45,7 +45,7 @@ var (
 	}, []string{"action"})
 	finishedIndexesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_worker_job_finished_indexes_total",
-		Help: "Finished indexes of Indexed Jobs, by status (succeeded, failed) and backoffLimit (global).",
+		Help: "Finished indexes of Indexed Jobs, by status (succeeded, failed) and backoffLimit (global, perIndex).",
 	}, []string{"status", "backoffLimit"})
 )
 
@@ -67,8 +67,7 @@ const (
 var registerMetricsOnce sync.Once
 
 // registerMetrics adds the metrics to controller-runtime's registry once per
-// process, when a controller is set up (not on import: the manager imports
-// this package for UnsupportedFields and must not serve empty worker metrics).
+// process, when a controller is set up rather than on import.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
@@ -98,7 +97,17 @@ func recordPodsFinished(job *batchv1.Job, before batchv1.JobStatus) {
 		if job.Status.CompletedIndexes != before.CompletedIndexes {
 			succeeded = parseIntervals(job.Status.CompletedIndexes, completions).total() - parseIntervals(before.CompletedIndexes, completions).total()
 		}
-		finishedIndexesTotal.WithLabelValues("succeeded", "global").Add(float64(succeeded))
+		limit := "global"
+		if hasBackoffLimitPerIndex(job) {
+			limit = "perIndex"
+			if job.Status.FailedIndexes != nil && !ptr.Equal(job.Status.FailedIndexes, before.FailedIndexes) {
+				failed := parseIntervals(*job.Status.FailedIndexes, completions).total() - parseIntervals(ptr.Deref(before.FailedIndexes, ""), completions).total()
+				if failed > 0 {
+					finishedIndexesTotal.WithLabelValues("failed", limit).Add(float64(failed))
+				}
+			}
+		}
+		finishedIndexesTotal.WithLabelValues("succeeded", limit).Add(float64(succeeded))
 	} else {
 		succeeded = int(job.Status.Succeeded - before.Succeeded)
 	}

@@ -35,6 +35,9 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 				ix, indexes = indexes[0], indexes[1:]
 			}
 			pod := newPod(job, template, ix)
+			if hasBackoffLimitPerIndex(job) {
+				inheritFailureCounts(job, pod, s.delayedDeletion[ix])
+			}
 			wg.Go(func() {
 				err := r.Client.Create(ctx, pod)
 				if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {

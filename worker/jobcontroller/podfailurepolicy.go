@@ -12,8 +12,8 @@ import (
 type policyMatch struct {
 	// action of the first matching rule; "" when none matched.
 	action batchv1.PodFailurePolicyAction
-	// countFailed: the pod counts towards status.failed and backoffLimit
-	// (every action but Ignore, and no match at all).
+	// countFailed: the pod counts towards status.failed, backoffLimit and
+	// its index's failure count (every action but Ignore, and no match).
 	countFailed bool
 	// failJobMessage is set for a FailJob match: the message of the Job's
 	// FailureTarget and Failed conditions.
@@ -54,10 +54,10 @@ func matchPodFailurePolicy(policy *batchv1.PodFailurePolicy, pod *corev1.Pod) po
 			return policyMatch{action: rule.Action, countFailed: true}
 		case batchv1.PodFailurePolicyActionFailJob:
 			return policyMatch{action: rule.Action, countFailed: true, failJobMessage: failJobMessage}
+		case batchv1.PodFailurePolicyActionFailIndex:
+			// Validation allows it only with backoffLimitPerIndex.
+			return policyMatch{action: rule.Action, countFailed: true}
 		}
-		// FailIndex needs backoffLimitPerIndex, which such Jobs are refused
-		// for (UnsupportedFields): treat it as not matching, as upstream
-		// does without the feature.
 	}
 	return policyMatch{countFailed: true}
 }

@@ -40,7 +40,12 @@ type syncState struct {
 	finished *batchv1.JobCondition
 
 	prevSucceededIndexes, succeededIndexes intervals
-	backoff                                backoffRecord
+	// failedIndexes is set only with backoffLimitPerIndex, as is
+	// delayedDeletion: per index, the failed pod its replacement inherits
+	// the failure count from.
+	failedIndexes   *intervals
+	delayedDeletion map[int]*corev1.Pod
+	backoff         backoffRecord
 }
 
 // syncJob is one pass of the upstream syncJob: count, decide the terminal
@@ -92,6 +97,18 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 			return p.Status.Phase == corev1.PodSucceeded && ix != unknownIndex && ix < completions && hasTrackingFinalizer(p)
 		})))
 		s.succeeded = int32(s.succeededIndexes.total())
+		if hasBackoffLimitPerIndex(job) {
+			failed := failedIndexesOf(job, pods)
+			s.failedIndexes = &failed
+			if s.finished == nil {
+				if job.Spec.MaxFailedIndexes != nil && failed.total() > int(*job.Spec.MaxFailedIndexes) {
+					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
+				} else if failed.total() > 0 && failed.total()+s.succeededIndexes.total() >= completions {
+					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
+				}
+			}
+			s.delayedDeletion = podsWithDelayedDeletion(s, failed)
+		}
 		if s.finished == nil {
 			if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, completions, s.succeededIndexes); met {
 				s.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
@@ -165,9 +182,8 @@ func (s *syncState) newFinishedPods() (succeeded, failed []*corev1.Pod) {
 }
 
 // pendingTerminalCondition decides, in upstream order, whether the Job is
-// heading to a terminal condition: one already recorded, an unsupported
-// spec, a FailJob rule of the podFailurePolicy, the backoff limit, the
-// active deadline. Without one, it returns when the deadline will pass.
+// heading to a terminal condition: one already recorded, a FailJob rule of
+// the podFailurePolicy, the backoff limit, the active deadline. Without one, it returns when the deadline will pass.
 func (r *Reconciler) pendingTerminalCondition(s *syncState, now time.Time) (*batchv1.JobCondition, time.Duration) {
 	job := s.job
 	if c := findCondition(job.Status.Conditions, batchv1.JobSuccessCriteriaMet); c != nil && c.Status == corev1.ConditionTrue {
@@ -175,9 +191,6 @@ func (r *Reconciler) pendingTerminalCondition(s *syncState, now time.Time) (*bat
 	}
 	if c := findCondition(job.Status.Conditions, batchv1.JobFailureTarget); c != nil && c.Status == corev1.ConditionTrue {
 		return newCondition(batchv1.JobFailed, c.Reason, c.Message, now), 0
-	}
-	if msg := unsupportedSpec(job); msg != "" {
-		return newCondition(batchv1.JobFailureTarget, ReasonUnsupportedSpec, msg, now), 0
 	}
 	if msg := failJobMessage(job, s.pods); msg != "" {
 		return newCondition(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, msg, now), 0
@@ -274,7 +287,8 @@ func (r *Reconciler) manageJob(ctx context.Context, s *syncState, now time.Time)
 	if diff <= 0 {
 		return active, actionTracking, 0, nil
 	}
-	if wait := s.backoff.remaining(now); wait > 0 {
+	// With backoffLimitPerIndex each index has its own back-off instead.
+	if wait := s.backoff.remaining(now); wait > 0 && !hasBackoffLimitPerIndex(job) {
 		return active, actionPodsCreated, max(wait, syncBatchPeriod), nil
 	}
 	diff = min(diff, maxPodCreateDeletePerSync)
@@ -284,7 +298,17 @@ func (r *Reconciler) manageJob(ctx context.Context, s *syncState, now time.Time)
 		if onlyReplaceFailedPods(job) {
 			holding = append(holding[:len(holding):len(holding)], filterPods(s.pods, isTerminating)...)
 		}
-		indexes = firstPendingIndexes(int(diff), int(ptr.Deref(job.Spec.Completions, 0)), s.succeededIndexes, holding)
+		done := s.succeededIndexes
+		if s.failedIndexes != nil {
+			done = done.merge(*s.failedIndexes)
+		}
+		indexes = firstPendingIndexes(int(diff), int(ptr.Deref(job.Spec.Completions, 0)), done, holding)
+		if hasBackoffLimitPerIndex(job) {
+			var wait time.Duration
+			if indexes, wait = readyIndexes(indexes, s.delayedDeletion, now); len(indexes) == 0 && wait > 0 {
+				return active, actionPodsCreated, max(wait, syncBatchPeriod), nil
+			}
+		}
 		diff = int32(len(indexes))
 	}
 	created, err := r.createPods(ctx, s, diff, indexes)

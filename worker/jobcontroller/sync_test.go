@@ -96,10 +96,11 @@ func withIndex(ix string) func(*corev1.Pod) {
 type syncResult struct {
 	Active, Ready, Terminating, Succeeded, Failed int32
 	Uncounted                                     int
-	CompletedIndexes                              string
+	CompletedIndexes, FailedIndexes               string
 	Conditions                                    []string
 	StartTime, CompletionTime                     bool
-	// Pods: name (generateName for created ones), phase, finalizers.
+	// Pods: name (generateName for created ones), phase, finalizers, and
+	// the index failure count of created ones.
 	Pods   []string
 	Events []string
 }
@@ -109,7 +110,9 @@ func TestSyncJob(t *testing.T) {
 		job   *batchv1.Job
 		pods  []*corev1.Pod
 		syncs int
-		want  syncResult
+		// clockAt is the time of the syncs after t0 (default 1 s).
+		clockAt time.Duration
+		want    syncResult
 	}{
 		"creates pods up to parallelism": {
 			job: testJob(func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3); j.Spec.Completions = ptr.To[int32](5) }),
@@ -179,14 +182,37 @@ func TestSyncJob(t *testing.T) {
 				Pods:   []string{"a Succeeded []", "j-0- Pending [batch.kubernetes.io/job-tracking]", "j-2- Pending [batch.kubernetes.io/job-tracking]"},
 				Events: []string{"Normal SuccessfulCreate", "Normal SuccessfulCreate"}},
 		},
-		"an unsupported field fails the Job instead of being ignored": {
+		"backoffLimitPerIndex: the failed pod keeps its finalizer until its replacement inherits its count": {
 			job: testJob(func(j *batchv1.Job) {
 				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+				j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1)
+				j.Spec.BackoffLimitPerIndex = ptr.To[int32](2)
+			}),
+			pods: []*corev1.Pod{testPod("a", corev1.PodFailed, withIndex("0"), exitCode(1),
+				func(p *corev1.Pod) { p.Annotations[batchv1.JobIndexFailureCountAnnotation] = "0" })},
+			// At t0+11s the index's 10 s back-off (counted from a's finish at
+			// t0) is over: the first sync creates the replacement and keeps
+			// a's finalizer; the second sees the replacement and releases a.
+			clockAt: 11 * time.Second,
+			syncs:   2,
+			want: syncResult{Active: 1, Failed: 1, StartTime: true,
+				Pods:   []string{"a Failed []", "j-0- Pending [batch.kubernetes.io/job-tracking] failures=1"},
+				Events: []string{"Normal SuccessfulCreate"}},
+		},
+		"backoffLimitPerIndex: an index failing at its limit is failed, and so is the Job": {
+			job: testJob(func(j *batchv1.Job) {
+				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+				j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](2), ptr.To[int32](2)
 				j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 			}),
-			want: syncResult{StartTime: true,
-				Conditions: []string{"FailureTarget=True UnsupportedSpec", "Failed=True UnsupportedSpec"},
-				Events:     []string{"Warning UnsupportedSpec"}},
+			pods: []*corev1.Pod{
+				testPod("a", corev1.PodFailed, withIndex("0"), func(p *corev1.Pod) { p.Annotations[batchv1.JobIndexFailureCountAnnotation] = "1" }),
+				testPod("b", corev1.PodSucceeded, withIndex("1")),
+			},
+			want: syncResult{Succeeded: 1, Failed: 1, CompletedIndexes: "1", FailedIndexes: "0", StartTime: true,
+				Conditions: []string{"FailureTarget=True FailedIndexes", "Failed=True FailedIndexes"},
+				Pods:       []string{"a Failed []", "b Succeeded []"},
+				Events:     []string{"Warning FailedIndexes"}},
 		},
 		"podFailurePolicy FailJob: FailureTarget naming the pod, the others stopped and counted": {
 			job: testJob(func(j *batchv1.Job) {
@@ -245,6 +271,10 @@ func TestSyncJob(t *testing.T) {
 				objs = append(objs, p)
 			}
 			r, c, recorder := newTestReconciler(objs, nil)
+			if tc.clockAt != 0 {
+				r.Clock = clocktesting.NewFakeClock(t0.Add(tc.clockAt))
+				r.podExpectations.clock = r.Clock
+			}
 			syncTimes(t, r, max(tc.syncs, 1))
 			got := observeSync(t, c, recorder)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -335,7 +365,7 @@ func observeSync(t *testing.T, c client.Client, recorder *record.FakeRecorder) s
 	s := job.Status
 	got := syncResult{
 		Active: s.Active, Ready: ptr.Deref(s.Ready, 0), Terminating: ptr.Deref(s.Terminating, 0),
-		Succeeded: s.Succeeded, Failed: s.Failed, CompletedIndexes: s.CompletedIndexes,
+		Succeeded: s.Succeeded, Failed: s.Failed, CompletedIndexes: s.CompletedIndexes, FailedIndexes: ptr.Deref(s.FailedIndexes, ""),
 		StartTime: s.StartTime != nil, CompletionTime: s.CompletionTime != nil,
 	}
 	if u := s.UncountedTerminatedPods; u != nil {
@@ -361,7 +391,11 @@ func observeSync(t *testing.T, c client.Client, recorder *record.FakeRecorder) s
 		if fins == nil {
 			fins = []string{}
 		}
-		got.Pods = append(got.Pods, name+" "+string(phase)+" ["+strings.Join(fins, " ")+"]")
+		desc := name + " " + string(phase) + " [" + strings.Join(fins, " ") + "]"
+		if n, ok := p.Annotations[batchv1.JobIndexFailureCountAnnotation]; ok && p.GenerateName != "" {
+			desc += " failures=" + n
+		}
+		got.Pods = append(got.Pods, desc)
 	}
 	sort.Strings(got.Pods)
 	close(recorder.Events)

@@ -48,6 +48,10 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		if !(job.DeletionTimestamp != nil || s.finished != nil || p.Status.Phase == corev1.PodSucceeded || failed) {
 			continue
 		}
+		if d := s.delayedDeletion[completionIndex(p)]; d != nil && d.UID == p.UID && job.DeletionTimestamp == nil && s.finished == nil && p.Status.Phase != corev1.PodSucceeded {
+			// Kept until its replacement carries its failure count.
+			continue
+		}
 		release = append(release, p)
 		ix := completionIndex(p)
 		switch {
@@ -87,6 +91,14 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 			needsWrite = true
 		}
 		job.Status.Succeeded = int32(s.succeededIndexes.total())
+		var failedIndexes *string
+		if s.failedIndexes != nil {
+			failedIndexes = ptr.To(s.failedIndexes.String())
+		}
+		if !ptr.Equal(job.Status.FailedIndexes, failedIndexes) {
+			job.Status.FailedIndexes = failedIndexes
+			needsWrite = true
+		}
 	}
 	// The interim condition is written before any finalizer goes, so a
 	// restart finds the decision already made.
