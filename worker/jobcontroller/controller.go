@@ -241,11 +241,7 @@ func (r *Reconciler) jobEvents() handler.EventHandler {
 func (r *Reconciler) podEvents() handler.EventHandler {
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-			pod, ok := e.Object.(*corev1.Pod)
-			if !ok {
-				return
-			}
-			job := r.controllingJob(ctx, pod)
+			pod, job := r.podAndJob(ctx, e.Object)
 			if job == nil {
 				return
 			}
@@ -281,11 +277,7 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			q.AddAfter(requestFor(job), syncBatchPeriod)
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-			pod, ok := e.Object.(*corev1.Pod)
-			if !ok {
-				return
-			}
-			job := r.controllingJob(ctx, pod)
+			pod, job := r.podAndJob(ctx, e.Object)
 			if job == nil {
 				return
 			}
@@ -306,7 +298,17 @@ func (r *Reconciler) podDeleted(key string, pod *corev1.Pod, final bool) {
 	}
 }
 
-// controllingJob is the managed, unfinished Job controlling the pod, or nil.
+// podAndJob is the pod of an event and the managed Job controlling it; the
+// Job is nil when there is none.
+func (r *Reconciler) podAndJob(ctx context.Context, obj client.Object) (*corev1.Pod, *batchv1.Job) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	return pod, r.controllingJob(ctx, pod)
+}
+
+// controllingJob is the managed Job controlling the pod, or nil.
 func (r *Reconciler) controllingJob(ctx context.Context, pod *corev1.Pod) *batchv1.Job {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
