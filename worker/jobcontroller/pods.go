@@ -143,7 +143,8 @@ func duplicateIndexPods(pods []*corev1.Pod, completions int) (remove, keep []*co
 var phaseOrder = map[corev1.PodPhase]int{corev1.PodPending: 0, corev1.PodUnknown: 1, corev1.PodRunning: 2}
 
 // lessActive orders pods the way the upstream ActivePods sort does, the one
-// to delete first being the least.
+// to delete first being the least: unscheduled, pending, not ready, ready
+// for less time, more restarts, newer.
 func lessActive(a, b *corev1.Pod) bool {
 	if a.Spec.NodeName != b.Spec.NodeName && (a.Spec.NodeName == "" || b.Spec.NodeName == "") {
 		return a.Spec.NodeName == ""
@@ -154,13 +155,36 @@ func lessActive(a, b *corev1.Pod) bool {
 	if isReady(a) != isReady(b) {
 		return !isReady(a)
 	}
+	if isReady(a) {
+		// Ready for less time first.
+		if ta, tb := readyTime(a), readyTime(b); !ta.Equal(tb) {
+			return afterOrZero(ta, tb)
+		}
+	}
 	if ra, rb := maxRestarts(a), maxRestarts(b); ra != rb {
 		return ra > rb
 	}
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.IsZero() || (!b.CreationTimestamp.IsZero() && a.CreationTimestamp.After(b.CreationTimestamp.Time))
+		return afterOrZero(a.CreationTimestamp.Time, b.CreationTimestamp.Time)
 	}
 	return false
+}
+
+// afterOrZero: a is unset, or later than b (which is set).
+func afterOrZero(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero()
+	}
+	return a.After(b)
+}
+
+func readyTime(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 func maxRestarts(pod *corev1.Pod) int32 {

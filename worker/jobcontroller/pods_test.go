@@ -57,6 +57,25 @@ func TestPodsForRemoval(t *testing.T) {
 			pods: []*corev1.Pod{named("ready", ready), named("running"), named("pending", pending), named("unscheduled", unscheduled, pending)},
 			n:    3, want: []string{"unscheduled", "pending", "running"},
 		},
+		"ready for less time first": {
+			job: nonIndexed,
+			pods: []*corev1.Pod{
+				named("ready-long", func(p *corev1.Pod) {
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
+				}),
+				named("ready-short", func(p *corev1.Pod) {
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}}
+				}),
+			},
+			n: 1, want: []string{"ready-short"},
+		},
+		"more restarts first": {
+			job: nonIndexed,
+			pods: []*corev1.Pod{named("calm"), named("crashy", func(p *corev1.Pod) {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{RestartCount: 3}}
+			})},
+			n: 1, want: []string{"crashy"},
+		},
 		"newer before older": {
 			job: nonIndexed, pods: []*corev1.Pod{named("old"), named("new", newer)}, n: 1, want: []string{"new"},
 		},
