@@ -104,32 +104,45 @@ func startConformanceSides(t *testing.T) (kcm, worker *conformanceSide) {
 	if err := localcluster.InstallCRDs(ctx, worker.cluster.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_clustercapacities.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	binDir, err := localcluster.BinDir()
+	ports, err := localcluster.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := localcluster.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
-	worker.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	worker.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
 	// With leader election, as a production worker would run: every restart
 	// of the scenarios then also hands the lease over.
 	if _, err := worker.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobferry-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := worker.cluster.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
-		"--kubeconfig="+worker.cluster.KubeconfigPath, "--leader-elect",
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
+	worker.healthURL = startWorkerBinary(ctx, t, worker.cluster, "jobferry-worker",
+		"--leader-elect", "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
+	return kcm, worker
+}
+
+// startWorkerBinary runs bin/worker against the cluster as one of its
+// components, its health probe on a free port, and waits until it is
+// healthy. It returns the health URL.
+func startWorkerBinary(ctx context.Context, t *testing.T, c *localcluster.Cluster, name string, args ...string) string {
+	t.Helper()
+	binDir, err := localcluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.WaitHealthy(ctx, p, worker.healthURL, time.Minute); err != nil {
+	ports, err := localcluster.FreePorts(1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return kcm, worker
+	healthURL := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
+	p, err := c.StartComponent(name, filepath.Join(binDir, "worker"), append([]string{
+		"--kubeconfig=" + c.KubeconfigPath, "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+	}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.WaitHealthy(ctx, p, healthURL, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return healthURL
 }
 
 // flagValue reads --name=value from a component's command line.

@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
 // With --manage-unmanaged-jobs the worker runs ordinary Jobs, for control
@@ -28,23 +23,7 @@ func testManageUnmanagedJobs(t *testing.T, worker *conformanceSide) {
 	if err := worker.stop(); err != nil {
 		t.Fatal(err)
 	}
-	binDir, err := localcluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := localcluster.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := worker.cluster.StartComponent("jobferry-worker-unmanaged", filepath.Join(binDir, "worker"),
-		"--kubeconfig="+worker.cluster.KubeconfigPath, "--manage-unmanaged-jobs", "--metrics-bind-address=0",
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	startWorkerBinary(ctx, t, worker.cluster, "jobferry-worker-unmanaged", "--manage-unmanaged-jobs", "--metrics-bind-address=0")
 	ns := createNamespace(ctx, t, worker.client)
 	job := conformanceJob("ordinary", ptr.To[int32](2), ptr.To[int32](2))()
 	job.Namespace = ns

@@ -93,7 +93,7 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 			return
 		}
 		for _, w := range env.Workers {
-			// A label tests pin Jobs to one worker with (pinTo).
+			// A label tests pin Jobs to one worker with (dispatchTo).
 			wc := &v1alpha1.WorkerCluster{}
 			if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
 				sharedEnvErr = err
@@ -123,16 +123,32 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 // workerNameLabel on each WorkerCluster of the dispatch environment names it.
 const workerNameLabel = "e2e.jobferry.dev/worker"
 
-// bothControllers are the dispatch environment's workers, one per Job
-// controller, for tests that must pass on each.
-var bothControllers = map[string]string{"worker-1": "Builtin", "worker-2": "Worker"}
+// onEachWorker runs test once per worker, in parallel: worker-1 runs mirrors
+// with kube-controller-manager's Job controller, worker-2 with the jobferry
+// worker's.
+func (d *dispatchEnv) onEachWorker(t *testing.T, test func(t *testing.T, worker string)) {
+	for name, controller := range map[string]string{"worker-1": "Builtin", "worker-2": "Worker"} {
+		t.Run(name+"/"+controller, func(t *testing.T) {
+			t.Parallel()
+			test(t, name)
+		})
+	}
+}
 
-// pinTo makes the manager place the Job on the named worker only.
-func pinTo(job *batchv1.Job, worker string) {
+// dispatchTo creates the Job on the manager, pinned to the named worker by
+// a cluster selector, waits until it is placed there and returns a client
+// of that worker.
+func (d *dispatchEnv) dispatchTo(ctx context.Context, t *testing.T, job *batchv1.Job, worker string) kubernetes.Interface {
+	t.Helper()
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
 	job.Annotations[v1alpha1.ClusterSelectorAnnotation] = workerNameLabel + "=" + worker
+	placed, client := dispatchOne(ctx, t, d, job)
+	if placed != worker {
+		t.Fatalf("placed on %s, want %s", placed, worker)
+	}
+	return client
 }
 
 // optedInNamespace creates a namespace on the manager whose Jobs jobferry dispatches.

@@ -287,12 +287,7 @@ func dispatchOne(ctx context.Context, t *testing.T, d *dispatchEnv, job *batchv1
 // controller.
 func TestDispatchedJobShowsTerminatingBeforeReplacement(t *testing.T) {
 	d := startDispatchEnv(t)
-	for name, controller := range bothControllers {
-		t.Run(name+"/"+controller, func(t *testing.T) {
-			t.Parallel()
-			showsTerminatingBeforeReplacement(t, d, name)
-		})
-	}
+	d.onEachWorker(t, func(t *testing.T, worker string) { showsTerminatingBeforeReplacement(t, d, worker) })
 }
 
 func showsTerminatingBeforeReplacement(t *testing.T, d *dispatchEnv, workerName string) {
@@ -301,11 +296,7 @@ func showsTerminatingBeforeReplacement(t *testing.T, d *dispatchEnv, workerName 
 	job := sleepJob(ns, "replace-failed", time.Hour)
 	job.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 	job.Spec.Template.Annotations[terminateDelayAnnotation] = "5s"
-	pinTo(job, workerName)
-	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
-		t.Fatalf("placed on %s, want %s", placed, workerName)
-	}
-	worker := d.workers[workerName]
+	worker := d.dispatchTo(ctx, t, job, workerName)
 	pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "one ready pod on the manager", func(j *batchv1.Job) bool {
 		return j.Status.Active == 1 && ptr.Deref(j.Status.Ready, 0) == 1
 	})
@@ -336,12 +327,7 @@ func showsTerminatingBeforeReplacement(t *testing.T, d *dispatchEnv, workerName 
 // pair — on each worker, so under both Job controllers.
 func TestDispatchedIndexedJobFailsWithFailedIndexes(t *testing.T) {
 	d := startDispatchEnv(t)
-	for name, controller := range bothControllers {
-		t.Run(name+"/"+controller, func(t *testing.T) {
-			t.Parallel()
-			indexedJobFailsWithFailedIndexes(t, d, name)
-		})
-	}
+	d.onEachWorker(t, func(t *testing.T, worker string) { indexedJobFailsWithFailedIndexes(t, d, worker) })
 }
 
 func indexedJobFailsWithFailedIndexes(t *testing.T, d *dispatchEnv, workerName string) {
@@ -354,10 +340,7 @@ func indexedJobFailsWithFailedIndexes(t *testing.T, d *dispatchEnv, workerName s
 	job.Spec.BackoffLimit = nil
 	job.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
 	job.Spec.Template.Annotations["pod-index-failed.stage.jobferry.dev/index"] = "1"
-	pinTo(job, workerName)
-	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
-		t.Fatalf("placed on %s, want %s", placed, workerName)
-	}
+	d.dispatchTo(ctx, t, job, workerName)
 	failed := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Failed on the manager", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobFailed) != nil
 	})

@@ -95,24 +95,15 @@ func traceJob(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, nam
 // kube-controller-manager and under the jobferry worker's controller.
 func TestSuspendAndResumeDispatchedJob(t *testing.T) {
 	d := startDispatchEnv(t)
-	for name, controller := range bothControllers {
-		t.Run(name+"/"+controller, func(t *testing.T) {
-			t.Parallel()
-			suspendAndResume(t, d, name)
-		})
-	}
+	d.onEachWorker(t, func(t *testing.T, worker string) { suspendAndResume(t, d, worker) })
 }
 
 func suspendAndResume(t *testing.T, d *dispatchEnv, workerName string) {
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
 	job := sleepJob(ns, "pausable", 6*time.Second)
-	pinTo(job, workerName)
 	managerTrace := traceJob(ctx, t, d.manager, ns, job.Name)
-	if placed, _ := dispatchOne(ctx, t, d, job); placed != workerName {
-		t.Fatalf("placed on %s, want %s", placed, workerName)
-	}
-	worker := d.workers[workerName]
+	worker := d.dispatchTo(ctx, t, job, workerName)
 	mirrorTrace := traceJob(ctx, t, worker, ns, job.Name)
 	running := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running on the manager", func(j *batchv1.Job) bool {
 		return j.Status.Active == 1 && j.Status.StartTime != nil

@@ -46,16 +46,6 @@ func ensureCondition(conditions []batchv1.JobCondition, t batchv1.JobConditionTy
 	return append(conditions, *c), true
 }
 
-// finished: Complete or Failed is True.
-func finished(job *batchv1.Job) bool {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 // sortedForTracking orders an Indexed Job's pods by completion index, so the
 // 500-UID cap releases low indexes first, as upstream.
 func sortedForTracking(pods []*corev1.Pod, indexed bool) []*corev1.Pod {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // syncBatchPeriod gathers the pod events of a Job into one sync, as the
@@ -128,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !r.Manages(job) {
 		return reconcile.Result{}, nil
 	}
-	if finished(job) {
+	if mirror.Finished(job.Status) {
 		r.backoff.remove(key)
 		r.written.forget(job.UID)
 		r.finishedWritten.Delete(job.UID)
@@ -216,7 +217,7 @@ func (r *Reconciler) jobEvents() handler.EventHandler {
 			if !ok1 || !ok2 || !r.Manages(job) {
 				return
 			}
-			if finished(job) || job.Generation != oldJob.Generation {
+			if mirror.Finished(job.Status) || job.Generation != oldJob.Generation {
 				q.Add(requestFor(job))
 			} else {
 				q.AddAfter(requestFor(job), syncBatchPeriod)
@@ -370,7 +371,7 @@ func (o *orphanPodReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		switch {
 		case err != nil && !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("reading the Job of pod %s: %w", req, err)
-		case err == nil && job.UID == ref.UID && (!o.jobs.Manages(job) || !finished(job)):
+		case err == nil && job.UID == ref.UID && (!o.jobs.Manages(job) || !mirror.Finished(job.Status)):
 			return reconcile.Result{}, nil
 		}
 	}

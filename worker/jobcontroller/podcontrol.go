@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -79,7 +81,7 @@ func podTemplate(job *batchv1.Job) *corev1.PodTemplateSpec {
 		}}}
 		addEnv := func(cs []corev1.Container) {
 			for i := range cs {
-				if !hasEnv(cs[i].Env, env.Name) {
+				if !slices.ContainsFunc(cs[i].Env, func(e corev1.EnvVar) bool { return e.Name == env.Name }) {
 					cs[i].Env = append(cs[i].Env, env)
 				}
 			}
@@ -87,19 +89,10 @@ func podTemplate(job *batchv1.Job) *corev1.PodTemplateSpec {
 		addEnv(t.Spec.InitContainers)
 		addEnv(t.Spec.Containers)
 	}
-	if !hasTrackingFinalizer(&corev1.Pod{ObjectMeta: t.ObjectMeta}) {
+	if !slices.Contains(t.Finalizers, batchv1.JobTrackingFinalizer) {
 		t.Finalizers = append(t.Finalizers, batchv1.JobTrackingFinalizer)
 	}
 	return t
-}
-
-func hasEnv(env []corev1.EnvVar, name string) bool {
-	for _, e := range env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // newPod builds one pod of the Job; index is unknownIndex for NonIndexed Jobs.
@@ -108,8 +101,8 @@ func newPod(job *batchv1.Job, t *corev1.PodTemplateSpec, index int) *corev1.Pod 
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       job.Namespace,
 			GenerateName:    job.Name + "-",
-			Labels:          copyMap(t.Labels),
-			Annotations:     copyMap(t.Annotations),
+			Labels:          maps.Clone(t.Labels),
+			Annotations:     maps.Clone(t.Annotations),
 			Finalizers:      append([]string(nil), t.Finalizers...),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
 		},
@@ -129,14 +122,6 @@ func newPod(job *batchv1.Job, t *corev1.PodTemplateSpec, index int) *corev1.Pod 
 		pod.GenerateName = generateNameWithIndex(job.Name, index)
 	}
 	return pod
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // deleteJobPods deletes pods the controller no longer wants (suspend, too
