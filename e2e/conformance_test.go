@@ -151,7 +151,14 @@ func (r *run) pods(ctx context.Context) ([]corev1.Pod, error) {
 	return pods, nil
 }
 
+// observe reads the Job, then its pods: the pods are never older than the
+// status, so a status write that follows pod changes (the tracking
+// finalizer comes off before the counters move) is not seen without them.
 func (r *run) observe(ctx context.Context) (observation, bool, error) {
+	job, jobErr := r.job(ctx)
+	if jobErr != nil && !apierrors.IsNotFound(jobErr) {
+		return observation{}, false, jobErr
+	}
 	pods, err := r.pods(ctx)
 	if err != nil {
 		return observation{}, false, err
@@ -160,12 +167,8 @@ func (r *run) observe(ctx context.Context) (observation, bool, error) {
 	for i := range pods {
 		o.Pods = append(o.Pods, podSummary(&pods[i]))
 	}
-	job, err := r.job(ctx)
-	if apierrors.IsNotFound(err) {
+	if jobErr != nil {
 		return o, true, nil
-	}
-	if err != nil {
-		return o, false, err
 	}
 	s := job.Status
 	o.JobExists = true
