@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/jobferry/jobferry/internal/jobindex"
 )
 
 // Metrics mirror the upstream job_controller_* ones (same labels and
@@ -95,13 +97,13 @@ func recordPodsFinished(job *batchv1.Job, before batchv1.JobStatus) {
 	if isIndexed(job) {
 		completions := int(ptr.Deref(job.Spec.Completions, 0))
 		if job.Status.CompletedIndexes != before.CompletedIndexes {
-			succeeded = parseIntervals(job.Status.CompletedIndexes, completions).total() - parseIntervals(before.CompletedIndexes, completions).total()
+			succeeded = jobindex.Parse(job.Status.CompletedIndexes, completions).Total() - jobindex.Parse(before.CompletedIndexes, completions).Total()
 		}
 		limit := "global"
 		if hasBackoffLimitPerIndex(job) {
 			limit = "perIndex"
 			if job.Status.FailedIndexes != nil && !ptr.Equal(job.Status.FailedIndexes, before.FailedIndexes) {
-				failed := parseIntervals(*job.Status.FailedIndexes, completions).total() - parseIntervals(ptr.Deref(before.FailedIndexes, ""), completions).total()
+				failed := jobindex.Parse(*job.Status.FailedIndexes, completions).Total() - jobindex.Parse(ptr.Deref(before.FailedIndexes, ""), completions).Total()
 				if failed > 0 {
 					finishedIndexesTotal.WithLabelValues("failed", limit).Add(float64(failed))
 				}

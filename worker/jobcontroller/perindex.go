@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jobferry/jobferry/internal/jobindex"
 )
 
 // backoffLimitPerIndex (KEP-3850), as upstream: each index has its own
@@ -55,13 +57,13 @@ func isIndexFailed(job *batchv1.Job, pod *corev1.Pod) bool {
 
 // failedIndexesOf is status.failedIndexes plus the indexes of pods that
 // failed for good and are not recorded yet.
-func failedIndexesOf(job *batchv1.Job, pods []*corev1.Pod) intervals {
+func failedIndexesOf(job *batchv1.Job, pods []*corev1.Pod) jobindex.Intervals {
 	completions := int(*job.Spec.Completions)
-	var prev intervals
+	var prev jobindex.Intervals
 	if job.Status.FailedIndexes != nil {
-		prev = parseIntervals(*job.Status.FailedIndexes, completions)
+		prev = jobindex.Parse(*job.Status.FailedIndexes, completions)
 	}
-	return prev.withIndexes(indexesOf(filterPods(pods, func(p *corev1.Pod) bool {
+	return prev.WithIndexes(indexesOf(filterPods(pods, func(p *corev1.Pod) bool {
 		ix := completionIndex(p)
 		return ix != unknownIndex && ix < completions && hasTrackingFinalizer(p) && isIndexFailed(job, p)
 	})))
@@ -70,7 +72,7 @@ func failedIndexesOf(job *batchv1.Job, pods []*corev1.Pod) intervals {
 // podsWithDelayedDeletion are, per index still to run, the last failed pod
 // (most failures, latest finish): it keeps its finalizer until the
 // replacement that inherits its count exists.
-func podsWithDelayedDeletion(s *syncState, failed intervals) map[int]*corev1.Pod {
+func podsWithDelayedDeletion(s *syncState, failed jobindex.Intervals) map[int]*corev1.Pod {
 	active := map[int]bool{}
 	for _, ix := range indexesOf(s.active) {
 		active[ix] = true
@@ -82,7 +84,7 @@ func podsWithDelayedDeletion(s *syncState, failed intervals) map[int]*corev1.Pod
 		if !hasTrackingFinalizer(p) || s.expectedRmFinalizers.Has(p.UID) || ix == unknownIndex || ix >= completions || !isPodFailed(p, s.job) {
 			continue
 		}
-		if s.succeededIndexes.has(ix) || failed.has(ix) || active[ix] {
+		if s.succeededIndexes.Has(ix) || failed.Has(ix) || active[ix] {
 			continue
 		}
 		if last, ok := out[ix]; !ok || (absoluteIndexFailureCount(last) <= absoluteIndexFailureCount(p) && !finishedTime(p).Before(finishedTime(last))) {

@@ -5,6 +5,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/internal/jobindex"
 )
 
 func TestMatchSuccessPolicy(t *testing.T) {
@@ -27,7 +29,7 @@ func TestMatchSuccessPolicy(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			msg, met := matchSuccessPolicy(&batchv1.SuccessPolicy{Rules: tc.rules}, 8, parseIntervals(tc.succeeded, 8))
+			msg, met := matchSuccessPolicy(&batchv1.SuccessPolicy{Rules: tc.rules}, 8, jobindex.Parse(tc.succeeded, 8))
 			if msg != tc.wantMsg || met != (tc.wantMsg != "") {
 				t.Errorf("got (%q, %t), want %q", msg, met, tc.wantMsg)
 			}

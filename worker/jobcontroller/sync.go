@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/internal/jobindex"
 )
 
 // Caps of one sync, as upstream: at most this many UIDs in each
@@ -39,11 +41,11 @@ type syncState struct {
 	// SuccessCriteriaMet first, Failed or Complete once nothing is left.
 	finished *batchv1.JobCondition
 
-	prevSucceededIndexes, succeededIndexes intervals
+	prevSucceededIndexes, succeededIndexes jobindex.Intervals
 	// failedIndexes is set only with backoffLimitPerIndex, as is
 	// delayedDeletion: per index, the failed pod its replacement inherits
 	// the failure count from.
-	failedIndexes   *intervals
+	failedIndexes   *jobindex.Intervals
 	delayedDeletion map[int]*corev1.Pod
 	backoff         backoffRecord
 }
@@ -91,19 +93,19 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 	s.finished, requeueAfter = r.pendingTerminalCondition(s, now)
 	if isIndexed(job) {
 		completions := int(ptr.Deref(job.Spec.Completions, 0))
-		s.prevSucceededIndexes = parseIntervals(job.Status.CompletedIndexes, completions)
-		s.succeededIndexes = s.prevSucceededIndexes.withIndexes(indexesOf(filterPods(pods, func(p *corev1.Pod) bool {
+		s.prevSucceededIndexes = jobindex.Parse(job.Status.CompletedIndexes, completions)
+		s.succeededIndexes = s.prevSucceededIndexes.WithIndexes(indexesOf(filterPods(pods, func(p *corev1.Pod) bool {
 			ix := completionIndex(p)
 			return p.Status.Phase == corev1.PodSucceeded && ix != unknownIndex && ix < completions && hasTrackingFinalizer(p)
 		})))
-		s.succeeded = int32(s.succeededIndexes.total())
+		s.succeeded = int32(s.succeededIndexes.Total())
 		if hasBackoffLimitPerIndex(job) {
 			failed := failedIndexesOf(job, pods)
 			s.failedIndexes = &failed
 			if s.finished == nil {
-				if job.Spec.MaxFailedIndexes != nil && failed.total() > int(*job.Spec.MaxFailedIndexes) {
+				if job.Spec.MaxFailedIndexes != nil && failed.Total() > int(*job.Spec.MaxFailedIndexes) {
 					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
-				} else if failed.total() > 0 && failed.total()+s.succeededIndexes.total() >= completions {
+				} else if failed.Total() > 0 && failed.Total()+s.succeededIndexes.Total() >= completions {
 					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
 				}
 			}
@@ -300,7 +302,7 @@ func (r *Reconciler) manageJob(ctx context.Context, s *syncState, now time.Time)
 		}
 		done := s.succeededIndexes
 		if s.failedIndexes != nil {
-			done = done.merge(*s.failedIndexes)
+			done = done.Merge(*s.failedIndexes)
 		}
 		indexes = firstPendingIndexes(int(diff), int(ptr.Deref(job.Spec.Completions, 0)), done, holding)
 		if hasBackoffLimitPerIndex(job) {

@@ -57,7 +57,7 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		switch {
 		case p.Status.Phase == corev1.PodSucceeded && !s.uncountedFailed.Has(p.UID):
 			if indexed {
-				if ix != unknownIndex && ix < completions && !s.prevSucceededIndexes.has(ix) {
+				if ix != unknownIndex && ix < completions && !s.prevSucceededIndexes.Has(ix) {
 					newSucceededIndexes = append(newSucceededIndexes, ix)
 					needsWrite = true
 				}
@@ -85,12 +85,12 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		}
 	}
 	if indexed {
-		s.succeededIndexes = s.succeededIndexes.withIndexes(sortedInts(newSucceededIndexes))
+		s.succeededIndexes = s.succeededIndexes.WithIndexes(sortedInts(newSucceededIndexes))
 		if str := s.succeededIndexes.String(); str != job.Status.CompletedIndexes {
 			job.Status.CompletedIndexes = str
 			needsWrite = true
 		}
-		job.Status.Succeeded = int32(s.succeededIndexes.total())
+		job.Status.Succeeded = int32(s.succeededIndexes.Total())
 		var failedIndexes *string
 		if s.failedIndexes != nil {
 			failedIndexes = ptr.To(s.failedIndexes.String())
