@@ -38,4 +38,3 @@ func TestIntervalsWithIndexesAndHas(t *testing.T) {
 		}
 	}
 }
-
