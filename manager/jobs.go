@@ -48,8 +48,16 @@ const (
 	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
 	ReasonMirrorSuspended    = "MirrorSuspended"
 	ReasonMirrorResumed      = "MirrorResumed"
+	ReasonMirrorUpdated      = "MirrorUpdated"
 	ReasonWorkerLost         = "WorkerLost"
+	ReasonMissingRights      = "WorkerMissingRights"
+	ReasonInvalidMirror      = "InvalidMirror"
 )
+
+// managerAPI names the manager cluster's API server in Events.
+const managerAPI = "the manager cluster's API server"
+
+func workerAPI(worker string) string { return "worker cluster " + worker + "'s API server" }
 
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
 // the placement before anything exists on the worker), creates its mirror,
@@ -74,6 +82,9 @@ type JobReconciler struct {
 	WorkerLostTimeout time.Duration
 
 	assume *assumeCache
+	// refusals remembers writes the API server rejected, so they are not
+	// retried until the Job changes.
+	refusals *refusalMemo
 	// placeMu serialises placement, so two Jobs never both take the same
 	// free capacity.
 	placeMu sync.Mutex
@@ -83,6 +94,7 @@ type JobReconciler struct {
 // registry sends when mirrors, capacity or workers change.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.refusals = newRefusalMemo()
 	r.Registry.onCapacity = r.assume.capacitySeen
 	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
@@ -112,6 +124,9 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &batchv1.Job{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.refusals.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !isManagerJob(job) {
@@ -123,11 +138,24 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
 		return r.sync(ctx, job, worker)
 	}
+	if nothingToRun(job) && !isFinished(job) {
+		if err := r.completeWithoutPods(ctx, job); err != nil {
+			return r.refused(ctx, job, writeJob, "completing the Job (completions is 0)", managerAPI, err)
+		}
+		return reconcile.Result{}, nil
+	}
 	return r.place(ctx, job)
 }
 
 func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
-	if isFinished(job) || userSuspended(job) {
+	if isFinished(job) {
+		return reconcile.Result{}, nil
+	}
+	if userSuspended(job) {
+		return reconcile.Result{}, r.showWaiting(ctx, job, userSuspendedWaiting())
+	}
+	if r.refusals.blocked(job, writePlacement) {
+		// The user was told; the same write would be rejected again.
 		return reconcile.Result{}, nil
 	}
 	decision, invalid, err := r.decide(ctx, job)
@@ -136,13 +164,13 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker("%v", invalid))
 	}
 	if !decision.Placed() {
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
 		// Capacity and worker changes retry sooner; this is a safety net.
-		return reconcile.Result{RequeueAfter: 5 * time.Minute}, nil
+		return reconcile.Result{RequeueAfter: 5 * time.Minute}, r.showWaiting(ctx, job, waitingForWorker("%s", decision.Summary()))
 	}
 	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
 	updated := job.DeepCopy()
@@ -153,9 +181,15 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	// restarts in between finds it and creates the mirror where it was meant.
 	if err := r.Client.Update(ctx, updated); err != nil {
 		r.assume.forget(job.UID)
-		return reconcile.Result{}, fmt.Errorf("recording placement on %s: %w", decision.Worker, err)
+		if reported(err) {
+			if werr := r.showWaiting(ctx, job, waitingForWorker("recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+				return reconcile.Result{}, werr
+			}
+		}
+		return r.refused(ctx, job, writePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
 	}
 	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, ReasonPlaced, "Place", "%s", decision.Summary())
+	r.Registry.jobsChanged(decision.Worker)
 	return reconcile.Result{}, nil
 }
 
@@ -190,6 +224,7 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]di
 			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned,
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
+		var unavailable []string
 		if rem := r.Registry.remote(wc.Name); rem != nil && rem.connected() {
 			view.Connected = true
 			if capacity := rem.capacity(ctx); capacity != nil {
@@ -198,10 +233,14 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]di
 					view.Pools = []v1alpha1.NodePool{}
 				}
 			}
+			if missing := rem.missingRights(); len(missing) > 0 {
+				unavailable = append(unavailable, missingMessage(missing))
+			}
 		}
 		if slices.Contains(excluded, wc.Name) {
-			view.Unavailable = fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
+			unavailable = append(unavailable, fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name))
 		}
+		view.Unavailable = strings.Join(unavailable, "; ")
 		views = append(views, view)
 	}
 	return views, nil
@@ -224,7 +263,7 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 		// deleted, its status never copied.
 		if m.DeletionTimestamp == nil {
 			if err := deleteMirror(ctx, rem, m); err != nil {
-				return reconcile.Result{}, err
+				return r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(worker), err)
 			}
 		}
 		return reconcile.Result{RequeueAfter: time.Second}, nil
@@ -240,17 +279,23 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 		r.assume.running(job.UID)
 	}
 	if needsActivation(job) {
-		return reconcile.Result{}, r.activate(ctx, job, worker)
+		if err := r.activate(ctx, job, worker); err != nil {
+			return r.refused(ctx, job, writeActivation, "injecting "+worker+"'s directives and unsuspending the Job", managerAPI, err)
+		}
 	}
-	if want := ptr.Deref(job.Spec.Suspend, false); want != ptr.Deref(m.Spec.Suspend, false) && !mirror.Finished(m.Status) {
-		return reconcile.Result{}, r.propagateSuspend(ctx, job, rem, m, want)
+	if !mirror.Finished(m.Status) && !isFinished(job) {
+		if result, err, wrote := r.syncMirrorSpec(ctx, job, rem, m); wrote || err != nil || !result.IsZero() {
+			// The worker's answer to the new spec comes with the mirror's
+			// next event.
+			return result, err
+		}
 	}
 	if err := r.copyStatus(ctx, job, m, worker); err != nil {
 		return reconcile.Result{}, err
 	}
 	if mirror.Finished(m.Status) && isFinished(job) {
 		if err := deleteMirror(ctx, rem, m); err != nil {
-			return reconcile.Result{}, err
+			return r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(worker), err)
 		}
 		r.assume.forget(job.UID)
 		return reconcile.Result{}, r.removeFinalizer(ctx, job)
@@ -259,23 +304,26 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 }
 
 func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
+	if missing := rem.missingRights(); slices.Contains(missing, right{"create", "batch", "jobs"}) {
+		return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
+	}
+	if r.refusals.blocked(job, writeMirror) || r.refusals.blocked(job, writeNamespace) {
+		return reconcile.Result{}, nil
+	}
 	wc := &v1alpha1.WorkerCluster{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
 	if r.CreateNamespaces {
 		if err := rem.ensureNamespace(ctx, job.Namespace); err != nil {
-			return reconcile.Result{}, err
+			return r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
 		}
 	}
 	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
-	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attempt, 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	m, err := r.desiredMirror(job, wc)
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("building mirror for %s: %w", worker, err)
-	}
-	if needsActivation(job) {
-		// Held only by the webhook, to wait for placement: the mirror runs.
-		m.Spec.Suspend = ptr.To(false)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
+		return reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
 	}
 	err = rem.client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
@@ -291,7 +339,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 	}
 	if err != nil {
 		dispatchTotal.WithLabelValues(worker, "error").Inc()
-		return reconcile.Result{}, fmt.Errorf("creating mirror on %s: %w", worker, err)
+		return r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
 	if attempt <= 1 {
@@ -299,11 +347,113 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 	}
 	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorCreated, "Dispatch", "created mirror Job on %s (attempt %d)", worker, max(attempt, 1))
 	if needsActivation(job) {
-		return reconcile.Result{}, r.activate(ctx, job, worker)
+		if err := r.activate(ctx, job, worker); err != nil {
+			return r.refused(ctx, job, writeActivation, "injecting "+worker+"'s directives and unsuspending the Job", managerAPI, err)
+		}
+		// The mirror's first status replaces the Suspended condition the Job
+		// may show while it waited.
+		return reconcile.Result{}, r.copyStatus(ctx, job, m, worker)
 	}
 	// Running already (the user resumed it, or it opted in unsuspended): its
 	// template is immutable, so the directives went into the mirror only.
-	return reconcile.Result{}, r.recordInjected(ctx, job, wc.Spec.Scheduling)
+	if err := r.recordInjected(ctx, job, wc.Spec.Scheduling); err != nil {
+		return r.refused(ctx, job, writeJob, "recording the directives injected into the mirror", managerAPI, err)
+	}
+	return reconcile.Result{}, r.copyStatus(ctx, job, m, worker)
+}
+
+// desiredMirror is the mirror of the manager Job as it is now, for the
+// worker wc: what createMirror creates and syncMirrorSpec keeps in step.
+func (r *JobReconciler) desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster) (*batchv1.Job, error) {
+	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attempt, 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	if err != nil {
+		return nil, err
+	}
+	if needsActivation(job) {
+		// Held only by the webhook, to wait for placement: the mirror runs.
+		m.Spec.Suspend = ptr.To(false)
+	}
+	return m, nil
+}
+
+// mirrorRefused reports a refused write on the worker for a Job that has no
+// mirror yet: on the Job (Event and Suspended condition), and, when the
+// worker refused it as forbidden, by checking the worker's rights at once, so
+// that a credential lacking them releases the Job for another worker.
+func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w write, what, worker string, err error) (reconcile.Result, error) {
+	if reported(err) {
+		if werr := r.showWaiting(ctx, job, waitingForMirror(worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
+			return reconcile.Result{}, werr
+		}
+	}
+	result, rerr := r.refused(ctx, job, w, what, workerAPI(worker), err)
+	if classify(err) == forbidden {
+		if missing := r.Registry.recheckRights(ctx, worker); len(missing) > 0 {
+			return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
+		}
+	}
+	return result, rerr
+}
+
+// releaseForRights undoes the placement of a Job whose mirror the worker's
+// credential may not create, so it is placed again where it can run (or
+// waits, saying why, until the rights are granted).
+func (r *JobReconciler) releaseForRights(ctx context.Context, job *batchv1.Job, worker string, missing []right) error {
+	updated := job.DeepCopy()
+	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("releasing the placement on %s, whose credential lacks rights: %w", worker, err)
+	}
+	r.assume.forget(job.UID)
+	r.Registry.jobsChanged(worker)
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch",
+		"worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)", worker, missingMessage(missing), v1alpha1.ConditionAuthorized)
+	return nil
+}
+
+// syncMirrorSpec carries what the user changed on the running manager Job
+// (parallelism, completions, deadline, suspend, ...; see mirror.SpecUpdate)
+// to its mirror. wrote reports an update made.
+func (r *JobReconciler) syncMirrorSpec(ctx context.Context, job *batchv1.Job, rem *remote, m *batchv1.Job) (result reconcile.Result, err error, wrote bool) {
+	if r.refusals.blocked(job, writeMirrorSpec) {
+		return reconcile.Result{}, nil, false
+	}
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: rem.name}, wc); err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", rem.name, err), false
+	}
+	desired, err := r.desiredMirror(job, wc)
+	if err != nil {
+		r.refusals.remember(job, writeMirrorSpec)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "cannot carry the new spec to the mirror on %s: %v", rem.name, err)
+		return reconcile.Result{}, nil, false
+	}
+	updated, changed := mirror.SpecUpdate(desired, m)
+	if len(changed) == 0 {
+		return reconcile.Result{}, nil, false
+	}
+	if err := rem.client().Update(ctx, updated); err != nil {
+		result, err := r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(changed, ", ")+" to the mirror", workerAPI(rem.name), err)
+		if classify(err) == forbidden {
+			r.Registry.recheckRights(ctx, rem.name)
+		}
+		return result, err, false
+	}
+	if slices.Contains(changed, "suspend") {
+		// KEP-2232: the worker deletes or recreates the pods and reports
+		// Suspended and startTime, which the status copy brings back.
+		reason, verb := ReasonMirrorResumed, "resumed"
+		if ptr.Deref(updated.Spec.Suspend, false) {
+			reason, verb = ReasonMirrorSuspended, "suspended"
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", rem.name, verb)
+		changed = slices.DeleteFunc(changed, func(f string) bool { return f == "suspend" })
+	}
+	if len(changed) > 0 {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, writeMirrorSpec.action, "carried %s to the mirror on %s", strings.Join(changed, ", "), rem.name)
+	}
+	return reconcile.Result{}, nil, true
 }
 
 // recordInjected notes on the manager Job which directives went into its
@@ -318,6 +468,7 @@ func (r *JobReconciler) recordInjected(ctx context.Context, job *batchv1.Job, di
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("recording the directives injected into the mirror: %w", err)
 	}
+	*job = *updated
 	return nil
 }
 
@@ -335,6 +486,7 @@ func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker s
 		return fmt.Errorf("releasing placement on %s: %w", worker, err)
 	}
 	r.assume.forget(job.UID)
+	r.Registry.jobsChanged(worker)
 	return nil
 }
 
@@ -363,7 +515,12 @@ func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker
 		down = r.WorkerLostTimeout // the WorkerCluster is gone for good
 	}
 	if down < r.WorkerLostTimeout {
-		return reconcile.Result{RequeueAfter: min(r.WorkerLostTimeout-down+time.Second, 10*time.Second)}, nil
+		requeue := reconcile.Result{RequeueAfter: min(r.WorkerLostTimeout-down+time.Second, 10*time.Second)}
+		if needsActivation(job) {
+			// Placed, but nothing runs yet: say what it waits for.
+			return requeue, r.showWaiting(ctx, job, waitingForMirror(worker, "the worker cluster is not connected; after %s it is placed elsewhere", r.WorkerLostTimeout))
+		}
+		return requeue, nil
 	}
 	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
@@ -374,9 +531,10 @@ func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
 	if err := r.Client.Update(ctx, updated); err != nil {
-		return reconcile.Result{}, fmt.Errorf("releasing the placement on lost worker %s: %w", worker, err)
+		return r.refused(ctx, job, writeJob, "releasing the placement on lost worker "+worker, managerAPI, err)
 	}
 	r.assume.forget(job.UID)
+	r.Registry.jobsChanged(worker)
 	dispatchTotal.WithLabelValues(worker, "lost").Inc()
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
 		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
@@ -391,23 +549,6 @@ func attemptOf(obj metav1.Object) int {
 	}
 	n, _ := strconv.Atoi(obj.GetLabels()[v1alpha1.DispatchAttemptLabel])
 	return n
-}
-
-// propagateSuspend suspends or resumes the mirror as the user did the manager
-// Job (KEP-2232): the worker deletes or recreates the pods and reports
-// Suspended and startTime, which the status copy brings back.
-func (r *JobReconciler) propagateSuspend(ctx context.Context, job *batchv1.Job, rem *remote, m *batchv1.Job, suspend bool) error {
-	updated := m.DeepCopy()
-	updated.Spec.Suspend = ptr.To(suspend)
-	if err := rem.client().Update(ctx, updated); err != nil {
-		return fmt.Errorf("setting suspend=%t on the mirror on %s: %w", suspend, rem.name, err)
-	}
-	reason, verb := ReasonMirrorResumed, "resumed"
-	if suspend {
-		reason, verb = ReasonMirrorSuspended, "suspended"
-	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", rem.name, verb)
-	return nil
 }
 
 // needsActivation: placed and mirrored, but still held by the webhook.
@@ -432,7 +573,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, worker s
 	}
 	updated := job.DeepCopy()
 	merged, err := dispatch.MergeDirectives(updated.Spec.Template, wc.Spec.Scheduling)
-	if err == nil && templateMutable(job) {
+	if err == nil && mirror.TemplateMutable(job) {
 		updated.Spec.Template = merged
 	} else if data, jerr := json.Marshal(wc.Spec.Scheduling); jerr == nil {
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
@@ -442,15 +583,8 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, worker s
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", worker, err)
 	}
+	*job = *updated
 	return nil
-}
-
-// templateMutable mirrors the API server's rule for changing scheduling
-// directives of a suspended Job.
-func templateMutable(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.Suspend, false) &&
-		(job.Status.StartTime == nil || hasTrueCondition(job, batchv1.JobSuspended)) &&
-		job.Status.Active == 0
 }
 
 func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *batchv1.Job, worker string) error {
@@ -468,6 +602,9 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 		statusSyncTotal.WithLabelValues(worker, "written").Inc()
 		if hadObserved {
 			statusSyncLag.Observe(r.Clock.Since(observed).Seconds())
+		}
+		if mirror.Finished(desired) != isFinished(job) || (desired.Active > 0) != (job.Status.Active > 0) {
+			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
 		}
 		job.Status = updated.Status
 		job.ResourceVersion = updated.ResourceVersion
@@ -496,6 +633,8 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 // finalize deletes the mirror of a manager Job being deleted, then lets it go.
 func (r *JobReconciler) finalize(ctx context.Context, job *batchv1.Job) error {
 	defer r.assume.forget(job.UID)
+	defer r.refusals.forget(client.ObjectKeyFromObject(job))
+	defer r.Registry.jobsChanged(job.Annotations[v1alpha1.WorkerAnnotation])
 	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
 		return nil
 	}

@@ -46,6 +46,9 @@ type Registry struct {
 	Burst          int
 	HealthInterval time.Duration
 	Clock          clock.Clock
+	// CreateNamespaces: the manager creates mirrors' namespaces on workers,
+	// so their credentials need that right too.
+	CreateNamespaces bool
 
 	// jobEvents feeds the Job controller: manager Jobs whose mirror changed,
 	// or pending Jobs when capacity or workers change.
@@ -62,7 +65,17 @@ type Registry struct {
 	// observed holds, per manager Job key, when a mirror change not yet
 	// copied was first seen: the start of jobferry_status_sync_lag_seconds.
 	observed sync.Map
+	// countsPending holds the workers whose Job counts are due for a refresh.
+	countsPending sync.Map
 }
+
+// countsRefresh bounds how often a worker's status is rewritten for its Job
+// counts (the DISPATCHED and RUNNING columns) while Jobs come and go.
+const countsRefresh = 2 * time.Second
+
+// rightsRetry is how often a worker whose credential lacks rights is checked
+// again, so Jobs proceed within seconds of the rights being granted.
+const rightsRetry = 3 * time.Second
 
 // NewRegistry completes a Registry whose exported fields are set.
 func NewRegistry(r *Registry) *Registry {
@@ -126,6 +139,20 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	status := wc.Status.DeepCopy()
 	cond.ObservedGeneration = wc.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
+	if rem != nil && cond.Status == metav1.ConditionTrue {
+		authorized, granted := r.reviewRights(ctx, rem, false)
+		authorized.ObservedGeneration = wc.Generation
+		meta.SetStatusCondition(&status.Conditions, authorized)
+		if authorized.Status != metav1.ConditionTrue {
+			requeue = min(requeue, rightsRetry)
+		}
+		if granted {
+			// Jobs that waited for these rights proceed now, not after their
+			// back-off.
+			onWorker := placedOn(wc.Name)
+			r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
+		}
+	}
 	if rem != nil {
 		if capacity := rem.capacity(ctx); capacity != nil {
 			status.Capacity = capacity
@@ -226,6 +253,65 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
 		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+}
+
+// reviewRights checks the credential's rights when due (see
+// rightsCheckInterval) or when forced, and returns the Authorized condition
+// and whether rights that were missing have all been granted since the
+// previous review.
+func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) (metav1.Condition, bool) {
+	prev := rem.rights.Load()
+	due := force || prev == nil || len(prev.missing) > 0 || r.Clock.Since(prev.checked) >= rightsCheckInterval
+	state := prev
+	if due {
+		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		missing, err := reviewRights(reviewCtx, rem.health, requiredRights(r.CreateNamespaces))
+		if err != nil {
+			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
+				Message: err.Error()}, false
+		}
+		state = &rightsState{checked: r.Clock.Now(), missing: missing}
+		rem.rights.Store(state)
+		if len(missing) > 0 && (prev == nil || len(prev.missing) == 0) {
+			logf.FromContext(ctx).Info("worker credential lacks rights", "worker", rem.name, "missing", missingMessage(missing))
+		}
+	}
+	granted := prev != nil && len(prev.missing) > 0 && len(state.missing) == 0
+	if len(state.missing) > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
+			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}, granted
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized,
+		Message: "the credential has every right jobferry uses"}, granted
+}
+
+// recheckRights reviews a worker's rights now, after a write there was
+// refused as forbidden, and has its condition rewritten; it returns the
+// rights found missing.
+func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
+	rem := r.remote(worker)
+	if rem == nil || !rem.connected() {
+		return nil
+	}
+	_, _ = r.reviewRights(ctx, rem, true)
+	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+	return rem.missingRights()
+}
+
+// jobsChanged asks for a refresh of a worker's Job counts, at most every
+// countsRefresh.
+func (r *Registry) jobsChanged(worker string) {
+	if worker == "" {
+		return
+	}
+	if _, pending := r.countsPending.LoadOrStore(worker, struct{}{}); pending {
+		return
+	}
+	time.AfterFunc(countsRefresh, func() {
+		r.countsPending.Delete(worker)
+		r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+	})
 }
 
 // backoff is the delay before the next probe after n consecutive failures.

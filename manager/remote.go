@@ -43,6 +43,9 @@ type remote struct {
 	// failures counts consecutive failed health probes, for backoff.
 	failures atomic.Int32
 	lastErr  atomic.Value // string
+	// rights is what the last review of the credential's rights found; nil
+	// until the first one.
+	rights atomic.Pointer[rightsState]
 
 	// namespaces already known to exist on the worker.
 	namespaces sync.Map
@@ -140,6 +143,14 @@ func (r *remote) probe(ctx context.Context) error {
 
 // connected: the worker answers and the caches are in sync.
 func (r *remote) connected() bool { return r.synced.Load() && r.healthy.Load() }
+
+// missingRights lists the rights the credential lacked at the last review.
+func (r *remote) missingRights() []right {
+	if state := r.rights.Load(); state != nil {
+		return state.missing
+	}
+	return nil
+}
 
 // client reads from the cache and writes to the worker's API server.
 func (r *remote) client() client.Client { return r.cluster.GetClient() }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"errors"
+	"math"
 	"regexp"
 	"slices"
 
@@ -10,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/internal/jobindex"
 )
 
 // Status returns the status the manager Job should have to reflect its
@@ -18,7 +21,12 @@ import (
 // (rule numbers refer to the checklist in
 // shared/research/upstream-job-controller-and-status-validation.md §4b):
 //   - a finished manager Job is frozen (rules 8, 11);
-//   - succeeded and failed never decrease (9, 10), as after a re-dispatch;
+//   - succeeded and failed never decrease (9, 10), as after a re-dispatch,
+//     except that scaling an elastic Indexed Job down drops the indexes at or
+//     beyond its new completions, as the worker's own controller does;
+//   - completedIndexes and failedIndexes name no index at or beyond the
+//     manager Job's completions (24), even while the mirror still has the
+//     completions of before a scale-down;
 //   - FailureTarget and SuccessCriteriaMet, once True on the manager, stay (6, 8),
 //     and conditions contradicting them are not copied (3, 4, 16, 17);
 //   - Failed comes with FailureTarget, Complete with SuccessCriteriaMet, in the
@@ -35,13 +43,19 @@ func Status(manager *batchv1.Job, worker batchv1.JobStatus) batchv1.JobStatus {
 	}
 	out := *worker.DeepCopy()
 
-	out.Succeeded = max(out.Succeeded, old.Succeeded)
+	out.Succeeded = max(out.Succeeded, succeededFloor(manager))
 	out.Failed = max(out.Failed, old.Failed)
 	if manager.Spec.BackoffLimitPerIndex == nil {
 		out.FailedIndexes = nil
 	}
-	if ptr.Deref(manager.Spec.CompletionMode, batchv1.NonIndexedCompletion) != batchv1.IndexedCompletion {
+	if !isIndexed(manager) {
 		out.CompletedIndexes = ""
+	}
+	if completions := manager.Spec.Completions; completions != nil {
+		out.CompletedIndexes = belowCompletions(out.CompletedIndexes, int(*completions))
+		if out.FailedIndexes != nil {
+			out.FailedIndexes = ptr.To(belowCompletions(*out.FailedIndexes, int(*completions)))
+		}
 	}
 
 	if old.StartTime != nil && !old.StartTime.Equal(out.StartTime) && !startTimeMayChange(manager, out) {
@@ -84,6 +98,35 @@ func Status(manager *batchv1.Job, worker batchv1.JobStatus) batchv1.JobStatus {
 		out.Ready = ptr.To(out.Active)
 	}
 	return out
+}
+
+// succeededFloor is the lowest succeeded count the manager Job may show:
+// what it shows now, less, for an elastic Indexed Job (completions ==
+// parallelism, the one case where the API server lets succeeded decrease),
+// the completed indexes its completions no longer include.
+func succeededFloor(manager *batchv1.Job) int32 {
+	old := manager.Status
+	spec := manager.Spec
+	if !isIndexed(manager) || spec.Completions == nil || !ptr.Equal(spec.Completions, spec.Parallelism) {
+		return old.Succeeded
+	}
+	all := jobindex.Parse(old.CompletedIndexes, math.MaxInt32).Total()
+	kept := jobindex.Parse(old.CompletedIndexes, int(*spec.Completions)).Total()
+	return max(old.Succeeded-int32(all-kept), 0)
+}
+
+// belowCompletions drops the indexes at or beyond completions from an index
+// list, leaving a list without such indexes exactly as it is.
+func belowCompletions(indexes string, completions int) string {
+	kept := jobindex.Parse(indexes, completions)
+	if kept.Total() == jobindex.Parse(indexes, math.MaxInt32).Total() {
+		return indexes
+	}
+	return kept.String()
+}
+
+func isIndexed(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.CompletionMode, batchv1.NonIndexedCompletion) == batchv1.IndexedCompletion
 }
 
 // startTimeMayChange: once set, startTime may change only while the Job is

@@ -44,6 +44,10 @@ func suspended(s *batchv1.JobSpec) { s.Suspend = ptr.To(true) }
 func indexed(s *batchv1.JobSpec)   { s.CompletionMode = ptr.To(batchv1.IndexedCompletion) }
 func perIndex(s *batchv1.JobSpec)  { indexed(s); s.BackoffLimitPerIndex = ptr.To[int32](1) }
 
+func completionsAndParallelism(n int32) func(*batchv1.JobSpec) {
+	return func(s *batchv1.JobSpec) { s.Completions, s.Parallelism = ptr.To(n), ptr.To(n) }
+}
+
 func TestStatus(t *testing.T) {
 	running := batchv1.JobStatus{StartTime: at(0), Active: 2, Ready: ptr.To[int32](2), Terminating: ptr.To[int32](0), UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{}}
 	cases := map[string]struct {
@@ -76,6 +80,31 @@ func TestStatus(t *testing.T) {
 			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Succeeded: 1, Failed: 3}),
 			worker:  batchv1.JobStatus{StartTime: at(0), Active: 1, Failed: 1},
 			want:    batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 1, Failed: 3},
+		},
+		"rule 10: an elastic Indexed Job scaled down drops the indexes beyond its completions": {
+			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 5, CompletedIndexes: "0-4"}, indexed, completionsAndParallelism(3)),
+			worker:  batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 3, CompletedIndexes: "0-2"},
+			want:    batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 3, CompletedIndexes: "0-2"},
+		},
+		"rule 10: an elastic Indexed Job never loses the indexes it still needs (a new attempt starts at 0)": {
+			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Succeeded: 2, CompletedIndexes: "0,1"}, indexed, completionsAndParallelism(3)),
+			worker:  batchv1.JobStatus{StartTime: at(0), Active: 3},
+			want:    batchv1.JobStatus{StartTime: at(0), Active: 3, Succeeded: 2},
+		},
+		"rule 10: an Indexed Job that is not elastic never decreases": {
+			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Succeeded: 2, CompletedIndexes: "0,1"}, indexed),
+			worker:  batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 1, CompletedIndexes: "0"},
+			want:    batchv1.JobStatus{StartTime: at(0), Active: 1, Succeeded: 2, CompletedIndexes: "0"},
+		},
+		"rule 24: indexes beyond the manager's completions are not copied while the mirror lags a scale-down": {
+			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Active: 3, Succeeded: 2, CompletedIndexes: "0,1"}, perIndex, completionsAndParallelism(3)),
+			worker:  batchv1.JobStatus{StartTime: at(0), Active: 3, Succeeded: 4, CompletedIndexes: "0,1,4", FailedIndexes: ptr.To("2,3")},
+			want:    batchv1.JobStatus{StartTime: at(0), Active: 3, Succeeded: 4, CompletedIndexes: "0,1", FailedIndexes: ptr.To("2")},
+		},
+		"index lists within completions are copied exactly as written": {
+			manager: managerJob(batchv1.JobStatus{StartTime: at(0), Active: 2}, indexed, completionsAndParallelism(8)),
+			worker:  batchv1.JobStatus{StartTime: at(0), Active: 2, Succeeded: 3, CompletedIndexes: "1,2,3"},
+			want:    batchv1.JobStatus{StartTime: at(0), Active: 2, Succeeded: 3, CompletedIndexes: "1,2,3"},
 		},
 		"rule 12: Failed without FailureTarget gets its companion in the same write": {
 			manager: managerJob(running),

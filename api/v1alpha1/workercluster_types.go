@@ -20,6 +20,11 @@ const (
 // ConditionConnected is True while the manager can reach the worker's API server.
 const ConditionConnected = "Connected"
 
+// ConditionAuthorized is True while the worker's credential has every right
+// the manager uses there; False names the missing ones, and no new Job is
+// placed on the worker until they are granted.
+const ConditionAuthorized = "Authorized"
+
 // SecretKeyRef points at one key of a Secret in the manager's namespace.
 type SecretKeyRef struct {
 	// Name of the Secret.
@@ -75,12 +80,13 @@ type WorkerClusterStatus struct {
 	// Capacity is the last ClusterCapacity summary read from the worker.
 	// +optional
 	Capacity *ClusterCapacityStatus `json:"capacity,omitempty"`
-	// DispatchedJobs counts unfinished Jobs placed on this worker.
+	// DispatchedJobs counts unfinished Jobs placed on this worker (refreshed
+	// within seconds of a change).
 	// +optional
-	DispatchedJobs int32 `json:"dispatchedJobs,omitempty"`
+	DispatchedJobs int32 `json:"dispatchedJobs"`
 	// RunningJobs counts placed Jobs with at least one active pod.
 	// +optional
-	RunningJobs int32 `json:"runningJobs,omitempty"`
+	RunningJobs int32 `json:"runningJobs"`
 }
 
 // WorkerCluster is a cluster the manager dispatches Jobs to.
@@ -89,8 +95,10 @@ type WorkerClusterStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=wc
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].reason`
+// +kubebuilder:printcolumn:name="Authorized",type=string,JSONPath=`.status.conditions[?(@.type=="Authorized")].status`
 // +kubebuilder:printcolumn:name="Cordoned",type=boolean,JSONPath=`.spec.cordoned`
 // +kubebuilder:printcolumn:name="Dispatched",type=integer,JSONPath=`.status.dispatchedJobs`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.runningJobs`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkerCluster struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -137,4 +145,14 @@ const (
 	ReasonFilePathNotAllowed = "FilePathNotAllowed"
 	// ReasonUnreachable: the worker's API server does not answer.
 	ReasonUnreachable = "Unreachable"
+)
+
+// Reasons of the Authorized condition.
+const (
+	// ReasonAuthorized: the credential has every right the manager uses.
+	ReasonAuthorized = "Authorized"
+	// ReasonMissingRights: the credential lacks rights the message names.
+	ReasonMissingRights = "MissingRights"
+	// ReasonRightsUnknown: the worker did not answer the access reviews.
+	ReasonRightsUnknown = "RightsUnknown"
 )

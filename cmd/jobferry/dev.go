@@ -44,12 +44,17 @@ func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*dev
 }
 
 // kubectlHint is a command line a reader can paste to look at a cluster.
+// Inside the checkout the paths are relative to its root, as the README's
+// commands are run from there; elsewhere they are absolute.
 func kubectlHint(dir, cluster, args string) string {
 	bin := "bin"
-	if root, err := localcluster.RepoRoot(); err == nil {
+	root, err := localcluster.RepoRoot()
+	if err == nil {
 		if rel, err := filepath.Rel(root, dir); err == nil {
 			dir = rel
 		}
+	} else if binDir, err := localcluster.BinDir(); err == nil {
+		bin = binDir
 	}
 	return fmt.Sprintf("%s/kubectl --kubeconfig %s/%s/kubeconfig %s", bin, dir, cluster, args)
 }

@@ -90,6 +90,7 @@ func main() {
 	registry := manager.NewRegistry(&manager.Registry{
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin,
 		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},
+		CreateNamespaces: *createNamespaces,
 	})
 	if err := registry.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the WorkerCluster controller")

@@ -32,16 +32,28 @@ func RepoRoot() (string, error) {
 }
 
 // BinDir returns the directory holding the pinned binaries: $JOBFERRY_BIN_DIR,
-// or bin/ at the repository root.
+// the directory of the running program when the binaries are next to it (as
+// `make build` puts bin/jobferry among them, so it works from any directory),
+// or bin/ at the root of the repository around the working directory.
 func BinDir() (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
 		return filepath.Abs(dir)
 	}
+	if exe, err := os.Executable(); err == nil {
+		if dir := filepath.Dir(exe); hasBinaries(dir) {
+			return dir, nil
+		}
+	}
 	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("finding the binaries: none next to this program, %v; set %s to the directory holding kube-apiserver, etcd and the jobferry binaries (bin/ of a checkout after `make tools build`)", err, BinDirEnv)
 	}
 	return filepath.Join(root, "bin"), nil
+}
+
+// hasBinaries reports whether dir holds the control plane binaries.
+func hasBinaries(dir string) bool {
+	return checkBinaries(dir, "etcd", "kube-apiserver", "kube-controller-manager") == nil
 }
 
 // checkBinaries fails with what to run when a binary is missing.

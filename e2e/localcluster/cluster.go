@@ -35,11 +35,14 @@ import (
 //go:embed stages.yaml
 var kwokStages []byte
 
-// Controllers run by kube-controller-manager: what Jobs need (job, garbage
-// collection, TTL), namespaces and service accounts work as in a real cluster,
-// and node-lifecycle clears the not-ready taint of fake nodes.
+// Controllers run by kube-controller-manager: what Jobs need (job, CronJob,
+// garbage collection, TTL), namespaces and service accounts work as in a real
+// cluster (with the kube-root-ca.crt ConfigMap in every namespace), and
+// node-lifecycle clears the not-ready taint of fake nodes.
 var Controllers = []string{
 	"job-controller",
+	"cronjob-controller",
+	"root-ca-certificate-publisher-controller",
 	"garbage-collector-controller",
 	"namespace-controller",
 	"serviceaccount-controller",
@@ -48,6 +51,9 @@ var Controllers = []string{
 	"pod-garbage-collector-controller",
 	"node-lifecycle-controller",
 }
+
+// nodeLeaseSeconds is the lease duration of fake nodes: a kubelet's default.
+const nodeLeaseSeconds = "40"
 
 // Client QPS of the controller-manager and scheduler: at the default 20 QPS
 // the Job controller caps a cluster at about 3 Jobs/s.
@@ -396,6 +402,12 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		}
 		kwok, err := run("kwok", admin,
 			"--config="+files.path("kwok.yaml"),
+			// KWOK renews a Lease per node, as a kubelet does: without one,
+			// the node-lifecycle controller sees no heartbeat for
+			// --node-monitor-grace-period and marks the nodes NotReady about
+			// once a minute (the node-heartbeat-with-lease stage then only
+			// refreshes the status every ten minutes, like a kubelet).
+			"--node-lease-duration-seconds="+nodeLeaseSeconds,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
 			"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort))

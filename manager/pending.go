@@ -1,0 +1,97 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons of the Suspended condition jobferry writes on a manager Job that
+// has no mirror whose status could be copied, so that `kubectl get job` shows
+// it Suspended, not Running, and `kubectl describe job` says why it waits.
+// The mirror's status replaces the condition once the Job runs on a worker.
+const (
+	// ReasonWaitingForWorker: no worker is chosen yet (none fits, the Job's
+	// cluster selector is invalid, or the placement could not be recorded).
+	ReasonWaitingForWorker = "WaitingForWorker"
+	// ReasonWaitingForMirror: a worker is chosen, but the mirror is not
+	// created yet (the worker is unreachable, or refused the mirror).
+	ReasonWaitingForMirror = "WaitingForMirror"
+	// reasonJobSuspended is what kube-controller-manager writes on a Job its
+	// user suspended; jobferry writes the same on one it never dispatched.
+	reasonJobSuspended = "JobSuspended"
+)
+
+// pendingRefresh is how often the message of an unchanged reason is
+// rewritten: the reasons for "no worker fits" quote free capacity, which
+// changes with every summary; the Events carry every detail.
+const pendingRefresh = 30 * time.Second
+
+// waiting says why a manager Job without a mirror does not run.
+type waiting struct {
+	reason, message string
+}
+
+func userSuspendedWaiting() waiting { return waiting{reasonJobSuspended, "Job suspended"} }
+
+func waitingForWorker(format string, args ...any) waiting {
+	return waiting{ReasonWaitingForWorker, "waiting to be dispatched to a worker cluster: " + fmt.Sprintf(format, args...)}
+}
+
+func waitingForMirror(worker, format string, args ...any) waiting {
+	return waiting{ReasonWaitingForMirror, fmt.Sprintf("placed on worker cluster %s; ", worker) + fmt.Sprintf(format, args...)}
+}
+
+// pendingStatus returns status with a True Suspended condition saying why the
+// Job waits, and whether that is worth a write: a new reason always is, a new
+// message with the same reason at most every pendingRefresh. Nothing else of
+// the status changes, so every Job status validation rule that held still
+// holds (Suspended is not among the conditions the API server guards).
+func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.JobStatus, bool) {
+	out := *status.DeepCopy()
+	for i := range out.Conditions {
+		c := &out.Conditions[i]
+		if c.Type != batchv1.JobSuspended {
+			continue
+		}
+		switch {
+		case c.Status == corev1.ConditionTrue && c.Reason == w.reason && c.Message == w.message:
+			return status, false
+		case c.Status == corev1.ConditionTrue && c.Reason == w.reason && now.Sub(c.LastProbeTime.Time) < pendingRefresh:
+			return status, false
+		case c.Status != corev1.ConditionTrue:
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
+		c.Status, c.Reason, c.Message, c.LastProbeTime = corev1.ConditionTrue, w.reason, w.message, metav1.NewTime(now)
+		return out, true
+	}
+	out.Conditions = append(out.Conditions, batchv1.JobCondition{
+		Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: w.reason, Message: w.message,
+		LastProbeTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+	})
+	return out, true
+}
+
+// showWaiting writes why the Job waits onto its status, unless it is finished
+// or already says so. The Job object is updated with what was written.
+func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w waiting) error {
+	if isFinished(job) {
+		return nil
+	}
+	status, changed := pendingStatus(job.Status, w, r.Clock.Now())
+	if !changed {
+		return nil
+	}
+	updated := job.DeepCopy()
+	updated.Status = status
+	if err := r.Client.Status().Update(ctx, updated); err != nil {
+		return fmt.Errorf("writing why the Job waits (%s): %w", w.reason, err)
+	}
+	r.refusals.followOwnWrite(job, updated.ResourceVersion)
+	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
+	return nil
+}

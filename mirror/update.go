@@ -1,0 +1,113 @@
+package mirror
+
+import (
+	"maps"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+)
+
+// SpecUpdate carries to an existing mirror m what changed in desired, the
+// mirror Build makes of the manager Job as it is now. It copies the fields the
+// API server lets a user change on an existing Job (upstream
+// ValidateJobSpecUpdate): parallelism, completions (elastic Indexed Jobs),
+// activeDeadlineSeconds, backoffLimit, maxFailedIndexes and suspend; and,
+// while the mirror's pod template is mutable (suspended and not running,
+// KEP-2926), the template's scheduling directives, labels and annotations.
+// It returns the updated mirror and the fields that changed, none when m is
+// up to date. The worker's API server has the last word: a change it refuses
+// is the caller's to report.
+func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
+	updated := m.DeepCopy()
+	spec, want := &updated.Spec, &desired.Spec
+	var changed []string
+	carry := func(field string, dst **int32, src *int32) {
+		if ptr.Equal(*dst, src) {
+			return
+		}
+		*dst = nil
+		if src != nil {
+			*dst = ptr.To(*src)
+		}
+		changed = append(changed, field)
+	}
+	carry("parallelism", &spec.Parallelism, want.Parallelism)
+	carry("completions", &spec.Completions, want.Completions)
+	carry("backoffLimit", &spec.BackoffLimit, want.BackoffLimit)
+	carry("maxFailedIndexes", &spec.MaxFailedIndexes, want.MaxFailedIndexes)
+	if !ptr.Equal(spec.ActiveDeadlineSeconds, want.ActiveDeadlineSeconds) {
+		spec.ActiveDeadlineSeconds = want.ActiveDeadlineSeconds
+		changed = append(changed, "activeDeadlineSeconds")
+	}
+	if ptr.Deref(spec.Suspend, false) != ptr.Deref(want.Suspend, false) {
+		spec.Suspend = ptr.To(ptr.Deref(want.Suspend, false))
+		changed = append(changed, "suspend")
+	}
+	if TemplateMutable(m) && !sameSchedulingTemplate(m.Spec.Template, want.Template) {
+		carryScheduling(&spec.Template, want.Template)
+		changed = append(changed, "template")
+	}
+	return updated, changed
+}
+
+// TemplateMutable mirrors the API server's rule for changing the pod
+// template's scheduling directives of a Job (KEP-2926, with
+// MutableSchedulingDirectivesForSuspendedJobs, on by default since 1.36): the
+// Job is suspended, has not started or shows Suspended=True, and runs no pod.
+func TemplateMutable(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) &&
+		(job.Status.StartTime == nil || isTrue(job.Status, batchv1.JobSuspended)) &&
+		job.Status.Active == 0
+}
+
+// sameSchedulingTemplate compares what carryScheduling copies, ignoring the
+// labels the worker's API server derives from the mirror's own UID.
+func sameSchedulingTemplate(have, want corev1.PodTemplateSpec) bool {
+	return equality.Semantic.DeepEqual(withoutGenerated(have.Labels), withoutGenerated(want.Labels)) &&
+		equality.Semantic.DeepEqual(have.Annotations, want.Annotations) &&
+		equality.Semantic.DeepEqual(have.Spec.NodeSelector, want.Spec.NodeSelector) &&
+		equality.Semantic.DeepEqual(have.Spec.Tolerations, want.Spec.Tolerations) &&
+		equality.Semantic.DeepEqual(nodeAffinity(have.Spec), nodeAffinity(want.Spec)) &&
+		equality.Semantic.DeepEqual(have.Spec.SchedulingGates, want.Spec.SchedulingGates)
+}
+
+// carryScheduling copies the template fields a suspended Job's template may
+// change, keeping the generated labels the worker's API server set.
+func carryScheduling(dst *corev1.PodTemplateSpec, src corev1.PodTemplateSpec) {
+	labels := withoutGenerated(src.Labels)
+	for _, l := range generatedLabels {
+		if v, ok := dst.Labels[l]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[l] = v
+		}
+	}
+	dst.Labels = labels
+	dst.Annotations = maps.Clone(src.Annotations)
+	dst.Spec.NodeSelector = maps.Clone(src.Spec.NodeSelector)
+	dst.Spec.Tolerations = src.Spec.DeepCopy().Tolerations
+	dst.Spec.SchedulingGates = src.Spec.DeepCopy().SchedulingGates
+	if na := nodeAffinity(src.Spec); na != nil {
+		if dst.Spec.Affinity == nil {
+			dst.Spec.Affinity = &corev1.Affinity{}
+		}
+		dst.Spec.Affinity.NodeAffinity = na.DeepCopy()
+	} else if dst.Spec.Affinity != nil {
+		dst.Spec.Affinity.NodeAffinity = nil
+		if equality.Semantic.DeepEqual(*dst.Spec.Affinity, corev1.Affinity{}) {
+			// The API server lets the whole affinity go only when it held
+			// nothing besides node affinity.
+			dst.Spec.Affinity = nil
+		}
+	}
+}
+
+func nodeAffinity(spec corev1.PodSpec) *corev1.NodeAffinity {
+	if spec.Affinity == nil {
+		return nil
+	}
+	return spec.Affinity.NodeAffinity
+}
