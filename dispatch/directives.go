@@ -50,8 +50,13 @@ func mergeNodeAffinity(job, worker *corev1.NodeAffinity) *corev1.NodeAffinity {
 		return worker.DeepCopy()
 	}
 	out := job.DeepCopy()
-	out.PreferredDuringSchedulingIgnoredDuringExecution = append(out.PreferredDuringSchedulingIgnoredDuringExecution,
-		worker.PreferredDuringSchedulingIgnoredDuringExecution...)
+	for _, p := range worker.PreferredDuringSchedulingIgnoredDuringExecution {
+		if !slices.ContainsFunc(out.PreferredDuringSchedulingIgnoredDuringExecution, func(have corev1.PreferredSchedulingTerm) bool {
+			return equality.Semantic.DeepEqual(have, p)
+		}) {
+			out.PreferredDuringSchedulingIgnoredDuringExecution = append(out.PreferredDuringSchedulingIgnoredDuringExecution, p)
+		}
+	}
 	required := worker.RequiredDuringSchedulingIgnoredDuringExecution
 	switch {
 	case required == nil || len(required.NodeSelectorTerms) == 0:
@@ -59,9 +64,17 @@ func mergeNodeAffinity(job, worker *corev1.NodeAffinity) *corev1.NodeAffinity {
 		out.RequiredDuringSchedulingIgnoredDuringExecution = required.DeepCopy()
 	default:
 		// Terms are ORed and requirements within a term ANDed, so (a|b)&(c|d)
-		// becomes (a&c)|(a&d)|(b&c)|(b&d).
+		// becomes (a&c)|(a&d)|(b&c)|(b&d). A Job term that already holds
+		// all of a worker term's requirements implies the worker's terms and
+		// stays as it is, so merging the same directives twice changes
+		// nothing (a template merged once is merged again when its mirror
+		// is rebuilt).
 		var terms []corev1.NodeSelectorTerm
 		for _, j := range out.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			if slices.ContainsFunc(required.NodeSelectorTerms, func(w corev1.NodeSelectorTerm) bool { return termImplies(j, w) }) {
+				terms = append(terms, j)
+				continue
+			}
 			for _, w := range required.NodeSelectorTerms {
 				terms = append(terms, corev1.NodeSelectorTerm{
 					MatchExpressions: append(slices.Clone(j.MatchExpressions), w.MatchExpressions...),
@@ -72,4 +85,17 @@ func mergeNodeAffinity(job, worker *corev1.NodeAffinity) *corev1.NodeAffinity {
 		out.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms
 	}
 	return out
+}
+
+// termImplies reports whether term j holds every requirement of term w.
+func termImplies(j, w corev1.NodeSelectorTerm) bool {
+	contains := func(have, want []corev1.NodeSelectorRequirement) bool {
+		for _, r := range want {
+			if !slices.ContainsFunc(have, func(h corev1.NodeSelectorRequirement) bool { return equality.Semantic.DeepEqual(h, r) }) {
+				return false
+			}
+		}
+		return true
+	}
+	return contains(j.MatchExpressions, w.MatchExpressions) && contains(j.MatchFields, w.MatchFields)
 }

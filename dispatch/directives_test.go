@@ -66,6 +66,14 @@ func TestMergeDirectives(t *testing.T) {
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{preferred},
 			}}},
 		},
+		"a Job term that already holds a worker term stays as it is": {
+			spec:       corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: required([]corev1.NodeSelectorRequirement{a, c}, []corev1.NodeSelectorRequirement{b})}},
+			directives: v1alpha1.SchedulingDirectives{NodeAffinity: required([]corev1.NodeSelectorRequirement{c}, []corev1.NodeSelectorRequirement{d})},
+			want: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: required(
+				[]corev1.NodeSelectorRequirement{a, c},
+				[]corev1.NodeSelectorRequirement{b, c}, []corev1.NodeSelectorRequirement{b, d},
+			)}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -86,6 +94,15 @@ func TestMergeDirectives(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, &in); diff != "" {
 				t.Errorf("input template modified:\n%s", diff)
+			}
+			// A mirror is rebuilt from a template the directives were merged
+			// into already: merging them again changes nothing.
+			again, err := MergeDirectives(got, tc.directives)
+			if err != nil {
+				t.Fatalf("merging again: %v", err)
+			}
+			if diff := cmp.Diff(got.Spec, again.Spec); diff != "" {
+				t.Errorf("merging twice differs from merging once (-once +twice):\n%s", diff)
 			}
 		})
 	}

@@ -61,9 +61,12 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
 // the placement before anything exists on the worker), creates its mirror,
-// injects the worker's directives and unsuspends it in one update, copies the
-// mirror's status back, and deletes the mirror once its final status is
-// copied or the manager Job is deleted.
+// injects the worker's directives and unsuspends it in one update, carries
+// later spec changes to the mirror, copies the mirror's status back, and
+// deletes the mirror once its final status is copied or the manager Job is
+// deleted. A Job with nothing to run it completes itself (nothingtorun.go);
+// one that waits shows why in its Suspended condition (pending.go); a write
+// the API server refuses becomes a Warning Event on the Job (refusals.go).
 type JobReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -434,10 +437,10 @@ func (r *JobReconciler) syncMirrorSpec(ctx context.Context, job *batchv1.Job, re
 		return reconcile.Result{}, nil, false
 	}
 	if err := rem.client().Update(ctx, updated); err != nil {
-		result, err := r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(changed, ", ")+" to the mirror", workerAPI(rem.name), err)
 		if classify(err) == forbidden {
 			r.Registry.recheckRights(ctx, rem.name)
 		}
+		result, err := r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(changed, ", ")+" to the mirror", workerAPI(rem.name), err)
 		return result, err, false
 	}
 	if slices.Contains(changed, "suspend") {
