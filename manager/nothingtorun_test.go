@@ -31,7 +31,7 @@ func TestCompletedWithoutPods(t *testing.T) {
 		status  batchv1.JobStatus
 		want    batchv1.JobStatus
 	}{
-		"running: started and complete at once":                        {suspend: false, want: withStart},
+		"running: started and complete at once":                         {suspend: false, want: withStart},
 		"suspended: complete without a startTime (the API's exemption)": {suspend: true, want: upstream},
 		"the Suspended condition jobferry showed while it waited goes": {
 			suspend: true, status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{waitingCond}}, want: upstream,
