@@ -142,10 +142,8 @@ func TestWebhooks(t *testing.T) {
 	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
 		t.Fatalf("a Job the user created suspended was dispatched to %s", w)
 	}
-	got.Spec.Suspend = ptr.To(false)
-	if _, err := d.manager.BatchV1().Jobs(ns).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// A patch: jobferry writes the Job's status (Suspended) meanwhile.
+	setManagerSuspend(ctx, t, d, ns, held.Name, false)
 	done := pollJob(ctx, t, d.manager, ns, held.Name, time.Minute, "Complete after the user resumed it", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobComplete) != nil
 	})

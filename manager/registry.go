@@ -140,17 +140,11 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	cond.ObservedGeneration = wc.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if rem != nil && cond.Status == metav1.ConditionTrue {
-		authorized, granted := r.reviewRights(ctx, rem, false)
+		authorized := r.reviewRights(ctx, rem, false)
 		authorized.ObservedGeneration = wc.Generation
 		meta.SetStatusCondition(&status.Conditions, authorized)
 		if authorized.Status != metav1.ConditionTrue {
 			requeue = min(requeue, rightsRetry)
-		}
-		if granted {
-			// Jobs that waited for these rights proceed now, not after their
-			// back-off.
-			onWorker := placedOn(wc.Name)
-			r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
 		}
 	}
 	if rem != nil {
@@ -256,10 +250,12 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 }
 
 // reviewRights checks the credential's rights when due (see
-// rightsCheckInterval) or when forced, and returns the Authorized condition
-// and whether rights that were missing have all been granted since the
-// previous review.
-func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) (metav1.Condition, bool) {
+// rightsCheckInterval) or when forced, and returns the Authorized condition.
+// When rights that were missing have all been granted, the Jobs placed on
+// the worker and the unplaced ones are looked at again at once, not after
+// their back-off.
+func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) metav1.Condition {
+	log := logf.FromContext(ctx).WithValues("worker", rem.name)
 	prev := rem.rights.Load()
 	due := force || prev == nil || len(prev.missing) > 0 || r.Clock.Since(prev.checked) >= rightsCheckInterval
 	state := prev
@@ -268,22 +264,27 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) (m
 		defer cancel()
 		missing, err := reviewRights(reviewCtx, rem.health, requiredRights(r.CreateNamespaces))
 		if err != nil {
+			log.Error(err, "reviewing the worker credential's rights")
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
-				Message: err.Error()}, false
+				Message: err.Error()}
 		}
 		state = &rightsState{checked: r.Clock.Now(), missing: missing}
 		rem.rights.Store(state)
-		if len(missing) > 0 && (prev == nil || len(prev.missing) == 0) {
-			logf.FromContext(ctx).Info("worker credential lacks rights", "worker", rem.name, "missing", missingMessage(missing))
+		switch {
+		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
+			log.Info("worker credential lacks rights", "missing", missingMessage(missing))
+		case len(missing) == 0 && prev != nil && len(prev.missing) > 0:
+			log.Info("worker credential has every right now")
+			onWorker := placedOn(rem.name)
+			r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
 		}
 	}
-	granted := prev != nil && len(prev.missing) > 0 && len(state.missing) == 0
 	if len(state.missing) > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
-			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}, granted
+			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized,
-		Message: "the credential has every right jobferry uses"}, granted
+		Message: "the credential has every right jobferry uses"}
 }
 
 // recheckRights reviews a worker's rights now, after a write there was
@@ -294,7 +295,7 @@ func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
 	if rem == nil || !rem.connected() {
 		return nil
 	}
-	_, _ = r.reviewRights(ctx, rem, true)
+	r.reviewRights(ctx, rem, true)
 	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
 	return rem.missingRights()
 }
@@ -397,6 +398,9 @@ func (r *Registry) enqueue(namespace, name string) {
 func (r *Registry) enqueueJobs(ctx context.Context, keep func(job *batchv1.Job) bool) {
 	var jobs batchv1.JobList
 	if err := r.Client.List(ctx, &jobs); err != nil {
+		// From the cache, so this fails only while stopping; the Jobs'
+		// own requeues remain.
+		logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again")
 		return
 	}
 	for i := range jobs.Items {
