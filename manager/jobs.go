@@ -52,6 +52,10 @@ const (
 	ReasonWorkerLost         = "WorkerLost"
 	ReasonMissingRights      = "WorkerMissingRights"
 	ReasonInvalidMirror      = "InvalidMirror"
+	// ReasonNotAllowed: the dispatch policy refuses the Job (a namespace
+	// not opted in, a reserved one, pods its Pod Security level forbids):
+	// it reached jobferry while the webhook did not check it.
+	ReasonNotAllowed = "DispatchNotAllowed"
 )
 
 // managerAPI names the manager cluster's API server in Events.
@@ -74,7 +78,9 @@ type JobReconciler struct {
 	Origin   string
 	// CreateNamespaces creates a mirror's namespace on the worker if missing.
 	CreateNamespaces bool
-	Clock            clock.Clock
+	// Policy says which Jobs may be dispatched, and where (tenancy).
+	Policy *DispatchPolicy
+	Clock  clock.Clock
 	// Workers is the number of Jobs reconciled at once.
 	Workers int
 	// CapacitySettle is how long after a mirror's pods run a capacity
@@ -154,6 +160,15 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	if isFinished(job) {
 		return reconcile.Result{}, nil
 	}
+	// The webhook applies the policy at creation; this catches Jobs created
+	// while it was down or not registered, and namespaces changed since.
+	ns, err := getNamespace(ctx, r.Client, job.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
+		return r.notAllowed(ctx, job, refusal)
+	}
 	if userSuspended(job) {
 		return reconcile.Result{}, r.showWaiting(ctx, job, userSuspendedWaiting())
 	}
@@ -161,7 +176,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 		// The user was told; the same write would be rejected again.
 		return reconcile.Result{}, nil
 	}
-	decision, invalid, err := r.decide(ctx, job)
+	decision, invalid, err := r.decide(ctx, job, ns)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -196,14 +211,29 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	return reconcile.Result{}, nil
 }
 
+// notAllowed shows on the Job why the dispatch policy keeps it on the
+// manager, once (and again when the reason changes), and looks again in a
+// minute: an administrator may opt its namespace in meanwhile.
+func (r *JobReconciler) notAllowed(ctx context.Context, job *batchv1.Job, refusal *Refusal) (reconcile.Result, error) {
+	w := waiting{ReasonNotAllowed, fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", refusal.Rule, refusal.Message)}
+	wrote, err := r.updateWaiting(ctx, job, w)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if wrote {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", w.message)
+	}
+	return reconcile.Result{RequeueAfter: time.Minute}, nil
+}
+
 // decide places the Job and assumes its request on the chosen worker at once,
 // under one lock, so concurrent placements see each other's choices; the
 // slower write that records the placement happens outside the lock.
 // invalid says what is wrong with the Job itself; err is a failure to read.
-func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job) (decision dispatch.Decision, invalid, err error) {
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) (decision dispatch.Decision, invalid, err error) {
 	r.placeMu.Lock()
 	defer r.placeMu.Unlock()
-	workers, err := r.workerViews(ctx, job)
+	workers, err := r.workerViews(ctx, job, ns)
 	if err != nil {
 		return dispatch.Decision{}, nil, err
 	}
@@ -214,8 +244,9 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job) (decision 
 	return decision, invalid, nil
 }
 
-// workerViews describes every WorkerCluster for placement.
-func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]dispatch.Worker, error) {
+// workerViews describes every WorkerCluster for placement of a Job from the
+// manager namespace ns.
+func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) ([]dispatch.Worker, error) {
 	var list v1alpha1.WorkerClusterList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing WorkerClusters: %w", err)
@@ -238,6 +269,13 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job) ([]di
 			}
 			if missing := rem.missingRights(); len(missing) > 0 {
 				unavailable = append(unavailable, missingMessage(missing))
+			}
+			workerNS, err := rem.namespace(ctx, job.Namespace)
+			if err != nil {
+				return nil, err
+			}
+			if why := r.Policy.WorkerNamespaceRejects(ns, workerNS); why != "" {
+				unavailable = append(unavailable, why)
 			}
 		}
 		if slices.Contains(excluded, wc.Name) {
@@ -318,7 +356,13 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
 	if r.CreateNamespaces {
-		if err := rem.ensureNamespace(ctx, job.Namespace); err != nil {
+		ns, err := getNamespace(ctx, r.Client, job.Namespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		// The worker's Pod Security admission holds the mirror's pods to
+		// the manager namespace's levels.
+		if err := rem.ensureNamespace(ctx, job.Namespace, podSecurityLabels(ns)); err != nil {
 			return r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
 		}
 	}

@@ -79,19 +79,25 @@ func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.
 // showWaiting writes why the Job waits onto its status, unless it is finished
 // or already says so. The Job object is updated with what was written.
 func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w waiting) error {
+	_, err := r.updateWaiting(ctx, job, w)
+	return err
+}
+
+// updateWaiting is showWaiting, reporting whether it wrote.
+func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w waiting) (bool, error) {
 	if isFinished(job) {
-		return nil
+		return false, nil
 	}
 	status, changed := pendingStatus(job.Status, w, r.Clock.Now())
 	if !changed {
-		return nil
+		return false, nil
 	}
 	updated := job.DeepCopy()
 	updated.Status = status
 	if err := r.Client.Status().Update(ctx, updated); err != nil {
-		return fmt.Errorf("writing why the Job waits (%s): %w", w.reason, err)
+		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.reason, err)
 	}
 	r.refusals.followOwnWrite(job, updated.ResourceVersion)
 	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
-	return nil
+	return true, nil
 }

@@ -27,8 +27,9 @@ func (r right) String() string {
 }
 
 // requiredRights lists what the manager does on a worker: it caches
-// mirrors and the capacity summary (get, list, watch), creates, updates and
-// deletes mirrors, and creates the namespaces they need when allowed to.
+// mirrors, the capacity summary and the namespaces (get, list, watch: their
+// Pod Security labels), creates, updates and deletes mirrors, and creates the
+// namespaces they need when allowed to.
 func requiredRights(createNamespaces bool) []right {
 	var out []right
 	for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
@@ -36,6 +37,9 @@ func requiredRights(createNamespaces bool) []right {
 	}
 	for _, verb := range []string{"get", "list", "watch"} {
 		out = append(out, right{verb, v1alpha1.GroupVersion.Group, "clustercapacities"})
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		out = append(out, right{verb, "", "namespaces"})
 	}
 	if createNamespaces {
 		out = append(out, right{"create", "", "namespaces"})

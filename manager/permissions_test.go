@@ -12,11 +12,11 @@ import (
 
 func TestRequiredRightsAndReview(t *testing.T) {
 	rights := requiredRights(true)
-	if len(rights) != 10 || rights[9].String() != "create namespaces" || rights[3].String() != "create jobs.batch" {
+	if len(rights) != 13 || rights[12].String() != "create namespaces" || rights[3].String() != "create jobs.batch" || rights[9].String() != "get namespaces" {
 		t.Fatalf("requiredRights(true) = %v", rights)
 	}
-	if got := len(requiredRights(false)); got != 9 {
-		t.Errorf("requiredRights(false) has %d rights, want 9 (no namespaces)", got)
+	if got := len(requiredRights(false)); got != 12 {
+		t.Errorf("requiredRights(false) has %d rights, want 12 (no namespace creation)", got)
 	}
 
 	// A credential that may only read: the review names every write.

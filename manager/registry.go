@@ -139,7 +139,10 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	status := wc.Status.DeepCopy()
 	cond.ObservedGeneration = wc.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
-	if rem != nil && cond.Status == metav1.ConditionTrue {
+	// Reviewed as soon as the worker answers: a credential that may not
+	// list what the manager caches leaves it Connecting, and the Authorized
+	// condition says why.
+	if rem != nil && rem.healthy.Load() {
 		authorized := r.reviewRights(ctx, rem, false)
 		authorized.ObservedGeneration = wc.Generation
 		meta.SetStatusCondition(&status.Conditions, authorized)

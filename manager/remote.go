@@ -67,6 +67,8 @@ func newRemote(name string, cfg *rest.Config, hash, origin string, scheme *runti
 		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin})},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
+			// Only names and labels: placement compares Pod Security levels.
+			&corev1.Namespace{}: {Transform: namespaceNameAndLabels},
 		}}
 	})
 	if err != nil {
@@ -111,6 +113,10 @@ func newRemote(name string, cfg *rest.Config, hash, origin string, scheme *runti
 	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: onCapacity, UpdateFunc: func(_, obj any) { onCapacity(obj) }, DeleteFunc: onCapacity,
 	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	if _, err := c.GetCache().GetInformer(ctx, &corev1.Namespace{}, cache.BlockUntilSynced(false)); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -185,13 +191,41 @@ func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 	return &cc.Status
 }
 
-// ensureNamespace creates the namespace on the worker the first time a
-// mirror needs it.
-func (r *remote) ensureNamespace(ctx context.Context, name string) error {
+// namespaceNameAndLabels trims a cached worker namespace to what placement
+// reads.
+func namespaceNameAndLabels(obj any) (any, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, Labels: ns.Labels, DeletionTimestamp: ns.DeletionTimestamp,
+	}}, nil
+}
+
+// namespace returns the worker's namespace of that name from the cache, nil
+// when it does not exist.
+func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	if !r.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
+	}
+	ns := &corev1.Namespace{}
+	if err := r.client().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, r.name, err)
+	}
+	return ns, nil
+}
+
+// ensureNamespace creates the namespace on the worker, with the given
+// labels, the first time a mirror needs it.
+func (r *remote) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
 	if _, known := r.namespaces.Load(name); known {
 		return nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := r.client().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s on %s: %w", name, r.name, err)
 	}

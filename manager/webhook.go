@@ -8,8 +8,12 @@ import (
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -22,11 +26,12 @@ const (
 	ValidatePath = "/validate-batch-v1-job"
 )
 
-// RegisterWebhooks adds the opt-in (mutating) and managedBy (validating)
-// webhooks to server.
-func RegisterWebhooks(server webhook.Server, decoder admission.Decoder) {
+// RegisterWebhooks adds the opt-in (mutating) and validating webhooks to
+// server. The validating one reads namespaces through reader to apply the
+// dispatch policy.
+func RegisterWebhooks(server webhook.Server, decoder admission.Decoder, reader client.Reader, policy *DispatchPolicy) {
 	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}})
-	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder}})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, reader: reader, policy: policy}})
 }
 
 // optIn runs on Job creation in namespaces labelled jobferry.dev/dispatch:
@@ -73,12 +78,17 @@ func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
 	return out, true
 }
 
-// validator rejects Jobs that mean jobferry but would hang: a managedBy in
-// the jobferry.dev/ domain that no jobferry controller answers to, or a
-// cluster selector that does not parse.
-type validator struct{ decoder admission.Decoder }
+// validator rejects Jobs that mean jobferry but would hang (a managedBy in
+// the jobferry.dev/ domain that no jobferry controller answers to, a cluster
+// selector that does not parse) and Jobs to dispatch that the dispatch
+// policy refuses (see DispatchPolicy.Admit), with the rule in the message.
+type validator struct {
+	decoder admission.Decoder
+	reader  client.Reader
+	policy  *DispatchPolicy
+}
 
-func (h *validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	job := &batchv1.Job{}
 	if err := h.decoder.Decode(req, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -86,7 +96,31 @@ func (h *validator) Handle(_ context.Context, req admission.Request) admission.R
 	if err := Validate(job); err != nil {
 		return admission.Denied(err.Error())
 	}
-	return admission.Allowed("")
+	if !isManagerJob(job) {
+		return admission.Allowed("")
+	}
+	job.Namespace = req.Namespace
+	ns, err := getNamespace(ctx, h.reader, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	warnings, refusal := h.policy.Admit(job, ns)
+	if refusal != nil {
+		return admission.Denied(refusal.Rule + ": " + refusal.Message)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// getNamespace reads a namespace; nil when it does not exist.
+func getNamespace(ctx context.Context, reader client.Reader, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	return ns, nil
 }
 
 // Validate checks what jobferry reads from a Job.

@@ -2,19 +2,36 @@ package manager
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
+// Defaults of the dispatch policy's flags, which the webhook registrations
+// must agree with.
+const (
+	// DefaultDispatchNamespaceSelector selects the namespaces whose Jobs are
+	// dispatched.
+	DefaultDispatchNamespaceSelector = v1alpha1.DispatchNamespaceLabel + "=" + v1alpha1.DispatchEnabled
+	// DefaultReservedNamespaces are reserved besides AlwaysReserved and the
+	// manager's own namespace: the workers' jobferry namespace.
+	DefaultReservedNamespaces = "jobferry-system"
+)
+
 // WebhookConfigurations returns the webhook registrations for a manager whose
 // webhook server is reachable at baseURL (https://host:port) with a serving
 // certificate signed by caBundle. The opt-in webhook sees only Job creations
-// in namespaces labelled jobferry.dev/dispatch=enabled; the validating one
-// only Jobs that name jobferry, so the manager being down never blocks
-// anyone else's Jobs.
-func WebhookConfigurations(baseURL string, caBundle []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+// in the namespaces dispatch selects, reserved ones excepted; the validating
+// one only Jobs that name jobferry, in every namespace (a Job may set
+// spec.managedBy itself), so the manager being down never blocks anyone
+// else's Jobs.
+func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.LabelSelector, reserved []string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	optedIn := dispatch.DeepCopy()
+	optedIn.MatchExpressions = append(optedIn.MatchExpressions, metav1.LabelSelectorRequirement{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: reserved,
+	})
 	jobs := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
@@ -26,7 +43,7 @@ func WebhookConfigurations(baseURL string, caBundle []byte) (*admissionregistrat
 			Name:                    "opt-in.jobferry.dev",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(baseURL + MutatePath), CABundle: caBundle},
 			Rules:                   jobs,
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}},
+			NamespaceSelector:       optedIn,
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             none,
 			AdmissionReviewVersions: []string{"v1"},

@@ -5,9 +5,14 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -47,6 +52,9 @@ func main() {
 		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
 		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
 		webhookCertDir   = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key for the webhook server")
+		dispatchNS       = flag.String("dispatch-namespace-selector", manager.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
+		reservedNS       = flag.String("reserved-namespaces", manager.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
+		allowWeakerPSA   = flag.Bool("allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -56,6 +64,22 @@ func main() {
 	fail := func(err error, msg string) {
 		log.Error(err, msg)
 		os.Exit(1)
+	}
+
+	dispatchSelector, err := labels.Parse(*dispatchNS)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--dispatch-namespace-selector %q: %v\n", *dispatchNS, err)
+		os.Exit(2)
+	}
+	if dispatchSelector.Empty() {
+		fmt.Fprintln(os.Stderr, "--dispatch-namespace-selector must select something: an empty selector would dispatch from every namespace")
+		os.Exit(2)
+	}
+	reserved := append(strings.Split(*reservedNS, ","), *namespace)
+	reserved = slices.DeleteFunc(reserved, func(s string) bool { return strings.TrimSpace(s) == "" })
+	policy, err := manager.NewDispatchPolicy(dispatchSelector, reserved, *allowWeakerPSA)
+	if err != nil {
+		fail(err, "building the dispatch policy")
 	}
 
 	cfg := ctrl.GetConfigOrDie()
@@ -97,7 +121,7 @@ func main() {
 	}
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
-		Origin: *origin, CreateNamespaces: *createNamespaces, Clock: clock.RealClock{},
+		Origin: *origin, CreateNamespaces: *createNamespaces, Policy: policy, Clock: clock.RealClock{},
 		Workers: *jobWorkers, CapacitySettle: *capacitySettle, WorkerLostTimeout: *workerLost,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
@@ -108,7 +132,7 @@ func main() {
 		fail(err, "adding the orphan mirror collector")
 	}
 	if *webhookPort != 0 {
-		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme))
+		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme), mgr.GetClient(), policy)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		fail(err, "adding the health check")
@@ -116,7 +140,7 @@ func main() {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		fail(err, "adding the readiness check")
 	}
-	log.Info("starting", "namespace", *namespace, "origin", *origin)
+	log.Info("starting", "namespace", *namespace, "origin", *origin, "dispatchNamespaces", dispatchSelector.String(), "reservedNamespaces", sets.List(policy.Reserved))
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fail(err, "running the controller manager")
 	}

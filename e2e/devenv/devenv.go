@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -259,7 +260,12 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err != nil {
 		return err
 	}
-	mutating, validating := manager.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM)
+	dispatch, err := metav1.ParseToLabelSelector(manager.DefaultDispatchNamespaceSelector)
+	if err != nil {
+		return err
+	}
+	reserved := append(append(slices.Clone(manager.AlwaysReserved), manager.DefaultReservedNamespaces), SystemNamespace)
+	mutating, validating := manager.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
 	for _, obj := range []client.Object{mutating, validating} {
 		if err := managerClient.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering webhook %s: %w", obj.GetName(), err)
