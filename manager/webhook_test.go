@@ -6,7 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -71,5 +73,31 @@ func TestValidate(t *testing.T) {
 				t.Errorf("got %v, want error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The opt-in webhook's registration selects the namespaces the policy
+// dispatches from, reserved ones excepted even when labelled.
+func TestWebhookConfigurationsSelectNamespaces(t *testing.T) {
+	dispatch, err := metav1.ParseToLabelSelector(DefaultDispatchNamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutating, validating := WebhookConfigurations("https://127.0.0.1:9443", []byte("ca"), dispatch, []string{"kube-system", "jobferry-system"})
+	selector, err := metav1.LabelSelectorAsSelector(mutating.Webhooks[0].NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"team-a": true, "kube-system": false, "jobferry-system": false} {
+		set := labels.Set{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled, corev1.LabelMetadataName: name}
+		if got := selector.Matches(set); got != want {
+			t.Errorf("opted-in namespace %s selected by the opt-in webhook: %t, want %t", name, got, want)
+		}
+	}
+	if selector.Matches(labels.Set{corev1.LabelMetadataName: "team-b"}) {
+		t.Error("a namespace not opted in is selected by the opt-in webhook")
+	}
+	if validating.Webhooks[0].NamespaceSelector != nil {
+		t.Error("the validating webhook must see every namespace: a Job may set spec.managedBy anywhere")
 	}
 }
