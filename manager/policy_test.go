@@ -149,8 +149,8 @@ func TestWorkerNamespaceRejects(t *testing.T) {
 		want            string
 	}{
 		"jobferry creates the namespace (with the manager's labels)": {manager: enforce("restricted"), worker: nil},
-		"the same level":                                  {manager: enforce("restricted"), worker: enforce("restricted")},
-		"a stricter level":                                {manager: enforce("baseline"), worker: enforce("restricted")},
+		"the same level":   {manager: enforce("restricted"), worker: enforce("restricted")},
+		"a stricter level": {manager: enforce("baseline"), worker: enforce("restricted")},
 		"a privileged manager namespace asks for nothing": {manager: namespace("team-a"), worker: namespace("team-a")},
 		"a weaker level is refused": {manager: enforce("restricted"), worker: enforce("baseline"),
 			want: `its namespace team-a enforces PodSecurity "baseline:latest", weaker than "restricted:latest" on the manager`},
