@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +111,8 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	managerNamespace(ctx, t, d, "team-a", map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled, psaEnforce: "restricted"})
 	managerNamespace(ctx, t, d, "team-a-local", nil)
 	managerNamespace(ctx, t, d, "team-c", map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled, psaEnforce: "restricted"})
-	alice := tenantClient(ctx, t, d, "team-a", "team-a-local", "team-c", "kube-system")
+	managerNamespace(ctx, t, d, "team-d", map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled, psaEnforce: "baseline", "pod-security.kubernetes.io/warn": "restricted"})
+	alice := tenantClient(ctx, t, d, "team-a", "team-a-local", "team-c", "team-d", "kube-system")
 
 	refused := func(job *batchv1.Job, parts ...string) {
 		t.Helper()
@@ -163,6 +166,22 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	if err != nil || workerNS.Labels[psaEnforce] != "restricted" {
 		t.Errorf("namespace team-a on %s: labels %v (%v), want %s=restricted copied from the manager", worker, workerNS.Labels, err, psaEnforce)
 	}
+
+	// team-d enforces baseline and warns at restricted: a baseline pod is
+	// dispatched, with jobferry's warning besides Pod Security's own.
+	warnings := &warningRecorder{}
+	warned := tenantClientWithWarnings(t, d, warnings)
+	if _, err := warned.BatchV1().Jobs("team-d").Create(ctx, sleepJob("team-d", "warned", time.Second), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a baseline Job in team-d was refused: %v", err)
+	}
+	if got := warnings.all(); !slices.ContainsFunc(got, func(w string) bool {
+		return strings.HasPrefix(w, `jobferry: the pods this Job would run on a worker would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false`)
+	}) {
+		t.Errorf("warnings %q lack jobferry's restricted-level warning", got)
+	} else {
+		t.Logf("warnings: %q", got)
+	}
+	pollJob(ctx, t, d.manager, "team-d", "warned", time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 
 	// worker-1's team-c enforces only baseline: only worker-2 may take it.
 	if _, err := d.workers["worker-1"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-c", Labels: map[string]string{psaEnforce: "baseline"}}}, metav1.CreateOptions{}); err != nil {
@@ -227,6 +246,38 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		}
 	}
 	restore()
+}
+
+// warningRecorder keeps the warnings the API server returns.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.warnings)
+}
+
+// tenantClientWithWarnings is alice's client (her rights already bound by
+// tenantClient), recording the warnings she is shown.
+func tenantClientWithWarnings(t *testing.T, d *dispatchEnv, rec *warningRecorder) kubernetes.Interface {
+	t.Helper()
+	cfg := d.Manager.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"team-a", "system:authenticated"}}
+	cfg.WarningHandler = rec
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func mergePatchNamespace(t *testing.T, d *dispatchEnv, name, patch string) {
