@@ -9,6 +9,13 @@ WORKERS ?= 2
 GO_TEST_FLAGS ?=
 E2E_TIMEOUT ?= 45m
 
+# Image names: $(IMAGE_REGISTRY)/jobferry-{manager,worker}:$(VERSION), the
+# charts' default image references (their appVersion).
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/jobferry-manager/Chart.yaml)
+IMAGE_REGISTRY ?= ghcr.io/jobferry
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
 export KUBEBUILDER_ASSETS := $(BIN)
 export JOBFERRY_BIN_DIR := $(BIN)
 
@@ -23,6 +30,13 @@ tools: ## build the pinned control plane, KWOK, kubectl, helm and controller-gen
 .PHONY: build
 build: ## build jobferry's own binaries (manager, worker, jobferry CLI) into bin/
 	go build -o $(BIN)/ ./cmd/...
+
+.PHONY: images
+images: ## write OCI image archives of the manager and worker into _output/images (no container engine needed)
+	@mkdir -p $(OUT)/images/bin
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(OUT)/images/bin/ ./cmd/manager ./cmd/worker
+	go run ./hack/images --bin-dir $(OUT)/images/bin --out $(OUT)/images --registry $(IMAGE_REGISTRY) \
+		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH)
 
 .PHONY: generate
 generate: ## regenerate deepcopy code and CRD manifests from api/
@@ -46,7 +60,7 @@ test-integration: tools ## tests against a real kube-apiserver + etcd (controlle
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: tools build ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
+test-e2e: tools build images ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
 	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
 
 .PHONY: dev-up

@@ -1,0 +1,213 @@
+// Command images writes OCI image archives of jobferry's binaries without a
+// container engine: each image is one layer on an empty base holding the
+// static binary (and an empty /tmp), run as the non-root uid 65532, with the
+// OCI labels naming its version and source revision. An archive is an OCI
+// image layout in a tar file (what `skopeo copy oci-archive:`, `podman load`
+// and `ctr images import` read), its image named by the
+// org.opencontainers.image.ref.name annotation.
+//
+//	go run ./hack/images --bin-dir DIR --out _output/images --registry R --version V --revision REV
+//
+// writes <out>/jobferry-<binary>.oci.tar for every binary (manager, worker)
+// found in DIR, named <registry>/jobferry-<binary>:<version>.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// NonRootUser is the user the images run as (distroless's "nonroot").
+const NonRootUser = "65532:65532"
+
+// Source is the OCI source label of every image.
+const Source = "https://github.com/jobferry/jobferry"
+
+func main() {
+	var (
+		binDir   = flag.String("bin-dir", "", "directory holding the static manager and worker binaries")
+		out      = flag.String("out", "_output/images", "directory the archives are written to")
+		registry = flag.String("registry", "ghcr.io/jobferry", "registry and path the image names start with")
+		version  = flag.String("version", "", "image tag and org.opencontainers.image.version label")
+		revision = flag.String("revision", "", "org.opencontainers.image.revision label (the source commit)")
+		created  = flag.Int64("created", 0, "creation time in Unix seconds (the commit's, so an image is reproducible); 0 for the epoch")
+	)
+	flag.Parse()
+	if *binDir == "" || *version == "" || *revision == "" {
+		fmt.Fprintln(os.Stderr, "images: --bin-dir, --version and --revision are required")
+		os.Exit(2)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fail(err)
+	}
+	for _, binary := range []string{"manager", "worker"} {
+		ref := fmt.Sprintf("%s/jobferry-%s:%s", *registry, binary, *version)
+		path := filepath.Join(*out, "jobferry-"+binary+".oci.tar")
+		if err := writeArchive(path, ref, Image{
+			Binary: filepath.Join(*binDir, binary), Name: binary, Version: *version, Revision: *revision, Created: time.Unix(*created, 0).UTC(),
+		}); err != nil {
+			fail(fmt.Errorf("%s: %w", binary, err))
+		}
+		fmt.Printf("images: %s -> %s\n", ref, path)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "images:", err)
+	os.Exit(1)
+}
+
+// Image describes one image to build.
+type Image struct {
+	Binary, Name      string
+	Version, Revision string
+	Created           time.Time
+}
+
+// build returns the image: one layer with /<name> and /tmp, on nothing.
+func build(im Image) (v1.Image, error) {
+	binary, err := os.ReadFile(im.Binary)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	entries := []*tar.Header{
+		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: im.Created},
+		{Name: im.Name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(binary)), ModTime: im.Created},
+	}
+	for _, h := range entries {
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(binary); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil },
+		tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Created = v1.Time{Time: im.Created}
+	cfg.Config = v1.Config{
+		Entrypoint: []string{"/" + im.Name},
+		User:       NonRootUser,
+		WorkingDir: "/",
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    "jobferry-" + im.Name,
+			"org.opencontainers.image.version":  im.Version,
+			"org.opencontainers.image.revision": im.Revision,
+			"org.opencontainers.image.source":   Source,
+			"org.opencontainers.image.created":  im.Created.Format(time.RFC3339),
+		},
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// writeArchive writes the image as an OCI layout named ref, tarred.
+func writeArchive(path, ref string, im Image) error {
+	img, err := build(im)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "jobferry-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": ref,
+	}), layout.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err != nil {
+		return err
+	}
+	return tarDir(dir, path, im.Created)
+}
+
+// tarDir writes dir into a tar file, in name order with fixed times and
+// owners, so the same inputs make the same archive.
+func tarDir(dir, path string, modTime time.Time) error {
+	var names []string
+	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			names = append(names, p)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	sort.Strings(names)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	for _, p := range names {
+		info, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Name: filepath.ToSlash(rel), ModTime: modTime, Mode: 0o644, Typeflag: tar.TypeReg, Size: info.Size()}
+		if info.IsDir() {
+			h = &tar.Header{Name: filepath.ToSlash(rel) + "/", ModTime: modTime, Mode: 0o755, Typeflag: tar.TypeDir}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if _, err := tw.Write(data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
