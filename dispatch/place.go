@@ -35,6 +35,9 @@ type Worker struct {
 	// Unavailable, when set, says why nothing may be placed here now, such as
 	// a same-named Job on the worker that jobferry did not create.
 	Unavailable string
+	// Namespaces, when set, are the only namespaces the manager may use on
+	// this worker (WorkerCluster spec.namespaces).
+	Namespaces []string
 }
 
 // Decision is the outcome of Place.
@@ -142,6 +145,8 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 		return "", 0, "not connected"
 	case w.Cordoned:
 		return "", 0, "cordoned"
+	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
+		return "", 0, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace)
 	case w.Unavailable != "":
 		return "", 0, w.Unavailable
 	case !selector.Matches(labels.Set(w.Labels)):

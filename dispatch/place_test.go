@@ -167,6 +167,15 @@ func TestPlace(t *testing.T) {
 				"d": "no capacity summary from the worker yet",
 			},
 		},
+		"a worker limited to some namespaces takes Jobs from those only": {
+			job: job("1", 1, func(j *batchv1.Job) { j.Namespace = "team-a" }),
+			workers: []Worker{
+				{Name: "a", Connected: true, Namespaces: []string{"team-b", "team-c"}, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "b", Connected: true, Namespaces: []string{"team-a"}, Pools: []v1alpha1.NodePool{pool("general", res("cpu", "1", "pods", "1"), idle)}},
+			},
+			want:     "b/general",
+			rejected: map[string]string{"a": "the manager may use only namespaces team-b, team-c there (spec.namespaces), not team-a"},
+		},
 		"cluster selector on worker labels": {
 			job: job("1", 1, func(j *batchv1.Job) {
 				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu)"}

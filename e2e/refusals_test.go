@@ -108,7 +108,7 @@ func readOnlyRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clustercapacities"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
 	}
 }
 
@@ -162,7 +162,7 @@ func TestWorkerCredentialWithoutRights(t *testing.T) {
 	limited := registerLimitedWorker(ctx, t, d)
 	cond := limited.authorized(ctx, t, d, metav1.ConditionFalse)
 	t.Logf("read-only credential: Authorized=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-	if cond.Reason != v1alpha1.ReasonMissingRights || !containsAll(cond.Message, "create jobs.batch", "update jobs.batch", "delete jobs.batch", "create namespaces") {
+	if cond.Reason != v1alpha1.ReasonMissingRights || !containsAll(cond.Message, "create jobs.batch", "update jobs.batch", "delete jobs.batch") {
 		t.Errorf("the Authorized condition does not name the missing rights: %+v", cond)
 	}
 

@@ -76,8 +76,6 @@ type JobReconciler struct {
 	Recorder events.EventRecorder
 	Registry *Registry
 	Origin   string
-	// CreateNamespaces creates a mirror's namespace on the worker if missing.
-	CreateNamespaces bool
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *DispatchPolicy
 	Clock  clock.Clock
@@ -176,6 +174,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 		// The user was told; the same write would be rejected again.
 		return reconcile.Result{}, nil
 	}
+	// Worker namespaces are read now, not under the placement lock.
+	r.Registry.readNamespaces(ctx, job.Namespace)
 	decision, invalid, err := r.decide(ctx, job, ns)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -255,7 +255,7 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 	views := make([]dispatch.Worker, 0, len(list.Items))
 	for _, wc := range list.Items {
 		view := dispatch.Worker{
-			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned,
+			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
 		var unavailable []string
@@ -270,12 +270,17 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 			if missing := rem.missingRights(); len(missing) > 0 {
 				unavailable = append(unavailable, missingMessage(missing))
 			}
-			workerNS, err := rem.namespace(ctx, job.Namespace)
-			if err != nil {
-				return nil, err
-			}
-			if why := r.Policy.WorkerNamespaceRejects(ns, workerNS); why != "" {
-				unavailable = append(unavailable, why)
+			if rem.mayUse(job.Namespace) {
+				workerNS, err := rem.namespace(ctx, job.Namespace)
+				if err != nil {
+					return nil, err
+				}
+				if why := r.Policy.WorkerNamespaceRejects(ns, workerNS); why != "" {
+					unavailable = append(unavailable, why)
+				}
+				if workerNS == nil && !rem.mayCreateNamespaces() {
+					unavailable = append(unavailable, fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", job.Namespace))
+				}
 			}
 		}
 		if slices.Contains(excluded, wc.Name) {
@@ -345,7 +350,7 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 }
 
 func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
-	if missing := rem.missingRights(); slices.Contains(missing, right{"create", "batch", "jobs"}) {
+	if missing := rem.missingRights(); !mayCreateMirrors(missing, job.Namespace) {
 		return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
 	}
 	if r.refusals.blocked(job, writeMirror) || r.refusals.blocked(job, writeNamespace) {
@@ -355,7 +360,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
-	if r.CreateNamespaces {
+	if rem.mayCreateNamespaces() {
 		ns, err := getNamespace(ctx, r.Client, job.Namespace)
 		if err != nil {
 			return reconcile.Result{}, err

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,39 +14,63 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// right is one request the manager makes of a worker's API server, in every
-// namespace (mirrors go to the namespace of their manager Job).
+// right is one request the manager makes of a worker's API server: in one
+// namespace, or in all ("") for a namespaced resource; on one object (name)
+// when the credential may be limited to it.
 type right struct {
 	verb, group, resource string
+	namespace, name       string
 }
 
 func (r right) String() string {
-	if r.group == "" {
-		return r.verb + " " + r.resource
+	s := r.verb + " " + r.resource
+	if r.group != "" {
+		s += "." + r.group
 	}
-	return r.verb + " " + r.resource + "." + r.group
+	if r.name != "" {
+		s += " " + r.name
+	}
+	switch {
+	case r.namespace != "" && r.resource != "namespaces":
+		s += " in " + r.namespace
+	case r.namespace == "" && r.resource == "jobs":
+		s += " in all namespaces"
+	}
+	return s
 }
 
-// requiredRights lists what the manager does on a worker: it caches
-// mirrors, the capacity summary and the namespaces (get, list, watch: their
-// Pod Security labels), creates, updates and deletes mirrors, and creates the
-// namespaces they need when allowed to.
-func requiredRights(createNamespaces bool) []right {
+// requiredRights lists what the manager must be allowed on a worker: it
+// caches its mirrors (get, list, watch jobs) and the capacity summary (get,
+// list, watch the ClusterCapacity named cluster), creates, updates and
+// deletes mirrors, and reads the namespaces they go to (get: their Pod
+// Security labels). With namespaces (the worker chart's namespaced mode) the
+// Job and namespace rights are needed in those only.
+func requiredRights(namespaces []string) []right {
+	scopes := namespaces
+	if len(scopes) == 0 {
+		scopes = []string{""}
+	}
 	var out []right
-	for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
-		out = append(out, right{verb, "batch", "jobs"})
+	for _, ns := range scopes {
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
+			out = append(out, right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
+		}
 	}
 	for _, verb := range []string{"get", "list", "watch"} {
-		out = append(out, right{verb, v1alpha1.GroupVersion.Group, "clustercapacities"})
+		out = append(out, right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
-		out = append(out, right{verb, "", "namespaces"})
-	}
-	if createNamespaces {
-		out = append(out, right{"create", "", "namespaces"})
+	for _, ns := range scopes {
+		// A namespace is its own namespace for RBAC: a Role in it may allow
+		// getting it.
+		out = append(out, right{verb: "get", resource: "namespaces", namespace: ns, name: ns})
 	}
 	return out
 }
+
+// createNamespaces is the one optional right: with it (and a credential for
+// every namespace) the manager creates a missing namespace for a mirror;
+// without it, a worker lacking the Job's namespace is not chosen for it.
+var createNamespaces = right{verb: "create", resource: "namespaces"}
 
 // rightsCheckInterval is how often a worker whose credential had every right
 // is checked again; one lacking a right is checked at every health probe, so
@@ -55,7 +80,10 @@ const rightsCheckInterval = time.Minute
 // rightsState is what the last check of a worker's credential found.
 type rightsState struct {
 	checked time.Time
+	// missing are required rights the credential lacks.
 	missing []right
+	// mayCreateNamespaces: the credential may create namespaces.
+	mayCreateNamespaces bool
 }
 
 // missingMessage names the missing rights for a condition or an Event.
@@ -64,7 +92,14 @@ func missingMessage(missing []right) string {
 	for i, r := range missing {
 		names[i] = r.String()
 	}
-	return "its credential may not " + strings.Join(names, ", ") + " (in all namespaces)"
+	return "its credential may not " + strings.Join(names, ", ")
+}
+
+// mayCreateMirrors: no right missing to create Jobs in namespace ns.
+func mayCreateMirrors(missing []right, ns string) bool {
+	return !slices.ContainsFunc(missing, func(r right) bool {
+		return r.verb == "create" && r.resource == "jobs" && (r.namespace == "" || r.namespace == ns)
+	})
 }
 
 // reviewRights asks the worker, with one SelfSubjectAccessReview per right,
@@ -73,7 +108,7 @@ func reviewRights(ctx context.Context, c kubernetes.Interface, rights []right) (
 	var missing []right
 	for _, r := range rights {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource, Namespace: r.namespace, Name: r.name},
 		}}
 		got, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {

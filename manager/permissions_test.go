@@ -4,37 +4,71 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-func TestRequiredRightsAndReview(t *testing.T) {
-	rights := requiredRights(true)
-	if len(rights) != 13 || rights[12].String() != "create namespaces" || rights[3].String() != "create jobs.batch" || rights[9].String() != "get namespaces" {
-		t.Fatalf("requiredRights(true) = %v", rights)
+func TestRequiredRights(t *testing.T) {
+	names := func(rights []right) []string {
+		var out []string
+		for _, r := range rights {
+			out = append(out, r.String())
+		}
+		return out
 	}
-	if got := len(requiredRights(false)); got != 12 {
-		t.Errorf("requiredRights(false) has %d rights, want 12 (no namespace creation)", got)
+	cluster := []string{
+		"get jobs.batch in all namespaces", "list jobs.batch in all namespaces", "watch jobs.batch in all namespaces",
+		"create jobs.batch in all namespaces", "update jobs.batch in all namespaces", "delete jobs.batch in all namespaces",
+		"get clustercapacities.jobferry.dev cluster", "list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
+		"get namespaces",
 	}
+	if diff := cmp.Diff(cluster, names(requiredRights(nil))); diff != "" {
+		t.Errorf("every namespace (-want +got):\n%s", diff)
+	}
+	if createNamespaces.String() != "create namespaces" {
+		t.Errorf("the optional right is %q", createNamespaces)
+	}
+	namespaced := []string{
+		"get jobs.batch in a", "list jobs.batch in a", "watch jobs.batch in a", "create jobs.batch in a", "update jobs.batch in a", "delete jobs.batch in a",
+		"get jobs.batch in b", "list jobs.batch in b", "watch jobs.batch in b", "create jobs.batch in b", "update jobs.batch in b", "delete jobs.batch in b",
+		"get clustercapacities.jobferry.dev cluster", "list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
+		"get namespaces a", "get namespaces b",
+	}
+	if diff := cmp.Diff(namespaced, names(requiredRights([]string{"a", "b"}))); diff != "" {
+		t.Errorf("namespaces a and b (-want +got):\n%s", diff)
+	}
+	missing := requiredRights([]string{"a", "b"})[9:10] // create jobs.batch in b
+	if !mayCreateMirrors(missing, "a") || mayCreateMirrors(missing, "b") {
+		t.Errorf("mayCreateMirrors with %v missing: a %t, b %t; want true, false", names(missing), mayCreateMirrors(missing, "a"), mayCreateMirrors(missing, "b"))
+	}
+}
 
+func TestReviewRights(t *testing.T) {
 	// A credential that may only read: the review names every write.
 	c := fake.NewClientset()
+	var reviewed []authorizationv1.ResourceAttributes
 	c.PrependReactor("create", "selfsubjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		reviewed = append(reviewed, *review.Spec.ResourceAttributes)
 		switch review.Spec.ResourceAttributes.Verb {
 		case "get", "list", "watch":
 			review.Status.Allowed = true
 		}
 		return true, review, nil
 	})
-	missing, err := reviewRights(context.Background(), c, rights)
+	missing, err := reviewRights(context.Background(), c, requiredRights([]string{"team-a"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "its credential may not create jobs.batch, update jobs.batch, delete jobs.batch, create namespaces (in all namespaces)"
+	want := "its credential may not create jobs.batch in team-a, update jobs.batch in team-a, delete jobs.batch in team-a"
 	if got := missingMessage(missing); got != want {
 		t.Errorf("missingMessage = %q, want %q", got, want)
+	}
+	// The namespace of a namespaced mode is asked about as RBAC sees it.
+	if last := reviewed[len(reviewed)-1]; last.Resource != "namespaces" || last.Namespace != "team-a" || last.Name != "team-a" {
+		t.Errorf("namespace review %+v, want get namespaces team-a in team-a", last)
 	}
 }

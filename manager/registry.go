@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -211,7 +213,9 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	if !ok {
 		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", r.Namespace, ref.Name, key)
 	}
-	sum := sha256.Sum256(data)
+	// The connection is rebuilt when the kubeconfig or the namespaces the
+	// manager may use there change (they scope the cache).
+	sum := sha256.Sum256(append(slices.Clone(data), []byte("\x00"+strings.Join(wc.Spec.Namespaces, ","))...))
 	hash := hex.EncodeToString(sum[:])
 
 	r.mu.RLock()
@@ -224,7 +228,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		}
 		cfg.QPS, cfg.Burst = r.QPS, r.Burst
 		cfg.UserAgent = "jobferry-manager/" + r.Origin
-		rem, err = newRemote(wc.Name, cfg, hash, r.Origin, r.Scheme, remoteHandlers{
+		rem, err = newRemote(wc.Name, cfg, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
 			mirrorChanged:   r.mirrorChanged,
 			capacityChanged: r.capacityChanged,
 			synced: func(worker string) {
@@ -265,13 +269,20 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 	if due {
 		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		missing, err := reviewRights(reviewCtx, rem.health, requiredRights(r.CreateNamespaces))
+		rights := requiredRights(rem.namespaces)
+		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
+		if wantNamespaces {
+			rights = append(rights, createNamespaces)
+		}
+		missing, err := reviewRights(reviewCtx, rem.health, rights)
 		if err != nil {
 			log.Error(err, "reviewing the worker credential's rights")
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
 				Message: err.Error()}
 		}
-		state = &rightsState{checked: r.Clock.Now(), missing: missing}
+		mayCreate := wantNamespaces && !slices.Contains(missing, createNamespaces)
+		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespaces })
+		state = &rightsState{checked: r.Clock.Now(), missing: missing, mayCreateNamespaces: mayCreate}
 		rem.rights.Store(state)
 		switch {
 		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
@@ -286,8 +297,11 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
 			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}
 	}
-	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized,
-		Message: "the credential has every right jobferry uses"}
+	message := "the credential has every right jobferry needs, and may create namespaces for mirrors"
+	if !state.mayCreateNamespaces {
+		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
 }
 
 // recheckRights reviews a worker's rights now, after a write there was
@@ -301,6 +315,19 @@ func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
 	r.reviewRights(ctx, rem, true)
 	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
 	return rem.missingRights()
+}
+
+// readNamespaces refreshes, on every connected worker the manager may use
+// it on, what it knows of namespace ns (see remote.namespace). A worker that
+// does not answer is left to placement, which reads it again.
+func (r *Registry) readNamespaces(ctx context.Context, ns string) {
+	for _, name := range r.names() {
+		if rem := r.remote(name); rem != nil && rem.connected() && rem.mayUse(ns) {
+			if _, err := rem.namespace(ctx, ns); err != nil {
+				logf.FromContext(ctx).V(1).Info("reading a worker namespace before placement", "worker", name, "error", err.Error())
+			}
+		}
+	}
 }
 
 // jobsChanged asks for a refresh of a worker's Job counts, at most every

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -34,9 +36,15 @@ type remote struct {
 	cluster cluster.Cluster
 	health  kubernetes.Interface
 	cancel  context.CancelFunc
-	// kubeconfigHash identifies the Secret content the remote was built from,
-	// so a rotated Secret rebuilds it and an unchanged one does not.
+	clock   clock.Clock
+	// kubeconfigHash identifies the Secret content (and namespaces) the
+	// remote was built from, so a rotated Secret rebuilds it and an
+	// unchanged one does not.
 	kubeconfigHash string
+	// namespaces, when set, are the only namespaces the manager may use
+	// there (WorkerCluster spec.namespaces): the cache watches mirrors in
+	// those only, and no namespace is ever created.
+	namespaces []string
 
 	synced  atomic.Bool
 	healthy atomic.Bool
@@ -47,8 +55,21 @@ type remote struct {
 	// until the first one.
 	rights atomic.Pointer[rightsState]
 
-	// namespaces already known to exist on the worker.
-	namespaces sync.Map
+	// created holds the namespaces jobferry created or found on the worker.
+	created sync.Map
+	// namespaceLabels caches, per namespace name, what a GET of it returned
+	// (its Pod Security labels matter to placement) for namespaceTTL.
+	namespaceLabels sync.Map // name -> namespaceEntry
+}
+
+// namespaceTTL is how long a worker namespace read is reused: placement
+// reads the Job's namespace on every worker for each Job, and a burst of
+// Jobs comes mostly from few namespaces.
+const namespaceTTL = 10 * time.Second
+
+type namespaceEntry struct {
+	ns   *corev1.Namespace // nil: it does not exist
+	read time.Time
 }
 
 // remoteHandlers receive the changes seen on a worker.
@@ -61,15 +82,21 @@ type remoteHandlers struct {
 	synced func(worker string)
 }
 
-func newRemote(name string, cfg *rest.Config, hash, origin string, scheme *runtime.Scheme, h remoteHandlers) (*remote, error) {
+func newRemote(name string, cfg *rest.Config, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin})},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
-			// Only names and labels: placement compares Pod Security levels.
-			&corev1.Namespace{}: {Transform: namespaceNameAndLabels},
 		}}
+		if len(namespaces) > 0 {
+			// Namespaced objects (mirrors) in these namespaces only; the
+			// credential may list nothing else.
+			o.Cache.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range namespaces {
+				o.Cache.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
@@ -80,7 +107,7 @@ func newRemote(name string, cfg *rest.Config, hash, origin string, scheme *runti
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{name: name, config: cfg, cluster: c, health: health, kubeconfigHash: hash}
+	r := &remote{name: name, config: cfg, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,10 +140,6 @@ func newRemote(name string, cfg *rest.Config, hash, origin string, scheme *runti
 	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: onCapacity, UpdateFunc: func(_, obj any) { onCapacity(obj) }, DeleteFunc: onCapacity,
 	}); err != nil {
-		cancel()
-		return nil, err
-	}
-	if _, err := c.GetCache().GetInformer(ctx, &corev1.Namespace{}, cache.BlockUntilSynced(false)); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -191,45 +214,49 @@ func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 	return &cc.Status
 }
 
-// namespaceNameAndLabels trims a cached worker namespace to what placement
-// reads.
-func namespaceNameAndLabels(obj any) (any, error) {
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, Labels: ns.Labels, DeletionTimestamp: ns.DeletionTimestamp,
-	}}, nil
-}
-
-// namespace returns the worker's namespace of that name from the cache, nil
-// when it does not exist.
+// namespace returns the worker's namespace of that name (nil when it does
+// not exist), read with a GET — the manager's credential may get namespaces,
+// not list them — and reused for namespaceTTL.
 func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	if !r.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
+	now := r.clock.Now()
+	if e, ok := r.namespaceLabels.Load(name); ok && now.Sub(e.(namespaceEntry).read) < namespaceTTL {
+		return e.(namespaceEntry).ns, nil
 	}
 	ns := &corev1.Namespace{}
-	if err := r.client().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
+	if err := r.cluster.GetAPIReader().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, r.name, err)
 		}
-		return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, r.name, err)
+		ns = nil
 	}
+	r.namespaceLabels.Store(name, namespaceEntry{ns: ns, read: now})
 	return ns, nil
+}
+
+// mayUse: the manager may use namespace ns on the worker.
+func (r *remote) mayUse(ns string) bool {
+	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, ns)
+}
+
+// mayCreateNamespaces: the last review found the credential may create
+// namespaces (and the manager was told to create them).
+func (r *remote) mayCreateNamespaces() bool {
+	state := r.rights.Load()
+	return state != nil && state.mayCreateNamespaces
 }
 
 // ensureNamespace creates the namespace on the worker, with the given
 // labels, the first time a mirror needs it.
 func (r *remote) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
-	if _, known := r.namespaces.Load(name); known {
+	if _, known := r.created.Load(name); known {
 		return nil
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := r.client().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s on %s: %w", name, r.name, err)
 	}
-	r.namespaces.Store(name, struct{}{})
+	r.created.Store(name, struct{}{})
+	r.namespaceLabels.Delete(name)
 	return nil
 }
 

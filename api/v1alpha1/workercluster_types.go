@@ -69,6 +69,15 @@ type WorkerClusterSpec struct {
 	// +kubebuilder:default=Builtin
 	// +optional
 	JobController JobControllerMode `json:"jobController,omitempty"`
+	// Namespaces limits the manager to these namespaces of the worker, where
+	// its credential has Roles (the worker chart's namespaced mode) rather
+	// than a ClusterRole. Empty: every namespace. Jobs from other namespaces
+	// are not placed here, and the manager creates no namespace here.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // WorkerClusterStatus is what the manager last observed of a worker.

@@ -45,7 +45,7 @@ func main() {
 		workerBurst      = flag.Int("worker-api-burst", 1000, "client burst towards each worker")
 		healthInterval   = flag.Duration("worker-health-interval", 10*time.Second, "how often each worker's API server is probed while connected")
 		jobWorkers       = flag.Int("job-workers", 8, "manager Jobs reconciled at once")
-		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing")
+		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing, where the worker credential may (the Authorized condition says whether it may)")
 		gcInterval       = flag.Duration("gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
 		workerLost       = flag.Duration("worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
 		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
@@ -121,7 +121,7 @@ func main() {
 	}
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
-		Origin: *origin, CreateNamespaces: *createNamespaces, Policy: policy, Clock: clock.RealClock{},
+		Origin: *origin, Policy: policy, Clock: clock.RealClock{},
 		Workers: *jobWorkers, CapacitySettle: *capacitySettle, WorkerLostTimeout: *workerLost,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
