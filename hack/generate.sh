@@ -5,9 +5,23 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT_DIR:-$root}
-mkdir -p "$out/api/v1alpha1/crds" "$out/charts/jobferry-manager/crds" "$out/charts/jobferry-worker/crds"
+mkdir -p "$out/api/v1alpha1/crds" "$out/charts/jobferry-manager/crds" "$out/charts/jobferry-worker/crds" "$out/charts/jobferry-manager/files" "$out/charts/jobferry-worker/files"
 if [ "$out" != "$root" ]; then cp api/v1alpha1/*.go "$out/api/v1alpha1/"; fi
 bin/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... output:object:dir="$out/api/v1alpha1"
 bin/controller-gen crd paths=./api/... output:crd:dir="$out/api/v1alpha1/crds"
 cp "$out/api/v1alpha1/crds/jobferry.dev_workerclusters.yaml" "$out/charts/jobferry-manager/crds/"
 cp "$out/api/v1alpha1/crds/jobferry.dev_clustercapacities.yaml" "$out/charts/jobferry-worker/crds/"
+# RBAC from the +kubebuilder:rbac markers, one file per role, read by the
+# charts' RBAC templates (which set the names and namespaces).
+rbac() { # package, role name, output file
+  local tmp
+  tmp=$(mktemp -d)
+  bin/controller-gen rbac:roleName="$2" paths="$1" output:rbac:dir="$tmp"
+  mv "$tmp/role.yaml" "$3"
+  rm -rf "$tmp"
+}
+rbac ./worker jobferry-worker-capacity "$out/charts/jobferry-worker/files/rbac-capacity.yaml"
+rbac ./worker/jobcontroller jobferry-worker-job-controller "$out/charts/jobferry-worker/files/rbac-job-controller.yaml"
+rbac ./cmd/worker jobferry-worker-leader-election "$out/charts/jobferry-worker/files/rbac-leader-election.yaml"
+rbac ./manager jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
+rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"

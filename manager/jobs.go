@@ -63,6 +63,14 @@ const managerAPI = "the manager cluster's API server"
 
 func workerAPI(worker string) string { return "worker cluster " + worker + "'s API server" }
 
+// The manager cluster rights the Job controller and the webhooks use, for
+// the manager chart (hack/generate.sh writes them with controller-gen into
+// charts/jobferry-manager/files/).
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
 // the placement before anything exists on the worker), creates its mirror,
 // injects the worker's directives and unsuspends it in one update, carries

@@ -32,6 +32,11 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
+// The rights the registry uses on the manager cluster (see jobs.go); the
+// kubeconfig Secrets are read in the manager's namespace (cmd/manager).
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters/status,verbs=update
+
 // Registry connects the manager to its workers: for each WorkerCluster it
 // reads the kubeconfig Secret, refuses unsafe kubeconfigs, keeps a remote
 // client and cache, probes the worker's health with backoff, and reports all

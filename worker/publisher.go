@@ -21,6 +21,12 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
+// The rights the publisher needs, for the worker chart (hack/generate.sh
+// writes them with controller-gen into charts/jobferry-worker/files/).
+// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobferry.dev,resources=clustercapacities,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=jobferry.dev,resources=clustercapacities/status,verbs=update
+
 // Publisher keeps the ClusterCapacity singleton in step with the cluster's
 // nodes and pods: it writes only when the summary changed or the heartbeat is
 // due, and at most once per MinInterval however busy the cluster is.

@@ -4,8 +4,11 @@
 package main
 
 import (
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -29,6 +32,15 @@ import (
 	"github.com/jobferry/jobferry/manager"
 )
 
+// The rights the manager uses in its own namespace (the chart's release
+// namespace), for the manager chart (hack/generate.sh): the workers'
+// kubeconfig Secrets (and the webhook certificate Secret) and the leader
+// election lease. Writing the certificate Secret and the webhook
+// configurations' caBundle, when the manager rotates the certificate, is
+// granted by the chart for exactly those objects.
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
+
 func main() {
 	var (
 		metricsAddr      = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
@@ -51,7 +63,14 @@ func main() {
 		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
 		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
 		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
-		webhookCertDir   = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key for the webhook server")
+		webhookCertDir   = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key for the webhook server (with --webhook-cert-secret, where the manager copies them)")
+		certSecret       = flag.String("webhook-cert-secret", "", "Secret in --namespace holding the serving certificate of the webhooks (and of the metrics endpoint with --metrics-secure); empty: the files in --webhook-cert-dir")
+		certRotation     = flag.Bool("webhook-cert-rotation", false, "issue and rotate the certificate in --webhook-cert-secret, and put its CA into the webhook configurations; false: cert-manager (or someone) writes the Secret")
+		webhookService   = flag.String("webhook-service", "", "DNS name of the Service in front of the webhooks (name.namespace.svc), for the rotated certificate")
+		extraDNSNames    = flag.String("webhook-cert-extra-dns-names", "", "comma-separated further DNS names for the rotated certificate (the metrics Service)")
+		mutatingName     = flag.String("mutating-webhook-configuration", "jobferry-opt-in", "MutatingWebhookConfiguration whose caBundle the rotation keeps")
+		validatingName   = flag.String("validating-webhook-configuration", "jobferry-validate", "ValidatingWebhookConfiguration whose caBundle the rotation keeps")
+		metricsSecure    = flag.Bool("metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
 		dispatchNS       = flag.String("dispatch-namespace-selector", manager.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
 		reservedNS       = flag.String("reserved-namespaces", manager.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 		allowWeakerPSA   = flag.Bool("allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
@@ -82,6 +101,11 @@ func main() {
 		fail(err, "building the dispatch policy")
 	}
 
+	if (*certRotation || *metricsSecure) && *certSecret == "" {
+		fmt.Fprintln(os.Stderr, "--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
+		os.Exit(2)
+	}
+
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
 	scheme := jobferryv1alpha1.NewScheme()
@@ -104,8 +128,21 @@ func main() {
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{*namespace: {}}},
 		}},
 	}
+	// With a certificate Secret, both servers serve it from memory as it
+	// changes (manager.CertSource): no handshake succeeds before it exists.
+	certs := &manager.CertSource{}
+	var webhookServer webhook.Server
 	if *webhookPort != 0 {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertDir})
+		webhookOpts := webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertDir}
+		if *certSecret != "" {
+			webhookOpts.TLSOpts = []func(*tls.Config){certs.TLSConfig}
+		}
+		webhookServer = webhook.NewServer(webhookOpts)
+		opts.WebhookServer = webhookServer
+	}
+	if *metricsSecure {
+		opts.Metrics.SecureServing = true
+		opts.Metrics.TLSOpts = []func(*tls.Config){certs.TLSConfig}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -139,6 +176,39 @@ func main() {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		fail(err, "adding the readiness check")
+	}
+	if *certSecret != "" {
+		certsReady := make(chan struct{})
+		var dnsNames []string
+		for _, name := range append([]string{*webhookService}, strings.Split(*extraDNSNames, ",")...) {
+			if name = strings.TrimSpace(name); name != "" {
+				dnsNames = append(dnsNames, name)
+			}
+		}
+		if err := manager.SetupWebhookCerts(mgr, manager.WebhookCerts{
+			Namespace: *namespace, Secret: *certSecret, Dir: *webhookCertDir, Rotate: *certRotation, DNSNames: dnsNames,
+			MutatingWebhook: *mutatingName, ValidatingWebhook: *validatingName,
+		}, certs, certsReady); err != nil {
+			fail(err, "setting up the webhook certificate")
+		}
+		// Ready only once the certificate is served and, when the manager
+		// rotates it, its CA is in the webhook configurations.
+		if err := mgr.AddReadyzCheck("webhook-certificate", func(*http.Request) error {
+			select {
+			case <-certsReady:
+				return nil
+			default:
+				return errors.New("the webhook certificate is not served yet")
+			}
+		}); err != nil {
+			fail(err, "adding the certificate readiness check")
+		}
+	}
+	if webhookServer != nil {
+		// Ready only once the webhook server answers a TLS handshake.
+		if err := mgr.AddReadyzCheck("webhook-server", webhookServer.StartedChecker()); err != nil {
+			fail(err, "adding the webhook readiness check")
+		}
 	}
 	log.Info("starting", "namespace", *namespace, "origin", *origin, "dispatchNamespaces", dispatchSelector.String(), "reservedNamespaces", sets.List(policy.Reserved))
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

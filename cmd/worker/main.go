@@ -20,6 +20,11 @@ import (
 	"github.com/jobferry/jobferry/worker/jobcontroller"
 )
 
+// Leader election's rights in the lease namespace (the chart's release
+// namespace), for the worker chart (hack/generate.sh).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=events,verbs=create;patch
+
 func main() {
 	var (
 		metricsAddr = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")

@@ -36,6 +36,16 @@ const syncBatchPeriod = time.Second
 // controllerUIDField indexes pods by the UID of their controlling owner.
 const controllerUIDField = ".metadata.controllerUID"
 
+// The rights the Job controller needs, for the worker chart (hack/generate.sh
+// writes them with controller-gen into charts/jobferry-worker/files/). Pods
+// it creates name their Job as owner with blockOwnerDeletion, which clusters
+// enforcing owner references check against jobs/finalizers.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;update
+
 // Reconciler runs the Jobs this controller manages. Create it with its
 // exported fields and call SetupWithManager.
 type Reconciler struct {

@@ -1,0 +1,255 @@
+//go:build integration
+
+package charts
+
+import (
+	"bytes"
+
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/jobferry/jobferry/manager"
+)
+
+const kubeVersion = "1.36.3"
+
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		t.Fatal("KUBEBUILDER_ASSETS must point at bin/ (make test-integration sets it)")
+	}
+	return filepath.Join(dir, name)
+}
+
+func run(t *testing.T, stdin io.Reader, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary(t, name), args...)
+	cmd.Stdin = stdin
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), err
+}
+
+// render is `helm template` of a chart with a values file (or none).
+func render(t *testing.T, chart, valuesFile string, set ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", chart, chart, "--namespace", "jobferry-system", "--kube-version", kubeVersion, "--include-crds"}
+	if valuesFile != "" {
+		args = append(args, "--values", valuesFile)
+	}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return run(t, nil, "helm", args...)
+}
+
+// Both charts lint clean; their default values and every example in their
+// examples/ render, and what they render is accepted by a real API server
+// (server-side dry-run, CRDs of the charts installed first); a value of the
+// wrong type or a value that does not exist is refused by the chart's schema
+// with a message naming it.
+func TestIntegrationChartsInstall(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := writeKubeconfig(t, cfg.Host, cfg.CAData, cfg.CertData, cfg.KeyData)
+	c := kubernetes.NewForConfigOrDie(cfg)
+	for _, ns := range []string{"jobferry-system", "team-a", "team-b"} {
+		if _, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// CRDs for real, so the dry-run knows the kinds.
+	for _, crds := range []string{"jobferry-manager/crds", "jobferry-worker/crds", "testdata/stand-in-crds.yaml"} {
+		if out, err := run(t, nil, "kubectl", "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", crds); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	if out, err := run(t, nil, "kubectl", "--kubeconfig", kubeconfig, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	for _, chart := range charts {
+		t.Run(chart+"/lint", func(t *testing.T) {
+			if out, err := run(t, nil, "helm", "lint", "--strict", "--kube-version", kubeVersion, chart); err != nil {
+				t.Errorf("helm lint: %v\n%s", err, out)
+			}
+		})
+		examples, err := filepath.Glob(filepath.Join(chart, "examples", "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme, err := os.ReadFile(filepath.Join(chart, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, values := range append([]string{""}, examples...) {
+			name := "defaults"
+			if values != "" {
+				name = strings.TrimSuffix(filepath.Base(values), ".yaml")
+				if !strings.Contains(string(readme), "examples/"+filepath.Base(values)) {
+					t.Errorf("%s's README does not document %s", chart, values)
+				}
+			}
+			t.Run(chart+"/"+name, func(t *testing.T) {
+				manifests, err := render(t, chart, values)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := run(t, strings.NewReader(manifests), "kubectl", "--kubeconfig", kubeconfig,
+					"apply", "--server-side", "--dry-run=server", "--field-manager=helm", "-f", "-")
+				if err != nil {
+					t.Fatalf("the API server refused what the chart renders: %v", err)
+				}
+				t.Logf("%d objects accepted", strings.Count(out, "serverside-applied"))
+			})
+		}
+	}
+
+	t.Run("schema", func(t *testing.T) {
+		cases := []struct {
+			chart, set, want string
+		}{
+			{"jobferry-manager", "replicas=two", "at '/replicas': got string, want integer"},
+			{"jobferry-manager", "dispatch.workerLostTimeout=15", "at '/dispatch/workerLostTimeout': got number, want string"},
+			{"jobferry-manager", "webhook.certificates.mode=selfsigned", "value must be one of 'manager', 'certManager'"},
+			{"jobferry-manager", "dispatch.namespaceSelector.matchLabels=null", "at '/dispatch/namespaceSelector'"},
+			{"jobferry-manager", "replica=2", "additional properties 'replica' not allowed"},
+			{"jobferry-worker", "managerIdentity.namespaces={team-a}", ""},
+			{"jobferry-worker", "jobController.concurrentSyncs=0", "at '/jobController/concurrentSyncs': minimum: got 0, want 1"},
+			{"jobferry-worker", "managerIdentity.namespaces={Team_A}", "at '/managerIdentity/namespaces/0'"},
+		}
+		for _, tc := range cases {
+			_, err := render(t, tc.chart, "", tc.set)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%s --set %s: %v", tc.chart, tc.set, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%s --set %s: got %v, want a schema error mentioning %q", tc.chart, tc.set, err, tc.want)
+			case tc.want != "":
+				t.Logf("%s --set %s: %s", tc.chart, tc.set, schemaLine(err.Error()))
+			}
+		}
+	})
+
+	t.Run("webhooks-match-the-code", func(t *testing.T) {
+		manifests, err := render(t, "jobferry-manager", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mutating admissionregistrationv1.MutatingWebhookConfiguration
+		var validating admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := decodeKind(manifests, "MutatingWebhookConfiguration", &mutating); err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeKind(manifests, "ValidatingWebhookConfiguration", &validating); err != nil {
+			t.Fatal(err)
+		}
+		selector, err := metav1.ParseToLabelSelector(manager.DefaultDispatchNamespaceSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserved := append(append([]string{}, manager.AlwaysReserved...), "jobferry-system")
+		wantMutating, wantValidating := manager.WebhookConfigurations("https://unused", nil, selector, reserved)
+		ignore := func(w *admissionregistrationv1.WebhookClientConfig) {
+			*w = admissionregistrationv1.WebhookClientConfig{}
+		}
+		ignore(&mutating.Webhooks[0].ClientConfig)
+		ignore(&wantMutating.Webhooks[0].ClientConfig)
+		ignore(&validating.Webhooks[0].ClientConfig)
+		ignore(&wantValidating.Webhooks[0].ClientConfig)
+		sortReserved := func(w *admissionregistrationv1.MutatingWebhook) {
+			for i := range w.NamespaceSelector.MatchExpressions {
+				values := w.NamespaceSelector.MatchExpressions[i].Values
+				sortStrings(values)
+			}
+		}
+		sortReserved(&mutating.Webhooks[0])
+		sortReserved(&wantMutating.Webhooks[0])
+		if diff := cmp.Diff(wantMutating.Webhooks, mutating.Webhooks); diff != "" {
+			t.Errorf("the chart's opt-in webhook differs from manager.WebhookConfigurations (-code +chart):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantValidating.Webhooks, validating.Webhooks); diff != "" {
+			t.Errorf("the chart's validating webhook differs from manager.WebhookConfigurations (-code +chart):\n%s", diff)
+		}
+	})
+}
+
+// schemaLine is the line of helm's error that names the value.
+func schemaLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "- at ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return s
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// decodeKind decodes the one object of the kind from a multi-document YAML.
+func decodeKind(manifests, kind string, into any) error {
+	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	for {
+		var doc map[string]any
+		if err := decoder.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("no %s rendered", kind)
+			}
+			return err
+		}
+		if doc["kind"] != kind {
+			continue
+		}
+		data, err := yaml.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		return yaml.Unmarshal(data, into)
+	}
+}
+
+func writeKubeconfig(t *testing.T, host string, ca, cert, key []byte) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	cfg.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
