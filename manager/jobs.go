@@ -65,11 +65,12 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 
 // The manager cluster rights the Job controller and the webhooks use, for
 // the manager chart (hack/generate.sh writes them with controller-gen into
-// charts/jobferry-manager/files/).
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;update
+// charts/jobferry-manager/files/). Every read goes through the cache: list
+// and watch, never get (the install test checks each right is used).
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;update
 // +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
 // JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
 // the placement before anything exists on the worker), creates its mirror,

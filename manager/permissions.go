@@ -40,9 +40,10 @@ func (r right) String() string {
 }
 
 // requiredRights lists what the manager must be allowed on a worker: it
-// caches its mirrors (get, list, watch jobs) and the capacity summary (get,
-// list, watch the ClusterCapacity named cluster), creates, updates and
-// deletes mirrors, and reads the namespaces they go to (get: their Pod
+// caches its mirrors (list, watch jobs; get one only to tell its own from a
+// same-named Job after a refused create) and the capacity summary (list,
+// watch the ClusterCapacity named cluster), creates, updates and deletes
+// mirrors, and reads the namespaces they go to (get: their Pod
 // Security labels). With namespaces (the worker chart's namespaced mode) the
 // Job and namespace rights are needed in those only.
 func requiredRights(namespaces []string) []right {
@@ -56,7 +57,7 @@ func requiredRights(namespaces []string) []right {
 			out = append(out, right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
 		}
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
+	for _, verb := range []string{"list", "watch"} {
 		out = append(out, right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
 	}
 	for _, ns := range scopes {

@@ -22,7 +22,7 @@ func TestRequiredRights(t *testing.T) {
 	cluster := []string{
 		"get jobs.batch in all namespaces", "list jobs.batch in all namespaces", "watch jobs.batch in all namespaces",
 		"create jobs.batch in all namespaces", "update jobs.batch in all namespaces", "delete jobs.batch in all namespaces",
-		"get clustercapacities.jobferry.dev cluster", "list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
+		"list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
 		"get namespaces",
 	}
 	if diff := cmp.Diff(cluster, names(requiredRights(nil))); diff != "" {
@@ -34,7 +34,7 @@ func TestRequiredRights(t *testing.T) {
 	namespaced := []string{
 		"get jobs.batch in a", "list jobs.batch in a", "watch jobs.batch in a", "create jobs.batch in a", "update jobs.batch in a", "delete jobs.batch in a",
 		"get jobs.batch in b", "list jobs.batch in b", "watch jobs.batch in b", "create jobs.batch in b", "update jobs.batch in b", "delete jobs.batch in b",
-		"get clustercapacities.jobferry.dev cluster", "list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
+		"list clustercapacities.jobferry.dev cluster", "watch clustercapacities.jobferry.dev cluster",
 		"get namespaces a", "get namespaces b",
 	}
 	if diff := cmp.Diff(namespaced, names(requiredRights([]string{"a", "b"}))); diff != "" {

@@ -34,7 +34,7 @@ import (
 
 // The rights the registry uses on the manager cluster (see jobs.go); the
 // kubeconfig Secrets are read in the manager's namespace (cmd/manager).
-// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=list;watch
 // +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters/status,verbs=update
 
 // Registry connects the manager to its workers: for each WorkerCluster it

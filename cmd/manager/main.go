@@ -38,7 +38,7 @@ import (
 // election lease. Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
-// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
 
 func main() {

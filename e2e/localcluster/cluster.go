@@ -74,7 +74,24 @@ type Spec struct {
 	// Leaving out job-controller makes a cluster whose Jobs only jobferry's
 	// worker runs.
 	Controllers []string
+	// Audit makes the API server log every request's metadata (user, verb,
+	// resource, namespace, name, response code) as JSON lines to
+	// AuditLogPath, for tests that check which rights were used.
+	Audit bool
 }
+
+// auditPolicy logs the metadata of every request once, when it completes
+// (or, for a watch, when its response starts).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+`
+
+// AuditLogPath is where the API server of a cluster started with Spec.Audit
+// writes its audit log.
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.Dir, "audit.log") }
 
 // Options say where and how a cluster runs.
 type Options struct {
@@ -335,7 +352,15 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 
 	progress("starting kube-apiserver on %s", c.Server)
-	apiserver, err := run("kube-apiserver",
+	var auditArgs []string
+	if spec.Audit {
+		if err := os.WriteFile(files.path("audit-policy.yaml"), []byte(auditPolicy), 0o644); err != nil {
+			return err
+		}
+		auditArgs = []string{"--audit-policy-file=" + files.path("audit-policy.yaml"), "--audit-log-path=" + c.AuditLogPath(),
+			"--audit-log-format=json", "--audit-log-maxsize=0"}
+	}
+	apiserver, err := run("kube-apiserver", append(auditArgs,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(apiPort),
@@ -352,7 +377,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		// The "kubernetes" Service endpoints cannot point at loopback.
 		"--endpoint-reconciler-type=none",
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
-		"--profiling=false")
+		"--profiling=false")...)
 	if err != nil {
 		return err
 	}
