@@ -35,11 +35,12 @@ import (
 // The rights the manager uses in its own namespace (the chart's release
 // namespace), for the manager chart (hack/generate.sh): the workers'
 // kubeconfig Secrets (and the webhook certificate Secret) and the leader
-// election lease. Writing the certificate Secret and the webhook
+// election lease (and its Event). Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=events,verbs=create
 
 func main() {
 	var (

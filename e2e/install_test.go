@@ -1,0 +1,454 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// The install path, proven on real control planes: both charts installed
+// with the real helm (the manager chart on the manager cluster, the worker
+// chart on each worker), then bin/manager and bin/worker run as local
+// processes with the identities of the charts' ServiceAccounts (tokens from
+// the TokenRequest API) and the arguments the charts' Deployments render —
+// parsed from the release manifests, so a flag a chart gets wrong fails here.
+// Only addresses change: the processes listen on free loopback ports, the
+// certificate also names localhost, and the webhook configurations are
+// pointed at the local manager's URL (the API server cannot reach a Service
+// without pods). Dispatch, suspend and resume, a name conflict, deletion,
+// cordon, orphan collection and worker loss then pass under those
+// identities. Least privilege: every API server keeps an audit log, and
+// every (verb, resource) the charts grant the manager's ServiceAccount and
+// the manager's identity on each worker is used by some flow — a granted
+// rule nothing used fails the test, naming it — while no request of theirs
+// or of the worker binaries is refused.
+func TestInstallWithChartsLeastPrivilege(t *testing.T) {
+	ctx := t.Context()
+	dir := outputDir(t)
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	env, err := localcluster.StartEnvironment(startCtx, localcluster.EnvironmentSpec{
+		Manager: localcluster.Spec{Name: "manager", Audit: true},
+		Workers: []localcluster.Spec{
+			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2)}, Audit: true},
+			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(2)}, Audit: true},
+		},
+	}, localcluster.EnvironmentOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = devenv.SystemNamespace
+	// client-go streams an informer's initial list in a watch when the API
+	// server can (WatchList); against one that cannot, it lists. The charts
+	// grant list and watch for the second case; the binaries list here (the
+	// processes inherit this), so the audit sees every granted verb used.
+	t.Setenv("KUBE_FEATURE_WatchListClient", "false")
+
+	// The charts, as a platform team installs them (timings short enough
+	// for a test).
+	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
+		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s")
+	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
+	workerObjects := map[string][]map[string]any{}
+	for _, w := range env.Workers {
+		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
+			"--set", "managerIdentity.allowNamespaceCreation=true")
+		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
+	}
+
+	// The manager, as its ServiceAccount, with the rendered arguments.
+	ports, err := localcluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsPort, probePort, webhookPort := ports[0], ports[1], ports[2]
+	managerKubeconfig := filepath.Join(dir, "manager-sa.kubeconfig")
+	tokenKubeconfig(ctx, t, env.Manager, ns, "jobferry-manager", managerKubeconfig)
+	managerArgs := overrideArgs(t, deploymentArgs(t, managerObjects, "manager"), map[string]func(string) string{
+		"--metrics-bind-address":         fixed("127.0.0.1:" + strconv.Itoa(metricsPort)),
+		"--health-probe-bind-address":    fixed("127.0.0.1:" + strconv.Itoa(probePort)),
+		"--webhook-port":                 fixed(strconv.Itoa(webhookPort)),
+		"--webhook-cert-dir":             fixed(filepath.Join(dir, "manager-certs")),
+		"--webhook-cert-extra-dns-names": func(old string) string { return old + ",localhost" },
+	}, "--kubeconfig="+managerKubeconfig, "--webhook-bind-host=127.0.0.1")
+	t.Logf("manager arguments: %q", managerArgs)
+
+	// The API server reaches the local manager, not the Service.
+	admin, err := kubernetes.NewForConfig(env.Manager.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pointWebhooksAt(ctx, t, admin, fmt.Sprintf("https://localhost:%d", webhookPort))
+
+	managerProcess, err := env.Manager.StartComponent("jobferry-manager", filepath.Join(bin, "manager"), managerArgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ready only once the certificate it issued is served and its CA is in
+	// both webhook configurations.
+	waitReady(ctx, t, managerProcess, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
+	for _, name := range []string{"jobferry-manager-opt-in", "jobferry-manager-validate"} {
+		if bundle := caBundleOf(ctx, t, admin, name); len(bundle) == 0 {
+			t.Fatalf("%s has no CA bundle although the manager is ready", name)
+		}
+	}
+
+	// Each worker binary as its ServiceAccount; each worker registered with
+	// the manager's identity there.
+	managerClient, err := client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[string]kubernetes.Interface{}
+	for _, w := range env.Workers {
+		ports, err := localcluster.FreePorts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig := filepath.Join(dir, w.Name+"-worker-sa.kubeconfig")
+		tokenKubeconfig(ctx, t, w, ns, "jobferry-worker", kubeconfig)
+		args := overrideArgs(t, deploymentArgs(t, workerObjects[w.Name], "worker"), map[string]func(string) string{
+			"--metrics-bind-address":      fixed("127.0.0.1:" + strconv.Itoa(ports[0])),
+			"--health-probe-bind-address": fixed("127.0.0.1:" + strconv.Itoa(ports[1])),
+		}, "--kubeconfig="+kubeconfig)
+		p, err := w.StartComponent("jobferry-worker", filepath.Join(bin, "worker"), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(ctx, t, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
+
+		identity := tokenKubeconfig(ctx, t, w, ns, "jobferry-manager", "")
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.Name + "-kubeconfig"}, Data: map[string][]byte{"kubeconfig": identity}}
+		if err := managerClient.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		controller := v1alpha1.JobControllerBuiltin
+		if w.Name == "worker-2" {
+			controller = v1alpha1.JobControllerWorker
+		}
+		wc := &v1alpha1.WorkerCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: w.Name, Labels: map[string]string{workerNameLabel: w.Name}},
+			Spec:       v1alpha1.WorkerClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: secret.Name}}, JobController: controller},
+		}
+		if err := managerClient.Create(ctx, wc); err != nil {
+			t.Fatal(err)
+		}
+		c, err := kubernetes.NewForConfig(w.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[w.Name] = c
+	}
+	if err := devenv.WaitConnected(ctx, managerClient, len(env.Workers), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range env.Workers {
+		if cond := installedCondition(ctx, t, managerClient, w.Name, v1alpha1.ConditionAuthorized); cond.Status != metav1.ConditionTrue {
+			t.Fatalf("%s: Authorized=%s (%s): the worker chart's identity lacks rights the manager needs", w.Name, cond.Status, cond.Message)
+		}
+	}
+
+	d := &dispatchEnv{Env: &devenv.Env{Environment: env}, manager: admin, managerClient: managerClient, workers: workers}
+	optedIn := func() string { return d.optedInNamespace(ctx, t) }
+	complete := func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil }
+
+	t.Run("dispatch", func(t *testing.T) {
+		ns := optedIn()
+		for _, worker := range []string{"worker-1", "worker-2"} {
+			job := sleepJob(ns, "to-"+worker, time.Second)
+			d.dispatchTo(ctx, t, job, worker)
+			pollJob(ctx, t, admin, ns, job.Name, time.Minute, "Complete", complete)
+		}
+		waitNoMirrors(ctx, t, d, ns)
+	})
+	t.Run("suspend-and-resume", func(t *testing.T) {
+		ns := optedIn()
+		job := sleepJob(ns, "pausable", 4*time.Second)
+		worker := d.dispatchTo(ctx, t, job, "worker-2")
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		mergePatchJob(ctx, t, admin, ns, job.Name, `{"spec":{"suspend":true}}`)
+		pollJob(ctx, t, worker, ns, job.Name, 30*time.Second, "mirror suspended", func(j *batchv1.Job) bool { return ptr.Deref(j.Spec.Suspend, false) })
+		pollJob(ctx, t, admin, ns, job.Name, 30*time.Second, "Suspended", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobSuspended) != nil })
+		mergePatchJob(ctx, t, admin, ns, job.Name, `{"spec":{"suspend":false}}`)
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "Complete", complete)
+	})
+	t.Run("name-conflict", func(t *testing.T) {
+		// The manager tells a same-named Job of someone else's from its own
+		// mirror with a get after the create was refused.
+		ns := optedIn()
+		if _, err := workers["worker-1"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := workers["worker-1"].BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, "clash", time.Hour), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		job := sleepJob(ns, "clash", time.Second)
+		job.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: workerNameLabel + "=worker-1"}
+		if _, err := admin.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(ctx, t, admin, ns, job.Name, "NameConflict", 30*time.Second, "left untouched")
+		// Pinned to the one worker it may not use, it waits, and says so
+		// again at every capacity change.
+		waitEventCount(ctx, t, admin, ns, job.Name, "Unschedulable", 2, time.Minute)
+	})
+	t.Run("delete-running", func(t *testing.T) {
+		ns := optedIn()
+		job := sleepJob(ns, "deleted", time.Hour)
+		worker := d.dispatchTo(ctx, t, job, "worker-1")
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		if err := admin.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(ctx, t, worker, ns, job.Name)
+	})
+	t.Run("cordon", func(t *testing.T) {
+		setCordoned(ctx, t, managerClient, "worker-1", true)
+		defer setCordoned(ctx, t, managerClient, "worker-1", false)
+		ns := optedIn()
+		job := sleepJob(ns, "cordoned", time.Second)
+		placed, _ := dispatchOne(ctx, t, d, job)
+		if placed != "worker-2" {
+			t.Errorf("placed on cordoned %s", placed)
+		}
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "Complete", complete)
+	})
+	t.Run("orphan-collection", func(t *testing.T) {
+		ns := optedIn()
+		job := sleepJob(ns, "orphan", time.Hour)
+		worker := d.dispatchTo(ctx, t, job, "worker-1")
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		restore := cutOff(ctx, t, managerClient, "worker-1")
+		installedConditionIs(ctx, t, managerClient, "worker-1", v1alpha1.ConditionConnected, metav1.ConditionFalse)
+		if err := admin.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		restore()
+		waitGone(ctx, t, worker, ns, job.Name)
+	})
+	t.Run("worker-loss", func(t *testing.T) {
+		ns := optedIn()
+		job := sleepJob(ns, "survivor", 30*time.Second)
+		d.dispatchTo(ctx, t, job, "worker-2")
+		// Unpinned from here on, so it may run elsewhere once worker-2 is lost.
+		mergePatchJob(ctx, t, admin, ns, job.Name, `{"metadata":{"annotations":{"`+v1alpha1.ClusterSelectorAnnotation+`":null}}}`)
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		lost := env.Workers[1]
+		if err := lost.StopComponent("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		moved := pollJob(ctx, t, admin, ns, job.Name, 2*time.Minute, "placed again on worker-1", func(j *batchv1.Job) bool {
+			return j.Annotations[v1alpha1.WorkerAnnotation] == "worker-1"
+		})
+		if _, err := lost.RestartComponent("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue)
+		// The stale attempt left on worker-2 is deleted once it is back.
+		waitGone(ctx, t, workers["worker-2"], ns, job.Name)
+		t.Logf("re-dispatched as attempt %s", moved.Annotations[v1alpha1.DispatchAttemptAnnotation])
+		pollJob(ctx, t, admin, ns, job.Name, 2*time.Minute, "Complete", complete)
+	})
+	if t.Failed() {
+		return
+	}
+
+	checkLeastPrivilege(t, "the manager's ServiceAccount on the manager cluster",
+		grantsTo(t, managerObjects, ns, "jobferry-manager"), readAudit(t, env.Manager, "system:serviceaccount:"+ns+":jobferry-manager"), true)
+	// The worker chart grants the same on every worker; the flows use them
+	// across the workers.
+	var identityEvents []auditEvent
+	for _, w := range env.Workers {
+		identityEvents = append(identityEvents, readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-manager")...)
+		// The worker binary's own rights are generated from its markers;
+		// here only none may be missing.
+		checkLeastPrivilege(t, "the worker binary on "+w.Name,
+			grantsTo(t, workerObjects[w.Name], ns, "jobferry-worker"), readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-worker"), false)
+	}
+	checkLeastPrivilege(t, "the manager's identity on the workers", grantsTo(t, workerObjects["worker-1"], ns, "jobferry-manager"), identityEvents, true)
+}
+
+// pointWebhooksAt makes both webhook configurations call url instead of the
+// chart's Service, which has no pods here.
+func pointWebhooksAt(ctx context.Context, t *testing.T, c kubernetes.Interface, url string) {
+	t.Helper()
+	mutating, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "jobferry-manager-opt-in", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + *pathOf(mutating.Webhooks[i].ClientConfig))}
+	}
+	if _, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mutating, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	validating, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "jobferry-manager-validate", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range validating.Webhooks {
+		validating.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + *pathOf(validating.Webhooks[i].ClientConfig))}
+	}
+	if _, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, validating, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pathOf(cc admissionregistrationv1.WebhookClientConfig) *string {
+	if cc.Service != nil && cc.Service.Path != nil {
+		return cc.Service.Path
+	}
+	return ptr.To("")
+}
+
+func caBundleOf(ctx context.Context, t *testing.T, c kubernetes.Interface, name string) []byte {
+	t.Helper()
+	if m, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		return m.Webhooks[0].ClientConfig.CABundle
+	}
+	v, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Webhooks[0].ClientConfig.CABundle
+}
+
+func installedCondition(ctx context.Context, t *testing.T, c client.Client, worker, condType string) metav1.Condition {
+	t.Helper()
+	var cond *metav1.Condition
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := c.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+			return false, err
+		}
+		cond = meta.FindStatusCondition(wc.Status.Conditions, condType)
+		return cond != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s has no %s condition: %v", worker, condType, err)
+	}
+	return *cond
+}
+
+func installedConditionIs(ctx context.Context, t *testing.T, c client.Client, worker, condType string, want metav1.ConditionStatus) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := c.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionPresentAndEqual(wc.Status.Conditions, condType, want), nil
+	})
+	if err != nil {
+		t.Fatalf("%s never became %s=%s: %v", worker, condType, want, err)
+	}
+}
+
+func setCordoned(ctx context.Context, t *testing.T, c client.Client, worker string, cordoned bool) {
+	t.Helper()
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"cordoned":%t}}`, cordoned))
+	if err := c.Patch(ctx, wc, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cutOff points a worker's kubeconfig Secret at a closed port, as a network
+// partition would, and returns what restores it.
+func cutOff(ctx context.Context, t *testing.T, c client.Client, worker string) func() {
+	t.Helper()
+	key := client.ObjectKey{Namespace: devenv.SystemNamespace, Name: worker + "-kubeconfig"}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, key, secret); err != nil {
+		t.Fatal(err)
+	}
+	good := secret.Data["kubeconfig"]
+	cfg, err := clientcmd.Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://127.0.0.1:1"
+	cut, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(data []byte) {
+		s := &corev1.Secret{}
+		if err := c.Get(context.Background(), key, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["kubeconfig"] = data
+		if err := c.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(cut)
+	return func() { set(good) }
+}
+
+// waitGone waits until the Job is gone from a cluster.
+func waitGone(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("Job %s/%s is still there: %v", ns, name, err)
+	}
+}
+
+// waitEventCount waits until the Job's Events of a reason count n in all.
+func waitEventCount(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, job, reason string, n int32, timeout time.Duration) {
+	t.Helper()
+	var count int32
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		events, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + job})
+		if err != nil {
+			return false, err
+		}
+		count = 0
+		for _, e := range events.Items {
+			if e.Reason == reason {
+				count += max(e.Count, 1)
+				if e.Series != nil {
+					count = max(count, e.Series.Count)
+				}
+			}
+		}
+		return count >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("%d %s Events on %s/%s, want %d: %v", count, reason, ns, job, n, err)
+	}
+}
