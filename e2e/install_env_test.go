@@ -232,7 +232,8 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestURI string `json:"requestURI"`
+	RequestURI string    `json:"requestURI"`
+	Received   time.Time `json:"requestReceivedTimestamp"`
 }
 
 func (e auditEvent) resource() string {

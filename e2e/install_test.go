@@ -4,9 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +127,20 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Fatalf("%s has no CA bundle although the manager is ready", name)
 		}
 	}
+	// Ready means the webhooks answer: the first Job created afterwards is
+	// admitted by them, with no retry.
+	firstNS := (&dispatchEnv{manager: admin}).optedInNamespace(ctx, t)
+	first, err := admin.BatchV1().Jobs(firstNS).Create(ctx, sleepJob(firstNS, "first", time.Second), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the first Job after the manager turned ready: %v", err)
+	}
+	if ptr.Deref(first.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy {
+		t.Fatalf("the first Job after the manager turned ready was not opted in: managedBy %v", first.Spec.ManagedBy)
+	}
+	// The metrics endpoint serves HTTPS with the certificate the manager
+	// issued, verified against the CA in its Secret, for the metrics
+	// Service's name, as the chart's ServiceMonitor does.
+	scrapeVerified(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort))
 
 	// Each worker binary as its ServiceAccount; each worker registered with
 	// the manager's identity there.
@@ -130,6 +149,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	workers := map[string]kubernetes.Interface{}
+	workerProbes := map[string]string{}
 	for _, w := range env.Workers {
 		ports, err := localcluster.FreePorts(2)
 		if err != nil {
@@ -145,7 +165,8 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitReady(ctx, t, p, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
+		workerProbes[w.Name] = fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
+		waitReady(ctx, t, p, workerProbes[w.Name])
 
 		identity := tokenKubeconfig(ctx, t, w, ns, "jobferry-manager", "")
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.Name + "-kubeconfig"}, Data: map[string][]byte{"kubeconfig": identity}}
@@ -274,6 +295,13 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue)
+		// The worker binary lost its leader lease with its API server and
+		// exited, as it should; its Deployment would start it again.
+		p, err := lost.RestartComponent("jobferry-worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(ctx, t, p, workerProbes[lost.Name])
 		// The stale attempt left on worker-2 is deleted once it is back.
 		waitGone(ctx, t, workers["worker-2"], ns, job.Name)
 		t.Logf("re-dispatched as attempt %s", moved.Annotations[v1alpha1.DispatchAttemptAnnotation])
@@ -296,6 +324,74 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			grantsTo(t, workerObjects[w.Name], ns, "jobferry-worker"), readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-worker"), false)
 	}
 	checkLeastPrivilege(t, "the manager's identity on the workers", grantsTo(t, workerObjects["worker-1"], ns, "jobferry-manager"), identityEvents, true)
+
+	// The worker chart's namespaced mode: worker-2's identity gets Roles in
+	// team-x only; its WorkerCluster lists team-x. A Job from team-x runs
+	// there (its namespace is never created: the administrator made it);
+	// one from elsewhere is not placed there, its Event saying why.
+	t.Run("namespaced-worker", func(t *testing.T) {
+		worker2 := env.Workers[1]
+		if _, err := workers["worker-2"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		helm(ctx, t, worker2.KubeconfigPath, "upgrade", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--set", "managerIdentity.namespaces={team-x}")
+		objects := manifestObjects(t, helm(ctx, t, worker2.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
+		wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "worker-2"}}
+		if err := managerClient.Patch(ctx, wc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"namespaces":["team-x"]}}`))); err != nil {
+			t.Fatal(err)
+		}
+		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue)
+		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionAuthorized, metav1.ConditionTrue)
+
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x",
+			Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		inside := sleepJob("team-x", "inside", time.Second)
+		d.dispatchTo(ctx, t, inside, "worker-2")
+		pollJob(ctx, t, admin, "team-x", inside.Name, time.Minute, "Complete", complete)
+
+		outsideNS := optedIn()
+		outside := sleepJob(outsideNS, "outside", time.Second)
+		outside.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: workerNameLabel + "=worker-2"}
+		if _, err := admin.BatchV1().Jobs(outsideNS).Create(ctx, outside, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e := waitEvent(ctx, t, admin, outsideNS, outside.Name, "Unschedulable", 30*time.Second, "worker-2: the manager may use only namespaces team-x there")
+		t.Logf("Unschedulable: %s", e.Message)
+		for _, ev := range readAudit(t, worker2, "system:serviceaccount:"+ns+":jobferry-manager") {
+			if ev.Received.After(before) && ev.Verb == "create" && ev.resource() == "namespaces" {
+				t.Errorf("the manager tried to create a namespace on a namespaced worker: %s (code %d)", ev.RequestURI, ev.ResponseStatus.Code)
+			}
+		}
+		checkLeastPrivilege(t, "the manager's namespaced identity on worker-2", grantsTo(t, objects, ns, "jobferry-manager"),
+			readAudit(t, worker2, "system:serviceaccount:"+ns+":jobferry-manager"), false)
+	})
+}
+
+// scrapeVerified reads a metrics endpoint over HTTPS, verifying its
+// certificate against the CA of the Secret for serverName.
+func scrapeVerified(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, secret, serverName, url string) {
+	t.Helper()
+	s, err := c.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.Data["ca.crt"]) {
+		t.Fatalf("Secret %s has no CA (ca.crt)", secret)
+	}
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}}
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("scraping %s verifying %s against the CA: %v", url, serverName, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "jobferry_jobs") {
+		t.Fatalf("scraping %s: %s, %d bytes, %v", url, resp.Status, len(body), err)
+	}
 }
 
 // pointWebhooksAt makes both webhook configurations call url instead of the

@@ -359,6 +359,11 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 }
 
 func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
+	if !rem.mayUse(job.Namespace) {
+		// The WorkerCluster's namespaces changed since the placement.
+		return reconcile.Result{}, r.release(ctx, job, worker, fmt.Sprintf(
+			"worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again", worker, strings.Join(rem.namespaces, ", ")))
+	}
 	if missing := rem.missingRights(); !mayCreateMirrors(missing, job.Namespace) {
 		return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
 	}
@@ -461,15 +466,21 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 // credential may not create, so it is placed again where it can run (or
 // waits, saying why, until the rights are granted).
 func (r *JobReconciler) releaseForRights(ctx context.Context, job *batchv1.Job, worker string, missing []right) error {
+	return r.release(ctx, job, worker, fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
+		worker, missingMessage(missing), v1alpha1.ConditionAuthorized))
+}
+
+// release undoes the placement of a Job that has no mirror on worker, so
+// it is placed again, and says why in a Warning Event.
+func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker, why string) error {
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
 	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("releasing the placement on %s, whose credential lacks rights: %w", worker, err)
+		return fmt.Errorf("releasing the placement on %s: %w", worker, err)
 	}
 	r.assume.forget(job.UID)
 	r.Registry.jobsChanged(worker)
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch",
-		"worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)", worker, missingMessage(missing), v1alpha1.ConditionAuthorized)
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", why)
 	return nil
 }
 

@@ -190,6 +190,11 @@ func (r *remote) mirror(ctx context.Context, key types.NamespacedName) (*batchv1
 	if !r.synced.Load() {
 		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
 	}
+	if !r.mayUse(key.Namespace) {
+		// The cache holds only the namespaces the manager may use there;
+		// there is no mirror it could see (or touch) elsewhere.
+		return nil, nil
+	}
 	job := &batchv1.Job{}
 	if err := r.client().Get(ctx, key, job); err != nil {
 		if apierrors.IsNotFound(err) {
