@@ -113,7 +113,10 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == r.Namespace })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("workercluster").
-		For(&v1alpha1.WorkerCluster{}).
+		// Its own status writes must not reconcile it again: while a worker
+		// is unreachable each probe changes the message (the failure count),
+		// which would otherwise loop as fast as probes fail.
+		For(&v1alpha1.WorkerCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
 		WatchesRawSource(source.Channel(r.workerEvents, &handler.EnqueueRequestForObject{})).
 		Complete(r)
