@@ -68,10 +68,10 @@ func requiredRights(namespaces []string) []right {
 	return out
 }
 
-// createNamespaces is the one optional right: with it (and a credential for
+// createNamespacesRight is the one optional right: with it (and a credential for
 // every namespace) the manager creates a missing namespace for a mirror;
 // without it, a worker lacking the Job's namespace is not chosen for it.
-var createNamespaces = right{verb: "create", resource: "namespaces"}
+var createNamespacesRight = right{verb: "create", resource: "namespaces"}
 
 // rightsCheckInterval is how often a worker whose credential had every right
 // is checked again; one lacking a right is checked at every health probe, so

@@ -28,8 +28,8 @@ func TestRequiredRights(t *testing.T) {
 	if diff := cmp.Diff(cluster, names(requiredRights(nil))); diff != "" {
 		t.Errorf("every namespace (-want +got):\n%s", diff)
 	}
-	if createNamespaces.String() != "create namespaces" {
-		t.Errorf("the optional right is %q", createNamespaces)
+	if createNamespacesRight.String() != "create namespaces" {
+		t.Errorf("the optional right is %q", createNamespacesRight)
 	}
 	namespaced := []string{
 		"get jobs.batch in a", "list jobs.batch in a", "watch jobs.batch in a", "create jobs.batch in a", "update jobs.batch in a", "delete jobs.batch in a",

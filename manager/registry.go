@@ -280,7 +280,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		rights := requiredRights(rem.namespaces)
 		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
 		if wantNamespaces {
-			rights = append(rights, createNamespaces)
+			rights = append(rights, createNamespacesRight)
 		}
 		missing, err := reviewRights(reviewCtx, rem.health, rights)
 		if err != nil {
@@ -288,8 +288,8 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
 				Message: err.Error()}
 		}
-		mayCreate := wantNamespaces && !slices.Contains(missing, createNamespaces)
-		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespaces })
+		mayCreate := wantNamespaces && !slices.Contains(missing, createNamespacesRight)
+		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespacesRight })
 		state = &rightsState{checked: r.Clock.Now(), missing: missing, mayCreateNamespaces: mayCreate}
 		rem.rights.Store(state)
 		switch {

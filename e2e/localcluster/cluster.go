@@ -234,18 +234,34 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Cluster, error) {
 	if err := validate(spec, &opts); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached}
-	// Tracked from the first process on, so an interrupt during start-up
-	// stops what is already running.
-	track(c)
-	if err := c.start(ctx, spec, opts); err != nil {
+	for attempt := 1; ; attempt++ {
+		c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached}
+		// Tracked from the first process on, so an interrupt during start-up
+		// stops what is already running.
+		track(c)
+		err := c.start(ctx, spec, opts)
+		if err == nil {
+			return c, nil
+		}
 		if stopErr := c.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
+		// A free port can be taken between the moment it is found and the
+		// moment a component binds it (by another process's outgoing
+		// connection, say): start again, on other ports, from scratch.
+		if attempt < startAttempts && strings.Contains(err.Error(), "address already in use") {
+			fmt.Fprintf(opts.Progress, "%s: a port was taken while starting; starting again (%v)\n", spec.Name, err)
+			if rmErr := os.RemoveAll(opts.Dir); rmErr != nil {
+				return nil, errors.Join(err, rmErr)
+			}
+			continue
+		}
 		return nil, fmt.Errorf("starting cluster %s: %w", spec.Name, err)
 	}
-	return c, nil
 }
+
+// startAttempts bounds the starts of a cluster whose port was taken.
+const startAttempts = 3
 
 func validate(spec Spec, opts *Options) error {
 	if spec.Name == "" {
@@ -521,6 +537,8 @@ func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
 }
 
 // freePorts asks the kernel for n distinct free loopback ports.
+// It never returns a port it returned before in this process, so clusters
+// started at once do not get the same one.
 func freePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
@@ -528,17 +546,30 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	handedOut.mu.Lock()
+	defer handedOut.mu.Unlock()
 	ports := make([]int, 0, n)
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] {
+			continue
+		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
+
+// handedOut holds the ports freePorts returned in this process.
+var handedOut = struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // waitFor polls check until it succeeds, the timeout passes, or p exits.
 // The error names the component and ends with the tail of its log.
