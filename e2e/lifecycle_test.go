@@ -13,18 +13,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -209,34 +206,8 @@ func TestMirrorOfJobDeletedWhileWorkerUnreachableIsCollected(t *testing.T) {
 
 	// Cut the manager off the worker, as a network partition would: the
 	// worker's kubeconfig Secret now points at a closed port.
-	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: devenv.SystemNamespace, Name: workerName + "-kubeconfig"}
-	if err := d.managerClient.Get(ctx, key, secret); err != nil {
-		t.Fatal(err)
-	}
-	good := secret.Data["kubeconfig"]
-	cfg, err := clientcmd.Load(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://127.0.0.1:1"
-	cut, err := clientcmd.Write(*cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setSecret := func(data []byte) {
-		t.Helper()
-		s := &corev1.Secret{}
-		if err := d.managerClient.Get(context.Background(), key, s); err != nil {
-			t.Fatal(err)
-		}
-		s.Data["kubeconfig"] = data
-		if err := d.managerClient.Update(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setSecret(cut)
-	t.Cleanup(func() { setSecret(good) })
+	restore := cutOff(ctx, t, d.managerClient, workerName)
+	t.Cleanup(restore)
 	if cond := waitConnected(ctx, t, d, workerName, metav1.ConditionFalse); cond.Reason != v1alpha1.ReasonUnreachable {
 		t.Errorf("a worker whose API server does not answer shows reason %s (%s), want %s", cond.Reason, cond.Message, v1alpha1.ReasonUnreachable)
 	}
@@ -244,7 +215,7 @@ func TestMirrorOfJobDeletedWhileWorkerUnreachableIsCollected(t *testing.T) {
 	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := d.manager.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -255,7 +226,7 @@ func TestMirrorOfJobDeletedWhileWorkerUnreachableIsCollected(t *testing.T) {
 		t.Fatalf("want the mirror still on the unreachable worker, got %v (%v)", mirrors, err)
 	}
 
-	setSecret(good)
+	restore()
 	waitConnected(ctx, t, d, workerName, metav1.ConditionTrue)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		mirrors, err := worker.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})

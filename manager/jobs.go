@@ -101,6 +101,11 @@ type JobReconciler struct {
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
 	refusals *refusalMemo
+	// finished remembers the Jobs whose finished status this manager wrote:
+	// a reconcile on a cache that has not caught up with that write, once
+	// the finished mirror is deleted, must not create the mirror again (the
+	// Job would run twice).
+	finished sync.Map // types.NamespacedName -> types.UID
 	// placeMu serialises placement, so two Jobs never both take the same
 	// free capacity.
 	placeMu sync.Mutex
@@ -142,6 +147,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.refusals.forget(req.NamespacedName)
+			r.finished.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -324,7 +330,7 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if m == nil {
-		if isFinished(job) {
+		if isFinished(job) || r.wroteFinished(job) {
 			r.assume.forget(job.UID)
 			return reconcile.Result{}, nil
 		}
@@ -623,6 +629,13 @@ func attemptOf(obj metav1.Object) int {
 	return n
 }
 
+// wroteFinished: this manager wrote the Job's finished status (which the
+// cache may not show yet).
+func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
+	uid, ok := r.finished.Load(client.ObjectKeyFromObject(job))
+	return ok && uid.(types.UID) == job.UID
+}
+
 // needsActivation: placed and mirrored, but still held by the webhook.
 func needsActivation(job *batchv1.Job) bool {
 	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
@@ -678,6 +691,9 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 		if mirror.Finished(desired) != isFinished(job) || (desired.Active > 0) != (job.Status.Active > 0) {
 			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
 		}
+		if mirror.Finished(desired) {
+			r.finished.Store(client.ObjectKeyFromObject(job), job.UID)
+		}
 		job.Status = updated.Status
 		job.ResourceVersion = updated.ResourceVersion
 		return nil
@@ -706,6 +722,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 func (r *JobReconciler) finalize(ctx context.Context, job *batchv1.Job) error {
 	defer r.assume.forget(job.UID)
 	defer r.refusals.forget(client.ObjectKeyFromObject(job))
+	defer r.finished.Delete(client.ObjectKeyFromObject(job))
 	defer r.Registry.jobsChanged(job.Annotations[v1alpha1.WorkerAnnotation])
 	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
 		return nil
