@@ -270,7 +270,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		worker := d.dispatchTo(ctx, t, job, "worker-1")
 		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
 		restore := cutOff(ctx, t, managerClient, "worker-1")
-		installedConditionIs(ctx, t, managerClient, "worker-1", v1alpha1.ConditionConnected, metav1.ConditionFalse)
+		waitWorkerCondition(ctx, t, managerClient, "worker-1", v1alpha1.ConditionConnected, metav1.ConditionFalse, 2*time.Minute)
 		if err := admin.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if _, err := lost.RestartComponent("kube-apiserver"); err != nil {
 			t.Fatal(err)
 		}
-		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue)
+		waitWorkerCondition(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue, 2*time.Minute)
 		// The worker binary lost its leader lease with its API server and
 		// exited, as it should; its Deployment would start it again.
 		p, err := lost.RestartComponent("jobferry-worker")
@@ -340,8 +340,8 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if err := managerClient.Patch(ctx, wc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"namespaces":["team-x"]}}`))); err != nil {
 			t.Fatal(err)
 		}
-		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue)
-		installedConditionIs(ctx, t, managerClient, "worker-2", v1alpha1.ConditionAuthorized, metav1.ConditionTrue)
+		waitWorkerCondition(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue, 2*time.Minute)
+		waitWorkerCondition(ctx, t, managerClient, "worker-2", v1alpha1.ConditionAuthorized, metav1.ConditionTrue, 2*time.Minute)
 
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x",
 			Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}, metav1.CreateOptions{}); err != nil {
@@ -454,20 +454,6 @@ func installedCondition(ctx context.Context, t *testing.T, c client.Client, work
 		t.Fatalf("%s has no %s condition: %v", worker, condType, err)
 	}
 	return *cond
-}
-
-func installedConditionIs(ctx context.Context, t *testing.T, c client.Client, worker, condType string, want metav1.ConditionStatus) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		wc := &v1alpha1.WorkerCluster{}
-		if err := c.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
-			return false, err
-		}
-		return meta.IsStatusConditionPresentAndEqual(wc.Status.Conditions, condType, want), nil
-	})
-	if err != nil {
-		t.Fatalf("%s never became %s=%s: %v", worker, condType, want, err)
-	}
 }
 
 func setCordoned(ctx context.Context, t *testing.T, c client.Client, worker string, cordoned bool) {

@@ -243,17 +243,24 @@ func TestMirrorOfJobDeletedWhileWorkerUnreachableIsCollected(t *testing.T) {
 
 func waitConnected(ctx context.Context, t *testing.T, d *dispatchEnv, worker string, want metav1.ConditionStatus) *metav1.Condition {
 	t.Helper()
+	return waitWorkerCondition(ctx, t, d.managerClient, worker, v1alpha1.ConditionConnected, want, time.Minute)
+}
+
+// waitWorkerCondition waits until the WorkerCluster's condition has the
+// status want, and returns it.
+func waitWorkerCondition(ctx context.Context, t *testing.T, c client.Client, worker, condType string, want metav1.ConditionStatus, timeout time.Duration) *metav1.Condition {
+	t.Helper()
 	var cond *metav1.Condition
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		wc := &v1alpha1.WorkerCluster{}
-		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
 			return false, err
 		}
-		cond = meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected)
+		cond = meta.FindStatusCondition(wc.Status.Conditions, condType)
 		return cond != nil && cond.Status == want, nil
 	})
 	if err != nil {
-		t.Fatalf("%s never became Connected=%s: %v", worker, want, err)
+		t.Fatalf("%s never became %s=%s: %v", worker, condType, want, err)
 	}
 	return cond
 }

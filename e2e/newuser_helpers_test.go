@@ -38,14 +38,7 @@ func waitEvent(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, jo
 		seen = seen[:0]
 		for _, e := range events.Items {
 			seen = append(seen, e.Reason+": "+e.Message)
-			if e.Reason != reason {
-				continue
-			}
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(e.Message, p)
-			}
-			if all {
+			if e.Reason == reason && containsAll(e.Message, parts...) {
 				found = e
 				return true, nil
 			}

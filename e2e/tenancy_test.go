@@ -33,6 +33,13 @@ const (
 // namespaces given, nothing else.
 func tenantClient(ctx context.Context, t *testing.T, d *dispatchEnv, namespaces ...string) kubernetes.Interface {
 	t.Helper()
+	bindJobAuthor(ctx, t, d, namespaces...)
+	return tenantClientWithWarnings(t, d, nil)
+}
+
+// bindJobAuthor lets alice create, read and delete Jobs in the namespaces.
+func bindJobAuthor(ctx context.Context, t *testing.T, d *dispatchEnv, namespaces ...string) {
+	t.Helper()
 	for _, ns := range namespaces {
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job-author"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get", "list", "watch", "delete"},
@@ -53,13 +60,6 @@ func tenantClient(ctx context.Context, t *testing.T, d *dispatchEnv, namespaces 
 			_ = d.manager.RbacV1().Roles(ns).Delete(context.Background(), role.Name, metav1.DeleteOptions{})
 		})
 	}
-	cfg := d.Manager.RESTConfig()
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"team-a", "system:authenticated"}}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func managerNamespace(ctx context.Context, t *testing.T, d *dispatchEnv, name string, labels map[string]string) {
@@ -267,12 +267,14 @@ func (w *warningRecorder) all() []string {
 }
 
 // tenantClientWithWarnings is alice's client (her rights already bound by
-// tenantClient), recording the warnings she is shown.
+// tenantClient), recording the warnings she is shown when rec is set.
 func tenantClientWithWarnings(t *testing.T, d *dispatchEnv, rec *warningRecorder) kubernetes.Interface {
 	t.Helper()
 	cfg := d.Manager.RESTConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"team-a", "system:authenticated"}}
-	cfg.WarningHandler = rec
+	if rec != nil {
+		cfg.WarningHandler = rec
+	}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

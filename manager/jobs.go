@@ -367,7 +367,7 @@ func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker strin
 func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
 	if !rem.mayUse(job.Namespace) {
 		// The WorkerCluster's namespaces changed since the placement.
-		return reconcile.Result{}, r.release(ctx, job, worker, fmt.Sprintf(
+		return reconcile.Result{}, r.releaseWithWarning(ctx, job, worker, fmt.Sprintf(
 			"worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again", worker, strings.Join(rem.namespaces, ", ")))
 	}
 	if missing := rem.missingRights(); !mayCreateMirrors(missing, job.Namespace) {
@@ -437,8 +437,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 // desiredMirror is the mirror of the manager Job as it is now, for the
 // worker wc: what createMirror creates and syncMirrorSpec keeps in step.
 func (r *JobReconciler) desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster) (*batchv1.Job, error) {
-	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
-	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attempt, 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attemptOf(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
 		return nil, err
 	}
@@ -472,21 +471,35 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 // credential may not create, so it is placed again where it can run (or
 // waits, saying why, until the rights are granted).
 func (r *JobReconciler) releaseForRights(ctx context.Context, job *batchv1.Job, worker string, missing []right) error {
-	return r.release(ctx, job, worker, fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
+	return r.releaseWithWarning(ctx, job, worker, fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
 		worker, missingMessage(missing), v1alpha1.ConditionAuthorized))
 }
 
-// release undoes the placement of a Job that has no mirror on worker, so
-// it is placed again, and says why in a Warning Event.
-func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker, why string) error {
+// releaseWithWarning releases a Job that has no mirror on worker and says
+// why in a Warning Event.
+func (r *JobReconciler) releaseWithWarning(ctx context.Context, job *batchv1.Job, worker, why string) error {
+	if err := r.release(ctx, job, worker, nil); err != nil {
+		return fmt.Errorf("releasing the placement on %s: %w", worker, err)
+	}
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", why)
+	return nil
+}
+
+// release undoes the placement of a Job on worker, so it is placed again;
+// change, when set, edits the Job in the same write. The Job object is
+// updated with what was written.
+func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker string, change func(*batchv1.Job)) error {
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	if change != nil {
+		change(updated)
+	}
 	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("releasing the placement on %s: %w", worker, err)
+		return err
 	}
 	r.assume.forget(job.UID)
 	r.Registry.jobsChanged(worker)
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", why)
+	*job = *updated
 	return nil
 }
 
@@ -497,15 +510,21 @@ func (r *JobReconciler) syncMirrorSpec(ctx context.Context, job *batchv1.Job, re
 	if r.refusals.blocked(job, writeMirrorSpec) {
 		return reconcile.Result{}, nil, false
 	}
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: rem.name}, wc); err != nil {
-		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", rem.name, err), false
-	}
-	desired, err := r.desiredMirror(job, wc)
-	if err != nil {
-		r.refusals.remember(job, writeMirrorSpec)
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "cannot carry the new spec to the mirror on %s: %v", rem.name, err)
-		return reconcile.Result{}, nil, false
+	// SpecUpdate compares the pod template only while the mirror's may
+	// change; otherwise the manager Job's spec as it is will do, and the
+	// mirror is not built on every status change.
+	desired := &batchv1.Job{Spec: job.Spec}
+	if mirror.TemplateMutable(m) {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: rem.name}, wc); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", rem.name, err), false
+		}
+		var err error
+		if desired, err = r.desiredMirror(job, wc); err != nil {
+			r.refusals.remember(job, writeMirrorSpec)
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "cannot carry the new spec to the mirror on %s: %v", rem.name, err)
+			return reconcile.Result{}, nil, false
+		}
 	}
 	updated, changed := mirror.SpecUpdate(desired, m)
 	if len(changed) == 0 {
@@ -556,15 +575,13 @@ func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker s
 	dispatchTotal.WithLabelValues(worker, "conflict").Inc()
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch",
 		"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, worker)
-	updated := job.DeepCopy()
-	excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
-	updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, worker), ",")
-	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
-	if err := r.Client.Update(ctx, updated); err != nil {
+	exclude := func(updated *batchv1.Job) {
+		excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
+		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, worker), ",")
+	}
+	if err := r.release(ctx, job, worker, exclude); err != nil {
 		return fmt.Errorf("releasing placement on %s: %w", worker, err)
 	}
-	r.assume.forget(job.UID)
-	r.Registry.jobsChanged(worker)
 	return nil
 }
 
@@ -606,13 +623,9 @@ func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker
 			worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)
 		return reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
-	updated := job.DeepCopy()
-	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
-	if err := r.Client.Update(ctx, updated); err != nil {
+	if err := r.release(ctx, job, worker, nil); err != nil {
 		return r.refused(ctx, job, writeJob, "releasing the placement on lost worker "+worker, managerAPI, err)
 	}
-	r.assume.forget(job.UID)
-	r.Registry.jobsChanged(worker)
 	dispatchTotal.WithLabelValues(worker, "lost").Inc()
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
 		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",

@@ -239,9 +239,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		rem, err = newRemote(wc.Name, cfg, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
 			mirrorChanged:   r.mirrorChanged,
 			capacityChanged: r.capacityChanged,
-			synced: func(worker string) {
-				r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
-			},
+			synced:          r.reconcileWorker,
 		})
 		if err != nil {
 			// Building the cache asks the server for its API resources.
@@ -321,7 +319,7 @@ func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
 		return nil
 	}
 	r.reviewRights(ctx, rem, true)
-	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+	r.reconcileWorker(worker)
 	return rem.missingRights()
 }
 
@@ -349,8 +347,13 @@ func (r *Registry) jobsChanged(worker string) {
 	}
 	time.AfterFunc(countsRefresh, func() {
 		r.countsPending.Delete(worker)
-		r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+		r.reconcileWorker(worker)
 	})
+}
+
+// reconcileWorker asks for a reconcile of the WorkerCluster worker.
+func (r *Registry) reconcileWorker(worker string) {
+	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
 }
 
 // backoff is the delay before the next probe after n consecutive failures.

@@ -38,7 +38,10 @@ func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
 	carry("backoffLimit", &spec.BackoffLimit, want.BackoffLimit)
 	carry("maxFailedIndexes", &spec.MaxFailedIndexes, want.MaxFailedIndexes)
 	if !ptr.Equal(spec.ActiveDeadlineSeconds, want.ActiveDeadlineSeconds) {
-		spec.ActiveDeadlineSeconds = want.ActiveDeadlineSeconds
+		spec.ActiveDeadlineSeconds = nil
+		if want.ActiveDeadlineSeconds != nil {
+			spec.ActiveDeadlineSeconds = ptr.To(*want.ActiveDeadlineSeconds)
+		}
 		changed = append(changed, "activeDeadlineSeconds")
 	}
 	if ptr.Deref(spec.Suspend, false) != ptr.Deref(want.Suspend, false) {
