@@ -44,10 +44,18 @@ var (
 		Name: "jobferry_worker_connected",
 		Help: "1 while the worker is Connected, else 0.",
 	}, []string{"worker"})
+	credentialExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "jobferry_workercluster_credential_expiry_timestamp_seconds",
+		Help: "When the token in a worker's kubeconfig Secret expires (Unix time); absent for credentials without expiry.",
+	}, []string{"worker"})
+	credentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_workercluster_credential_renewals_total",
+		Help: "Renewals of worker tokens by the manager, by worker and result (renewed, failed).",
+	}, []string{"worker", "result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted)
+	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted, credentialExpiry, credentialRenewals)
 }
 
 // jobsCollector serves jobferry_jobs{worker,phase} from the manager's Job

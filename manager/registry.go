@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -56,6 +57,11 @@ type Registry struct {
 	// CreateNamespaces: the manager creates mirrors' namespaces on workers,
 	// so their credentials need that right too.
 	CreateNamespaces bool
+	// Recorder reports credential renewals on the WorkerCluster.
+	Recorder events.EventRecorder
+	// RenewalThreshold is the fraction of a worker token's lifetime after
+	// which the manager renews it (DefaultRenewalThreshold when 0).
+	RenewalThreshold float64
 
 	// jobEvents feeds the Job controller: manager Jobs whose mirror changed,
 	// or pending Jobs when capacity or workers change.
@@ -130,6 +136,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		if apierrors.IsNotFound(err) {
 			r.drop(req.Name)
 			workerConnected.DeleteLabelValues(req.Name)
+			credentialExpiry.DeleteLabelValues(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -163,6 +170,17 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if rem != nil {
 		if capacity := rem.capacity(ctx); capacity != nil {
 			status.Capacity = capacity
+		}
+		credential, cond, after := r.keepCredential(ctx, wc, rem)
+		status.Credential = credential
+		if cond != nil {
+			cond.ObservedGeneration = wc.Generation
+			meta.SetStatusCondition(&status.Conditions, *cond)
+		} else {
+			meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionCredentialRenewal)
+		}
+		if after > 0 {
+			requeue = min(requeue, after)
 		}
 	}
 	dispatched, running, err := r.countJobs(ctx, wc.Name)
@@ -222,13 +240,19 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", r.Namespace, ref.Name, key)
 	}
 	// The connection is rebuilt when the kubeconfig or the namespaces the
-	// manager may use there change (they scope the cache).
-	sum := sha256.Sum256(append(slices.Clone(data), []byte("\x00"+strings.Join(wc.Spec.Namespaces, ","))...))
-	hash := hex.EncodeToString(sum[:])
+	// manager may use there change (they scope the cache); a new token for
+	// the same ServiceAccount (a renewal, or the worker joined again) is
+	// swapped into the live connection instead.
+	token, _ := kubeconfigToken(data)
+	hash := connectionHash(data, token, wc.Spec.Namespaces)
 
 	r.mu.RLock()
 	rem := r.remotes[wc.Name]
 	r.mu.RUnlock()
+	if rem != nil && rem.kubeconfigHash == hash && rem.token.get() != token {
+		rem.token.set(token)
+		logf.FromContext(ctx).Info("using the worker's new token in the live connection", "worker", wc.Name)
+	}
 	if rem == nil || rem.kubeconfigHash != hash {
 		cfg, err := RESTConfigFromKubeconfig(data)
 		if err != nil {
@@ -236,7 +260,9 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		}
 		cfg.QPS, cfg.Burst = r.QPS, r.Burst
 		cfg.UserAgent = "jobferry-manager/" + r.Origin
-		rem, err = newRemote(wc.Name, cfg, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
+		swappable := &swappableToken{}
+		swappable.install(cfg)
+		rem, err = newRemote(wc.Name, cfg, swappable, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
 			mirrorChanged:   r.mirrorChanged,
 			capacityChanged: r.capacityChanged,
 			synced:          r.reconcileWorker,
@@ -260,6 +286,19 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
 		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+}
+
+// connectionHash identifies what a worker connection is built from: the
+// kubeconfig with its token replaced by whom it authenticates, and the
+// namespaces the manager may use there.
+func connectionHash(kubeconfig []byte, token string, namespaces []string) string {
+	if token != "" {
+		if replaced, err := withToken(kubeconfig, identity(token)); err == nil {
+			kubeconfig = replaced
+		}
+	}
+	sum := sha256.Sum256(append(slices.Clone(kubeconfig), []byte("\x00"+strings.Join(namespaces, ","))...))
+	return hex.EncodeToString(sum[:])
 }
 
 // reviewRights checks the credential's rights when due (see

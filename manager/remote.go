@@ -31,15 +31,18 @@ import (
 // from a cache holding only this installation's mirrors and the worker's
 // ClusterCapacity, so reconciles never spend API calls on reads.
 type remote struct {
-	name    string
-	config  *rest.Config
+	name   string
+	config *rest.Config
+	// token authenticates every request; a renewal swaps it in place.
+	token   *swappableToken
 	cluster cluster.Cluster
 	health  kubernetes.Interface
 	cancel  context.CancelFunc
 	clock   clock.Clock
 	// kubeconfigHash identifies the Secret content (and namespaces) the
-	// remote was built from, so a rotated Secret rebuilds it and an
-	// unchanged one does not.
+	// remote was built from, so a changed Secret rebuilds it and an
+	// unchanged one does not; a new token of the same ServiceAccount does
+	// not count as a change (see identity), it is swapped into token.
 	kubeconfigHash string
 	// namespaces, when set, are the only namespaces the manager may use
 	// there (WorkerCluster spec.namespaces): the cache watches mirrors in
@@ -82,7 +85,7 @@ type remoteHandlers struct {
 	synced func(worker string)
 }
 
-func newRemote(name string, cfg *rest.Config, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
+func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -107,7 +110,7 @@ func newRemote(name string, cfg *rest.Config, hash, origin string, namespaces []
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{name: name, config: cfg, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk}
+	r := &remote{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())

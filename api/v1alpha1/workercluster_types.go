@@ -25,6 +25,12 @@ const ConditionConnected = "Connected"
 // placed on the worker until they are granted.
 const ConditionAuthorized = "Authorized"
 
+// ConditionCredentialRenewal is present while the worker credential is a
+// token that expires: True while it is valid and the manager renews it in
+// time, False (reason CredentialExpiring) when a renewal failed, well before
+// the token expires, or when the manager cannot renew it.
+const ConditionCredentialRenewal = "CredentialRenewal"
+
 // SecretKeyRef points at one key of a Secret in the manager's namespace.
 type SecretKeyRef struct {
 	// Name of the Secret.
@@ -96,6 +102,29 @@ type WorkerClusterStatus struct {
 	// RunningJobs counts placed Jobs with at least one active pod.
 	// +optional
 	RunningJobs int32 `json:"runningJobs"`
+	// Credential describes the token in the worker's kubeconfig Secret, when
+	// it is one the manager can read: whose it is and when it expires.
+	// +optional
+	Credential *CredentialStatus `json:"credential,omitempty"`
+}
+
+// CredentialStatus describes a worker credential that is a bearer token
+// (a JSON Web Token, as the TokenRequest API issues).
+type CredentialStatus struct {
+	// ServiceAccount the token belongs to on the worker, namespace/name;
+	// empty when it is not a service-account token.
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// IssuedAt is when the token was issued.
+	// +optional
+	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
+	// ExpiresAt is when the token expires; unset for a token without expiry.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// RenewAt is when the manager renews the token (TokenRequest for its
+	// ServiceAccount on the worker) and writes the new one into the Secret.
+	// +optional
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 }
 
 // WorkerCluster is a cluster the manager dispatches Jobs to.
@@ -154,6 +183,22 @@ const (
 	ReasonFilePathNotAllowed = "FilePathNotAllowed"
 	// ReasonUnreachable: the worker's API server does not answer.
 	ReasonUnreachable = "Unreachable"
+)
+
+// Reasons of the CredentialRenewal condition.
+const (
+	// ReasonCredentialValid: the token is valid and is renewed at
+	// status.credential.renewAt.
+	ReasonCredentialValid = "CredentialValid"
+	// ReasonCredentialRenewed: the manager renewed the token; the new one is
+	// in the Secret.
+	ReasonCredentialRenewed = "CredentialRenewed"
+	// ReasonCredentialExpiring: the token is due for renewal and the manager
+	// could not renew it (the message says why); Jobs continue on it until
+	// it expires.
+	ReasonCredentialExpiring = "CredentialExpiring"
+	// ReasonCredentialExpired: the token has expired; the worker refuses it.
+	ReasonCredentialExpired = "CredentialExpired"
 )
 
 // Reasons of the Authorized condition.

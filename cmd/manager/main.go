@@ -35,10 +35,11 @@ import (
 // The rights the manager uses in its own namespace (the chart's release
 // namespace), for the manager chart (hack/generate.sh): the workers'
 // kubeconfig Secrets (and the webhook certificate Secret) and the leader
-// election lease (and its Event). Writing the certificate Secret and the webhook
+// election lease (and its Event); updating a kubeconfig Secret when the
+// manager renews a worker's token (manager/credentials.go). Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
-// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch;update
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=events,verbs=create
 
@@ -74,6 +75,7 @@ func main() {
 		metricsSecure    = flag.Bool("metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
 		dispatchNS       = flag.String("dispatch-namespace-selector", manager.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
 		reservedNS       = flag.String("reserved-namespaces", manager.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
+		renewThreshold   = flag.Float64("credential-renewal-threshold", manager.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 		allowWeakerPSA   = flag.Bool("allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 	)
 	zapOpts := zap.Options{}
@@ -102,6 +104,10 @@ func main() {
 		fail(err, "building the dispatch policy")
 	}
 
+	if *renewThreshold <= 0 || *renewThreshold >= 1 {
+		fmt.Fprintf(os.Stderr, "--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v\n", *renewThreshold)
+		os.Exit(2)
+	}
 	if (*certRotation || *metricsSecure) && *certSecret == "" {
 		fmt.Fprintln(os.Stderr, "--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
 		os.Exit(2)
@@ -153,6 +159,7 @@ func main() {
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin,
 		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},
 		CreateNamespaces: *createNamespaces,
+		Recorder:         mgr.GetEventRecorder("jobferry-manager"), RenewalThreshold: *renewThreshold,
 	})
 	if err := registry.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the WorkerCluster controller")
