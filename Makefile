@@ -28,7 +28,7 @@ tools: ## build the pinned control plane, KWOK, kubectl, helm and controller-gen
 	@hack/tools/build.sh $(BIN)
 
 .PHONY: build
-build: ## build jobferry's own binaries (manager, worker, jobferry CLI) into bin/
+build: ## build jobferry's own binaries (manager, worker, kubectl-jobferry, jobferry-dev) into bin/
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: images
@@ -65,15 +65,15 @@ test-e2e: tools build images ## end-to-end tests on real local clusters (apiserv
 
 .PHONY: dev-up
 dev-up: tools build ## start a local manager and $(WORKERS) workers in .local/dev
-	$(BIN)/jobferry dev up --workers $(WORKERS) --dir $(DEV_DIR)
+	$(BIN)/jobferry-dev up --workers $(WORKERS) --dir $(DEV_DIR)
 
 .PHONY: dev-down
 dev-down: ## stop the local environment started by dev-up or demo
-	@if [ -x $(BIN)/jobferry ]; then $(BIN)/jobferry dev down --dir $(DEV_DIR); else go run ./cmd/jobferry dev down --dir $(DEV_DIR); fi
+	@if [ -x $(BIN)/jobferry-dev ]; then $(BIN)/jobferry-dev down --dir $(DEV_DIR); else go run ./cmd/jobferry-dev down --dir $(DEV_DIR); fi
 
 .PHONY: demo
 demo: tools build ## start a manager and two workers and run sample Jobs end to end
-	$(BIN)/jobferry demo --dir $(DEV_DIR)
+	$(BIN)/jobferry-dev demo --dir $(DEV_DIR)
 
 .PHONY: demo-down
 demo-down: dev-down ## stop what `make demo` left running

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,13 +82,18 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 
 	// The charts, as a platform team installs them (timings short enough
 	// for a test).
+	// Workers join with tokens of the shortest lifetime the API issues
+	// (10 min), which the manager renews once 1% of it has passed (6 s):
+	// many renewals during the test, each one a Secret write and a token
+	// swapped under live traffic.
 	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
-		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s")
+		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
+		"--set", "dispatch.credentialRenewalThreshold=0.01")
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
 		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
-			"--set", "managerIdentity.allowNamespaceCreation=true")
+			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
 		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
 	}
 
@@ -142,11 +148,16 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	// Service's name, as the chart's ServiceMonitor does.
 	scrapeVerified(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort))
 
-	// Each worker binary as its ServiceAccount; each worker registered with
-	// the manager's identity there.
+	// Each worker binary as its ServiceAccount; each worker joined with
+	// `kubectl jobferry join`, from a kubeconfig holding every cluster.
 	managerClient, err := client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	userKubeconfig := mergedKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	tokens := watchTokens(ctx, t, admin, ns)
+	if out, err := plugin(ctx, t, userKubeconfig, "join", "worker-1", "--worker-context", env.Manager.Name, "--wait=0"); err == nil || !strings.Contains(out, "the jobferry-worker chart is not installed on context manager") {
+		t.Errorf("join against a cluster without the worker chart: %v\n%s", err, out)
 	}
 	workers := map[string]kubernetes.Interface{}
 	workerProbes := map[string]string{}
@@ -168,22 +179,11 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		workerProbes[w.Name] = fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
 		waitReady(ctx, t, p, workerProbes[w.Name])
 
-		identity := tokenKubeconfig(ctx, t, w, ns, "jobferry-manager", "")
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.Name + "-kubeconfig"}, Data: map[string][]byte{"kubeconfig": identity}}
-		if err := managerClient.Create(ctx, secret); err != nil {
-			t.Fatal(err)
-		}
 		controller := v1alpha1.JobControllerBuiltin
 		if w.Name == "worker-2" {
 			controller = v1alpha1.JobControllerWorker
 		}
-		wc := &v1alpha1.WorkerCluster{
-			ObjectMeta: metav1.ObjectMeta{Name: w.Name, Labels: map[string]string{workerNameLabel: w.Name}},
-			Spec:       v1alpha1.WorkerClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: secret.Name}}, JobController: controller},
-		}
-		if err := managerClient.Create(ctx, wc); err != nil {
-			t.Fatal(err)
-		}
+		joinWorker(ctx, t, userKubeconfig, managerClient, w.Name, controller)
 		c, err := kubernetes.NewForConfig(w.RESTConfig())
 		if err != nil {
 			t.Fatal(err)
@@ -200,9 +200,50 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	}
 
 	d := &dispatchEnv{Env: &devenv.Env{Environment: env}, manager: admin, managerClient: managerClient, workers: workers}
+	metricsURL := fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
 	optedIn := func() string { return d.optedInNamespace(ctx, t) }
 	complete := func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil }
 
+	t.Run("200-jobs-while-tokens-renew", func(t *testing.T) {
+		ns := optedIn()
+		renewalsBefore := map[string]int{}
+		for _, w := range env.Workers {
+			renewalsBefore[w.Name] = tokens.count(w.Name + "-kubeconfig")
+		}
+		// 15 s each, so all 200 run at once and the run spans several
+		// renewals.
+		const n = 200
+		for i := range n {
+			if _, err := admin.BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, fmt.Sprintf("job-%03d", i), 15*time.Second), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitAllComplete(ctx, t, d, ns, n, 5*time.Minute)
+		for _, w := range env.Workers {
+			renewed := tokens.count(w.Name+"-kubeconfig") - renewalsBefore[w.Name]
+			t.Logf("%s: %d renewals while the Jobs ran (token lifetime 10m, renewed after 6s)", w.Name, renewed)
+			if renewed < 2 {
+				t.Errorf("%s: %d token renewals while the Jobs ran, want at least 2", w.Name, renewed)
+			}
+		}
+		checkRanOnce(ctx, t, admin, env, ns, n)
+		families := scrapeVerifiedFamilies(ctx, t, admin, devenv.SystemNamespace, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+devenv.SystemNamespace+".svc", metricsURL)
+		assertCounterZero(t, families, "jobferry_status_write_rejected_total")
+		for _, m := range families["jobferry_workercluster_credential_renewals_total"].GetMetric() {
+			if labelValue(m, "result") == "failed" && m.GetCounter().GetValue() != 0 {
+				t.Errorf("jobferry_workercluster_credential_renewals_total%v = %v", m.Label, m.GetCounter().GetValue())
+			}
+		}
+		for _, w := range env.Workers {
+			checkCredentialStatus(ctx, t, managerClient, families, w.Name)
+			if tokens.unchanged[w.Name+"-kubeconfig"] != 0 {
+				t.Errorf("%s: %d writes of its Secret kept the token", w.Name, tokens.unchanged[w.Name+"-kubeconfig"])
+			}
+		}
+	})
+	t.Run("plugin", func(t *testing.T) {
+		checkPlugin(ctx, t, d, userKubeconfig, optedIn())
+	})
 	t.Run("dispatch", func(t *testing.T) {
 		ns := optedIn()
 		for _, worker := range []string{"worker-1", "worker-2"} {
@@ -336,12 +377,16 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		}
 		helm(ctx, t, worker2.KubeconfigPath, "upgrade", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--set", "managerIdentity.namespaces={team-x}")
 		objects := manifestObjects(t, helm(ctx, t, worker2.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
-		wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "worker-2"}}
-		if err := managerClient.Patch(ctx, wc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"namespaces":["team-x"]}}`))); err != nil {
+		// Joining again picks the namespaces up from the chart's
+		// ServiceAccount; the WorkerCluster keeps everything else.
+		joinWorker(ctx, t, userKubeconfig, managerClient, "worker-2", "")
+		wc := &v1alpha1.WorkerCluster{}
+		if err := managerClient.Get(ctx, client.ObjectKey{Name: "worker-2"}, wc); err != nil {
 			t.Fatal(err)
 		}
-		waitWorkerCondition(ctx, t, managerClient, "worker-2", v1alpha1.ConditionConnected, metav1.ConditionTrue, 2*time.Minute)
-		waitWorkerCondition(ctx, t, managerClient, "worker-2", v1alpha1.ConditionAuthorized, metav1.ConditionTrue, 2*time.Minute)
+		if !slices.Equal(wc.Spec.Namespaces, []string{"team-x"}) || wc.Spec.JobController != v1alpha1.JobControllerWorker || wc.Labels[workerNameLabel] != "worker-2" {
+			t.Fatalf("joined again, worker-2 has namespaces %q, Job controller %s, labels %v", wc.Spec.Namespaces, wc.Spec.JobController, wc.Labels)
+		}
 
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x",
 			Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}, metav1.CreateOptions{}); err != nil {
@@ -367,6 +412,19 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		}
 		checkLeastPrivilege(t, "the manager's namespaced identity on worker-2", grantsTo(t, objects, ns, "jobferry-manager"),
 			readAudit(t, worker2, "system:serviceaccount:"+ns+":jobferry-manager"), false)
+		// Without managerIdentity.allowInspection (the upgrade dropped it;
+		// checked after the audit, as the refusals here are the point),
+		// describe shows the manager side and names the value to set.
+		held := sleepJob("team-x", "held", time.Hour)
+		d.dispatchTo(ctx, t, held, "worker-2")
+		pollJob(ctx, t, admin, "team-x", held.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		described := mustPlugin(ctx, t, userKubeconfig, "describe", "job", held.Name, "-n", "team-x")
+		if !containsAll(described, "Worker:       worker-2", "install the worker chart with --set managerIdentity.allowInspection=true") {
+			t.Errorf("describe without the inspection rights:\n%s", described)
+		}
+		if out, err := plugin(ctx, t, userKubeconfig, "logs", "job", held.Name, "-n", "team-x"); err == nil || !strings.Contains(out, "managerIdentity.allowInspection=true") {
+			t.Errorf("logs without the inspection rights: %v\n%s", err, out)
+		}
 	})
 }
 

@@ -154,8 +154,8 @@ func setManagerSuspend(ctx context.Context, t *testing.T, d *dispatchEnv, ns, na
 	}
 }
 
-// `jobferry cordon` stops placements on a worker while its running Jobs
-// continue; `jobferry uncordon` allows them again.
+// `kubectl jobferry cordon` stops placements on a worker while its running
+// Jobs continue; `kubectl jobferry uncordon` allows them again.
 func TestCordonStopsNewPlacementsOnly(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
@@ -166,9 +166,9 @@ func TestCordonStopsNewPlacementsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(filepath.Join(bin, "jobferry"), append(args, "--kubeconfig", d.Manager.KubeconfigPath)...).CombinedOutput()
+		out, err := exec.Command(filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", d.Manager.KubeconfigPath)...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("jobferry %v: %v\n%s", args, err, out)
+			t.Fatalf("kubectl jobferry %v: %v\n%s", args, err, out)
 		}
 	}
 	cli("cordon", "worker-1")

@@ -2,7 +2,7 @@
 // cluster running the jobferry manager binary (webhooks registered with a
 // certificate from the environment's CA) and worker clusters running the
 // jobferry worker binary, each registered with the manager through a
-// kubeconfig Secret and a WorkerCluster. `jobferry dev up`, the demo and the
+// kubeconfig Secret and a WorkerCluster. `jobferry-dev up`, the demo and the
 // e2e tests use it.
 package devenv
 

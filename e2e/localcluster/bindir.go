@@ -33,7 +33,7 @@ func RepoRoot() (string, error) {
 
 // BinDir returns the directory holding the pinned binaries: $JOBFERRY_BIN_DIR,
 // the directory of the running program when the binaries are next to it (as
-// `make build` puts bin/jobferry among them, so it works from any directory),
+// `make build` puts bin/jobferry-dev among them, so it works from any directory),
 // or bin/ at the root of the repository around the working directory.
 func BinDir() (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {

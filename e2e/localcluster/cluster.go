@@ -339,7 +339,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(opts.Progress, "%s: "+format+"\n", append([]any{c.Name}, args...)...)
 	}
-	// Each process is recorded at once, so `dev down` finds every process
+	// Each process is recorded at once, so `jobferry-dev down` finds every process
 	// even if the starting program dies before the cluster is complete.
 	run := func(name string, args ...string) (*Process, error) {
 		return c.StartComponent(name, filepath.Join(opts.BinDir, name), args...)
@@ -392,6 +392,9 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		"--allow-privileged=true",
 		// The "kubernetes" Service endpoints cannot point at loopback.
 		"--endpoint-reconciler-type=none",
+		// KWOK's nodes are reached at their InternalIP (127.0.0.1, where KWOK
+		// serves pod logs); their Hostname does not resolve.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
 		"--profiling=false")...)
 	if err != nil {
@@ -438,7 +441,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(files.path("kwok.yaml"), kwokStages, 0o644); err != nil {
+		if err := os.WriteFile(files.path("kwok.yaml"), kwokConfig(files.path("logs", "containers.log")), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(files.path("logs", "containers.log"), []byte(containerLogFile(c.Name)), 0o644); err != nil {
 			return err
 		}
 		kwok, err := run("kwok", admin,
@@ -451,13 +457,17 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 			"--node-lease-duration-seconds="+nodeLeaseSeconds,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
-			"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort))
+			"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
+			// Nodes name KWOK's server as their kubelet, so the API server
+			// asks it for pod logs (pods/log).
+			"--node-ip=127.0.0.1", "--node-port="+strconv.Itoa(kwokPort),
+			"--tls-cert-file="+files.path("pki", "kwok.crt"), "--tls-private-key-file="+files.path("pki", "kwok.key"))
 		if err != nil {
 			return err
 		}
 		probes = append(probes,
 			healthProbe{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
-			healthProbe{kwok, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)})
+			healthProbe{kwok, fmt.Sprintf("https://127.0.0.1:%d/healthz", kwokPort)})
 	}
 	// The probes target the components' own self-signed serving certificates.
 	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only
@@ -518,6 +528,16 @@ func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
 		return err
 	}
 	if err := writeKubeconfig(ca.Kubeconfig(name, server, adminCert), kubeconfigPath); err != nil {
+		return err
+	}
+	// KWOK serves pod logs as a kubelet does, over HTTPS; the API server
+	// does not verify a kubelet's certificate unless told a CA, but the
+	// certificate is a real one for 127.0.0.1 all the same.
+	kwokServing, err := ca.issue("kwok", nil, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return err
+	}
+	if err := kwokServing.write(files.path("pki", "kwok.crt"), files.path("pki", "kwok.key")); err != nil {
 		return err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

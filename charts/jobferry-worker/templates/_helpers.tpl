@@ -25,3 +25,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $role := .root.Files.Get .file | fromYaml -}}
 {{- toYaml $role.rules -}}
 {{- end -}}
+
+{{/* What `kubectl jobferry describe` and `logs` read through the manager's
+identity (managerIdentity.allowInspection), generated from the plugin's code. */}}
+{{- define "jobferry-worker.inspectionRules" -}}
+{{ include "jobferry-worker.generatedRules" (dict "root" . "file" "files/rbac-inspection.yaml") }}
+{{- end -}}

@@ -33,7 +33,7 @@ func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*dev
 	}
 	for _, c := range running {
 		if c.Running() {
-			return nil, fmt.Errorf("cluster %s of a previous environment is still running in %s: run `jobferry dev down --dir %s` (or `make dev-down`) first", c.Name, dir, dir)
+			return nil, fmt.Errorf("cluster %s of a previous environment is still running in %s: run `jobferry-dev down --dir %s` (or `make dev-down`) first", c.Name, dir, dir)
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -59,15 +59,18 @@ func kubectlHint(dir, cluster, args string) string {
 	return fmt.Sprintf("%s/kubectl --kubeconfig %s/%s/kubeconfig %s", bin, dir, cluster, args)
 }
 
-func newDevCommand() *cobra.Command {
-	dev := &cobra.Command{Use: "dev", Short: "Local development clusters: a manager and workers as local processes"}
+// newDevCommands returns up, down and status, which share --dir.
+func newDevCommands() []*cobra.Command {
 	var dir string
 	var workers int
-	dev.PersistentFlags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
+	dirFlag := func(cmd *cobra.Command) *cobra.Command {
+		cmd.Flags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
+		return cmd
+	}
 
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry dev down`",
+		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry-dev down`",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			env, err := startDev(cmd.Context(), dir, workers, out)
@@ -79,7 +82,7 @@ func newDevCommand() *cobra.Command {
 			for _, c := range env.Clusters() {
 				fmt.Fprintf(out, "  %-10s %s\n", c.Name, c.KubeconfigPath)
 			}
-			fmt.Fprintf(out, "\ntry:   %s\nstop:  jobferry dev down (or make dev-down)\n", kubectlHint(dir, "manager", "get workerclusters"))
+			fmt.Fprintf(out, "\ntry:   %s\nstop:  jobferry-dev down (or make dev-down)\n", kubectlHint(dir, "manager", "get workerclusters"))
 			return nil
 		},
 	}
@@ -127,6 +130,5 @@ func newDevCommand() *cobra.Command {
 			return nil
 		},
 	}
-	dev.AddCommand(up, down, status)
-	return dev
+	return []*cobra.Command{dirFlag(up), dirFlag(down), dirFlag(status)}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -14,19 +13,18 @@ import (
 // newCordonCommands returns `cordon` and `uncordon`, which set
 // WorkerCluster.spec.cordoned: no new placements on the worker while cordoned;
 // Jobs already there keep running.
-func newCordonCommands() []*cobra.Command {
-	var kubeconfig string
+func newCordonCommands(o *options) []*cobra.Command {
 	build := func(use string, cordoned bool, short string) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   use + " WORKER",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := managerClient(kubeconfig)
+				m, err := o.manager()
 				if err != nil {
 					return err
 				}
-				changed, err := setCordoned(cmd.Context(), c, args[0], cordoned)
+				changed, err := setCordoned(cmd.Context(), m.client, args[0], cordoned)
 				if err != nil {
 					return err
 				}
@@ -39,23 +37,12 @@ func newCordonCommands() []*cobra.Command {
 				return nil
 			},
 		}
-		cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the manager cluster (default: $KUBECONFIG, then ~/.kube/config)")
 		return cmd
 	}
 	return []*cobra.Command{
 		build("cordon", true, "Stop placing new Jobs on a worker; Jobs already there continue"),
 		build("uncordon", false, "Allow placements on a worker again"),
 	}
-}
-
-func managerClient(kubeconfig string) (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading the manager's kubeconfig: %w", err)
-	}
-	return client.New(cfg, client.Options{Scheme: v1alpha1.NewScheme()})
 }
 
 // setCordoned patches spec.cordoned and reports whether it changed.

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+func newDescribeCommand(o *options) *cobra.Command {
+	describe := &cobra.Command{Use: "describe", Short: "Describe a manager Job across the manager and its worker"}
+	describe.AddCommand(&cobra.Command{
+		Use:   "job NAME",
+		Short: "The manager Job, its placement history, its mirror on the worker, the mirror's pods and the worker's Events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			m, err := o.manager()
+			if err != nil {
+				return err
+			}
+			d, err := readDescription(cmd.Context(), m, o.systemNamespace, ns, args[0])
+			if err != nil {
+				return err
+			}
+			printDescription(o.streams.Out, d, time.Now())
+			return nil
+		},
+	})
+	return describe
+}
+
+// description is what `describe job` reads on both clusters. What could
+// not be read on the worker is said in the *Note fields, not fatal: the
+// manager side is still worth seeing.
+type description struct {
+	Job *batchv1.Job
+	// Events of the manager Job: its placement history.
+	Events []corev1.Event
+	Worker string
+	// Mirror on the worker; nil with MirrorNote saying why.
+	Mirror     *batchv1.Job
+	MirrorNote string
+	Pods       []corev1.Pod
+	PodsNote   string
+	// WorkerEvents of the mirror and its pods.
+	WorkerEvents []corev1.Event
+	EventsNote   string
+}
+
+func readDescription(ctx context.Context, m *managerClients, systemNamespace, ns, name string) (*description, error) {
+	job, err := m.kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading Job %s/%s on the manager: %w", ns, name, err)
+	}
+	d := &description{Job: job, Worker: job.Annotations[v1alpha1.WorkerAnnotation]}
+	events, err := m.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(job.UID)).String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the Events of Job %s/%s on the manager: %w", ns, name, err)
+	}
+	d.Events = sortEvents(events.Items)
+	if d.Worker == "" {
+		d.MirrorNote = "the Job is on no worker"
+		return d, nil
+	}
+	worker, err := m.workerClient(ctx, systemNamespace, d.Worker)
+	if err != nil {
+		d.MirrorNote = err.Error()
+		return d, nil
+	}
+	readWorkerSide(ctx, worker, d)
+	return d, nil
+}
+
+// readWorkerSide fills in the mirror, its pods and their Events.
+func readWorkerSide(ctx context.Context, worker kubernetes.Interface, d *description) {
+	job := d.Job
+	mirror, err := worker.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		d.MirrorNote = "no mirror there"
+		if finishedJob(job) {
+			d.MirrorNote += ": the manager deletes it once the Job has finished and its status is copied"
+		}
+		return
+	case err != nil:
+		d.MirrorNote = fmt.Sprintf("reading the mirror on worker %s: %v", d.Worker, err)
+		return
+	case mirror.Labels[v1alpha1.OriginUIDLabel] != string(job.UID):
+		d.MirrorNote = fmt.Sprintf("the Job %s/%s on worker %s is not this Job's mirror (label %s=%q)", job.Namespace, job.Name, d.Worker, v1alpha1.OriginUIDLabel, mirror.Labels[v1alpha1.OriginUIDLabel])
+		return
+	}
+	d.Mirror = mirror
+	pods, err := mirrorPods(ctx, worker, mirror)
+	if err != nil {
+		d.PodsNote = inspectionError(d.Worker, "list the mirror's pods", err).Error()
+	}
+	d.Pods = pods
+	events, err := worker.CoreV1().Events(job.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		d.EventsNote = inspectionError(d.Worker, "list Events", err).Error()
+		return
+	}
+	uids := map[string]bool{string(mirror.UID): true}
+	for _, p := range pods {
+		uids[string(p.UID)] = true
+	}
+	d.WorkerEvents = sortEvents(slices.DeleteFunc(events.Items, func(e corev1.Event) bool { return !uids[string(e.InvolvedObject.UID)] }))
+}
+
+// mirrorPods lists the pods of a mirror Job, oldest first.
+func mirrorPods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job) ([]corev1.Pod, error) {
+	pods, err := worker.CoreV1().Pods(mirror.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID)})
+	if err != nil {
+		return nil, err
+	}
+	items := pods.Items
+	slices.SortFunc(items, func(a, b corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return items, nil
+}
+
+func finishedJob(job *batchv1.Job) bool {
+	return conditionTrue(job, batchv1.JobComplete) || conditionTrue(job, batchv1.JobFailed)
+}
+
+// sortEvents orders Events by when they last happened.
+func sortEvents(events []corev1.Event) []corev1.Event {
+	slices.SortStableFunc(events, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	return events
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	default:
+		return e.CreationTimestamp.Time
+	}
+}
+
+func printDescription(out io.Writer, d *description, now time.Time) {
+	job := d.Job
+	row := jobRowOf(job, now)
+	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\nStatus:       %s\nCompletions:  %s\nPods:         %d active / %d succeeded / %d failed\n",
+		job.Name, job.Namespace, row.Status, row.Completions, job.Status.Active, job.Status.Succeeded, job.Status.Failed)
+	fmt.Fprintf(out, "Managed by:   %s\n", ptr.Deref(job.Spec.ManagedBy, "<kube-controller-manager>"))
+	fmt.Fprintf(out, "Worker:       %s\nAttempt:      %s\n", row.Worker, row.Attempt)
+	if excluded := job.Annotations[v1alpha1.ExcludedWorkersAnnotation]; excluded != "" {
+		fmt.Fprintf(out, "Excluded:     %s (a same-named Job not created by jobferry is there)\n", excluded)
+	}
+	if selector := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; selector != "" {
+		fmt.Fprintf(out, "Cluster selector: %s\n", selector)
+	}
+	printConditions(out, "Conditions:", job.Status.Conditions)
+	printEvents(out, "Placement history (Events on the manager):", d.Events, false, now)
+
+	fmt.Fprintf(out, "\nMirror on worker %s:\n", row.Worker)
+	if d.Mirror == nil {
+		fmt.Fprintf(out, "  %s\n", d.MirrorNote)
+		return
+	}
+	m := d.Mirror
+	fmt.Fprintf(out, "  Job:        %s/%s (uid %s, attempt %s)\n  Status:     %s, %d active / %d succeeded / %d failed\n",
+		m.Namespace, m.Name, m.UID, m.Labels[v1alpha1.DispatchAttemptLabel], kubectlJobStatus(m), m.Status.Active, m.Status.Succeeded, m.Status.Failed)
+	fmt.Fprintf(out, "  Managed by: %s\n", ptr.Deref(m.Spec.ManagedBy, "<kube-controller-manager>"))
+	printConditions(out, "  Conditions:", m.Status.Conditions)
+
+	fmt.Fprintf(out, "\nPods on worker %s:\n", row.Worker)
+	switch {
+	case d.PodsNote != "":
+		fmt.Fprintf(out, "  %s\n", d.PodsNote)
+	case len(d.Pods) == 0:
+		fmt.Fprintln(out, "  <none>")
+	default:
+		w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+		fmt.Fprintln(w, "  NAME\tPHASE\tNODE\tREASON\tAGE")
+		for _, p := range d.Pods {
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, orNone(p.Spec.NodeName), podReason(&p), age(p.CreationTimestamp, now))
+		}
+		w.Flush()
+	}
+	if d.EventsNote != "" {
+		fmt.Fprintf(out, "\nEvents on worker %s:\n  %s\n", row.Worker, d.EventsNote)
+		return
+	}
+	printEvents(out, fmt.Sprintf("Events on worker %s (mirror and pods):", row.Worker), d.WorkerEvents, true, now)
+}
+
+func printConditions(out io.Writer, title string, conds []batchv1.JobCondition) {
+	fmt.Fprintln(out, title)
+	if len(conds) == 0 {
+		fmt.Fprintln(out, "  <none>")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range conds {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, orNone(c.Reason), c.Message)
+	}
+	w.Flush()
+}
+
+func printEvents(out io.Writer, title string, events []corev1.Event, withObject bool, now time.Time) {
+	fmt.Fprintf(out, "\n%s\n", title)
+	if len(events) == 0 {
+		fmt.Fprintln(out, "  <none>")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	header := "  LAST SEEN\tTYPE\tREASON\t"
+	if withObject {
+		header += "OBJECT\t"
+	}
+	fmt.Fprintln(w, header+"MESSAGE")
+	for _, e := range events {
+		line := fmt.Sprintf("  %s\t%s\t%s\t", duration.HumanDuration(now.Sub(eventTime(e))), e.Type, e.Reason)
+		if withObject {
+			line += strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name + "\t"
+		}
+		fmt.Fprintln(w, line+strings.TrimSpace(e.Message))
+	}
+	w.Flush()
+}
+
+// podReason is why a pod is where it is: a waiting or terminated
+// container's reason, else the pod's.
+func podReason(p *corev1.Pod) string {
+	for _, s := range p.Status.ContainerStatuses {
+		switch {
+		case s.State.Waiting != nil && s.State.Waiting.Reason != "":
+			return s.State.Waiting.Reason
+		case s.State.Terminated != nil && s.State.Terminated.Reason != "":
+			return s.State.Terminated.Reason
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Reason
+		}
+	}
+	return orNone(p.Status.Reason)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,0 +1,417 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// NamespacesAnnotation on the worker chart's ServiceAccount for the manager
+// lists the namespaces it has rights in (the chart's namespaced mode).
+const NamespacesAnnotation = "jobferry.dev/namespaces"
+
+// dryRunToken stands in for the token in --dry-run output: no token is
+// minted then.
+const dryRunToken = "<minted by the TokenRequest API when not a dry run>"
+
+type joinOptions struct {
+	workerContext, workerKubeconfig, managerContext string
+	workerNamespace, serviceAccount                 string
+	server                                          string
+	tokenLifetime                                   time.Duration
+	jobController                                   string
+	dryRun                                          bool
+	wait                                            time.Duration
+}
+
+func newJoinCommand(o *options) *cobra.Command {
+	j := &joinOptions{}
+	cmd := &cobra.Command{
+		Use:   "join WORKER --worker-context CONTEXT",
+		Short: "Register a worker cluster with the manager, with a short-lived token the manager renews itself",
+		Long: `join registers the worker cluster of --worker-context with the manager as the
+WorkerCluster WORKER. It needs the jobferry-worker chart installed there: it asks
+the worker's TokenRequest API for a token of the chart's ServiceAccount for the
+manager (bounded by --token-lifetime), writes a self-contained kubeconfig
+(server, CA data, token) into a Secret in the manager's jobferry namespace and
+creates or updates the WorkerCluster naming it. The manager renews the token
+before it expires. Running join again replaces the token; nothing else changes.`,
+		Example: `  kubectl jobferry join gpu-east --worker-context gpu-east --context manager
+  kubectl jobferry join gpu-east --worker-context gpu-east --dry-run`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return j.run(cmd.Context(), o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&j.workerContext, "worker-context", "", "kubeconfig context of the worker cluster (required)")
+	f.StringVar(&j.workerKubeconfig, "worker-kubeconfig", "", "kubeconfig file holding --worker-context (default: the same kubeconfig as the manager's)")
+	f.StringVar(&j.managerContext, "manager-context", "", "kubeconfig context of the manager cluster (default: --context, then the current context)")
+	f.StringVar(&j.workerNamespace, "worker-namespace", "jobferry-system", "namespace of the jobferry-worker release on the worker")
+	f.StringVar(&j.serviceAccount, "service-account", "jobferry-manager", "the worker chart's ServiceAccount for the manager (managerIdentity.serviceAccountName)")
+	f.StringVar(&j.server, "worker-server", "", "the worker's API server address as the manager reaches it (default: the server of --worker-context)")
+	f.DurationVar(&j.tokenLifetime, "token-lifetime", 24*time.Hour, "lifetime of the token (at least 10m; the worker's API server may cap it)")
+	f.StringVar(&j.jobController, "job-controller", "", "which controller runs mirrors there: Builtin (kube-controller-manager) or Worker (the jobferry worker); default: unchanged, Builtin for a new WorkerCluster")
+	f.BoolVar(&j.dryRun, "dry-run", false, "print the Secret and WorkerCluster that would be written, and write nothing (no token is minted)")
+	f.DurationVar(&j.wait, "wait", time.Minute, "how long to wait for the manager to report the worker Connected and Authorized; 0: do not wait")
+	_ = cmd.MarkFlagRequired("worker-context")
+	return cmd
+}
+
+func (j *joinOptions) run(ctx context.Context, o *options, worker string) error {
+	if errs := validation.IsDNS1123Subdomain(worker); len(errs) > 0 {
+		return fmt.Errorf("WORKER %q is not a valid WorkerCluster name: %s", worker, strings.Join(errs, "; "))
+	}
+	if j.tokenLifetime < 10*time.Minute {
+		return fmt.Errorf("--token-lifetime %s is shorter than the 10m the TokenRequest API issues", j.tokenLifetime)
+	}
+	if j.jobController != "" && j.jobController != string(v1alpha1.JobControllerBuiltin) && j.jobController != string(v1alpha1.JobControllerWorker) {
+		return fmt.Errorf("--job-controller must be %s or %s, got %q", v1alpha1.JobControllerBuiltin, v1alpha1.JobControllerWorker, j.jobController)
+	}
+	if j.managerContext != "" {
+		*o.flags.Context = j.managerContext
+	}
+	target, err := j.workerTarget(o)
+	if err != nil {
+		return err
+	}
+	workerKube, err := kubernetes.NewForConfig(target.config)
+	if err != nil {
+		return err
+	}
+	// The chart installs the ClusterCapacity API with the worker binary; a
+	// ServiceAccount of the same name alone (the manager chart's, on a
+	// manager cluster) is no worker.
+	if !hasClusterCapacity(workerKube) {
+		return fmt.Errorf("the jobferry-worker chart is not installed on context %s: it serves no ClusterCapacity API (%s); install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`",
+			j.workerContext, v1alpha1.GroupVersion, j.workerNamespace)
+	}
+	sa, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).Get(ctx, j.serviceAccount, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the jobferry-worker chart is not installed in namespace %s of context %s: it has no ServiceAccount %s (install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`, or name another with --worker-namespace / --service-account)",
+			j.workerNamespace, j.workerContext, j.serviceAccount, j.workerNamespace)
+	case err != nil:
+		return fmt.Errorf("reading ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
+	}
+	if target.caData == nil {
+		// A context that trusts the system's CAs: the manager needs the CA
+		// inline; the cluster publishes it in every namespace.
+		root, err := workerKube.CoreV1().ConfigMaps(j.workerNamespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		if err != nil || root.Data["ca.crt"] == "" {
+			return fmt.Errorf("context %s names no CA for its server and ConfigMap %s/kube-root-ca.crt could not be read (%v): the manager accepts only kubeconfigs with the CA inline", j.workerContext, j.workerNamespace, err)
+		}
+		target.caData = []byte(root.Data["ca.crt"])
+	}
+
+	token, expires := dryRunToken, time.Time{}
+	if !j.dryRun {
+		issued, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).CreateToken(ctx, j.serviceAccount, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(j.tokenLifetime / time.Second))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("a token for ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
+		}
+		token, expires = issued.Status.Token, issued.Status.ExpirationTimestamp.Time
+	}
+	kubeconfig, err := workerKubeconfig(worker, target.server, target.caData, j.serviceAccount, token)
+	if err != nil {
+		return err
+	}
+
+	m, err := o.manager()
+	if err != nil {
+		return err
+	}
+	existing := &v1alpha1.WorkerCluster{}
+	if err := m.client.Get(ctx, types.NamespacedName{Name: worker}, existing); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading WorkerCluster %s on the manager: %w", worker, err)
+		}
+		existing = nil
+	}
+	secret, wc := joinObjects(worker, o.systemNamespace, existing, kubeconfig, namespacesOf(sa), v1alpha1.JobControllerMode(j.jobController))
+	out := o.streams.Out
+	if j.dryRun {
+		return printObjects(out, dryRunView(secret, wc)...)
+	}
+	secretResult, err := applySecret(ctx, m.client, secret)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "secret/%s %s in namespace %s\n", secret.Name, secretResult, secret.Namespace)
+	wcResult, err := applyWorkerCluster(ctx, m.client, wc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "workercluster.jobferry.dev/%s %s\n", wc.Name, wcResult)
+	fmt.Fprintf(out, "token of ServiceAccount %s/%s on %s expires at %s (in %s); the manager renews it before then\n",
+		j.workerNamespace, j.serviceAccount, target.server, expires.UTC().Format(time.RFC3339), time.Until(expires).Round(time.Minute))
+	if j.wait <= 0 {
+		return nil
+	}
+	return waitJoined(ctx, out, m.client, worker, j.wait)
+}
+
+// hasClusterCapacity reports whether the cluster serves the ClusterCapacity
+// resource, which the worker chart's CRD adds.
+func hasClusterCapacity(kube kubernetes.Interface) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "clustercapacities" {
+			return true
+		}
+	}
+	return false
+}
+
+// workerTarget is the worker as --worker-context names it.
+type workerTarget struct {
+	config *rest.Config
+	server string
+	caData []byte
+}
+
+func (j *joinOptions) workerTarget(o *options) (*workerTarget, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	switch {
+	case j.workerKubeconfig != "":
+		rules.ExplicitPath = j.workerKubeconfig
+	case ptr.Deref(o.flags.KubeConfig, "") != "":
+		rules.ExplicitPath = *o.flags.KubeConfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: j.workerContext})
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig of the worker: %w", err)
+	}
+	kctx, ok := raw.Contexts[j.workerContext]
+	if !ok {
+		return nil, fmt.Errorf("the kubeconfig has no context %q (--worker-context); it has: %s", j.workerContext, strings.Join(contextNames(raw), ", "))
+	}
+	cluster, ok := raw.Clusters[kctx.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("context %q names the cluster %q, which the kubeconfig does not define", j.workerContext, kctx.Cluster)
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the worker's context %s: %w", j.workerContext, err)
+	}
+	target := &workerTarget{config: cfg, server: cluster.Server, caData: cluster.CertificateAuthorityData}
+	if j.server != "" {
+		target.server = j.server
+	}
+	if target.caData == nil && cluster.CertificateAuthority != "" {
+		data, err := os.ReadFile(cluster.CertificateAuthority)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA of context %s: %w", j.workerContext, err)
+		}
+		target.caData = data
+	}
+	return target, nil
+}
+
+func contextNames(cfg clientcmdapi.Config) []string {
+	var names []string
+	for name := range cfg.Contexts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// workerKubeconfig is the self-contained kubeconfig the manager uses for a
+// worker: its server, its CA inline, the token.
+func workerKubeconfig(worker, server string, caData []byte, user, token string) ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[worker] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[worker] = &clientcmdapi.Context{Cluster: worker, AuthInfo: user}
+	cfg.CurrentContext = worker
+	return clientcmd.Write(*cfg)
+}
+
+// namespacesOf reads the namespaces the worker chart gave the identity
+// rights in, from its ServiceAccount (empty: every namespace).
+func namespacesOf(sa *corev1.ServiceAccount) []string {
+	var out []string
+	for _, ns := range strings.Split(sa.Annotations[NamespacesAnnotation], ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// joinObjects are the Secret and WorkerCluster join writes: an existing
+// WorkerCluster keeps its Secret name, key, scheduling, cordon and labels.
+func joinObjects(worker, systemNamespace string, existing *v1alpha1.WorkerCluster, kubeconfig []byte, namespaces []string, controller v1alpha1.JobControllerMode) (*corev1.Secret, *v1alpha1.WorkerCluster) {
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}
+	if existing != nil {
+		wc = existing.DeepCopy()
+	}
+	wc.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "WorkerCluster"}
+	ref := &wc.Spec.KubeConfig.SecretRef
+	if ref.Name == "" {
+		ref.Name = worker + "-kubeconfig"
+	}
+	if ref.Key == "" {
+		ref.Key = "kubeconfig"
+	}
+	wc.Spec.Namespaces = namespaces
+	if controller != "" {
+		wc.Spec.JobController = controller
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: ref.Name, Labels: map[string]string{v1alpha1.WorkerAnnotation: worker}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{ref.Key: kubeconfig},
+	}
+	return secret, wc
+}
+
+// applySecret creates the Secret or sets its key; other keys stay.
+func applySecret(ctx context.Context, c client.Client, want *corev1.Secret) (string, error) {
+	have := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if err := c.Create(ctx, want); err != nil {
+			return "", fmt.Errorf("creating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+		}
+		return "created", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+	}
+	updated := have.DeepCopy()
+	if updated.Data == nil {
+		updated.Data = map[string][]byte{}
+	}
+	for k, v := range want.Data {
+		updated.Data[k] = v
+	}
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		updated.Labels[k] = v
+	}
+	if equality.Semantic.DeepEqual(updated, have) {
+		return "unchanged", nil
+	}
+	if err := c.Update(ctx, updated); err != nil {
+		return "", fmt.Errorf("updating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+	}
+	return "configured", nil
+}
+
+func applyWorkerCluster(ctx context.Context, c client.Client, want *v1alpha1.WorkerCluster) (string, error) {
+	if want.ResourceVersion == "" {
+		if err := c.Create(ctx, want); err != nil {
+			return "", fmt.Errorf("creating WorkerCluster %s on the manager: %w", want.Name, err)
+		}
+		return "created", nil
+	}
+	have := &v1alpha1.WorkerCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+		return "", fmt.Errorf("reading WorkerCluster %s on the manager: %w", want.Name, err)
+	}
+	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		return "unchanged", nil
+	}
+	have.Spec = want.Spec
+	if err := c.Update(ctx, have); err != nil {
+		return "", fmt.Errorf("updating WorkerCluster %s on the manager: %w", want.Name, err)
+	}
+	return "configured", nil
+}
+
+// dryRunView is what --dry-run prints: the kubeconfig readable (its token
+// is the placeholder), the WorkerCluster as it would be written, without
+// what the server keeps on it.
+func dryRunView(secret *corev1.Secret, wc *v1alpha1.WorkerCluster) []any {
+	secret = secret.DeepCopy()
+	secret.StringData = map[string]string{}
+	for k, v := range secret.Data {
+		secret.StringData[k] = string(v)
+	}
+	secret.Data = nil
+	view := &v1alpha1.WorkerCluster{TypeMeta: wc.TypeMeta, Spec: wc.Spec}
+	view.Name, view.Labels, view.Annotations = wc.Name, wc.Labels, wc.Annotations
+	return []any{secret, view}
+}
+
+// printObjects writes objects as a YAML stream.
+func printObjects(out io.Writer, objects ...any) error {
+	for _, obj := range objects {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "---\n%s", data)
+	}
+	return nil
+}
+
+// waitJoined waits until the manager reports the worker Connected and
+// Authorized, and says what it reports when that does not come.
+func waitJoined(ctx context.Context, out io.Writer, c client.Client, worker string, timeout time.Duration) error {
+	var last *v1alpha1.WorkerCluster
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
+			return false, err
+		}
+		last = wc
+		return meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected) &&
+			meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionAuthorized), nil
+	})
+	if err == nil {
+		fmt.Fprintf(out, "worker %s is Connected and Authorized\n", worker)
+		return nil
+	}
+	if last == nil {
+		return fmt.Errorf("waiting for worker %s: %w", worker, err)
+	}
+	var states []string
+	for _, t := range []string{v1alpha1.ConditionConnected, v1alpha1.ConditionAuthorized} {
+		if cond := meta.FindStatusCondition(last.Status.Conditions, t); cond != nil {
+			states = append(states, fmt.Sprintf("%s=%s (%s: %s)", t, cond.Status, cond.Reason, cond.Message))
+		} else {
+			states = append(states, t+" not reported yet (is the manager running?)")
+		}
+	}
+	if wait.Interrupted(err) {
+		return fmt.Errorf("worker %s registered, but not Connected and Authorized within %s: %s", worker, timeout, strings.Join(states, "; "))
+	}
+	return fmt.Errorf("waiting for worker %s: %w; %s", worker, err, strings.Join(states, "; "))
+}

@@ -1,0 +1,333 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// joinWorker runs `kubectl jobferry join` for a worker of the merged
+// kubeconfig with a 10-minute token (the shortest the API issues), waits
+// for it to report Connected and Authorized, and labels the WorkerCluster
+// for the tests' cluster selectors.
+func joinWorker(ctx context.Context, t *testing.T, kubeconfig string, c client.Client, worker string, controller v1alpha1.JobControllerMode) {
+	t.Helper()
+	args := []string{"join", worker, "--worker-context", worker, "--token-lifetime", "10m"}
+	if controller != "" {
+		args = append(args, "--job-controller", string(controller))
+	}
+	out := mustPlugin(ctx, t, kubeconfig, args...)
+	if !containsAll(out, "workercluster.jobferry.dev/"+worker, "expires at", "is Connected and Authorized") {
+		t.Fatalf("join %s:\n%s", worker, out)
+	}
+	t.Logf("join %s:\n%s", worker, out)
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, workerNameLabel, worker)
+	if err := c.Patch(ctx, wc, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRanOnce checks nothing was lost or run twice: every Job of ns
+// succeeded once with no failure at its first dispatch attempt, and the
+// workers' audit logs show exactly one mirror created per Job, by the
+// manager's identity.
+func checkRanOnce(ctx context.Context, t *testing.T, c kubernetes.Interface, env *localcluster.Environment, ns string, n int) {
+	t.Helper()
+	list, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list.Items {
+		if j.Status.Succeeded != 1 || j.Status.Failed != 0 || j.Annotations[v1alpha1.DispatchAttemptAnnotation] != "1" {
+			t.Errorf("%s: succeeded %d, failed %d, attempt %q", j.Name, j.Status.Succeeded, j.Status.Failed, j.Annotations[v1alpha1.DispatchAttemptAnnotation])
+		}
+	}
+	created := map[string]int{}
+	for _, w := range env.Workers {
+		for _, e := range readAudit(t, w, "system:serviceaccount:"+devenv.SystemNamespace+":jobferry-manager") {
+			if e.Verb == "create" && e.resource() == "jobs" && e.ObjectRef.Namespace == ns && e.ResponseStatus != nil && e.ResponseStatus.Code == 201 {
+				if e.ObjectRef.Name == "" {
+					t.Fatalf("the audit log names no Job in a create: %s", e.RequestURI)
+				}
+				created[e.ObjectRef.Name]++
+			}
+		}
+	}
+	if len(created) != n {
+		t.Errorf("mirrors created for %d Jobs, want %d", len(created), n)
+	}
+	for name, count := range created {
+		if count != 1 {
+			t.Errorf("%s: %d mirrors created", name, count)
+		}
+	}
+}
+
+// scrapeVerifiedFamilies scrapes the manager's HTTPS metrics endpoint,
+// verifying its certificate as scrapeVerified does, and parses them.
+func scrapeVerifiedFamilies(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, secret, serverName, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	s, err := c.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.Data["ca.crt"]) {
+		t.Fatalf("Secret %s has no CA (ca.crt)", secret)
+	}
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}}
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the metrics of %s: %v", url, err)
+	}
+	return families
+}
+
+func assertCounterZero(t *testing.T, families map[string]*dto.MetricFamily, name string) {
+	t.Helper()
+	for _, m := range families[name].GetMetric() {
+		if v := m.GetCounter().GetValue(); v != 0 {
+			t.Errorf("%s%v = %v, want 0", name, m.Label, v)
+		}
+	}
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// checkCredentialStatus checks a worker's credential as the manager
+// reports it: the ServiceAccount, an expiry 10 minutes after issue in the
+// future, a renewal time before it, the CredentialRenewal condition True,
+// and the expiry metric equal to the status.
+func checkCredentialStatus(ctx context.Context, t *testing.T, c client.Client, families map[string]*dto.MetricFamily, worker string) {
+	t.Helper()
+	wc := &v1alpha1.WorkerCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+		t.Fatal(err)
+	}
+	cred := wc.Status.Credential
+	if cred == nil || cred.ExpiresAt == nil || cred.IssuedAt == nil || cred.RenewAt == nil {
+		t.Fatalf("%s: credential status %+v", worker, cred)
+	}
+	if cred.ServiceAccount != devenv.SystemNamespace+"/jobferry-manager" || cred.ExpiresAt.Sub(cred.IssuedAt.Time) != 10*time.Minute ||
+		!cred.ExpiresAt.After(time.Now()) || !cred.RenewAt.Before(cred.ExpiresAt) {
+		t.Errorf("%s: credential %s, issued %s, expires %s, renewed at %s", worker, cred.ServiceAccount, cred.IssuedAt, cred.ExpiresAt, cred.RenewAt)
+	}
+	if cond := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionCredentialRenewal); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("%s: CredentialRenewal %+v", worker, cond)
+	}
+	found := false
+	for _, m := range families["jobferry_workercluster_credential_expiry_timestamp_seconds"].GetMetric() {
+		if labelValue(m, "worker") == worker {
+			found = true
+			// Scraped a moment apart: a renewal may fall in between.
+			if got := time.Unix(int64(m.GetGauge().GetValue()), 0); got.Before(cred.ExpiresAt.Add(-time.Minute)) || got.After(cred.ExpiresAt.Add(time.Minute)) {
+				t.Errorf("%s: expiry metric %s, status %s", worker, got, cred.ExpiresAt)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no jobferry_workercluster_credential_expiry_timestamp_seconds for %s", worker)
+	}
+}
+
+// checkPlugin runs status, get jobs, describe and logs, and checks what
+// they print against the clusters.
+func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, ns string) {
+	t.Helper()
+	// A Job that runs for the whole check, on worker-1, and two finished ones.
+	running := sleepJob(ns, "long-running", time.Hour)
+	worker := d.dispatchTo(ctx, t, running, "worker-1")
+	for _, name := range []string{"short-1", "short-2"} {
+		d.dispatchTo(ctx, t, sleepJob(ns, name, time.Second), "worker-2")
+	}
+	for _, name := range []string{"short-1", "short-2"} {
+		pollJob(ctx, t, d.manager, ns, name, time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+	}
+	pollJob(ctx, t, d.manager, ns, running.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+
+	t.Run("status", func(t *testing.T) {
+		var report struct {
+			Workers []struct {
+				Name, Connected, Authorized string
+				Cordoned                    bool
+				CredentialExpiresAt         *metav1.Time
+				Pools                       []struct{ Name string }
+				Jobs                        map[string]int
+			}
+		}
+		out := mustPlugin(ctx, t, kubeconfig, "status", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("status -o json: %v\n%s", err, out)
+		}
+		jobs, err := d.manager.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]map[string]int{}
+		for _, j := range jobs.Items {
+			w := j.Annotations[v1alpha1.WorkerAnnotation]
+			if ptr.Deref(j.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy || w == "" {
+				continue
+			}
+			if want[w] == nil {
+				want[w] = map[string]int{}
+			}
+			phase := "Pending"
+			switch {
+			case hasCondition(&j, batchv1.JobComplete) != nil:
+				phase = "Succeeded"
+			case hasCondition(&j, batchv1.JobFailed) != nil:
+				phase = "Failed"
+			case j.Status.Active > 0:
+				phase = "Running"
+			}
+			want[w][phase]++
+		}
+		if len(report.Workers) != 2 {
+			t.Fatalf("status shows %d workers:\n%s", len(report.Workers), out)
+		}
+		for _, w := range report.Workers {
+			wc := &v1alpha1.WorkerCluster{}
+			if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
+				t.Fatal(err)
+			}
+			if w.Connected != "True" || w.Authorized != "True" || w.Cordoned != wc.Spec.Cordoned || w.CredentialExpiresAt == nil || len(w.Pools) != len(wc.Status.Capacity.Pools) {
+				t.Errorf("status of %s: %+v; WorkerCluster %+v", w.Name, w, wc.Status)
+			}
+			if fmt.Sprint(w.Jobs) != fmt.Sprint(want[w.Name]) {
+				t.Errorf("status counts %v Jobs on %s, the manager has %v", w.Jobs, w.Name, want[w.Name])
+			}
+		}
+		table := mustPlugin(ctx, t, kubeconfig, "status")
+		t.Logf("kubectl jobferry status:\n%s", table)
+		if !containsAll(table, "Manager:", "worker-1", "worker-2", "True (Connected)", "general") {
+			t.Errorf("status table:\n%s", table)
+		}
+	})
+	t.Run("get-jobs", func(t *testing.T) {
+		out := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-A")
+		t.Logf("kubectl jobferry get jobs -A:\n%s", out)
+		rows := map[string][]string{}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if header := strings.Fields(lines[0]); strings.Join(header, " ") != "NAMESPACE NAME STATUS COMPLETIONS DURATION AGE WORKER ATTEMPT" {
+			t.Fatalf("header %q", header)
+		}
+		for _, line := range lines[1:] {
+			if f := strings.Fields(line); f[0] == ns {
+				rows[f[1]] = f
+			}
+		}
+		list, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(list.Items) {
+			t.Errorf("get jobs -A lists %d Jobs of %s, the manager has %d", len(rows), ns, len(list.Items))
+		}
+		for _, j := range list.Items {
+			row := rows[j.Name]
+			status := "Running"
+			if hasCondition(&j, batchv1.JobComplete) != nil {
+				status = "Complete"
+			}
+			// NAMESPACE NAME STATUS COMPLETIONS [DURATION] AGE WORKER ATTEMPT
+			if len(row) < 7 || row[2] != status || row[len(row)-2] != j.Annotations[v1alpha1.WorkerAnnotation] || row[len(row)-1] != j.Annotations[v1alpha1.DispatchAttemptAnnotation] {
+				t.Errorf("%s: row %q; the Job is %s on %s, attempt %s", j.Name, row, status, j.Annotations[v1alpha1.WorkerAnnotation], j.Annotations[v1alpha1.DispatchAttemptAnnotation])
+			}
+		}
+	})
+	t.Run("describe", func(t *testing.T) {
+		mirror, err := worker.BatchV1().Jobs(ns).Get(ctx, running.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := worker.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID)})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("pods of the mirror: %v, %v", pods, err)
+		}
+		pod := pods.Items[0]
+		out := mustPlugin(ctx, t, kubeconfig, "describe", "job", running.Name, "-n", ns)
+		t.Logf("kubectl jobferry describe job:\n%s", out)
+		if !containsAll(out, "Worker:       worker-1", "Attempt:      1", "Placed", "Mirror on worker worker-1:", string(mirror.UID),
+			pod.Name, string(pod.Status.Phase), pod.Spec.NodeName, "SuccessfulCreate", "pod/"+pod.Name, "Scheduled") {
+			t.Errorf("describe does not show the mirror %s, its pod %s (%s on %s) and their Events", mirror.UID, pod.Name, pod.Status.Phase, pod.Spec.NodeName)
+		}
+	})
+	t.Run("logs", func(t *testing.T) {
+		want := strings.Join(localcluster.ContainerLogLines("worker-1"), "\n") + "\n"
+		if out := mustPlugin(ctx, t, kubeconfig, "logs", "job", running.Name, "-n", ns); out != want {
+			t.Errorf("logs job %s = %q, want worker-1's container log %q", running.Name, out, want)
+		}
+		mirror, err := worker.BatchV1().Jobs(ns).Get(ctx, running.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := worker.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := mustPlugin(ctx, t, kubeconfig, "logs", "job", running.Name, "-n", ns, "--all-pods", "-c", "main")
+		if !strings.HasPrefix(out, "[pod/"+pods.Items[0].Name+"/main] "+localcluster.ContainerLogLines("worker-1")[0]) {
+			t.Errorf("logs --all-pods:\n%s", out)
+		}
+		if out, err := plugin(ctx, t, kubeconfig, "logs", "job", "short-1", "-n", ns); err == nil || !strings.Contains(out, "it finished, and the manager deletes a finished mirror") {
+			t.Errorf("logs of a finished Job: %v\n%s", err, out)
+		}
+	})
+	t.Run("join-dry-run", func(t *testing.T) {
+		before := &v1alpha1.WorkerCluster{}
+		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: "worker-1"}, before); err != nil {
+			t.Fatal(err)
+		}
+		out := mustPlugin(ctx, t, kubeconfig, "join", "worker-1", "--worker-context", "worker-1", "--dry-run")
+		if !containsAll(out, "kind: Secret", "kind: WorkerCluster", "name: worker-1-kubeconfig", "minted by the TokenRequest API when not a dry run") {
+			t.Errorf("join --dry-run:\n%s", out)
+		}
+		after := &v1alpha1.WorkerCluster{}
+		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: "worker-1"}, after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Generation != before.Generation {
+			t.Errorf("join --dry-run changed the WorkerCluster (generation %d -> %d)", before.Generation, after.Generation)
+		}
+	})
+	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, running.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

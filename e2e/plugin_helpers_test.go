@@ -1,0 +1,122 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// mergedKubeconfig writes one kubeconfig holding every cluster of the
+// environment as a context named after it (manager, worker-1, ...), as a
+// platform team's kubeconfig holds its clusters; the current context is the
+// manager.
+func mergedKubeconfig(t *testing.T, env *localcluster.Environment, path string) string {
+	t.Helper()
+	merged := clientcmdapi.NewConfig()
+	for _, c := range env.Clusters() {
+		cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kctx := cfg.Contexts[cfg.CurrentContext]
+		merged.Clusters[c.Name] = cfg.Clusters[kctx.Cluster]
+		merged.AuthInfos[c.Name] = cfg.AuthInfos[kctx.AuthInfo]
+		merged.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: c.Name}
+	}
+	merged.CurrentContext = env.Manager.Name
+	if err := clientcmd.WriteToFile(*merged, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// plugin runs bin/kubectl-jobferry as a user would; it returns the output
+// and the error of a command that failed.
+func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", kubeconfig)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), fmt.Errorf("kubectl jobferry %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// mustPlugin runs the plugin and fails the test when it fails.
+func mustPlugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	out, err := plugin(ctx, t, kubeconfig, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tokenHistory records every token written into the workers' kubeconfig
+// Secrets on the manager, in order, per Secret.
+type tokenHistory struct {
+	mu     sync.Mutex
+	tokens map[string][]string // Secret name -> tokens in the order written
+	// unchanged counts Secret updates that kept the token.
+	unchanged map[string]int
+}
+
+// watchTokens follows the Secrets of namespace ns until ctx ends.
+func watchTokens(ctx context.Context, t *testing.T, c kubernetes.Interface, ns string) *tokenHistory {
+	t.Helper()
+	h := &tokenHistory{tokens: map[string][]string{}, unchanged: map[string]int{}}
+	w, err := c.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			secret, ok := e.Object.(*corev1.Secret)
+			if !ok || (e.Type != watch.Added && e.Type != watch.Modified) || secret.Data["kubeconfig"] == nil {
+				continue
+			}
+			cfg, err := clientcmd.Load(secret.Data["kubeconfig"])
+			if err != nil {
+				continue
+			}
+			token := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].Token
+			h.mu.Lock()
+			seen := h.tokens[secret.Name]
+			if len(seen) > 0 && seen[len(seen)-1] == token {
+				h.unchanged[secret.Name]++
+			} else {
+				h.tokens[secret.Name] = append(seen, token)
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// count returns how many distinct tokens a Secret has held in a row.
+func (h *tokenHistory) count(secret string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.tokens[secret])
+}
