@@ -115,7 +115,9 @@ func runDemo(ctx context.Context, out io.Writer, dir string, timeout time.Durati
 		fmt.Fprintf(out, "\nthe clusters are still up for a look: logs in %s/<cluster>/logs; stop them with `make demo-down`\n", dir)
 		return err
 	}
-	fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. The clusters stay up; look around:\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
+	fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. The clusters stay up; look around:\n  %s\n  %s\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
+		pluginHint(dir, "status"),
+		pluginHint(dir, "get jobs -A"),
 		kubectlHint(dir, "manager", "get workerclusters"),
 		kubectlHint(dir, "manager", "describe job -n demo train-gpu-1"),
 		kubectlHint(dir, "worker-1", "get jobs,pods -n demo -o wide"))

@@ -47,6 +47,16 @@ func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*dev
 // Inside the checkout the paths are relative to its root, as the README's
 // commands are run from there; elsewhere they are absolute.
 func kubectlHint(dir, cluster, args string) string {
+	return binaryHint("kubectl", dir, cluster, args)
+}
+
+// pluginHint is the same for kubectl-jobferry (`kubectl jobferry` once on
+// the PATH), which make build puts next to kubectl.
+func pluginHint(dir, args string) string {
+	return binaryHint("kubectl-jobferry", dir, "manager", args)
+}
+
+func binaryHint(binary, dir, cluster, args string) string {
 	bin := "bin"
 	root, err := localcluster.RepoRoot()
 	if err == nil {
@@ -56,7 +66,7 @@ func kubectlHint(dir, cluster, args string) string {
 	} else if binDir, err := localcluster.BinDir(); err == nil {
 		bin = binDir
 	}
-	return fmt.Sprintf("%s/kubectl --kubeconfig %s/%s/kubeconfig %s", bin, dir, cluster, args)
+	return fmt.Sprintf("%s/%s --kubeconfig %s/%s/kubeconfig %s", bin, binary, dir, cluster, args)
 }
 
 // newDevCommands returns up, down and status, which share --dir.

@@ -178,7 +178,7 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 	if selector := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; selector != "" {
 		fmt.Fprintf(out, "Cluster selector: %s\n", selector)
 	}
-	printConditions(out, "Conditions:", job.Status.Conditions)
+	printConditions(out, "", "Conditions:", job.Status.Conditions)
 	printEvents(out, "Placement history (Events on the manager):", d.Events, false, now)
 
 	fmt.Fprintf(out, "\nMirror on worker %s:\n", row.Worker)
@@ -190,7 +190,7 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 	fmt.Fprintf(out, "  Job:        %s/%s (uid %s, attempt %s)\n  Status:     %s, %d active / %d succeeded / %d failed\n",
 		m.Namespace, m.Name, m.UID, m.Labels[v1alpha1.DispatchAttemptLabel], kubectlJobStatus(m), m.Status.Active, m.Status.Succeeded, m.Status.Failed)
 	fmt.Fprintf(out, "  Managed by: %s\n", ptr.Deref(m.Spec.ManagedBy, "<kube-controller-manager>"))
-	printConditions(out, "  Conditions:", m.Status.Conditions)
+	printConditions(out, "  ", "Conditions:", m.Status.Conditions)
 
 	fmt.Fprintf(out, "\nPods on worker %s:\n", row.Worker)
 	switch {
@@ -213,16 +213,16 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 	printEvents(out, fmt.Sprintf("Events on worker %s (mirror and pods):", row.Worker), d.WorkerEvents, true, now)
 }
 
-func printConditions(out io.Writer, title string, conds []batchv1.JobCondition) {
-	fmt.Fprintln(out, title)
+func printConditions(out io.Writer, indent, title string, conds []batchv1.JobCondition) {
+	fmt.Fprintln(out, indent+title)
 	if len(conds) == 0 {
-		fmt.Fprintln(out, "  <none>")
+		fmt.Fprintln(out, indent+"  <none>")
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	fmt.Fprintln(w, indent+"  TYPE\tSTATUS\tREASON\tMESSAGE")
 	for _, c := range conds {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, orNone(c.Reason), c.Message)
+		fmt.Fprintf(w, "%s  %s\t%s\t%s\t%s\n", indent, c.Type, c.Status, orNone(c.Reason), c.Message)
 	}
 	w.Flush()
 }

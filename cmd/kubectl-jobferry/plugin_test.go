@@ -239,7 +239,7 @@ func TestBuildStatus(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printStatus(&out, r, now)
-	for _, want := range []string{"leader replica-a (renewed 3s ago); 1/2 pods ready", "True (Connected)", "(in 23h) CredentialExpiring", "general", "10/16", "example.com/gpu 0/8", "Jobs on no worker yet: Pending 1"} {
+	for _, want := range []string{"leader: replica-a (renewed 3s ago); 1/2 pods ready", "True (Connected)", "(in 23h) CredentialExpiring", "general", "10/16", "example.com/gpu 0/8", "Jobs on no worker yet: Pending 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}

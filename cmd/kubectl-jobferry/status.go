@@ -237,7 +237,7 @@ func quantities(list corev1.ResourceList) map[string]string {
 }
 
 func printStatus(out io.Writer, r *statusReport, now time.Time) {
-	leader := "no leader election Lease (a single replica without --leader-elect)"
+	leader := "none (no leader election Lease: a single replica without --leader-elect?)"
 	if r.Manager.Leader != "" {
 		leader = r.Manager.Leader
 		if r.Manager.LeaderRenewed != nil {
@@ -251,7 +251,7 @@ func printStatus(out io.Writer, r *statusReport, now time.Time) {
 	if r.Manager.Pods > 0 {
 		ready = fmt.Sprintf("%d/%d pods ready", r.Manager.ReadyPods, r.Manager.Pods)
 	}
-	fmt.Fprintf(out, "Manager:  leader %s; %s\n\n", leader, ready)
+	fmt.Fprintf(out, "Manager:  leader: %s; %s\n\n", leader, ready)
 
 	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(w, "WORKER\tCONNECTED\tAUTHORIZED\tCORDONED\tCREDENTIAL EXPIRES\tPENDING\tRUNNING\tSUCCEEDED\tFAILED")
