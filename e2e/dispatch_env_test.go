@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -176,10 +177,16 @@ func scrapeMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
+	return parseMetrics(t, url, resp.Body)
+}
+
+// parseMetrics parses the text exposition format.
+func parseMetrics(t *testing.T, url string, body io.Reader) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(body)
 	if err != nil {
-		t.Fatalf("parsing metrics: %v", err)
+		t.Fatalf("parsing the metrics of %s: %v", url, err)
 	}
 	return families
 }

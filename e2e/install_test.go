@@ -4,11 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +28,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager"
 )
 
 // The install path, proven on real control planes: both charts installed
@@ -366,6 +364,49 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	}
 	checkLeastPrivilege(t, "the manager's identity on the workers", grantsTo(t, workerObjects["worker-1"], ns, "jobferry-manager"), identityEvents, true)
 
+	// A renewal the worker refuses (the chart's token RoleBinding removed):
+	// the condition says CredentialExpiring with the worker's message and a
+	// Warning Event is recorded, while Jobs go on with the current token;
+	// with the binding back the next renewal succeeds.
+	t.Run("renewal-refused-then-granted", func(t *testing.T) {
+		var binding rbacv1.RoleBinding
+		for _, obj := range workerObjects["worker-1"] {
+			if name, _ := obj["metadata"].(map[string]any)["name"].(string); obj["kind"] == "RoleBinding" && strings.HasSuffix(name, "-manager-token") {
+				decodeInto(t, obj, &binding)
+			}
+		}
+		if binding.Name == "" {
+			t.Fatal("the worker chart renders no RoleBinding for the manager's token")
+		}
+		if err := workers["worker-1"].RbacV1().RoleBindings(ns).Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cond := waitWorkerCondition(ctx, t, managerClient, "worker-1", v1alpha1.ConditionCredentialRenewal, metav1.ConditionFalse, time.Minute)
+		if cond.Reason != v1alpha1.ReasonCredentialExpiring || !containsAll(cond.Message, "renewing the token failed", "forbidden", "Jobs continue on it") {
+			t.Errorf("CredentialRenewal %s: %s", cond.Reason, cond.Message)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			events, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=worker-1,reason=" + manager.ReasonCredentialRenewalFailed})
+			return err == nil && len(events.Items) > 0 && events.Items[0].Type == corev1.EventTypeWarning, err
+		})
+		if err != nil {
+			t.Errorf("no Warning Event %s on WorkerCluster worker-1: %v", manager.ReasonCredentialRenewalFailed, err)
+		}
+		job := sleepJob(optedIn(), "while-renewal-fails", time.Second)
+		d.dispatchTo(ctx, t, job, "worker-1")
+		pollJob(ctx, t, admin, job.Namespace, job.Name, time.Minute, "Complete", complete)
+
+		before := tokens.count("worker-1-kubeconfig")
+		binding.ResourceVersion, binding.UID = "", ""
+		if _, err := workers["worker-1"].RbacV1().RoleBindings(ns).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitWorkerCondition(ctx, t, managerClient, "worker-1", v1alpha1.ConditionCredentialRenewal, metav1.ConditionTrue, time.Minute)
+		if tokens.count("worker-1-kubeconfig") <= before {
+			t.Error("the credential is valid again but its token was not renewed")
+		}
+	})
+
 	// The worker chart's namespaced mode: worker-2's identity gets Roles in
 	// team-x only; its WorkerCluster lists team-x. A Job from team-x runs
 	// there (its namespace is never created: the administrator made it);
@@ -429,26 +470,12 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 }
 
 // scrapeVerified reads a metrics endpoint over HTTPS, verifying its
-// certificate against the CA of the Secret for serverName.
+// certificate against the CA of the Secret for serverName, and expects
+// jobferry's metrics there.
 func scrapeVerified(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, secret, serverName, url string) {
 	t.Helper()
-	s, err := c.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(s.Data["ca.crt"]) {
-		t.Fatalf("Secret %s has no CA (ca.crt)", secret)
-	}
-	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}}
-	resp, err := httpClient.Get(url)
-	if err != nil {
-		t.Fatalf("scraping %s verifying %s against the CA: %v", url, serverName, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "jobferry_jobs") {
-		t.Fatalf("scraping %s: %s, %d bytes, %v", url, resp.Status, len(body), err)
+	if _, ok := scrapeVerifiedFamilies(ctx, t, c, ns, secret, serverName, url)["jobferry_jobs"]; !ok {
+		t.Fatalf("%s serves no jobferry_jobs", url)
 	}
 }
 

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,12 +102,10 @@ func scrapeVerifiedFamilies(ctx context.Context, t *testing.T, c kubernetes.Inte
 		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing the metrics of %s: %v", url, err)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping %s: %s", url, resp.Status)
 	}
-	return families
+	return parseMetrics(t, url, resp.Body)
 }
 
 func assertCounterZero(t *testing.T, families map[string]*dto.MetricFamily, name string) {
@@ -293,6 +289,11 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 		want := strings.Join(localcluster.ContainerLogLines("worker-1"), "\n") + "\n"
 		if out := mustPlugin(ctx, t, kubeconfig, "logs", "job", running.Name, "-n", ns); out != want {
 			t.Errorf("logs job %s = %q, want worker-1's container log %q", running.Name, out, want)
+		}
+		// -f keeps the stream open while the pod runs (KWOK holds it open
+		// too): the lines must arrive through the open stream.
+		if out := followPlugin(ctx, t, kubeconfig, want, "logs", "job", running.Name, "-n", ns, "-f"); out != want {
+			t.Errorf("logs -f job %s streamed %q, want %q", running.Name, out, want)
 		}
 		mirror, err := worker.BatchV1().Jobs(ns).Get(ctx, running.Name, metav1.GetOptions{})
 		if err != nil {

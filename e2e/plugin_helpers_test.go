@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,65 @@ func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string
 		return stdout.String() + stderr.String(), fmt.Errorf("kubectl jobferry %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// followPlugin runs a plugin command that streams until stopped (logs -f),
+// waits up to 30 s for its output to reach want, stops it and returns what
+// it printed.
+func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, args ...string) string {
+	t.Helper()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", kubeconfig)...)
+	stdout := &syncBuffer{}
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("kubectl jobferry %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+			}
+			return stdout.String()
+		case <-tick.C:
+			if stdout.String() != want {
+				continue
+			}
+		case <-deadline.C:
+		}
+		_ = cmd.Process.Kill()
+		<-done
+		return stdout.String()
+	}
+}
+
+// syncBuffer is a strings.Builder safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // mustPlugin runs the plugin and fails the test when it fails.

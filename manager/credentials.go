@@ -167,14 +167,16 @@ func credentialStatus(claims *tokenClaims, plan renewalPlan) *v1alpha1.Credentia
 }
 
 // credentialCondition is the CredentialRenewal condition after a reconcile
-// that renewed the token (renewed), tried and failed (renewErr), or had
-// nothing to do; nil for a credential that does not expire.
-func credentialCondition(plan renewalPlan, renewed bool, renewErr error, now time.Time) *metav1.Condition {
+// whose renewal failed (renewErr) or that had none to fail; nil for a
+// credential that does not expire. Its message names times, never a time
+// left, so an unchanged credential never rewrites the status; a renewal
+// shows in status.credential, an Event and a metric.
+func credentialCondition(plan renewalPlan, renewErr error) *metav1.Condition {
 	if !plan.Expires {
 		return nil
 	}
 	cond := &metav1.Condition{Type: v1alpha1.ConditionCredentialRenewal}
-	expires := fmt.Sprintf("expires at %s (in %s)", plan.ExpiresAt.UTC().Format(time.RFC3339), plan.ExpiresAt.Sub(now).Round(time.Second))
+	expires := "expires at " + plan.ExpiresAt.UTC().Format(time.RFC3339)
 	switch {
 	case plan.Expired:
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonCredentialExpired
@@ -188,9 +190,6 @@ func credentialCondition(plan renewalPlan, renewed bool, renewErr error, now tim
 	case !plan.Renewable:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonCredentialValid
 		cond.Message = fmt.Sprintf("the token %s; it is not a service-account token, so the manager cannot renew it", expires)
-	case renewed:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonCredentialRenewed
-		cond.Message = fmt.Sprintf("renewed the token of ServiceAccount %s/%s; the new one %s and is renewed at %s", plan.Namespace, plan.ServiceAccount, expires, plan.RenewAt.UTC().Format(time.RFC3339))
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonCredentialValid
 		cond.Message = fmt.Sprintf("the token of ServiceAccount %s/%s %s; the manager renews it at %s", plan.Namespace, plan.ServiceAccount, expires, plan.RenewAt.UTC().Format(time.RFC3339))

@@ -119,21 +119,19 @@ func TestCredentialCondition(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		plan    renewalPlan
-		renewed bool
 		err     error
 		status  metav1.ConditionStatus
 		reason  string
 		message []string
 	}{
 		{name: "valid", plan: valid, status: metav1.ConditionTrue, reason: v1alpha1.ReasonCredentialValid, message: []string{"ns/sa", "renews it at"}},
-		{name: "renewed", plan: valid, renewed: true, status: metav1.ConditionTrue, reason: v1alpha1.ReasonCredentialRenewed, message: []string{"renewed the token of ServiceAccount ns/sa"}},
 		{name: "renewal failed", plan: due, err: errors.New("forbidden"), status: metav1.ConditionFalse, reason: v1alpha1.ReasonCredentialExpiring, message: []string{"forbidden", "Jobs continue on it"}},
 		{name: "expired", plan: expired, status: metav1.ConditionFalse, reason: v1alpha1.ReasonCredentialExpired, message: []string{"kubectl jobferry join"}},
 		{name: "not renewable, not due", plan: notRenewable, status: metav1.ConditionTrue, reason: v1alpha1.ReasonCredentialValid, message: []string{"cannot renew it"}},
 		{name: "not renewable, due", plan: notRenewableDue, status: metav1.ConditionFalse, reason: v1alpha1.ReasonCredentialExpiring, message: []string{"kubectl jobferry join"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cond := credentialCondition(tc.plan, tc.renewed, tc.err, now)
+			cond := credentialCondition(tc.plan, tc.err)
 			if cond == nil || cond.Type != v1alpha1.ConditionCredentialRenewal || cond.Status != tc.status || cond.Reason != tc.reason {
 				t.Fatalf("condition %+v, want %s %s", cond, tc.status, tc.reason)
 			}
@@ -144,7 +142,7 @@ func TestCredentialCondition(t *testing.T) {
 			}
 		})
 	}
-	if cond := credentialCondition(renewalPlan{}, false, nil, now); cond != nil {
+	if cond := credentialCondition(renewalPlan{}, nil); cond != nil {
 		t.Errorf("a credential without expiry has condition %+v", cond)
 	}
 }

@@ -789,10 +789,5 @@ func isManagerJob(job *batchv1.Job) bool {
 func isFinished(job *batchv1.Job) bool { return mirror.Finished(job.Status) }
 
 func hasTrueCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range job.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return mirror.ConditionTrue(job.Status, t)
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // Metrics of the manager, registered with controller-runtime's registry and
@@ -85,22 +86,9 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		if !isManagerJob(job) {
 			continue
 		}
-		counts[key{job.Annotations[v1alpha1.WorkerAnnotation], phase(job)}]++
+		counts[key{job.Annotations[v1alpha1.WorkerAnnotation], mirror.Phase(job.Status)}]++
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.worker, k.phase)
-	}
-}
-
-func phase(job *batchv1.Job) string {
-	switch {
-	case hasTrueCondition(job, batchv1.JobComplete):
-		return "Succeeded"
-	case hasTrueCondition(job, batchv1.JobFailed):
-		return "Failed"
-	case job.Status.Active > 0:
-		return "Running"
-	default:
-		return "Pending"
 	}
 }

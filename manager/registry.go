@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 )
 
 // The rights the registry uses on the manager cluster (see jobs.go); the
@@ -224,10 +225,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
-	key := ref.Key
-	if key == "" {
-		key = "kubeconfig"
-	}
+	key := ref.KeyOrDefault()
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -243,6 +241,8 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	// manager may use there change (they scope the cache); a new token for
 	// the same ServiceAccount (a renewal, or the worker joined again) is
 	// swapped into the live connection instead.
+	// A kubeconfig that cannot be read has no token here; it is refused
+	// below with the reason.
 	token, _ := kubeconfigToken(data)
 	hash := connectionHash(data, token, wc.Spec.Namespaces)
 
@@ -254,9 +254,9 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		logf.FromContext(ctx).Info("using the worker's new token in the live connection", "worker", wc.Name)
 	}
 	if rem == nil || rem.kubeconfigHash != hash {
-		cfg, err := RESTConfigFromKubeconfig(data)
+		cfg, err := workerkubeconfig.RESTConfig(data)
 		if err != nil {
-			return notConnected(kubeconfigReason(err), "Secret %s/%s, key %s: %v", r.Namespace, ref.Name, key, err)
+			return notConnected(workerkubeconfig.Reason(err), "Secret %s/%s, key %s: %v", r.Namespace, ref.Name, key, err)
 		}
 		cfg.QPS, cfg.Burst = r.QPS, r.Burst
 		cfg.UserAgent = "jobferry-manager/" + r.Origin

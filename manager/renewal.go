@@ -33,12 +33,10 @@ func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluste
 	now := r.Clock.Now()
 	claims := parseToken(rem.token.get())
 	plan := planRenewal(claims, threshold, now)
-	var renewed bool
 	var renewErr error
 	if plan.Renewable && plan.Due && !plan.Expired {
 		var fresh *tokenClaims
 		if fresh, renewErr = r.renewToken(ctx, wc, rem, plan, claims.Audience); renewErr == nil {
-			renewed = true
 			claims, plan = fresh, planRenewal(fresh, threshold, now)
 			credentialRenewals.WithLabelValues(wc.Name, "renewed").Inc()
 			r.Recorder.Eventf(wc, nil, corev1.EventTypeNormal, ReasonCredentialRenewed, "RenewCredential",
@@ -65,7 +63,7 @@ func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluste
 		// A little past the renewal time, so the next reconcile finds it due.
 		after = plan.RenewAt.Sub(now) + 100*time.Millisecond
 	}
-	return credentialStatus(claims, plan), credentialCondition(plan, renewed, renewErr, now), after
+	return credentialStatus(claims, plan), credentialCondition(plan, renewErr), after
 }
 
 // renewToken asks the worker for a new token of the ServiceAccount the
@@ -92,10 +90,7 @@ func (r *Registry) renewToken(ctx context.Context, wc *v1alpha1.WorkerCluster, r
 	}
 
 	ref := wc.Spec.KubeConfig.SecretRef
-	key := ref.Key
-	if key == "" {
-		key = "kubeconfig"
-	}
+	key := ref.KeyOrDefault()
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
 		return nil, fmt.Errorf("reading Secret %s/%s to renew its token: %w", r.Namespace, ref.Name, err)

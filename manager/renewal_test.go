@@ -114,7 +114,7 @@ func TestKeepCredentialRenews(t *testing.T) {
 	if renewed == old || f.secretToken(t) != renewed {
 		t.Fatal("the renewed token is not both in the Secret and in the live connection")
 	}
-	if cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonCredentialRenewed {
+	if cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonCredentialValid {
 		t.Errorf("condition %+v", cond)
 	}
 	if !status.ExpiresAt.Time.Equal(now.Add(10*time.Minute)) || !status.RenewAt.Time.Equal(now.Add(5*time.Minute)) || status.ServiceAccount != "jobferry-system/jobferry-manager" {

@@ -144,6 +144,33 @@ func startTimeMayChange(manager *batchv1.Job, next batchv1.JobStatus) bool {
 // Finished reports whether a Job status is terminal (Complete or Failed).
 func Finished(s batchv1.JobStatus) bool { return finished(s) }
 
+// ConditionTrue reports whether the status has condition t with status True.
+func ConditionTrue(s batchv1.JobStatus, t batchv1.JobConditionType) bool { return isTrue(s, t) }
+
+// Phases of a manager Job as jobferry reports them (the jobferry_jobs
+// metric, `kubectl jobferry status`).
+const (
+	PhasePending   = "Pending"
+	PhaseRunning   = "Running"
+	PhaseSucceeded = "Succeeded"
+	PhaseFailed    = "Failed"
+)
+
+// Phase is a Job status's phase: Succeeded or Failed once terminal, Running
+// while a pod is active, else Pending.
+func Phase(s batchv1.JobStatus) string {
+	switch {
+	case isTrue(s, batchv1.JobComplete):
+		return PhaseSucceeded
+	case isTrue(s, batchv1.JobFailed):
+		return PhaseFailed
+	case s.Active > 0:
+		return PhaseRunning
+	default:
+		return PhasePending
+	}
+}
+
 func finished(s batchv1.JobStatus) bool {
 	return isTrue(s, batchv1.JobComplete) || isTrue(s, batchv1.JobFailed)
 }

@@ -42,6 +42,18 @@ type SecretKeyRef struct {
 	Key string `json:"key,omitempty"`
 }
 
+// DefaultKubeConfigKey is the Secret key read when SecretKeyRef.Key is empty.
+const DefaultKubeConfigKey = "kubeconfig"
+
+// KeyOrDefault is the key to read: Key, or DefaultKubeConfigKey when it is
+// empty (a WorkerCluster written before defaulting, or a client's copy).
+func (r SecretKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return DefaultKubeConfigKey
+	}
+	return r.Key
+}
+
 // KubeConfigSource says where the kubeconfig for a worker is.
 type KubeConfigSource struct {
 	// SecretRef is a Secret in the manager's namespace holding a kubeconfig for
@@ -188,11 +200,9 @@ const (
 // Reasons of the CredentialRenewal condition.
 const (
 	// ReasonCredentialValid: the token is valid and is renewed at
-	// status.credential.renewAt.
+	// status.credential.renewAt (each renewal also gives an Event
+	// CredentialRenewed).
 	ReasonCredentialValid = "CredentialValid"
-	// ReasonCredentialRenewed: the manager renewed the token; the new one is
-	// in the Secret.
-	ReasonCredentialRenewed = "CredentialRenewed"
 	// ReasonCredentialExpiring: the token is due for renewal and the manager
 	// could not renew it (the message says why); Jobs continue on it until
 	// it expires.

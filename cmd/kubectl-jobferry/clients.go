@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 )
 
 // What `describe` and `logs` read on a worker through the manager's
@@ -66,10 +66,7 @@ func (m *managerClients) workerClient(ctx context.Context, systemNamespace, work
 		return nil, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
-	key := ref.Key
-	if key == "" {
-		key = "kubeconfig"
-	}
+	key := ref.KeyOrDefault()
 	secret, err := m.kube.CoreV1().Secrets(systemNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsForbidden(err) {
@@ -77,7 +74,9 @@ func (m *managerClients) workerClient(ctx context.Context, systemNamespace, work
 		}
 		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s of worker %s: %w", systemNamespace, ref.Name, worker, err)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
+	// Refused as the manager refuses it: a kubeconfig in a Secret must not
+	// run a program or read a file on this machine.
+	cfg, err := workerkubeconfig.RESTConfig(secret.Data[key])
 	if err != nil {
 		return nil, fmt.Errorf("the kubeconfig in Secret %s/%s (key %s): %w", systemNamespace, ref.Name, key, err)
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 func newGetCommand(o *options) *cobra.Command {
@@ -160,9 +160,7 @@ func kubectlJobStatus(job *batchv1.Job) string {
 }
 
 func conditionTrue(job *batchv1.Job, t batchv1.JobConditionType) bool {
-	return slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
-		return c.Type == t && c.Status == corev1.ConditionTrue
-	})
+	return mirror.ConditionTrue(job.Status, t)
 }
 
 // completions is the COMPLETIONS column of `kubectl get jobs`.

@@ -283,9 +283,7 @@ func joinObjects(worker, systemNamespace string, existing *v1alpha1.WorkerCluste
 	if ref.Name == "" {
 		ref.Name = worker + "-kubeconfig"
 	}
-	if ref.Key == "" {
-		ref.Key = "kubeconfig"
-	}
+	ref.Key = ref.KeyOrDefault()
 	wc.Spec.Namespaces = namespaces
 	if controller != "" {
 		wc.Spec.JobController = controller

@@ -119,28 +119,7 @@ type poolStatus struct {
 	Allocatable map[string]string `json:"allocatable"`
 }
 
-// Phases of a manager Job, as the manager's jobferry_jobs metric counts them.
-const (
-	PhasePending   = "Pending"
-	PhaseRunning   = "Running"
-	PhaseSucceeded = "Succeeded"
-	PhaseFailed    = "Failed"
-)
-
-var phases = []string{PhasePending, PhaseRunning, PhaseSucceeded, PhaseFailed}
-
-func jobPhase(job *batchv1.Job) string {
-	switch {
-	case conditionTrue(job, batchv1.JobComplete):
-		return PhaseSucceeded
-	case conditionTrue(job, batchv1.JobFailed):
-		return PhaseFailed
-	case job.Status.Active > 0:
-		return PhaseRunning
-	default:
-		return PhasePending
-	}
-}
+var phases = []string{mirror.PhasePending, mirror.PhaseRunning, mirror.PhaseSucceeded, mirror.PhaseFailed}
 
 func readStatus(ctx context.Context, m *managerClients, systemNamespace string, now time.Time) (*statusReport, error) {
 	var workers v1alpha1.WorkerClusterList
@@ -192,13 +171,13 @@ func buildStatus(workers []v1alpha1.WorkerCluster, jobs []batchv1.Job, lease *co
 		}
 		worker := job.Annotations[v1alpha1.WorkerAnnotation]
 		if worker == "" && !mirror.Finished(job.Status) {
-			report.UnplacedJobs[jobPhase(job)]++
+			report.UnplacedJobs[mirror.Phase(job.Status)]++
 			continue
 		}
 		if byWorker[worker] == nil {
 			byWorker[worker] = map[string]int{}
 		}
-		byWorker[worker][jobPhase(job)]++
+		byWorker[worker][mirror.Phase(job.Status)]++
 	}
 	slices.SortFunc(workers, func(a, b v1alpha1.WorkerCluster) int { return strings.Compare(a.Name, b.Name) })
 	for _, wc := range workers {
@@ -268,7 +247,7 @@ func printStatus(out io.Writer, r *statusReport, now time.Time) {
 			}
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%d\t%d\n", ws.Name, connected, ws.Authorized, ws.Cordoned, expires,
-			ws.Jobs[PhasePending], ws.Jobs[PhaseRunning], ws.Jobs[PhaseSucceeded], ws.Jobs[PhaseFailed])
+			ws.Jobs[mirror.PhasePending], ws.Jobs[mirror.PhaseRunning], ws.Jobs[mirror.PhaseSucceeded], ws.Jobs[mirror.PhaseFailed])
 	}
 	w.Flush()
 	if len(r.Workers) == 0 {

@@ -1,4 +1,4 @@
-package manager
+package workerkubeconfig
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-func TestRESTConfigFromKubeconfig(t *testing.T) {
+func TestRESTConfig(t *testing.T) {
 	valid := func() *clientcmdapi.Config {
 		cfg := clientcmdapi.NewConfig()
 		cfg.Clusters["w"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:6443", CertificateAuthorityData: []byte("ca")}
@@ -53,14 +53,14 @@ func TestRESTConfigFromKubeconfig(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := RESTConfigFromKubeconfig(tc.data)
+			cfg, err := RESTConfig(tc.data)
 			if tc.reason == "" {
 				if err != nil || cfg == nil || cfg.Host != "https://127.0.0.1:6443" {
 					t.Fatalf("got %v, %v; want the config accepted", cfg, err)
 				}
 				return
 			}
-			var kerr *KubeconfigError
+			var kerr *Error
 			if !errors.As(err, &kerr) || kerr.Reason != tc.reason || kerr.Message == "" {
 				t.Errorf("got %v, want reason %s with a message", err, tc.reason)
 			}

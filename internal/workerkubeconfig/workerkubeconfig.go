@@ -1,4 +1,8 @@
-package manager
+// Package workerkubeconfig reads the kubeconfig of a worker from its Secret,
+// accepting only self-contained ones. The manager connects with it, and
+// kubectl jobferry reaches a worker with it on a user's machine: neither may
+// run a program or read a file a Secret names.
+package workerkubeconfig
 
 import (
 	"errors"
@@ -10,21 +14,21 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// KubeconfigError says why a worker kubeconfig is refused; Reason becomes the
+// Error says why a worker kubeconfig is refused; Reason becomes the
 // reason of the WorkerCluster's Connected condition.
-type KubeconfigError struct {
+type Error struct {
 	Reason  string
 	Message string
 }
 
-func (e *KubeconfigError) Error() string { return e.Message }
+func (e *Error) Error() string { return e.Message }
 
-// RESTConfigFromKubeconfig accepts only self-contained kubeconfigs: inline CA
+// RESTConfig accepts only self-contained kubeconfigs: inline CA
 // and credentials, TLS verified, no exec plugins or auth providers (which would
 // run code or read files inside the manager).
-func RESTConfigFromKubeconfig(data []byte) (*rest.Config, error) {
+func RESTConfig(data []byte) (*rest.Config, error) {
 	refuse := func(reason, format string, args ...any) (*rest.Config, error) {
-		return nil, &KubeconfigError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+		return nil, &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
@@ -61,9 +65,9 @@ func RESTConfigFromKubeconfig(data []byte) (*rest.Config, error) {
 	return restConfig, nil
 }
 
-// kubeconfigReason is the condition reason for err.
-func kubeconfigReason(err error) string {
-	var kerr *KubeconfigError
+// Reason is the Connected condition reason for err.
+func Reason(err error) string {
+	var kerr *Error
 	if errors.As(err, &kerr) {
 		return kerr.Reason
 	}
