@@ -18,6 +18,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 export KUBEBUILDER_ASSETS := $(BIN)
 export JOBFERRY_BIN_DIR := $(BIN)
+export BENCH_N BENCH_WORKERS BENCH_SCALE
 
 .PHONY: help
 help: ## list targets
@@ -77,6 +78,10 @@ demo: tools build ## start a manager and two workers and run sample Jobs end to 
 
 .PHONY: demo-down
 demo-down: dev-down ## stop what `make demo` left running
+
+.PHONY: bench
+bench: tools build ## direct submission vs jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1); report in _output/bench/<time>
+	$(BIN)/jobferry-dev bench
 
 .PHONY: clean
 clean: dev-down ## remove build and test output (keeps the Go caches)

@@ -68,7 +68,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	var jobs batchv1.JobList
-	if err := gc.Client.List(ctx, &jobs); err != nil {
+	if err := gc.Client.List(ctx, &jobs, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "listing manager Jobs for garbage collection")
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -127,8 +130,29 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return ok && isManagerJob(job)
 		}))).
 		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Complete(r)
+}
+
+// statusPriority puts the manager Jobs whose mirror changed ahead of the
+// others in the work queue: copying what a worker reports (and deleting a
+// finished mirror) frees the worker's capacity for the next Jobs, while a
+// backlog of Jobs waiting for placement can wait for it.
+const statusPriority = 10
+
+// enqueueWithPriority adds the object of a generic event to the work queue
+// with priority (the controller's queue is controller-runtime's priority
+// queue, its default).
+func enqueueWithPriority(priority int) handler.EventHandler {
+	return handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+			return
+		}
+		q.Add(req)
+	}}
 }
 
 // Reconcile moves one manager Job one step along its dispatch. A write that
@@ -201,9 +225,17 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.
 	}
 	if !decision.Placed() {
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
 		// Capacity and worker changes retry sooner; this is a safety net.
-		return reconcile.Result{RequeueAfter: 5 * time.Minute}, r.showWaiting(ctx, job, waitingForWorker("%s", decision.Summary()))
+		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
+		// The Event goes with a change of the Suspended condition (a new
+		// reason, or new figures at most every pendingRefresh), not with
+		// every retry: under load every capacity change retries every
+		// waiting Job.
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker("%s", decision.Summary()))
+		if wrote {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
+		}
+		return retry, err
 	}
 	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
 	updated := job.DeepCopy()

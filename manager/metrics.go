@@ -76,7 +76,7 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	var jobs batchv1.JobList
-	if err := c.reader.List(context.Background(), &jobs); err != nil {
+	if err := c.reader.List(context.Background(), &jobs, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	type key struct{ worker, phase string }

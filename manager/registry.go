@@ -64,9 +64,12 @@ type Registry struct {
 	// which the manager renews it (DefaultRenewalThreshold when 0).
 	RenewalThreshold float64
 
-	// jobEvents feeds the Job controller: manager Jobs whose mirror changed,
-	// or pending Jobs when capacity or workers change.
+	// jobEvents feeds the Job controller: pending Jobs when capacity or
+	// workers change.
 	jobEvents chan event.GenericEvent
+	// mirrorEvents feeds it the manager Jobs whose mirror changed, ahead of
+	// everything else (see statusPriority).
+	mirrorEvents chan event.GenericEvent
 	// workerEvents asks for a WorkerCluster reconcile (cache synced).
 	workerEvents chan event.GenericEvent
 	// onCapacity is told when a worker's summary changes.
@@ -95,6 +98,7 @@ const rightsRetry = 3 * time.Second
 func NewRegistry(r *Registry) *Registry {
 	r.remotes = map[string]*remote{}
 	r.jobEvents = make(chan event.GenericEvent, 4096)
+	r.mirrorEvents = make(chan event.GenericEvent, 4096)
 	r.workerEvents = make(chan event.GenericEvent, 64)
 	return r
 }
@@ -102,8 +106,15 @@ func NewRegistry(r *Registry) *Registry {
 // JobEvents is the source of manager Job keys to reconcile.
 func (r *Registry) JobEvents() <-chan event.GenericEvent { return r.jobEvents }
 
-// SetupWithManager registers the WorkerCluster controller.
+// MirrorEvents is the source of manager Job keys whose mirror changed.
+func (r *Registry) MirrorEvents() <-chan event.GenericEvent { return r.mirrorEvents }
+
+// SetupWithManager registers the WorkerCluster controller, and the index of
+// manager Jobs by placement the registry and the Job controller read.
 func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var list v1alpha1.WorkerClusterList
 		if err := r.Client.List(ctx, &list); err != nil {
@@ -203,14 +214,13 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	workerConnected.WithLabelValues(wc.Name).Set(gauge)
 	if !connected && wasConnected {
 		// Its Jobs start counting towards the worker-lost timeout.
-		r.enqueueJobs(ctx, placedOn(wc.Name))
+		r.enqueuePlaced(ctx, wc.Name)
 	}
 	if connected && !wasConnected {
 		// Mirror events seen while the caches synced found the worker not
 		// yet connected: look at its Jobs again, and at the unplaced ones,
 		// which may fit now.
-		onWorker := placedOn(wc.Name)
-		r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
+		r.enqueuePlaced(ctx, wc.Name, unplacedKey)
 		if r.onConnected != nil {
 			go r.onConnected(wc.Name)
 		}
@@ -334,8 +344,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			log.Info("worker credential lacks rights", "missing", missingMessage(missing))
 		case len(missing) == 0 && prev != nil && len(prev.missing) > 0:
 			log.Info("worker credential has every right now")
-			onWorker := placedOn(rem.name)
-			r.enqueueJobs(ctx, func(job *batchv1.Job) bool { return onWorker(job) || unplaced(job) })
+			r.enqueuePlaced(ctx, rem.name, unplacedKey)
 		}
 	}
 	if len(state.missing) > 0 {
@@ -450,14 +459,14 @@ func (r *Registry) connected(name string) bool {
 func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	r.observed.LoadOrStore(key, r.Clock.Now())
-	r.enqueue(job.Namespace, job.Name)
+	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 }
 
 func (r *Registry) capacityChanged(worker string) {
 	if r.onCapacity != nil {
 		r.onCapacity(worker)
 	}
-	r.enqueueJobs(context.Background(), unplaced)
+	r.enqueuePlaced(context.Background(), unplacedKey)
 }
 
 // takeObserved returns and forgets when the change now copied was first seen.
@@ -474,40 +483,32 @@ func (r *Registry) enqueue(namespace, name string) {
 	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
 }
 
-// enqueueJobs asks for a reconcile of every manager Job that keep accepts.
-func (r *Registry) enqueueJobs(ctx context.Context, keep func(job *batchv1.Job) bool) {
-	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs); err != nil {
-		// From the cache, so this fails only while stopping; the Jobs'
-		// own requeues remain.
-		logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again")
-		return
-	}
-	for i := range jobs.Items {
-		if job := &jobs.Items[i]; isManagerJob(job) && keep(job) {
-			r.enqueue(job.Namespace, job.Name)
+// enqueuePlaced asks for a reconcile of every manager Job placed on one of
+// the given workers, or not placed for unplacedKey, read from the
+// placement index, not by listing every Job.
+func (r *Registry) enqueuePlaced(ctx context.Context, keys ...string) {
+	for _, key := range keys {
+		var jobs batchv1.JobList
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{placementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+			// From the cache, so this fails only while stopping; the Jobs'
+			// own requeues remain.
+			logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again", "placement", key)
+			return
+		}
+		for i := range jobs.Items {
+			r.enqueue(jobs.Items[i].Namespace, jobs.Items[i].Name)
 		}
 	}
 }
 
-// unplaced Jobs get another placement attempt when capacity or workers change.
-func unplaced(job *batchv1.Job) bool {
-	return job.Annotations[v1alpha1.WorkerAnnotation] == "" && job.DeletionTimestamp == nil
-}
-
-// placedOn selects the Jobs placed on worker.
-func placedOn(worker string) func(*batchv1.Job) bool {
-	return func(job *batchv1.Job) bool { return job.Annotations[v1alpha1.WorkerAnnotation] == worker }
-}
-
 func (r *Registry) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
 	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs); err != nil {
-		return 0, 0, fmt.Errorf("listing manager Jobs: %w", err)
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{placementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, 0, fmt.Errorf("listing manager Jobs placed on %s: %w", worker, err)
 	}
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
-		if !isManagerJob(job) || job.Annotations[v1alpha1.WorkerAnnotation] != worker || isFinished(job) {
+		if isFinished(job) {
 			continue
 		}
 		dispatched++

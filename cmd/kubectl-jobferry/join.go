@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -297,41 +298,52 @@ func joinObjects(worker, systemNamespace string, existing *v1alpha1.WorkerCluste
 	return secret, wc
 }
 
-// applySecret creates the Secret or sets its key; other keys stay.
+// applySecret creates the Secret or sets its key; other keys stay. An
+// update that races with another writer is retried on a fresh read.
 func applySecret(ctx context.Context, c client.Client, want *corev1.Secret) (string, error) {
-	have := &corev1.Secret{}
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil {
-			return "", fmt.Errorf("creating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+	result := ""
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		have := &corev1.Secret{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+		if apierrors.IsNotFound(err) {
+			if err := c.Create(ctx, want); err != nil {
+				return fmt.Errorf("creating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+			}
+			result = "created"
+			return nil
 		}
-		return "created", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
-	}
-	updated := have.DeepCopy()
-	if updated.Data == nil {
-		updated.Data = map[string][]byte{}
-	}
-	for k, v := range want.Data {
-		updated.Data[k] = v
-	}
-	if updated.Labels == nil {
-		updated.Labels = map[string]string{}
-	}
-	for k, v := range want.Labels {
-		updated.Labels[k] = v
-	}
-	if equality.Semantic.DeepEqual(updated, have) {
-		return "unchanged", nil
-	}
-	if err := c.Update(ctx, updated); err != nil {
-		return "", fmt.Errorf("updating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
-	}
-	return "configured", nil
+		if err != nil {
+			return fmt.Errorf("reading Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+		}
+		updated := have.DeepCopy()
+		if updated.Data == nil {
+			updated.Data = map[string][]byte{}
+		}
+		for k, v := range want.Data {
+			updated.Data[k] = v
+		}
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		for k, v := range want.Labels {
+			updated.Labels[k] = v
+		}
+		if equality.Semantic.DeepEqual(updated, have) {
+			result = "unchanged"
+			return nil
+		}
+		if err := c.Update(ctx, updated); err != nil {
+			return fmt.Errorf("updating Secret %s/%s on the manager: %w", want.Namespace, want.Name, err)
+		}
+		result = "configured"
+		return nil
+	})
+	return result, err
 }
 
+// applyWorkerCluster creates the WorkerCluster or sets its spec. The
+// manager writes its status all the while, so an update that races with
+// that is retried on a fresh read.
 func applyWorkerCluster(ctx context.Context, c client.Client, want *v1alpha1.WorkerCluster) (string, error) {
 	if want.ResourceVersion == "" {
 		if err := c.Create(ctx, want); err != nil {
@@ -339,18 +351,24 @@ func applyWorkerCluster(ctx context.Context, c client.Client, want *v1alpha1.Wor
 		}
 		return "created", nil
 	}
-	have := &v1alpha1.WorkerCluster{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
-		return "", fmt.Errorf("reading WorkerCluster %s on the manager: %w", want.Name, err)
-	}
-	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		return "unchanged", nil
-	}
-	have.Spec = want.Spec
-	if err := c.Update(ctx, have); err != nil {
-		return "", fmt.Errorf("updating WorkerCluster %s on the manager: %w", want.Name, err)
-	}
-	return "configured", nil
+	result := ""
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		have := &v1alpha1.WorkerCluster{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+			return fmt.Errorf("reading WorkerCluster %s on the manager: %w", want.Name, err)
+		}
+		if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+			result = "unchanged"
+			return nil
+		}
+		have.Spec = want.Spec
+		if err := c.Update(ctx, have); err != nil {
+			return fmt.Errorf("updating WorkerCluster %s on the manager: %w", want.Name, err)
+		}
+		result = "configured"
+		return nil
+	})
+	return result, err
 }
 
 // dryRunView is what --dry-run prints: the kubeconfig readable (its token

@@ -18,15 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	corev1 "k8s.io/api/core/v1"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager"
@@ -129,11 +125,7 @@ func main() {
 		// A replica that stops cleanly hands over at once instead of after
 		// the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		// Only the kubeconfig Secrets of one namespace are cached, not every
-		// Secret of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{*namespace: {}}},
-		}},
+		Cache:                         manager.CacheOptions(*namespace),
 	}
 	// With a certificate Secret, both servers serve it from memory as it
 	// changes (manager.CertSource): no handshake succeeds before it exists.

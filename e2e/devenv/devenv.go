@@ -92,6 +92,9 @@ type Options struct {
 	// ManagerReplicas runs that many manager processes with leader election
 	// (default 1, without). The webhooks are registered at the first one.
 	ManagerReplicas int
+	// ManagerCPUs pins the manager cluster's processes, the jobferry manager
+	// included, to these CPUs (a taskset list); Workers carry their own.
+	ManagerCPUs string
 	// JobControllers sets spec.jobController of a worker's WorkerCluster
 	// (by worker name; Builtin when absent).
 	JobControllers map[string]v1alpha1.JobControllerMode
@@ -146,7 +149,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		}
 	}
 	environment, err := localcluster.StartEnvironment(ctx, localcluster.EnvironmentSpec{
-		Manager: localcluster.Spec{Name: "manager"}, Workers: opts.Workers,
+		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs}, Workers: opts.Workers,
 	}, localcluster.EnvironmentOptions{Dir: opts.Dir, Detached: opts.Detached, Progress: opts.Progress})
 	if err != nil {
 		return nil, err

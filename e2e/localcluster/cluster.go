@@ -78,6 +78,10 @@ type Spec struct {
 	// resource, namespace, name, response code) as JSON lines to
 	// AuditLogPath, for tests that check which rights were used.
 	Audit bool
+	// CPUs, when set, pins every process of the cluster (and every component
+	// started alongside it) to these CPUs, a taskset list such as "0" or
+	// "2-3": benchmarks model separate machines on one host this way.
+	CPUs string
 }
 
 // auditPolicy logs the metadata of every request once, when it completes
@@ -121,6 +125,8 @@ type Cluster struct {
 
 	config   *rest.Config
 	detached bool
+	// cpus pins the cluster's processes (Spec.CPUs).
+	cpus     string
 	mu       sync.Mutex // guards Processes while starting and stopping
 	stopOnce sync.Once
 	stopErr  error
@@ -155,7 +161,7 @@ func (c *Cluster) Stop() error {
 // (a jobferry manager or worker, say), with its log in LogDir. It is stopped
 // with the cluster, first, and recorded like every component.
 func (c *Cluster) StartComponent(name, binary string, args ...string) (*Process, error) {
-	p, err := startProcess(name, binary, args, filepath.Join(c.LogDir(), name+".log"), c.detached)
+	p, err := startProcess(name, binary, args, filepath.Join(c.LogDir(), name+".log"), c.detached, c.cpus)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +192,7 @@ func (c *Cluster) RestartComponent(name string) (*Process, error) {
 	if err := old.Stop(); err != nil {
 		return nil, err
 	}
-	p, err := startProcess(name, old.Binary, old.Args, old.Log, c.detached)
+	p, err := startProcess(name, old.Binary, old.Args, old.Log, c.detached, old.CPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +241,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached}
+		c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached, cpus: spec.CPUs}
 		// Tracked from the first process on, so an interrupt during start-up
 		// stops what is already running.
 		track(c)

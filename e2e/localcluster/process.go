@@ -26,6 +26,8 @@ type Process struct {
 	Args   []string `json:"args"`
 	PID    int      `json:"pid"`
 	Log    string   `json:"log"`
+	// CPUs the process is pinned to (a taskset list); empty when not pinned.
+	CPUs string `json:"cpus,omitempty"`
 
 	// exited is closed once the process has been reaped; nil when the process
 	// was started by another program (read back from a state file).
@@ -34,17 +36,23 @@ type Process struct {
 	exitErr error
 }
 
-// startProcess starts binary with its output in logPath. Unless detached, the
+// startProcess starts binary with its output in logPath, pinned to cpus (a
+// taskset list) when set: taskset sets the affinity and execs the binary in
+// the same process, so every thread the binary creates inherits it and the
+// PID and argv[0] are the binary's. Unless detached, the
 // kernel kills it if the starting process dies (Pdeathsig). Every component
 // gets its own process group so a terminal's Ctrl-C reaches only the starting
 // process, which then stops the components in order.
-func startProcess(name, binary string, args []string, logPath string, detached bool) (*Process, error) {
+func startProcess(name, binary string, args []string, logPath string, detached bool, cpus string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
 	cmd := exec.Command(binary, args...)
+	if cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"--cpu-list", cpus, binary}, args...)...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -55,7 +63,7 @@ func startProcess(name, binary string, args []string, logPath string, detached b
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, Binary: binary, Args: args, PID: cmd.Process.Pid, Log: logPath, exited: make(chan struct{})}
+	p := &Process{Name: name, Binary: binary, Args: args, PID: cmd.Process.Pid, Log: logPath, CPUs: cpus, exited: make(chan struct{})}
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(p.exited)

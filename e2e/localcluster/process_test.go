@@ -2,9 +2,11 @@ package localcluster
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,11 +16,17 @@ import (
 // the program itself, not a shell that execs it.
 func startTestProcess(t *testing.T, program string, args ...string) *Process {
 	t.Helper()
+	return startPinnedTestProcess(t, "", program, args...)
+}
+
+// startPinnedTestProcess is startTestProcess pinned to cpus (unpinned when empty).
+func startPinnedTestProcess(t *testing.T, cpus, program string, args ...string) *Process {
+	t.Helper()
 	binary, err := exec.LookPath(program)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProcess("test", binary, args, filepath.Join(t.TempDir(), "test.log"), false)
+	p, err := startProcess("test", binary, args, filepath.Join(t.TempDir(), "test.log"), false, cpus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +40,26 @@ func startTestProcess(t *testing.T, program string, args ...string) *Process {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return p
+}
+
+func TestPinnedProcessRunsOnItsCPUsOnly(t *testing.T) {
+	p := startPinnedTestProcess(t, "0", "sleep", "600")
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed string
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			allowed = strings.TrimSpace(v)
+		}
+	}
+	if allowed != "0" {
+		t.Errorf("pinned to CPU 0, but /proc says it may run on %q", allowed)
+	}
+	if p.CPUs != "0" {
+		t.Errorf("the process record says CPUs %q, want 0 (a restart pins it again)", p.CPUs)
+	}
 }
 
 func TestStopEndsAProcessThatHonoursSIGTERM(t *testing.T) {

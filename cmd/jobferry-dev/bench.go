@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobferry/jobferry/e2e/bench"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+func newBenchCommand() *cobra.Command {
+	var (
+		ns        string
+		workers   int
+		scale     bool
+		splitCPUs bool
+		out       string
+		mgrArgs   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run N one-pod Jobs directly on the workers and through jobferry, in one run on fresh local clusters, and write result.json, report.md and plots",
+		Long: `bench starts a manager cluster and worker clusters (the manager's processes
+pinned to one half of the CPUs, the workers' to the other, unless
+--split-cpus=false), then for each N runs the direct arm (N Jobs created on
+the workers, split evenly) and the jobferry arm (N Jobs created on the
+manager in an opted-in namespace), and writes what it measured into --out.
+--scale runs 10,000 Jobs over 10 workers.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			counts, err := parseCounts(ns)
+			if err != nil {
+				return err
+			}
+			if v := os.Getenv("BENCH_WORKERS"); v != "" && !cmd.Flags().Changed("workers") {
+				if workers, err = strconv.Atoi(v); err != nil {
+					return fmt.Errorf("BENCH_WORKERS=%q is not a number", v)
+				}
+			}
+			if scale {
+				counts, workers = []int{10000}, 10
+			}
+			if workers < 1 {
+				return fmt.Errorf("--workers must be at least 1, got %d", workers)
+			}
+			if out == "" {
+				root, err := localcluster.RepoRoot()
+				if err != nil {
+					return err
+				}
+				out = filepath.Join(root, "_output", "bench", time.Now().UTC().Format("20060102-150405"))
+			}
+			clusters := filepath.Join(out, "clusters")
+			res, err := bench.RunBench(cmd.Context(), bench.Config{
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Progress: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
+			}
+			// The clusters' etcd data is large and of no use once measured.
+			if err := os.RemoveAll(clusters); err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), bench.Markdown(res))
+			fmt.Fprintf(cmd.OutOrStdout(), "\nresult.json, report.md and plots in %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ns, "n", envOr("BENCH_N", "1000"), "comma-separated Job counts, one run of both arms each (env BENCH_N)")
+	cmd.Flags().IntVar(&workers, "workers", 2, "worker clusters (env BENCH_WORKERS)")
+	cmd.Flags().BoolVar(&scale, "scale", os.Getenv("BENCH_SCALE") != "", "10,000 Jobs over 10 workers, overriding --n and --workers (env BENCH_SCALE)")
+	cmd.Flags().BoolVar(&splitCPUs, "split-cpus", true, "pin the manager cluster and the workers to different halves of the CPUs")
+	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
+	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --job-workers=32 (repeatable; the report names them)")
+	return cmd
+}
+
+// parseCounts reads a list such as "1000,5000".
+func parseCounts(list string) ([]int, error) {
+	var counts []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--n: %q is not a positive Job count", f)
+		}
+		counts = append(counts, n)
+	}
+	return slices.Clip(counts), nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

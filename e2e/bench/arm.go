@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// role is what a watched cluster's Jobs are to an arm.
+type role int
+
+const (
+	// submitted: the Jobs the bench created (on the workers in the direct
+	// arm, on the manager in the jobferry arm).
+	submitted role = iota
+	// mirrors: the workers' copies of the manager Jobs (jobferry arm).
+	mirrors
+)
+
+// observer records, per Job name, what the watches of one namespace on
+// several clusters saw and when.
+type observer struct {
+	mu   sync.Mutex
+	jobs map[string]*jobTimes
+	// completed and failed count the submitted Jobs seen finished.
+	completed, failed int
+	firstFailure      string
+}
+
+func newObserver() *observer { return &observer{jobs: map[string]*jobTimes{}} }
+
+func (o *observer) entry(name string) *jobTimes {
+	j := o.jobs[name]
+	if j == nil {
+		j = &jobTimes{}
+		o.jobs[name] = j
+	}
+	return j
+}
+
+// creating notes the moment just before a Job's create request, so no watch
+// event can come before it.
+func (o *observer) creating(name string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.entry(name).created = at
+}
+
+func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	j := o.entry(job.Name)
+	complete := mirror.ConditionTrue(job.Status, batchv1.JobComplete)
+	switch r {
+	case mirrors:
+		if j.mirrorSeen.IsZero() {
+			j.mirrorSeen = at
+		}
+		if complete && j.mirrorComplete.IsZero() {
+			j.mirrorComplete = at
+		}
+	case submitted:
+		if complete && j.complete.IsZero() {
+			j.complete = at
+			o.completed++
+		}
+		if mirror.ConditionTrue(job.Status, batchv1.JobFailed) && !j.failed {
+			j.failed = true
+			o.failed++
+			if o.firstFailure == "" {
+				o.firstFailure = job.Name
+			}
+		}
+	}
+}
+
+func (o *observer) progress() (completed, failed int, firstFailure string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.completed, o.failed, o.firstFailure
+}
+
+func (o *observer) timings() timings {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return summarise(o.jobs)
+}
+
+// watchJobs runs an informer on the Jobs of namespace ns until ctx ends,
+// reporting every added or updated Job to the observer; the returned store
+// holds the Jobs there now.
+func watchJobs(ctx context.Context, c kubernetes.Interface, ns string, r role, o *observer) (toolscache.Store, error) {
+	handle := func(obj any) {
+		if job, ok := obj.(*batchv1.Job); ok {
+			o.seen(r, job, time.Now())
+		}
+	}
+	store, controller := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
+		ListerWatcher: toolscache.NewListWatchFromClient(c.BatchV1().RESTClient(), "jobs", ns, fields.Everything()),
+		ObjectType:    &batchv1.Job{},
+		Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    handle,
+			UpdateFunc: func(_, obj any) { handle(obj) },
+		},
+	})
+	go controller.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), controller.HasSynced) {
+		return nil, fmt.Errorf("watching Jobs in %s: %w", ns, ctx.Err())
+	}
+	return store, nil
+}
+
+// benchJob is the Job both arms run: one pod that KWOK completes a second
+// after it starts, requesting what a small real pod would.
+func benchJob(ns, name string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{
+			Completions:  ptr.To[int32](1),
+			Parallelism:  ptr.To[int32](1),
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name: "work", Image: "registry.example/bench:1",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU:    resource.MustParse("100m"),
+							corev1.ResourceMemory: resource.MustParse("64Mi"),
+						}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// createJobs creates n Jobs named bench-00000... in ns, the i-th through
+// targets[i % len(targets)], from concurrency goroutines, timing each.
+func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, n, concurrency int, o *observer) error {
+	names := make(chan int)
+	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range names {
+				job := benchJob(ns, fmt.Sprintf("bench-%05d", i))
+				o.creating(job.Name, time.Now())
+				if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case names <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	if err != nil {
+		return err
+	}
+	return <-errs // nil once closed and empty
+}
+
+// waitComplete polls the observer until all n Jobs are Complete, failing on
+// the first failed Job or at the timeout, and prints progress.
+func waitComplete(ctx context.Context, o *observer, n int, timeout time.Duration, what string, progress io.Writer) error {
+	lastReport := time.Now()
+	var completed int
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		c, failed, firstFailure := o.progress()
+		completed = c
+		if failed > 0 {
+			return false, fmt.Errorf("%s: %d Job(s) failed (first: %s)", what, failed, firstFailure)
+		}
+		if time.Since(lastReport) >= 10*time.Second {
+			fmt.Fprintf(progress, "%s: %d/%d Complete\n", what, completed, n)
+			lastReport = time.Now()
+		}
+		return completed >= n, nil
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("%s: only %d of %d Jobs Complete after %s", what, completed, n, timeout)
+	}
+	return err
+}

@@ -1,0 +1,439 @@
+// Package bench measures jobferry against direct submission on local
+// clusters (`make bench`, `jobferry-dev bench`): one manager cluster and
+// workers, the manager's processes pinned to one half of the CPUs and the
+// workers' to the other so the run models separate machines. For each N it
+// runs the direct arm (N 1-pod Jobs created on the workers, split evenly)
+// and the jobferry arm (the same Jobs created on the manager in an opted-in
+// namespace), timing them through watches, and writes result.json,
+// report.md and a plot of completed Jobs over time.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager"
+)
+
+// Config says what to run.
+type Config struct {
+	// Ns are the Job counts, one pair of arms each, in order.
+	Ns []int
+	// Workers is the number of worker clusters (2 general nodes each).
+	Workers int
+	// SplitCPUs pins the manager cluster and the workers to different CPUs.
+	SplitCPUs bool
+	// Out receives result.json, report.md and the plots.
+	Out string
+	// ClusterDir holds the clusters while they run.
+	ClusterDir string
+	// ManagerArgs are extra flags for the jobferry manager (experiments).
+	ManagerArgs []string
+	// Concurrency is how many creates are in flight at once.
+	Concurrency int
+	Progress    io.Writer
+}
+
+// Result is everything one run measured; result.json holds it.
+type Result struct {
+	Started     time.Time `json:"started"`
+	HostCPUs    int       `json:"hostCPUs"`
+	Workers     int       `json:"workers"`
+	ManagerCPUs string    `json:"managerCPUs"`
+	ManagerArgs []string  `json:"managerArgs,omitempty"`
+	WorkerCPUs  string    `json:"workerCPUs"`
+	Runs        []Run     `json:"runs"`
+}
+
+// Run is one N: both arms.
+type Run struct {
+	N        int `json:"n"`
+	Direct   Arm `json:"direct"`
+	Jobferry Arm `json:"jobferry"`
+	// Ratio is the jobferry arm's throughput over the direct arm's.
+	Ratio float64 `json:"throughputRatio"`
+}
+
+// Arm is what one arm measured.
+type Arm struct {
+	timings
+	// Writes per Job by cluster and resource (apiserver_request_total, write
+	// verbs), from before the first create until the arm settled.
+	Writes map[string]map[string]float64 `json:"writesPerJob"`
+	// WritesTotal per Job by cluster.
+	WritesTotal map[string]float64 `json:"writesPerJobTotal"`
+	// CPU seconds per Job by "cluster/process".
+	CPU map[string]float64 `json:"cpuSecondsPerJob"`
+	// ManagerPeakRSS is the jobferry manager's peak resident set during the
+	// arm, ManagerBaseRSS before it (bytes); ManagerRSSPerJob their
+	// difference over N.
+	ManagerPeakRSS   int64   `json:"managerPeakRSSBytes"`
+	ManagerBaseRSS   int64   `json:"managerBaseRSSBytes"`
+	ManagerRSSPerJob float64 `json:"managerRSSPerJobBytes"`
+	// SettleSeconds: from the last Complete until the arm settled (the
+	// mirrors and their pods deleted from the workers).
+	SettleSeconds float64 `json:"settleSeconds"`
+	// Events per Job in the arm's namespace by "cluster/reason", what the
+	// Events among the writes are.
+	Events map[string]float64 `json:"eventsPerJob"`
+}
+
+// dispatchLabels opt the jobferry arm's namespace in: the labels the
+// manager's default namespace selector asks for.
+func dispatchLabels() (map[string]string, error) {
+	set, err := labels.ConvertSelectorToLabelsMap(manager.DefaultDispatchNamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("the default dispatch namespace selector is not a set of labels: %w", err)
+	}
+	return set, nil
+}
+
+// RunBench starts the clusters, runs every N and writes the report after
+// each.
+func RunBench(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 32
+	}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs}
+	if cfg.SplitCPUs {
+		var ok bool
+		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
+			return nil, fmt.Errorf("cannot split %d CPU(s) between the manager and the workers; run with the split off", res.HostCPUs)
+		}
+	}
+	var workers []localcluster.Spec
+	for i := 1; i <= cfg.Workers; i++ {
+		workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})
+	}
+	fmt.Fprintf(cfg.Progress, "bench: starting a manager (CPUs %s) and %d workers (CPUs %s)\n", orAll(res.ManagerCPUs), cfg.Workers, orAll(res.WorkerCPUs))
+	env, err := devenv.Start(ctx, devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: cfg.ManagerArgs, Progress: cfg.Progress})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+	b, err := newBencher(env, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range cfg.Ns {
+		if i > 0 {
+			if err := b.cleanUp(ctx, cfg.Ns[i-1]); err != nil {
+				return res, err
+			}
+		}
+		run := Run{N: n}
+		if run.Direct, err = b.direct(ctx, n); err != nil {
+			return res, err
+		}
+		if run.Jobferry, err = b.jobferry(ctx, n); err != nil {
+			return res, err
+		}
+		if run.Direct.Throughput > 0 {
+			run.Ratio = run.Jobferry.Throughput / run.Direct.Throughput
+		}
+		res.Runs = append(res.Runs, run)
+		fmt.Fprintf(cfg.Progress, "bench: N=%d direct %.1f Jobs/s, jobferry %.1f Jobs/s (%.2f of direct)\n", n, run.Direct.Throughput, run.Jobferry.Throughput, run.Ratio)
+		if err := writeReport(cfg.Out, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func orAll(cpus string) string {
+	if cpus == "" {
+		return "all"
+	}
+	return cpus
+}
+
+// bencher holds clients of the running environment.
+type bencher struct {
+	env      *devenv.Env
+	cfg      Config
+	manager  kubernetes.Interface
+	workers  []kubernetes.Interface
+	clusters []*localcluster.Cluster
+}
+
+func newBencher(env *devenv.Env, cfg Config) (*bencher, error) {
+	b := &bencher{env: env, cfg: cfg, clusters: env.Clusters()}
+	var err error
+	if b.manager, err = benchClient(env.Manager); err != nil {
+		return nil, err
+	}
+	for _, w := range env.Workers {
+		c, err := benchClient(w)
+		if err != nil {
+			return nil, err
+		}
+		b.workers = append(b.workers, c)
+	}
+	return b, nil
+}
+
+// benchClient is an admin client whose rate limit never holds the bench back.
+func benchClient(c *localcluster.Cluster) (kubernetes.Interface, error) {
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = 5000, 10000
+	return kubernetes.NewForConfig(cfg)
+}
+
+func directNamespace(n int) string   { return fmt.Sprintf("bench-direct-%d", n) }
+func jobferryNamespace(n int) string { return fmt.Sprintf("bench-jobferry-%d", n) }
+
+// timeout bounds an arm: generous, as it only stops a stuck run.
+func timeout(n int) time.Duration { return max(5*time.Minute, time.Duration(n)*200*time.Millisecond) }
+
+// direct creates n Jobs on the workers (round robin) and waits for all to
+// complete there.
+func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
+	ns := directNamespace(n)
+	for _, w := range b.workers {
+		if err := createNamespace(ctx, w, ns, nil); err != nil {
+			return Arm{}, err
+		}
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	o := newObserver()
+	for _, w := range b.workers {
+		if _, err := watchJobs(watchCtx, w, ns, submitted, o); err != nil {
+			return Arm{}, err
+		}
+	}
+	what := fmt.Sprintf("direct arm, N=%d", n)
+	return b.measure(ctx, n, ns, what, o, func() error {
+		if err := createJobs(ctx, b.workers, ns, n, b.cfg.Concurrency, o); err != nil {
+			return err
+		}
+		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
+			return err
+		}
+		return b.waitQuiet(ctx, ns, what)
+	})
+}
+
+// jobferry creates n Jobs on the manager and waits for all to complete
+// there, then for their mirrors and pods to be gone from the workers.
+func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
+	ns := jobferryNamespace(n)
+	optIn, err := dispatchLabels()
+	if err != nil {
+		return Arm{}, err
+	}
+	if err := createNamespace(ctx, b.manager, ns, optIn); err != nil {
+		return Arm{}, err
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	o := newObserver()
+	if _, err := watchJobs(watchCtx, b.manager, ns, submitted, o); err != nil {
+		return Arm{}, err
+	}
+	for i, w := range b.workers {
+		// The manager creates the namespace on a worker with the first
+		// mirror; a watch of a missing namespace is fine.
+		if _, err := watchJobs(watchCtx, w, ns, mirrors, o); err != nil {
+			return Arm{}, fmt.Errorf("worker-%d: %w", i+1, err)
+		}
+	}
+	what := fmt.Sprintf("jobferry arm, N=%d", n)
+	var settled time.Duration
+	arm, err := b.measure(ctx, n, ns, what, o, func() error {
+		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, n, b.cfg.Concurrency, o); err != nil {
+			return err
+		}
+		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
+			return err
+		}
+		start := time.Now()
+		err := wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
+			return b.workersEmpty(ctx, ns)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: waiting for the mirrors and their pods to be deleted from the workers: %w", what, err)
+		}
+		settled = time.Since(start)
+		return b.waitQuiet(ctx, ns, what)
+	})
+	arm.SettleSeconds = settled.Seconds()
+	return arm, err
+}
+
+// quietPolls is how many successive one-second polls must find the same
+// Events in an arm's namespace before the arm counts as settled.
+const quietPolls = 3
+
+// waitQuiet waits until no new Event appears in ns on any cluster for
+// quietPolls polls: controllers record Events asynchronously, after the
+// change they report, and the writes of both arms must include them.
+func (b *bencher) waitQuiet(ctx context.Context, ns, what string) error {
+	last, same := -1, 0
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		count := 0
+		for _, c := range append([]kubernetes.Interface{b.manager}, b.workers...) {
+			events, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false, err
+			}
+			count += len(events.Items)
+		}
+		if count == last {
+			same++
+		} else {
+			last, same = count, 0
+		}
+		return same >= quietPolls-1, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: waiting for the Events to settle: %w", what, err)
+	}
+	return nil
+}
+
+// workersEmpty: no Job or pod is left in ns on any worker.
+func (b *bencher) workersEmpty(ctx context.Context, ns string) (bool, error) {
+	for _, w := range b.workers {
+		jobs, err := w.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		pods, err := w.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		if len(jobs.Items) > 0 || len(pods.Items) > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// measure snapshots writes and CPU around run, samples the manager's memory
+// during it, and summarises the observer.
+func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observer, run func() error) (Arm, error) {
+	fmt.Fprintf(b.cfg.Progress, "%s: creating %d Jobs\n", what, n)
+	pid := b.env.ManagerProcess.PID
+	base, err := rssBytes(pid)
+	if err != nil {
+		return Arm{}, err
+	}
+	writesBefore, err := clusterWrites(ctx, b.clusters)
+	if err != nil {
+		return Arm{}, err
+	}
+	cpuBefore, err := processCPU(b.clusters)
+	if err != nil {
+		return Arm{}, err
+	}
+	rss := sampleRSS(pid, 250*time.Millisecond)
+	runErr := run()
+	peak, rssErr := rss.finish()
+	if runErr != nil {
+		return Arm{}, runErr
+	}
+	if rssErr != nil {
+		return Arm{}, rssErr
+	}
+	writesAfter, err := clusterWrites(ctx, b.clusters)
+	if err != nil {
+		return Arm{}, err
+	}
+	cpuAfter, err := processCPU(b.clusters)
+	if err != nil {
+		return Arm{}, err
+	}
+	arm := Arm{
+		timings: o.timings(), Writes: map[string]map[string]float64{}, WritesTotal: map[string]float64{},
+		CPU: perJob(cpuBefore, cpuAfter, n), ManagerPeakRSS: peak, ManagerBaseRSS: base,
+		ManagerRSSPerJob: float64(peak-base) / float64(n),
+	}
+	for cluster, after := range writesAfter {
+		arm.Writes[cluster] = perJob(writesBefore[cluster], after, n)
+		arm.WritesTotal[cluster] = sum(arm.Writes[cluster])
+	}
+	if arm.Events, err = b.eventsByReason(ctx, ns, n); err != nil {
+		return Arm{}, err
+	}
+	return arm, nil
+}
+
+// eventsByReason counts the Events of namespace ns on every cluster by
+// cluster group and reason (a series counts once per write: its first
+// Event, then one update per repetition seen), per Job.
+func (b *bencher) eventsByReason(ctx context.Context, ns string, n int) (map[string]float64, error) {
+	out := map[string]float64{}
+	all := append([]kubernetes.Interface{b.manager}, b.workers...)
+	for i, c := range all {
+		events, err := c.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing the Events of %s: %w", ns, err)
+		}
+		group := "workers"
+		if i == 0 {
+			group = "manager"
+		}
+		for _, e := range events.Items {
+			out[group+"/"+e.Reason] += 1 / float64(n)
+		}
+	}
+	return out, nil
+}
+
+// cleanUp deletes the namespaces of the run for n, on every cluster, and
+// waits until they are gone, so the next run starts from empty clusters.
+func (b *bencher) cleanUp(ctx context.Context, n int) error {
+	fmt.Fprintf(b.cfg.Progress, "bench: deleting the Jobs of N=%d\n", n)
+	all := append([]kubernetes.Interface{b.manager}, b.workers...)
+	for _, c := range all {
+		for _, ns := range []string{directNamespace(n), jobferryNamespace(n)} {
+			if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting namespace %s: %w", ns, err)
+			}
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
+		for _, c := range all {
+			for _, ns := range []string{directNamespace(n), jobferryNamespace(n)} {
+				_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				if err == nil {
+					return false, nil
+				}
+				if !apierrors.IsNotFound(err) {
+					return false, err
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
+func createNamespace(ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// reportPaths are the files a run writes into its output directory.
+func reportPaths(out string) (result, report string) {
+	return filepath.Join(out, "result.json"), filepath.Join(out, "report.md")
+}

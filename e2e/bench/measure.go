@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuSeconds is the user plus system CPU time a process has used.
+func cpuSeconds(pid int) (float64, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of pid %d: %w", pid, err)
+	}
+	// "pid (comm) state ppid ..." — comm may hold spaces; fields count from
+	// after its closing parenthesis, where state is field 3.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, stat)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	const utime, stime = 14 - 3, 15 - 3
+	if len(fields) <= stime {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, stat)
+	}
+	u, err := strconv.ParseFloat(fields[utime], 64)
+	if err != nil {
+		return 0, err
+	}
+	s, err := strconv.ParseFloat(fields[stime], 64)
+	if err != nil {
+		return 0, err
+	}
+	return (u + s) / clockTicks, nil
+}
+
+// rssBytes is a process's resident set size now.
+func rssBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, fmt.Errorf("reading the memory of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing VmRSS of pid %d: %w", pid, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// processCPU reads the CPU time of every process of the clusters, keyed
+// "cluster/process".
+func processCPU(clusters []*localcluster.Cluster) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, c := range clusters {
+		for _, p := range c.Processes {
+			s, err := cpuSeconds(p.PID)
+			if err != nil {
+				return nil, fmt.Errorf("%s/%s: %w", c.Name, p.Name, err)
+			}
+			out[c.Name+"/"+p.Name] = s
+		}
+	}
+	return out, nil
+}
+
+// clusterWrites reads every cluster's apiserver_request_total write counts
+// by resource, keyed by cluster name.
+func clusterWrites(ctx context.Context, clusters []*localcluster.Cluster) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	for _, c := range clusters {
+		client, err := kubernetes.NewForConfig(c.RESTConfig())
+		if err != nil {
+			return nil, err
+		}
+		raw, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics of %s's API server: %w", c.Name, err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("parsing the metrics of %s's API server: %w", c.Name, err)
+		}
+		out[c.Name] = writeCounts(families)
+	}
+	return out, nil
+}
+
+// rssSampler follows a process's resident set size until stopped and keeps
+// the peak: VmHWM would hold the peak of the whole process life, earlier
+// arms included.
+type rssSampler struct {
+	pid  int
+	stop chan struct{}
+	done chan struct{}
+
+	mu   sync.Mutex
+	peak int64
+	err  error
+}
+
+func sampleRSS(pid int, every time.Duration) *rssSampler {
+	s := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			rss, err := rssBytes(pid)
+			s.mu.Lock()
+			if err != nil && s.err == nil {
+				s.err = err
+			}
+			s.peak = max(s.peak, rss)
+			s.mu.Unlock()
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops sampling and returns the peak.
+func (s *rssSampler) finish() (int64, error) {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak, s.err
+}

@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// writeReport writes result.json, report.md and one plot per run into out.
+func writeReport(out string, res *Result) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	resultPath, reportPath := reportPaths(out)
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(resultPath, data, 0o644); err != nil {
+		return err
+	}
+	for _, run := range res.Runs {
+		if err := plotCompletions(filepath.Join(out, plotName(run.N)), run); err != nil {
+			return fmt.Errorf("plotting N=%d: %w", run.N, err)
+		}
+	}
+	return os.WriteFile(reportPath, []byte(Markdown(res)), 0o644)
+}
+
+func plotName(n int) string { return fmt.Sprintf("completions-%d.png", n) }
+
+// plotCompletions draws completed Jobs over time for both arms of a run.
+func plotCompletions(path string, run Run) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%d one-pod Jobs: completed over time", run.N)
+	p.X.Label.Text = "seconds since the first create"
+	p.Y.Label.Text = "Jobs Complete"
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	for _, arm := range []struct {
+		name   string
+		times  []float64
+		colour color.Color
+	}{
+		{fmt.Sprintf("direct (%.1f Jobs/s)", run.Direct.Throughput), run.Direct.Completions, color.RGBA{R: 0x33, G: 0x66, B: 0xcc, A: 0xff}},
+		{fmt.Sprintf("jobferry (%.1f Jobs/s)", run.Jobferry.Throughput), run.Jobferry.Completions, color.RGBA{R: 0xdd, G: 0x55, B: 0x11, A: 0xff}},
+	} {
+		points := make(plotter.XYs, len(arm.times))
+		for i, t := range arm.times {
+			points[i] = plotter.XY{X: t, Y: float64(i + 1)}
+		}
+		line, err := plotter.NewLine(points)
+		if err != nil {
+			return err
+		}
+		line.Color = arm.colour
+		line.Width = vg.Points(1.5)
+		line.StepStyle = plotter.PostStep
+		p.Add(line)
+		p.Legend.Add(arm.name, line)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	p.Legend.Padding = vg.Points(4)
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// Markdown renders a run as the report README.md quotes.
+func Markdown(res *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# jobferry bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
+	split := "not split (every process may use every CPU)"
+	if res.ManagerCPUs != "" {
+		split = fmt.Sprintf("manager cluster on CPU %s, workers on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
+	}
+	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches.", res.Workers, res.HostCPUs, split)
+	if len(res.ManagerArgs) > 0 {
+		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
+	}
+	b.WriteString("\n\n")
+	b.WriteString("| N | direct Jobs/s | jobferry Jobs/s | ratio | create→Complete p50 / p99 (direct) | create→Complete p50 / p99 (jobferry) | dispatch overhead p50 / p95 / p99 / max | status-copy lag p50 / p95 / p99 / max |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		d, j := r.Direct, r.Jobferry
+		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.1f s / %.1f s | %.1f s / %.1f s | %s | %s |\n", r.N, d.Throughput, j.Throughput, r.Ratio,
+			d.CreateToComplete.P50, d.CreateToComplete.P99, j.CreateToComplete.P50, j.CreateToComplete.P99,
+			fourPercentiles(j.DispatchOverhead), fourPercentiles(j.StatusCopyLag))
+	}
+	b.WriteString("\n| N | writes/Job manager (jobferry) | writes/Job workers (direct) | writes/Job workers (jobferry) | added on workers | manager CPU-s/Job | manager peak RSS | RSS/Job | mirror clean-up after last Complete |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		dw, jw := workersTotal(r.Direct), workersTotal(r.Jobferry)
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %+.2f | %.4f | %.0f MiB | %.1f KiB | %.1f s |\n", r.N,
+			r.Jobferry.WritesTotal["manager"], dw, jw, jw-dw, r.Jobferry.CPU["manager/jobferry-manager"],
+			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), r.Jobferry.ManagerRSSPerJob/1024, r.Jobferry.SettleSeconds)
+	}
+	for _, r := range res.Runs {
+		fmt.Fprintf(&b, "\n## N = %d\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
+		b.WriteString("Writes per Job by cluster and resource (`apiserver_request_total`, write verbs; workers summed):\n\n")
+		b.WriteString("| cluster | resource | direct | jobferry |\n|---|---|---|---|\n")
+		for _, row := range writeRows(r) {
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f |\n", row.cluster, row.resource, row.direct, row.jobferry)
+		}
+		b.WriteString("\nEvents per Job by cluster and reason:\n\n| cluster/reason | direct | jobferry |\n|---|---|---|\n")
+		for _, row := range eventRows(r) {
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", row.cluster, row.direct, row.jobferry)
+		}
+		b.WriteString("\nCPU seconds per Job by process (workers summed):\n\n| process | direct | jobferry |\n|---|---|---|\n")
+		for _, row := range cpuRows(r) {
+			fmt.Fprintf(&b, "| %s | %.4f | %.4f |\n", row.cluster, row.direct, row.jobferry)
+		}
+	}
+	return b.String()
+}
+
+func fourPercentiles(p Percentiles) string {
+	if p.Count == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f s", p.P50, p.P95, p.P99, p.Max)
+}
+
+// workersTotal is an arm's writes per Job on all workers together.
+func workersTotal(a Arm) float64 {
+	total := 0.0
+	for cluster, v := range a.WritesTotal {
+		if cluster != "manager" {
+			total += v
+		}
+	}
+	return total
+}
+
+type row struct {
+	cluster, resource string
+	direct, jobferry  float64
+}
+
+// clusterGroup folds worker-N into "workers".
+func clusterGroup(name string) string {
+	if name == "manager" {
+		return name
+	}
+	return "workers"
+}
+
+// writeRows lists writes per Job by cluster group and resource.
+func writeRows(r Run) []row {
+	flat := func(a Arm) map[string]float64 {
+		out := map[string]float64{}
+		for cluster, resources := range a.Writes {
+			for resource, v := range resources {
+				out[cluster+"/"+resource] += v
+			}
+		}
+		return out
+	}
+	return tableRows(r, flat, true)
+}
+
+// cpuRows lists CPU seconds per Job by process, workers' processes summed.
+func cpuRows(r Run) []row {
+	return tableRows(r, func(a Arm) map[string]float64 { return a.CPU }, false)
+}
+
+// eventRows lists Events per Job by cluster group and reason.
+func eventRows(r Run) []row {
+	return tableRows(r, func(a Arm) map[string]float64 { return a.Events }, false)
+}
+
+// tableRows sums both arms' "cluster/what" figures by cluster group (the
+// workers together) and what; split puts what into its own column.
+func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
+	byKey := map[[2]string]*row{}
+	add := func(a Arm, set func(*row, float64)) {
+		for key, v := range values(a) {
+			cluster, what, _ := strings.Cut(key, "/")
+			k := [2]string{clusterGroup(cluster), what}
+			if !split {
+				k = [2]string{clusterGroup(cluster) + "/" + what, ""}
+			}
+			if byKey[k] == nil {
+				byKey[k] = &row{cluster: k[0], resource: k[1]}
+			}
+			set(byKey[k], v)
+		}
+	}
+	add(r.Direct, func(x *row, v float64) { x.direct += v })
+	add(r.Jobferry, func(x *row, v float64) { x.jobferry += v })
+	return sortedRows(byKey)
+}
+
+func sortedRows(byKey map[[2]string]*row) []row {
+	var rows []row
+	for _, r := range byKey {
+		if r.direct >= 0.01 || r.jobferry >= 0.01 || (r.resource == "" && (r.direct > 0 || r.jobferry > 0)) {
+			rows = append(rows, *r)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].cluster != rows[j].cluster {
+			return rows[i].cluster < rows[j].cluster
+		}
+		return max(rows[i].jobferry, rows[i].direct) > max(rows[j].jobferry, rows[j].direct)
+	})
+	return slices.Clip(rows)
+}

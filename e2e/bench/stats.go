@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Percentiles summarises a distribution of durations, in seconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// percentiles uses the nearest-rank method: the p-th percentile is the
+// smallest value at least p percent of the values are at or below.
+func percentiles(values []time.Duration) Percentiles {
+	if len(values) == 0 {
+		return Percentiles{}
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+		return sorted[max(i, 0)].Seconds()
+	}
+	return Percentiles{Count: len(sorted), P50: rank(50), P95: rank(95), P99: rank(99), Max: sorted[len(sorted)-1].Seconds()}
+}
+
+// jobTimes is what the watches saw of one Job. Zero times were not seen.
+type jobTimes struct {
+	created time.Time
+	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry arm).
+	mirrorSeen time.Time
+	// mirrorComplete: the mirror's Complete condition appeared there.
+	mirrorComplete time.Time
+	// complete: Complete seen on the Job the user created (the manager Job,
+	// or the worker Job in the direct arm).
+	complete time.Time
+	failed   bool
+}
+
+// timings are the distributions an arm reports.
+type timings struct {
+	CreateToComplete Percentiles `json:"createToComplete"`
+	// DispatchOverhead: created on the manager until the mirror is seen on
+	// its worker.
+	DispatchOverhead Percentiles `json:"dispatchOverhead"`
+	// StatusCopyLag: the mirror's Complete seen until the manager Job's.
+	StatusCopyLag Percentiles `json:"statusCopyLag"`
+	// Throughput is Jobs completed per second, from the first create to the
+	// last Complete.
+	Throughput float64 `json:"throughputJobsPerSecond"`
+	// Duration is from the first create to the last Complete, in seconds.
+	Duration float64 `json:"durationSeconds"`
+	// Completions are the seconds after the first create at which each Job
+	// was seen Complete, sorted: the curve of the plot.
+	Completions []float64 `json:"completionSeconds"`
+}
+
+// summarise turns the watches' observations into the arm's timings; only
+// Jobs seen created and Complete count.
+func summarise(jobs map[string]*jobTimes) timings {
+	var first, last time.Time
+	var toComplete, overhead, lag []time.Duration
+	for _, j := range jobs {
+		if j.created.IsZero() {
+			continue
+		}
+		if first.IsZero() || j.created.Before(first) {
+			first = j.created
+		}
+		if !j.mirrorSeen.IsZero() {
+			overhead = append(overhead, nonNegative(j.mirrorSeen.Sub(j.created)))
+		}
+		if j.complete.IsZero() {
+			continue
+		}
+		if j.complete.After(last) {
+			last = j.complete
+		}
+		toComplete = append(toComplete, nonNegative(j.complete.Sub(j.created)))
+		if !j.mirrorComplete.IsZero() {
+			lag = append(lag, nonNegative(j.complete.Sub(j.mirrorComplete)))
+		}
+	}
+	t := timings{CreateToComplete: percentiles(toComplete), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag)}
+	if len(toComplete) == 0 {
+		return t
+	}
+	t.Duration = last.Sub(first).Seconds()
+	if t.Duration > 0 {
+		t.Throughput = float64(len(toComplete)) / t.Duration
+	}
+	for _, j := range jobs {
+		if !j.created.IsZero() && !j.complete.IsZero() {
+			t.Completions = append(t.Completions, j.complete.Sub(first).Seconds())
+		}
+	}
+	slices.Sort(t.Completions)
+	return t
+}
+
+// nonNegative clamps a difference of two watch observations: a Job's
+// creation is timed before the request, so it cannot come out negative, but
+// two watches of different clusters are not ordered.
+func nonNegative(d time.Duration) time.Duration { return max(d, 0) }
+
+// writeVerbs are the verbs of apiserver_request_total that change state.
+var writeVerbs = []string{"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
+
+// writeCounts sums apiserver_request_total over write verbs by resource
+// (resource/subresource when there is one).
+func writeCounts(families map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	family := families["apiserver_request_total"]
+	if family == nil {
+		return out
+	}
+	for _, m := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if !slices.Contains(writeVerbs, labels["verb"]) {
+			continue
+		}
+		resource := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		out[resource] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// perJob divides the growth of each counter between two snapshots by n,
+// leaving out what did not grow.
+func perJob(before, after map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d / float64(n)
+		}
+	}
+	return out
+}
+
+// sum adds up a per-resource (or per-process) map.
+func sum(m map[string]float64) float64 {
+	total := 0.0
+	for _, v := range m {
+		total += v
+	}
+	return total
+}
+
+// cpuSplit halves the host's CPUs as taskset lists: the manager cluster gets
+// the lower half, the workers the upper. With one CPU there is nothing to
+// split.
+func cpuSplit(cpus int) (managerCPUs, workerCPUs string, ok bool) {
+	if cpus < 2 {
+		return "", "", false
+	}
+	half := cpus / 2
+	return cpuRange(0, half-1), cpuRange(half, cpus-1), true
+}
+
+func cpuRange(from, to int) string {
+	if from == to {
+		return strconv.Itoa(from)
+	}
+	return strconv.Itoa(from) + "-" + strconv.Itoa(to)
+}

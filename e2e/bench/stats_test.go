@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestPercentilesNearestRank(t *testing.T) {
+	var values []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		values = append(values, time.Duration(i)*time.Second)
+	}
+	got := percentiles(values)
+	want := Percentiles{Count: 100, P50: 50, P95: 95, P99: 99, Max: 100}
+	if got != want {
+		t.Errorf("percentiles(1..100 s) = %+v, want %+v", got, want)
+	}
+	if got := percentiles([]time.Duration{3 * time.Second}); got != (Percentiles{Count: 1, P50: 3, P95: 3, P99: 3, Max: 3}) {
+		t.Errorf("one value: %+v", got)
+	}
+	if got := percentiles(nil); got != (Percentiles{}) {
+		t.Errorf("no values: %+v", got)
+	}
+}
+
+func TestSummariseTimesEachStage(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	jobs := map[string]*jobTimes{
+		"a": {created: at(0), mirrorSeen: at(0.5), mirrorComplete: at(2), complete: at(2.25)},
+		"b": {created: at(1), mirrorSeen: at(2), mirrorComplete: at(4), complete: at(5)},
+		// Still running: counts for dispatch overhead only.
+		"c": {created: at(2), mirrorSeen: at(3)},
+		// Seen by a watch but never created by the bench: ignored.
+		"d": {complete: at(9)},
+	}
+	got := summarise(jobs)
+	if got.Duration != 5 || got.Throughput != 2.0/5 {
+		t.Errorf("duration %v s, throughput %v Jobs/s; want 5 s (first create to last Complete) and 0.4", got.Duration, got.Throughput)
+	}
+	if got.CreateToComplete.Count != 2 || got.CreateToComplete.Max != 4 || got.CreateToComplete.P50 != 2.25 {
+		t.Errorf("create→Complete %+v, want 2 Jobs, p50 2.25 s, max 4 s", got.CreateToComplete)
+	}
+	if got.DispatchOverhead.Count != 3 || got.DispatchOverhead.Max != 1 || got.DispatchOverhead.P50 != 1 {
+		t.Errorf("dispatch overhead %+v, want 3 Jobs (0.5, 1, 1 s)", got.DispatchOverhead)
+	}
+	if got.StatusCopyLag.Count != 2 || got.StatusCopyLag.P50 != 0.25 || got.StatusCopyLag.Max != 1 {
+		t.Errorf("status-copy lag %+v, want 0.25 s and 1 s", got.StatusCopyLag)
+	}
+	if len(got.Completions) != 2 || got.Completions[0] != 2.25 || got.Completions[1] != 5 {
+		t.Errorf("completion curve %v, want [2.25 5]", got.Completions)
+	}
+}
+
+func TestWriteCountsSumsWriteVerbsByResource(t *testing.T) {
+	metric := func(verb, resource, sub string, v float64) *dto.Metric {
+		return &dto.Metric{
+			Label: []*dto.LabelPair{
+				{Name: proto.String("verb"), Value: proto.String(verb)},
+				{Name: proto.String("resource"), Value: proto.String(resource)},
+				{Name: proto.String("subresource"), Value: proto.String(sub)},
+				{Name: proto.String("code"), Value: proto.String("200")},
+			},
+			Counter: &dto.Counter{Value: proto.Float64(v)},
+		}
+	}
+	families := map[string]*dto.MetricFamily{"apiserver_request_total": {Metric: []*dto.Metric{
+		metric("POST", "jobs", "", 10),
+		metric("PUT", "jobs", "status", 4),
+		metric("PUT", "jobs", "status", 1), // another code
+		metric("DELETE", "pods", "", 3),
+		metric("GET", "jobs", "", 100),
+		metric("LIST", "pods", "", 100),
+		metric("WATCH", "pods", "", 100),
+	}}}
+	got := writeCounts(families)
+	want := map[string]float64{"jobs": 10, "jobs/status": 5, "pods": 3}
+	if len(got) != len(want) {
+		t.Fatalf("writeCounts = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("writeCounts[%s] = %v, want %v", k, got[k], v)
+		}
+	}
+	per := perJob(map[string]float64{"jobs": 4, "pods": 3}, got, 2)
+	if per["jobs"] != 3 || per["jobs/status"] != 2.5 || len(per) != 2 {
+		t.Errorf("perJob = %v, want jobs 3 and jobs/status 2.5 (pods did not grow)", per)
+	}
+}
+
+func TestCPUSplitHalvesTheHost(t *testing.T) {
+	for _, tc := range []struct {
+		cpus             int
+		manager, workers string
+		ok               bool
+	}{
+		{1, "", "", false},
+		{2, "0", "1", true},
+		{3, "0", "1-2", true},
+		{8, "0-3", "4-7", true},
+	} {
+		m, w, ok := cpuSplit(tc.cpus)
+		if m != tc.manager || w != tc.workers || ok != tc.ok {
+			t.Errorf("cpuSplit(%d) = %q, %q, %v; want %q, %q, %v", tc.cpus, m, w, ok, tc.manager, tc.workers, tc.ok)
+		}
+	}
+}
+
+func TestMarkdownReportsRatioAndAddedWrites(t *testing.T) {
+	res := &Result{Started: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 2, ManagerCPUs: "0", WorkerCPUs: "1",
+		Runs: []Run{{
+			N:        1000,
+			Direct:   Arm{timings: timings{Throughput: 20}, WritesTotal: map[string]float64{"worker-1": 6, "worker-2": 6}},
+			Jobferry: Arm{timings: timings{Throughput: 18}, WritesTotal: map[string]float64{"manager": 3.5, "worker-1": 6.5, "worker-2": 6.25}},
+			Ratio:    0.9,
+		}}}
+	md := Markdown(res)
+	for _, want := range []string{"| 1000 | 20.0 | 18.0 | 0.90 |", "| 1000 | 3.50 | 12.00 | 12.75 | +0.75 |", "manager cluster on CPU 0, workers on CPU 1", "completions-1000.png"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+

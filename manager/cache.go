@@ -1,0 +1,82 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// CacheOptions are the manager cluster cache's: the kubeconfig Secrets of
+// the manager's namespace only, not every Secret of the cluster; Jobs other
+// controllers manage reduced to what tells them apart (see trimJob); no
+// managedFields on anything, as nothing reads them. The manager's memory
+// then grows with the Jobs it dispatches, not with the cluster.
+func CacheOptions(namespace string) cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+			&batchv1.Job{}:   {Transform: trimJob},
+		},
+	}
+}
+
+// trimJob keeps a manager Job whole but its managedFields, and of any other
+// Job only its identity: the Job controller skips it (isManagerJob), and no
+// reader of the cache needs more.
+func trimJob(obj any) (any, error) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return obj, nil
+	}
+	if isManagerJob(job) {
+		job.ManagedFields = nil
+		return job, nil
+	}
+	return &batchv1.Job{
+		TypeMeta: job.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: job.Namespace, Name: job.Name, UID: job.UID,
+			ResourceVersion: job.ResourceVersion, Generation: job.Generation,
+			CreationTimestamp: job.CreationTimestamp, DeletionTimestamp: job.DeletionTimestamp,
+		},
+		Spec: batchv1.JobSpec{ManagedBy: job.Spec.ManagedBy},
+	}, nil
+}
+
+// placementIndex indexes manager Jobs by the worker they are placed on, and
+// unplacedKey for those not placed, so counting a worker's Jobs and finding
+// the Jobs a capacity change may unblock read only those.
+const placementIndex = "jobferry.dev/placement"
+
+// unplacedKey is the placementIndex value of a manager Job not placed.
+const unplacedKey = "-"
+
+// indexJobs registers placementIndex with the manager cluster's cache.
+func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
+	err := indexer.IndexField(ctx, &batchv1.Job{}, placementIndex, func(obj client.Object) []string {
+		job, ok := obj.(*batchv1.Job)
+		if !ok || !isManagerJob(job) {
+			return nil
+		}
+		return []string{placementKey(job)}
+	})
+	if err != nil {
+		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
+	}
+	return nil
+}
+
+func placementKey(job *batchv1.Job) string {
+	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
+		return worker
+	}
+	return unplacedKey
+}
