@@ -12,7 +12,7 @@ for f in api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/crds/*.yaml charts/j
     echo "verify: $f is stale: run 'make generate'"; stale=1
   fi
 done
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))
 if [ -n "$unformatted" ]; then echo "verify: gofmt would change:"; echo "$unformatted"; stale=1; fi
 go vet ./... || stale=1
 for tags in integration e2e; do go vet -tags "$tags" ./... || stale=1; done

@@ -43,6 +43,7 @@ func main() {
 	var (
 		metricsAddr      = flag.String("metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 		probeAddr        = flag.String("health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
+		pprofAddr        = flag.String("pprof-bind-address", "0", "address the Go profiler (/debug/pprof/) binds to, for profiling under load; 0 disables it")
 		leaderElect      = flag.Bool("leader-elect", false, "elect a leader so only one replica dispatches and copies status (all replicas serve the webhooks)")
 		leaseDuration    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease holds before another replica takes over")
 		renewDeadline    = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
@@ -116,6 +117,7 @@ func main() {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,
 		LeaderElectionID:        "jobferry-manager",
 		LeaderElectionNamespace: *namespace,

@@ -14,6 +14,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,12 @@ type Arm struct {
 	// Events per Job in the arm's namespace by "cluster/reason", what the
 	// Events among the writes are.
 	Events map[string]float64 `json:"eventsPerJob"`
+	// Queue is the manager's Job work queue during the jobferry arm.
+	Queue *QueueFigures `json:"managerQueue,omitempty"`
+	// Profile is the manager's CPU profile of the arm's first
+	// profileSeconds, and ProfileTop its hottest functions (jobferry arm).
+	Profile    string `json:"managerCPUProfile,omitempty"`
+	ProfileTop string `json:"-"`
 }
 
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
@@ -122,7 +129,13 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})
 	}
 	fmt.Fprintf(cfg.Progress, "bench: starting a manager (CPUs %s) and %d workers (CPUs %s)\n", orAll(res.ManagerCPUs), cfg.Workers, orAll(res.WorkerCPUs))
-	env, err := devenv.Start(ctx, devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: cfg.ManagerArgs, Progress: cfg.Progress})
+	ports, err := localcluster.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	pprofAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	managerArgs := append([]string{"--pprof-bind-address=" + pprofAddr}, cfg.ManagerArgs...)
+	env, err := devenv.Start(ctx, devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: managerArgs, Progress: cfg.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +144,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.pprofURL, b.managerBinary = "http://"+pprofAddr, env.ManagerProcess.Binary
 	for i, n := range cfg.Ns {
 		if i > 0 {
 			if err := b.cleanUp(ctx, cfg.Ns[i-1]); err != nil {
@@ -165,11 +179,13 @@ func orAll(cpus string) string {
 
 // bencher holds clients of the running environment.
 type bencher struct {
-	env      *devenv.Env
-	cfg      Config
-	manager  kubernetes.Interface
-	workers  []kubernetes.Interface
-	clusters []*localcluster.Cluster
+	env *devenv.Env
+	cfg Config
+	// pprofURL serves the manager's profiler; managerBinary is what it runs.
+	pprofURL, managerBinary string
+	manager                 kubernetes.Interface
+	workers                 []kubernetes.Interface
+	clusters                []*localcluster.Cluster
 }
 
 func newBencher(env *devenv.Env, cfg Config) (*bencher, error) {
@@ -256,6 +272,11 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	}
 	what := fmt.Sprintf("jobferry arm, N=%d", n)
 	var settled time.Duration
+	metricsBefore, err := scrape(ctx, b.env.MetricsURL)
+	if err != nil {
+		return Arm{}, err
+	}
+	profile := b.profile(ctx, n)
 	arm, err := b.measure(ctx, n, ns, what, o, func() error {
 		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, n, b.cfg.Concurrency, o); err != nil {
 			return err
@@ -273,8 +294,20 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 		settled = time.Since(start)
 		return b.waitQuiet(ctx, ns, what)
 	})
+	if err != nil {
+		return Arm{}, err
+	}
 	arm.SettleSeconds = settled.Seconds()
-	return arm, err
+	metricsAfter, err := scrape(ctx, b.env.MetricsURL)
+	if err != nil {
+		return Arm{}, err
+	}
+	queue := queueFigures(metricsBefore, metricsAfter, n)
+	arm.Queue = &queue
+	if arm.Profile, arm.ProfileTop, err = profile(); err != nil {
+		return Arm{}, err
+	}
+	return arm, nil
 }
 
 // quietPolls is how many successive one-second polls must find the same

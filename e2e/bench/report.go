@@ -114,6 +114,13 @@ func Markdown(res *Result) string {
 		for _, row := range eventRows(r) {
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", row.cluster, row.direct, row.jobferry)
 		}
+		if q := r.Jobferry.Queue; q != nil {
+			fmt.Fprintf(&b, "\nThe manager's Job work queue: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s (from the `workqueue_*_duration_seconds` buckets).\n",
+				q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99)
+		}
+		if r.Jobferry.ProfileTop != "" {
+			fmt.Fprintf(&b, "\nThe manager's CPU profile, first %d s of the jobferry arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(r.Jobferry.Profile), r.Jobferry.ProfileTop)
+		}
 		b.WriteString("\nCPU seconds per Job by process (workers summed):\n\n| process | direct | jobferry |\n|---|---|---|\n")
 		for _, row := range cpuRows(r) {
 			fmt.Fprintf(&b, "| %s | %.4f | %.4f |\n", row.cluster, row.direct, row.jobferry)

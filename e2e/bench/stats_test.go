@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -127,3 +131,59 @@ func TestMarkdownReportsRatioAndAddedWrites(t *testing.T) {
 	}
 }
 
+func TestHistogramQuantileInterpolatesLikePromQL(t *testing.T) {
+	buckets := []bucket{{0.1, 10}, {1, 60}, {10, 100}, {math.Inf(1), 100}}
+	for _, tc := range []struct{ q, want float64 }{
+		{0.05, 0.05}, // within the first bucket, from 0
+		{0.5, 0.82},  // rank 50 of 100: 0.1 + 0.9*(40/50)
+		{0.99, 9.775},
+	} {
+		if got := histogramQuantile(tc.q, buckets); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("histogramQuantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	overflow := []bucket{{1, 1}, {math.Inf(1), 10}}
+	if got := histogramQuantile(0.99, overflow); got != 1 {
+		t.Errorf("a quantile in the +Inf bucket = %v, want the highest finite bound 1", got)
+	}
+	if got := histogramQuantile(0.5, []bucket{{1, 0}, {math.Inf(1), 0}}); got != 0 {
+		t.Errorf("no observations: %v, want 0", got)
+	}
+}
+
+func TestQueueFiguresFromTwoScrapes(t *testing.T) {
+	const text = `# TYPE workqueue_queue_duration_seconds histogram
+workqueue_queue_duration_seconds_bucket{name="job",le="0.1"} %d
+workqueue_queue_duration_seconds_bucket{name="job",le="1"} %d
+workqueue_queue_duration_seconds_bucket{name="job",le="+Inf"} %d
+workqueue_queue_duration_seconds_sum{name="job"} 0
+workqueue_queue_duration_seconds_count{name="job"} %d
+workqueue_queue_duration_seconds_bucket{name="other",le="0.1"} 500
+workqueue_queue_duration_seconds_bucket{name="other",le="1"} 500
+workqueue_queue_duration_seconds_bucket{name="other",le="+Inf"} 500
+workqueue_queue_duration_seconds_sum{name="other"} 0
+workqueue_queue_duration_seconds_count{name="other"} 500
+# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="job",result="success"} %d
+controller_runtime_reconcile_total{controller="job",result="error"} 1
+controller_runtime_reconcile_total{controller="workercluster",result="success"} 999
+`
+	parse := func(le01, le1, inf, reconciles int) map[string]*dto.MetricFamily {
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(fmt.Sprintf(text, le01, le1, inf, inf, reconciles)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return families
+	}
+	before := parse(5, 5, 5, 10)
+	// 100 more waits: 50 under 0.1 s, 40 more under 1 s, 10 longer.
+	after := parse(55, 95, 105, 410)
+	got := queueFigures(before, after, 100)
+	if got.ReconcilesPerJob != 4 {
+		t.Errorf("reconciles per Job %v, want 4 (the job controller's 400 more)", got.ReconcilesPerJob)
+	}
+	if math.Abs(got.WaitP50-0.1) > 1e-9 || got.WaitP99 != 1 {
+		t.Errorf("queue wait p50 %v, p99 %v; want 0.1 (rank 50 ends the first bucket) and 1 (the +Inf bucket's lower bound)", got.WaitP50, got.WaitP99)
+	}
+}
