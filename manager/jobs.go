@@ -128,11 +128,43 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			job, ok := obj.(*batchv1.Job)
 			return ok && isManagerJob(job)
-		}))).
+		}), notOwnStatusWrite{})).
 		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Complete(r)
+}
+
+// notOwnStatusWrite lets through every change of a manager Job but one that
+// touched only its status: jobferry is the only writer of a manager Job's
+// status (the Job controller of the manager cluster leaves it alone, as
+// managedBy says), and the reconcile that wrote it acted on what it wrote.
+// Reconciling again after each of its status copies doubled the reconciles
+// per Job. Spec, metadata (annotations, finalizers, labels) and deletion
+// changes all pass.
+type notOwnStatusWrite struct {
+	predicate.Funcs
+}
+
+func (notOwnStatusWrite) Update(e event.UpdateEvent) bool {
+	before, ok1 := e.ObjectOld.(*batchv1.Job)
+	after, ok2 := e.ObjectNew.(*batchv1.Job)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !statusOnlyChange(before, after)
+}
+
+// statusOnlyChange: between two versions of a Job only the status (and the
+// resourceVersion that records it) changed.
+func statusOnlyChange(before, after *batchv1.Job) bool {
+	if before.Generation != after.Generation || !equality.Semantic.DeepEqual(before.Spec, after.Spec) {
+		return false
+	}
+	b, a := before.ObjectMeta.DeepCopy(), after.ObjectMeta.DeepCopy()
+	b.ResourceVersion, a.ResourceVersion = "", ""
+	b.ManagedFields, a.ManagedFields = nil, nil
+	return equality.Semantic.DeepEqual(b, a)
 }
 
 // statusPriority puts the manager Jobs whose mirror changed ahead of the

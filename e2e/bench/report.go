@@ -115,8 +115,8 @@ func Markdown(res *Result) string {
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", row.cluster, row.direct, row.jobferry)
 		}
 		if q := r.Jobferry.Queue; q != nil {
-			fmt.Fprintf(&b, "\nThe manager's Job work queue: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s (from the `workqueue_*_duration_seconds` buckets).\n",
-				q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99)
+			fmt.Fprintf(&b, "\nThe manager's Job work queue: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s, mean %.3f s (from the `workqueue_*_duration_seconds` histograms).\n",
+				q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99, q.WorkMean)
 		}
 		if r.Jobferry.ProfileTop != "" {
 			fmt.Fprintf(&b, "\nThe manager's CPU profile, first %d s of the jobferry arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(r.Jobferry.Profile), r.Jobferry.ProfileTop)

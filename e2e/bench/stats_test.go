@@ -157,6 +157,10 @@ workqueue_queue_duration_seconds_bucket{name="job",le="0.1"} %d
 workqueue_queue_duration_seconds_bucket{name="job",le="1"} %d
 workqueue_queue_duration_seconds_bucket{name="job",le="+Inf"} %d
 workqueue_queue_duration_seconds_sum{name="job"} 0
+# TYPE workqueue_work_duration_seconds histogram
+workqueue_work_duration_seconds_bucket{name="job",le="+Inf"} %d
+workqueue_work_duration_seconds_sum{name="job"} %d
+workqueue_work_duration_seconds_count{name="job"} %d
 workqueue_queue_duration_seconds_count{name="job"} %d
 workqueue_queue_duration_seconds_bucket{name="other",le="0.1"} 500
 workqueue_queue_duration_seconds_bucket{name="other",le="1"} 500
@@ -170,7 +174,7 @@ controller_runtime_reconcile_total{controller="workercluster",result="success"} 
 `
 	parse := func(le01, le1, inf, reconciles int) map[string]*dto.MetricFamily {
 		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(fmt.Sprintf(text, le01, le1, inf, inf, reconciles)))
+		families, err := parser.TextToMetricFamilies(strings.NewReader(fmt.Sprintf(text, le01, le1, inf, reconciles, reconciles, reconciles, inf, reconciles)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +184,9 @@ controller_runtime_reconcile_total{controller="workercluster",result="success"} 
 	// 100 more waits: 50 under 0.1 s, 40 more under 1 s, 10 longer.
 	after := parse(55, 95, 105, 410)
 	got := queueFigures(before, after, 100)
+	if got.WorkMean != 1 {
+		t.Errorf("mean reconcile %v s, want 1 (400 s over 400 reconciles)", got.WorkMean)
+	}
 	if got.ReconcilesPerJob != 4 {
 		t.Errorf("reconciles per Job %v, want 4 (the job controller's 400 more)", got.ReconcilesPerJob)
 	}
