@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -50,21 +51,35 @@ type Decision struct {
 	Message string
 	// Rejected says, per worker not chosen, why.
 	Rejected map[string]string
+	// Gists is Rejected without the figures that change with every
+	// capacity summary (free amounts): the same gist means the same reasons.
+	Gists map[string]string
 }
 
 // Placed reports whether a worker was chosen.
 func (d Decision) Placed() bool { return d.Worker != "" }
 
 // Summary explains a decision in one line, for an Event.
-func (d Decision) Summary() string {
+func (d Decision) Summary() string { return d.explain(d.Rejected) }
+
+// Gist is Summary without the free amounts, which change with every
+// capacity summary: a Job that waits says so again only when its gist
+// changes, not whenever a figure does.
+func (d Decision) Gist() string {
+	gists := maps.Clone(d.Rejected)
+	maps.Copy(gists, d.Gists)
+	return d.explain(gists)
+}
+
+func (d Decision) explain(rejected map[string]string) string {
 	var b strings.Builder
 	if d.Placed() {
 		fmt.Fprintf(&b, "placed on %s: %s", d.Worker, d.Message)
 	} else {
 		b.WriteString("no worker fits")
 	}
-	names := make([]string, 0, len(d.Rejected))
-	for name := range d.Rejected {
+	names := make([]string, 0, len(rejected))
+	for name := range rejected {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -77,7 +92,7 @@ func (d Decision) Summary() string {
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s: %s", name, d.Rejected[name])
+		fmt.Fprintf(&b, "%s: %s", name, rejected[name])
 	}
 	return b.String()
 }
@@ -97,16 +112,19 @@ func Place(job *batchv1.Job, workers []Worker) (Decision, error) {
 			return Decision{}, fmt.Errorf("annotation %s: %w", v1alpha1.ClusterSelectorAnnotation, err)
 		}
 	}
-	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}}
+	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}, Gists: map[string]string{}}
 	type candidate struct {
 		worker, pool string
 		score        float64
 	}
 	var fits []candidate
 	for _, w := range sortedByName(workers) {
-		pool, score, why := evaluate(job, w, selector, decision.Request)
+		pool, score, why, gist := evaluate(job, w, selector, decision.Request)
 		if why != "" {
 			decision.Rejected[w.Name] = why
+			if gist != why {
+				decision.Gists[w.Name] = gist
+			}
 			continue
 		}
 		fits = append(fits, candidate{w.Name, pool, score})
@@ -138,36 +156,39 @@ func sortedByName(workers []Worker) []Worker {
 }
 
 // evaluate returns the best pool of w for the Job and its score, or why w
-// cannot take the Job.
-func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) (pool string, score float64, why string) {
+// cannot take the Job, and that without the free amounts (gist).
+func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) (pool string, score float64, why, gist string) {
+	reject := func(why string) (string, float64, string, string) { return "", 0, why, why }
 	switch {
 	case !w.Connected:
-		return "", 0, "not connected"
+		return reject("not connected")
 	case w.Cordoned:
-		return "", 0, "cordoned"
+		return reject("cordoned")
 	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
-		return "", 0, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace)
+		return reject(fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace))
 	case w.Unavailable != "":
-		return "", 0, w.Unavailable
+		return reject(w.Unavailable)
 	case !selector.Matches(labels.Set(w.Labels)):
-		return "", 0, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
+		return reject(fmt.Sprintf("labels do not match cluster selector %q", selector.String()))
 	case w.Pools == nil:
-		return "", 0, "no capacity summary from the worker yet"
+		return reject("no capacity summary from the worker yet")
 	}
 	template, err := MergeDirectives(job.Spec.Template, w.Directives)
 	if err != nil {
-		return "", 0, err.Error()
+		return reject(err.Error())
 	}
-	var reasons []string
+	var reasons, gists []string
 	score = -1
 	for _, p := range w.Pools {
 		free := subtract(p.Free, w.Assumed[p.Name])
 		if why := poolRejects(p, template.Spec); why != "" {
 			reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+			gists = append(gists, fmt.Sprintf("pool %s: %s", p.Name, why))
 			continue
 		}
-		if why := lacks(free, request); why != "" {
+		if name, why := lacks(free, request); why != "" {
 			reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+			gists = append(gists, fmt.Sprintf("pool %s: not enough %s free", p.Name, name))
 			continue
 		}
 		if s := freeShareAfter(free, p.Allocatable, request); s > score {
@@ -176,11 +197,11 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 	}
 	if pool == "" {
 		if len(reasons) == 0 {
-			return "", 0, "no node pools"
+			return reject("no node pools")
 		}
-		return "", 0, strings.Join(reasons, "; ")
+		return "", 0, strings.Join(reasons, "; "), strings.Join(gists, "; ")
 	}
-	return pool, score, ""
+	return pool, score, "", ""
 }
 
 // poolRejects says why the pool's nodes would not accept the pod, or "".
@@ -220,16 +241,17 @@ func JobRequest(job *batchv1.Job) corev1.ResourceList {
 	return total
 }
 
-// lacks says which requested resource the free capacity cannot cover, or "".
-func lacks(free, request corev1.ResourceList) string {
+// lacks says which requested resource the free capacity cannot cover and
+// by how much, or "".
+func lacks(free, request corev1.ResourceList) (corev1.ResourceName, string) {
 	for _, name := range sortedNames(request) {
 		want := request[name]
 		have := free[name]
 		if want.Cmp(have) > 0 {
-			return fmt.Sprintf("needs %s %s, %s free", want.String(), name, have.String())
+			return name, fmt.Sprintf("needs %s %s, %s free", want.String(), name, have.String())
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // freeShareAfter is the smallest share, over the requested resources, of the

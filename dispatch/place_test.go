@@ -292,3 +292,28 @@ func TestJobRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestGistLeavesOutTheFigures: a Job that waits says so again only when the
+// reasons change, not whenever the free amounts do.
+func TestGistLeavesOutTheFigures(t *testing.T) {
+	j := job("12", 1)
+	cordoned := worker("b", pool("general", res("cpu", "100"), res("cpu", "100")))
+	cordoned.Cordoned = true
+	place := func(free string) Decision {
+		d, err := Place(j, []Worker{worker("a", pool("general", res("cpu", free), res("cpu", "16"))), cordoned})
+		if err != nil || d.Placed() {
+			t.Fatalf("placed %v, %v; want no worker to fit", d, err)
+		}
+		return d
+	}
+	ten, eleven := place("10"), place("11")
+	if want := "no worker fits; a: pool general: not enough cpu free, b: cordoned"; ten.Gist() != want {
+		t.Errorf("Gist() = %q, want %q", ten.Gist(), want)
+	}
+	if ten.Gist() != eleven.Gist() {
+		t.Errorf("gists differ with the free amount: %q, %q", ten.Gist(), eleven.Gist())
+	}
+	if ten.Summary() == eleven.Summary() || !strings.Contains(ten.Summary(), "needs 12 cpu, 10 free") {
+		t.Errorf("Summary() = %q: the Event keeps the figures", ten.Summary())
+	}
+}

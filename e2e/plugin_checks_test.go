@@ -280,7 +280,7 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 		pod := pods.Items[0]
 		out := mustPlugin(ctx, t, kubeconfig, "describe", "job", running.Name, "-n", ns)
 		t.Logf("kubectl jobferry describe job:\n%s", out)
-		if !containsAll(out, "Worker:       worker-1", "Attempt:      1", "Placed", "Mirror on worker worker-1:", string(mirror.UID),
+		if !containsAll(out, "Worker:       worker-1", "Attempt:      1", "Dispatched", "Mirror on worker worker-1:", string(mirror.UID),
 			pod.Name, string(pod.Status.Phase), pod.Spec.NodeName, "SuccessfulCreate", "pod/"+pod.Name, "Scheduled") {
 			t.Errorf("describe does not show the mirror %s, its pod %s (%s on %s) and their Events", mirror.UID, pod.Name, pod.Status.Phase, pod.Spec.NodeName)
 		}

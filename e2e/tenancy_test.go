@@ -191,9 +191,9 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	if _, err := alice.BatchV1().Jobs("team-c").Create(ctx, weaker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	placed := waitEvent(ctx, t, d.manager, "team-c", weaker.Name, manager.ReasonPlaced, 30*time.Second,
+	placed := waitEvent(ctx, t, d.manager, "team-c", weaker.Name, manager.ReasonDispatched, 30*time.Second,
 		"placed on worker-2", `worker-1: its namespace team-c enforces PodSecurity "baseline:latest", weaker than "restricted:latest" on the manager`)
-	t.Logf("Placed: %s", placed.Message)
+	t.Logf("Dispatched: %s", placed.Message)
 	pollJob(ctx, t, d.manager, "team-c", weaker.Name, time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 
 	// The validating webhook gone (deleted, or not yet registered): what

@@ -24,6 +24,9 @@ type assumeCache struct {
 }
 
 type assumption struct {
+	// job is the Job's key, by which an assumption ends once the Job is
+	// gone (all a reconcile of a deleted Job knows).
+	job          types.NamespacedName
 	worker, pool string
 	request      corev1.ResourceList
 	// runningSince is when all running pods of the mirror were first seen
@@ -35,10 +38,21 @@ func newAssumeCache(c clock.Clock, settle time.Duration) *assumeCache {
 	return &assumeCache{clock: c, settle: settle, byJob: map[types.UID]*assumption{}}
 }
 
-func (a *assumeCache) assume(uid types.UID, worker, pool string, request corev1.ResourceList) {
+func (a *assumeCache) assume(uid types.UID, job types.NamespacedName, worker, pool string, request corev1.ResourceList) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.byJob[uid] = &assumption{worker: worker, pool: pool, request: request}
+	a.byJob[uid] = &assumption{job: job, worker: worker, pool: pool, request: request}
+}
+
+// forgetJob ends the assumption of the Job with this key, whatever its UID.
+func (a *assumeCache) forgetJob(job types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid, as := range a.byJob {
+		if as.job == job {
+			delete(a.byJob, uid)
+		}
+	}
 }
 
 func (a *assumeCache) forget(uid types.UID) {

@@ -90,7 +90,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		if job := live[origin]; job != nil && attemptOf(m) >= attemptOf(job) {
 			continue
 		}
-		if err := deleteMirror(ctx, rem, m); err != nil {
+		if err := deleteMirror(ctx, rem, worker, m); err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
 			continue
 		}

@@ -2,7 +2,7 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -42,10 +41,10 @@ import (
 
 // Event reasons on manager Jobs.
 const (
-	ReasonPlaced             = "Placed"
+	// ReasonDispatched: placed on a worker, and its mirror created there.
+	ReasonDispatched         = "Dispatched"
 	ReasonUnschedulable      = "Unschedulable"
 	ReasonInvalidSelector    = "InvalidClusterSelector"
-	ReasonMirrorCreated      = "MirrorCreated"
 	ReasonNameConflict       = "NameConflict"
 	ReasonStatusRejected     = "StatusRejected"
 	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
@@ -75,12 +74,14 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
-// JobReconciler dispatches manager Jobs: it places an unplaced Job (recording
-// the placement before anything exists on the worker), creates its mirror,
-// injects the worker's directives and unsuspends it in one update, carries
-// later spec changes to the mirror, copies the mirror's status back, and
-// deletes the mirror once its final status is copied or the manager Job is
-// deleted. A Job with nothing to run it completes itself (nothingtorun.go);
+// JobReconciler dispatches manager Jobs: it places an unplaced Job, injecting
+// the worker's directives and unsuspending it in the same update (recorded
+// before anything exists on the worker), creates its mirror, carries later
+// spec changes to the mirror, copies the mirror's status back, and deletes
+// the mirror once its final status is copied or the manager Job is gone.
+// What to do next is decided by nextStep (step.go), a pure function of what
+// the reconcile read; the reconciler reads, asks, writes, and asks again.
+// A Job with nothing to run it completes itself (nothingtorun.go);
 // one that waits shows why in its Suspended condition (pending.go); a write
 // the API server refuses becomes a Warning Event on the Job (refusals.go).
 type JobReconciler struct {
@@ -91,14 +92,24 @@ type JobReconciler struct {
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *DispatchPolicy
 	Clock  clock.Clock
-	// Workers is the number of Jobs reconciled at once.
-	Workers int
+	// Concurrency is the number of Jobs reconciled at once.
+	Concurrency int
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
 	// WorkerLostTimeout is how long a worker may stay disconnected before its
 	// unfinished Jobs are dispatched elsewhere.
 	WorkerLostTimeout time.Duration
+	// StatusBatchPeriod is how long changes of a running mirror are
+	// gathered into one status copy; a final status is copied at once.
+	StatusBatchPeriod time.Duration
+	// KeepFinishedMirrors leaves finished mirrors on the workers until their
+	// manager Job is deleted (see stepConfig).
+	KeepFinishedMirrors bool
+
+	// connections are the manager's connections to its workers: the
+	// Registry's, or fakes in unit tests.
+	connections connections
 
 	assume *assumeCache
 	// refusals remembers writes the API server rejected, so they are not
@@ -117,8 +128,7 @@ type JobReconciler struct {
 // SetupWithManager registers the controller: manager Jobs, plus the keys the
 // registry sends when mirrors, capacity or workers change.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
-	r.refusals = newRefusalMemo()
+	r.init()
 	r.Registry.onCapacity = r.assume.capacitySeen
 	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
@@ -131,8 +141,18 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}), notOwnStatusWrite{})).
 		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r)
+}
+
+// init completes the reconciler: its memories, and the Registry's
+// connections unless a test set others.
+func (r *JobReconciler) init() {
+	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.refusals = newRefusalMemo()
+	if r.connections == nil {
+		r.connections = r.Registry
+	}
 }
 
 // notOwnStatusWrite lets through every change of a manager Job but one that
@@ -187,9 +207,9 @@ func enqueueWithPriority(priority int) handler.EventHandler {
 	}}
 }
 
-// Reconcile moves one manager Job one step along its dispatch. A write that
-// lost a race with another write (the cache lagging behind our own previous
-// write, typically) is retried quietly instead of logged as an error.
+// Reconcile moves one manager Job along its dispatch. A write that lost a
+// race with another write (the cache lagging behind our own previous write,
+// typically) is retried quietly instead of logged as an error.
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
@@ -198,111 +218,265 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return result, err
 }
 
+// maxSteps bounds the steps one reconcile takes: placing, creating the
+// mirror, copying its final status and deleting it are each one step, and a
+// reconcile goes on with the next as long as what it wrote allows.
+const maxSteps = 6
+
+// reconcile reads what there is to know about the Job (readState), asks
+// nextStep what to do, does it, and asks again with what it wrote, until a
+// step has to wait for the clusters' answer.
 func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &batchv1.Job{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.refusals.forget(req.NamespacedName)
-			r.finished.Delete(req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		job = nil
 	}
-	if !isManagerJob(job) {
+	if job != nil && !isManagerJob(job) {
 		return reconcile.Result{}, nil
 	}
-	if job.DeletionTimestamp != nil {
-		return reconcile.Result{}, r.finalize(ctx, job)
-	}
-	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
-		return r.sync(ctx, job, worker)
-	}
-	if nothingToRun(job) && !isFinished(job) {
-		if err := r.completeWithoutPods(ctx, job); err != nil {
-			return r.refused(ctx, job, writeJob, "completing the Job (completions is 0)", managerAPI, err)
+	var memo stepMemo
+	for range maxSteps {
+		s, err := r.readState(ctx, req.NamespacedName, job, &memo)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{}, nil
+		st := nextStep(s, r.stepConfig())
+		logf.FromContext(ctx).V(2).Info("step", "step", st.Kind.String(), "worker", s.Worker)
+		result, more, err := r.apply(ctx, req.NamespacedName, s, st, &memo)
+		if err != nil || !more {
+			return result, err
+		}
 	}
-	return r.place(ctx, job)
+	return reconcile.Result{Requeue: true}, nil
 }
 
-func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
-	if isFinished(job) {
-		return reconcile.Result{}, nil
+// stepMemo carries what one step learned to the next steps of the same
+// reconcile.
+type stepMemo struct {
+	// placement explains the placement made, for the Dispatched Event.
+	placement string
+	// foreign is a same-named Job on the worker that jobferry did not create.
+	foreign *batchv1.Job
+}
+
+func (r *JobReconciler) stepConfig() stepConfig {
+	return stepConfig{Origin: r.Origin, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, KeepFinishedMirrors: r.KeepFinishedMirrors}
+}
+
+// readState reads, from caches, what nextStep decides on: the Job (nil when
+// gone), its worker's connection, WorkerCluster and mirror, and what this
+// manager remembers of it.
+func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (jobState, error) {
+	s := jobState{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
+	if job == nil {
+		return s, nil
 	}
-	// The webhook applies the policy at creation; this catches Jobs created
-	// while it was down or not registered, and namespaces changed since.
+	s.WroteFinished = r.wroteFinished(job)
+	s.Blocked = map[write]bool{}
+	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob} {
+		if r.refusals.blocked(job, w) {
+			s.Blocked[w] = true
+		}
+	}
+	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
+	if s.Worker == "" {
+		if isFinished(job) || nothingToRun(job) {
+			return s, nil
+		}
+		// The webhook applies the policy at creation; this catches Jobs
+		// created while it was down or not registered, and namespaces
+		// changed since.
+		ns, err := getNamespace(ctx, r.Client, job.Namespace)
+		if err != nil {
+			return s, err
+		}
+		if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
+			s.Refusal = refusal
+		}
+		return s, nil
+	}
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.Worker}, wc); err == nil {
+		s.WorkerCluster = wc
+	} else if !apierrors.IsNotFound(err) {
+		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
+	}
+	rem := r.conn(s.Worker)
+	if rem == nil || !rem.connected() {
+		return s, nil
+	}
+	s.Connection = connectionState{Connected: true, Namespaces: rem.allowedNamespaces(), MayUse: rem.mayUse(job.Namespace), MissingRights: rem.missingRights()}
+	m, err := rem.mirror(ctx, key)
+	if err != nil {
+		return s, err
+	}
+	s.Mirror = m
+	s.MirrorChangeSeen = r.Registry.observedAt(key)
+	if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) {
+		if ready := ptr.Deref(m.Status.Ready, 0); mirror.Finished(m.Status) || (m.Status.Active > 0 && ready == m.Status.Active) {
+			r.assume.running(job.UID)
+		}
+	}
+	return s, nil
+}
+
+// apply does what nextStep decided, and says whether the reconcile goes on
+// with the next step.
+func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s jobState, st step, memo *stepMemo) (result reconcile.Result, more bool, err error) {
+	job := s.Job
+	done := func(err error) (reconcile.Result, bool, error) {
+		return reconcile.Result{RequeueAfter: st.RequeueAfter}, false, err
+	}
+	stop := func(result reconcile.Result, err error) (reconcile.Result, bool, error) { return result, false, err }
+	switch st.Kind {
+	case stepNone:
+		if s.Job != nil && s.Worker != "" && (isFinished(job) || s.WroteFinished) {
+			r.assume.forget(job.UID)
+		}
+		return done(nil)
+	case stepFinalize:
+		return done(r.finalize(ctx, key, job))
+	case stepComplete:
+		if err := r.completeWithoutPods(ctx, job); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "completing the Job (completions is 0)", managerAPI, err))
+		}
+		return done(nil)
+	case stepNotAllowed:
+		wrote, err := r.updateWaiting(ctx, job, st.Waiting)
+		if wrote {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", st.Waiting.message)
+		}
+		return done(err)
+	case stepShowWaiting:
+		return done(r.showWaiting(ctx, job, st.Waiting))
+	case stepPlace:
+		placed, result, err := r.place(ctx, job, memo)
+		return result, placed, err
+	case stepCreateMirror:
+		result, err := r.createMirror(ctx, s, memo)
+		if errors.Is(err, errForeign) {
+			return reconcile.Result{}, true, nil
+		}
+		return stop(result, err)
+	case stepNameConflict:
+		dispatchTotal.WithLabelValues(s.Worker, "conflict").Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch", "%s", st.Why)
+		memo.foreign = nil
+		exclude := func(updated *batchv1.Job) {
+			excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
+			updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, s.Worker), ",")
+		}
+		if err := r.release(ctx, job, s.Worker, exclude); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "placing the Job again after a name conflict on "+s.Worker, managerAPI, err))
+		}
+		return reconcile.Result{}, true, nil
+	case stepRelease:
+		if err := r.release(ctx, job, s.Worker, nil); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "releasing the placement on "+s.Worker, managerAPI, err))
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", st.Why)
+		return reconcile.Result{}, true, nil
+	case stepFence:
+		if err := r.deleteMirror(ctx, s.Worker, st.Mirror); err != nil {
+			return stop(r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(s.Worker), err))
+		}
+		return done(nil)
+	case stepActivate:
+		if err := r.activate(ctx, job, s.WorkerCluster); err != nil {
+			return stop(r.refused(ctx, job, writeActivation, "injecting "+s.Worker+"'s directives and unsuspending the Job", managerAPI, err))
+		}
+		return reconcile.Result{}, true, nil
+	case stepUpdateMirror:
+		return stop(r.updateMirror(ctx, job, s.Worker, st))
+	case stepInvalidMirror:
+		r.refusals.remember(job, writeMirrorSpec)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "%s", st.Why)
+		return reconcile.Result{}, true, nil
+	case stepCopyStatus:
+		if err := r.copyStatus(ctx, job, st.Status, s.Worker); errors.Is(err, errRejectedCopy) {
+			return done(nil)
+		} else if err != nil {
+			return stop(reconcile.Result{}, err)
+		}
+		return reconcile.Result{}, true, nil
+	case stepDeleteMirror:
+		if err := r.deleteMirror(ctx, s.Worker, st.Mirror); err != nil {
+			return stop(r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(s.Worker), err))
+		}
+		r.assume.forget(job.UID)
+		return done(r.removeFinalizer(ctx, job))
+	case stepWorkerLostWait:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", st.Why)
+		return done(nil)
+	case stepRedispatch:
+		if err := r.release(ctx, job, s.Worker, nil); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "releasing the placement on lost worker "+s.Worker, managerAPI, err))
+		}
+		dispatchTotal.WithLabelValues(s.Worker, "lost").Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", st.Why)
+		return reconcile.Result{}, true, nil
+	}
+	return done(fmt.Errorf("unknown step %d", st.Kind))
+}
+
+// place chooses a worker for the Job and records it, with the worker's
+// directives and the Job unsuspended, in one write (placedJob). placed
+// reports a placement recorded: the mirror can be created next.
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
 	ns, err := getNamespace(ctx, r.Client, job.Namespace)
 	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
-		return r.notAllowed(ctx, job, refusal)
-	}
-	if userSuspended(job) {
-		return reconcile.Result{}, r.showWaiting(ctx, job, userSuspendedWaiting())
-	}
-	if r.refusals.blocked(job, writePlacement) {
-		// The user was told; the same write would be rejected again.
-		return reconcile.Result{}, nil
+		return false, reconcile.Result{}, err
 	}
 	// Worker namespaces are read now, not under the placement lock.
 	r.Registry.readNamespaces(ctx, job.Namespace)
-	decision, invalid, err := r.decide(ctx, job, ns)
+	decision, invalid, err := r.decide(ctx, asUserWroteIt(job), ns)
 	if err != nil {
-		return reconcile.Result{}, err
+		return false, reconcile.Result{}, err
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
-		return reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker("%v", invalid))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker("%v", invalid))
 	}
 	if !decision.Placed() {
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// Capacity and worker changes retry sooner; this is a safety net.
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
-		// The Event goes with a change of the Suspended condition (a new
-		// reason, or new figures at most every pendingRefresh), not with
-		// every retry: under load every capacity change retries every
-		// waiting Job.
-		wrote, err := r.updateWaiting(ctx, job, waitingForWorker("%s", decision.Summary()))
+		// The condition says the gist (no free amounts, which change with
+		// every capacity summary); the Event, with the figures, goes with a
+		// change of it, not with every retry: under load every capacity
+		// change retries every waiting Job.
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker("%s", decision.Gist()))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
 		}
-		return retry, err
+		return false, retry, err
 	}
-	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
-	updated := job.DeepCopy()
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.WorkerAnnotation, decision.Worker)
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attempt+1))
-	controllerutil.AddFinalizer(updated, v1alpha1.MirrorFinalizer)
-	// The placement is stored before the mirror exists, so a manager that
-	// restarts in between finds it and creates the mirror where it was meant.
-	if err := r.Client.Update(ctx, updated); err != nil {
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: decision.Worker}, wc); err != nil {
+		r.assume.forget(job.UID)
+		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
+	}
+	updated, err := placedJob(job, decision.Worker, wc.Spec.Scheduling)
+	if err == nil {
+		err = r.Client.Update(ctx, updated)
+	}
+	if err != nil {
 		r.assume.forget(job.UID)
 		if reported(err) {
 			if werr := r.showWaiting(ctx, job, waitingForWorker("recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
-				return reconcile.Result{}, werr
+				return false, reconcile.Result{}, werr
 			}
 		}
-		return r.refused(ctx, job, writePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		result, err := r.refused(ctx, job, writePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		return false, result, err
 	}
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, ReasonPlaced, "Place", "%s", decision.Summary())
+	*job = *updated
+	memo.placement = decision.Summary()
 	r.Registry.jobsChanged(decision.Worker)
-	return reconcile.Result{}, nil
-}
-
-// notAllowed shows on the Job why the dispatch policy keeps it on the
-// manager, once (and again when the reason changes), and looks again in a
-// minute: an administrator may opt its namespace in meanwhile.
-func (r *JobReconciler) notAllowed(ctx context.Context, job *batchv1.Job, refusal *Refusal) (reconcile.Result, error) {
-	w := waiting{ReasonNotAllowed, fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", refusal.Rule, refusal.Message)}
-	wrote, err := r.updateWaiting(ctx, job, w)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if wrote {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", w.message)
-	}
-	return reconcile.Result{RequeueAfter: time.Minute}, nil
+	return true, reconcile.Result{}, nil
 }
 
 // decide places the Job and assumes its request on the chosen worker at once,
@@ -318,7 +492,7 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 	}
 	decision, invalid = dispatch.Place(job, workers)
 	if invalid == nil && decision.Placed() {
-		r.assume.assume(job.UID, decision.Worker, decision.Pool, decision.Request)
+		r.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
 	}
 	return decision, invalid, nil
 }
@@ -338,7 +512,7 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
 		var unavailable []string
-		if rem := r.Registry.remote(wc.Name); rem != nil && rem.connected() {
+		if rem := r.conn(wc.Name); rem != nil && rem.connected() {
 			view.Connected = true
 			if capacity := rem.capacity(ctx); capacity != nil {
 				view.Pools = capacity.Pools
@@ -371,78 +545,14 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 	return views, nil
 }
 
-func (r *JobReconciler) sync(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
-	rem := r.Registry.remote(worker)
-	if rem == nil || !rem.connected() {
-		return r.workerDown(ctx, job, worker)
-	}
-	key := client.ObjectKeyFromObject(job)
-	m, err := rem.mirror(ctx, key)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if m != nil && (!mirror.IsMirrorOf(m, r.Origin, job.UID) || attemptOf(m) < attemptOf(job)) {
-		// A stale mirror: of an earlier manager Job of the same name (gone,
-		// since names are unique), or of an earlier attempt of this one (the
-		// worker was lost, came back and was chosen again). It is fenced:
-		// deleted, its status never copied.
-		if m.DeletionTimestamp == nil {
-			if err := deleteMirror(ctx, rem, m); err != nil {
-				return r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(worker), err)
-			}
-		}
-		return reconcile.Result{RequeueAfter: time.Second}, nil
-	}
-	if m == nil {
-		if isFinished(job) || r.wroteFinished(job) {
-			r.assume.forget(job.UID)
-			return reconcile.Result{}, nil
-		}
-		return r.createMirror(ctx, job, rem, worker)
-	}
-	if ready := ptr.Deref(m.Status.Ready, 0); mirror.Finished(m.Status) || (m.Status.Active > 0 && ready == m.Status.Active) {
-		r.assume.running(job.UID)
-	}
-	if needsActivation(job) {
-		if err := r.activate(ctx, job, worker); err != nil {
-			return r.refused(ctx, job, writeActivation, "injecting "+worker+"'s directives and unsuspending the Job", managerAPI, err)
-		}
-	}
-	if !mirror.Finished(m.Status) && !isFinished(job) {
-		if result, err, wrote := r.syncMirrorSpec(ctx, job, rem, m); wrote || err != nil || !result.IsZero() {
-			// The worker's answer to the new spec comes with the mirror's
-			// next event.
-			return result, err
-		}
-	}
-	if err := r.copyStatus(ctx, job, m, worker); err != nil {
-		return reconcile.Result{}, err
-	}
-	if mirror.Finished(m.Status) && isFinished(job) {
-		if err := deleteMirror(ctx, rem, m); err != nil {
-			return r.refused(ctx, job, writeMirrorGone, "deleting the mirror", workerAPI(worker), err)
-		}
-		r.assume.forget(job.UID)
-		return reconcile.Result{}, r.removeFinalizer(ctx, job)
-	}
-	return reconcile.Result{}, nil
-}
-
-func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem *remote, worker string) (reconcile.Result, error) {
-	if !rem.mayUse(job.Namespace) {
-		// The WorkerCluster's namespaces changed since the placement.
-		return reconcile.Result{}, r.releaseWithWarning(ctx, job, worker, fmt.Sprintf(
-			"worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again", worker, strings.Join(rem.namespaces, ", ")))
-	}
-	if missing := rem.missingRights(); !mayCreateMirrors(missing, job.Namespace) {
-		return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
-	}
-	if r.refusals.blocked(job, writeMirror) || r.refusals.blocked(job, writeNamespace) {
-		return reconcile.Result{}, nil
-	}
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
-		return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
+// createMirror creates the mirror on the Job's worker (and its namespace,
+// when the manager may create namespaces there). A same-named Job that is
+// not ours is handed back to nextStep as Foreign.
+func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (reconcile.Result, error) {
+	job, worker := s.Job, s.Worker
+	rem := r.conn(worker)
+	if rem == nil {
+		return reconcile.Result{Requeue: true}, nil
 	}
 	if rem.mayCreateNamespaces() {
 		ns, err := getNamespace(ctx, r.Client, job.Namespace)
@@ -455,8 +565,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 			return r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
 		}
 	}
-	attempt, _ := strconv.Atoi(job.Annotations[v1alpha1.DispatchAttemptAnnotation])
-	m, err := r.desiredMirror(job, wc)
+	m, err := desiredMirror(job, s.WorkerCluster, r.Origin)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
@@ -471,46 +580,32 @@ func (r *JobReconciler) createMirror(ctx context.Context, job *batchv1.Job, rem 
 			// Ours, created earlier; the cache has not caught up yet.
 			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
-		return reconcile.Result{}, r.conflict(ctx, job, worker)
+		memo.foreign = existing
+		return reconcile.Result{}, errForeign
 	}
 	if err != nil {
 		dispatchTotal.WithLabelValues(worker, "error").Inc()
 		return r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
+	attempt := max(attemptOf(job), 1)
 	if attempt <= 1 {
 		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorCreated, "Dispatch", "created mirror Job on %s (attempt %d)", worker, max(attempt, 1))
-	if needsActivation(job) {
-		if err := r.activate(ctx, job, worker); err != nil {
-			return r.refused(ctx, job, writeActivation, "injecting "+worker+"'s directives and unsuspending the Job", managerAPI, err)
-		}
-		// The mirror's first status replaces the Suspended condition the Job
-		// may show while it waited.
-		return reconcile.Result{}, r.copyStatus(ctx, job, m, worker)
+	// One Event per dispatch: where, why there, and the mirror made.
+	placement := memo.placement
+	if placement == "" {
+		placement = "placed on " + worker
 	}
-	// Running already (the user resumed it, or it opted in unsuspended): its
-	// template is immutable, so the directives went into the mirror only.
-	if err := r.recordInjected(ctx, job, wc.Spec.Scheduling); err != nil {
-		return r.refused(ctx, job, writeJob, "recording the directives injected into the mirror", managerAPI, err)
-	}
-	return reconcile.Result{}, r.copyStatus(ctx, job, m, worker)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
+	// The mirror's status comes with its first event; the Suspended
+	// condition the Job may show while it waited is replaced then.
+	return reconcile.Result{}, nil
 }
 
-// desiredMirror is the mirror of the manager Job as it is now, for the
-// worker wc: what createMirror creates and syncMirrorSpec keeps in step.
-func (r *JobReconciler) desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster) (*batchv1.Job, error) {
-	m, err := mirror.Build(job, mirror.Identity{Origin: r.Origin, UID: job.UID, Attempt: max(attemptOf(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
-	if err != nil {
-		return nil, err
-	}
-	if needsActivation(job) {
-		// Held only by the webhook, to wait for placement: the mirror runs.
-		m.Spec.Suspend = ptr.To(false)
-	}
-	return m, nil
-}
+// errForeign: creating the mirror found a same-named Job jobferry did not
+// create (stepMemo.foreign); nextStep decides what follows.
+var errForeign = errors.New("a Job not created by jobferry holds the name")
 
 // mirrorRefused reports a refused write on the worker for a Job that has no
 // mirror yet: on the Job (Event and Suspended condition), and, when the
@@ -525,36 +620,18 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 	result, rerr := r.refused(ctx, job, w, what, workerAPI(worker), err)
 	if classify(err) == forbidden {
 		if missing := r.Registry.recheckRights(ctx, worker); len(missing) > 0 {
-			return reconcile.Result{}, r.releaseForRights(ctx, job, worker, missing)
+			// The next step releases the Job for another worker.
+			return reconcile.Result{Requeue: true}, nil
 		}
 	}
 	return result, rerr
 }
 
-// releaseForRights undoes the placement of a Job whose mirror the worker's
-// credential may not create, so it is placed again where it can run (or
-// waits, saying why, until the rights are granted).
-func (r *JobReconciler) releaseForRights(ctx context.Context, job *batchv1.Job, worker string, missing []right) error {
-	return r.releaseWithWarning(ctx, job, worker, fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
-		worker, missingMessage(missing), v1alpha1.ConditionAuthorized))
-}
-
-// releaseWithWarning releases a Job that has no mirror on worker and says
-// why in a Warning Event.
-func (r *JobReconciler) releaseWithWarning(ctx context.Context, job *batchv1.Job, worker, why string) error {
-	if err := r.release(ctx, job, worker, nil); err != nil {
-		return fmt.Errorf("releasing the placement on %s: %w", worker, err)
-	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", why)
-	return nil
-}
-
-// release undoes the placement of a Job on worker, so it is placed again;
-// change, when set, edits the Job in the same write. The Job object is
-// updated with what was written.
+// release undoes the placement of a Job on worker, so it is placed again
+// (releasedJob); change, when set, edits the Job in the same write. The Job
+// object is updated with what was written.
 func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker string, change func(*batchv1.Job)) error {
-	updated := job.DeepCopy()
-	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	updated := releasedJob(job)
 	if change != nil {
 		change(updated)
 	}
@@ -567,133 +644,34 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 	return nil
 }
 
-// syncMirrorSpec carries what the user changed on the running manager Job
-// (parallelism, completions, deadline, suspend, ...; see mirror.SpecUpdate)
-// to its mirror. wrote reports an update made.
-func (r *JobReconciler) syncMirrorSpec(ctx context.Context, job *batchv1.Job, rem *remote, m *batchv1.Job) (result reconcile.Result, err error, wrote bool) {
-	if r.refusals.blocked(job, writeMirrorSpec) {
-		return reconcile.Result{}, nil, false
+// updateMirror carries what the user changed on the running manager Job to
+// its mirror (nextMirrorSpec decided what).
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, st step) (reconcile.Result, error) {
+	rem := r.conn(worker)
+	if rem == nil {
+		return reconcile.Result{Requeue: true}, nil
 	}
-	// SpecUpdate compares the pod template only while the mirror's may
-	// change; otherwise the manager Job's spec as it is will do, and the
-	// mirror is not built on every status change.
-	desired := &batchv1.Job{Spec: job.Spec}
-	if mirror.TemplateMutable(m) {
-		wc := &v1alpha1.WorkerCluster{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Name: rem.name}, wc); err != nil {
-			return reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", rem.name, err), false
-		}
-		var err error
-		if desired, err = r.desiredMirror(job, wc); err != nil {
-			r.refusals.remember(job, writeMirrorSpec)
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "cannot carry the new spec to the mirror on %s: %v", rem.name, err)
-			return reconcile.Result{}, nil, false
-		}
-	}
-	updated, changed := mirror.SpecUpdate(desired, m)
-	if len(changed) == 0 {
-		return reconcile.Result{}, nil, false
-	}
-	if err := rem.client().Update(ctx, updated); err != nil {
+	if err := rem.client().Update(ctx, st.Mirror); err != nil {
 		if classify(err) == forbidden {
-			r.Registry.recheckRights(ctx, rem.name)
+			r.Registry.recheckRights(ctx, worker)
 		}
-		result, err := r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(changed, ", ")+" to the mirror", workerAPI(rem.name), err)
-		return result, err, false
+		return r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
 	}
+	changed := st.Changed
 	if slices.Contains(changed, "suspend") {
 		// KEP-2232: the worker deletes or recreates the pods and reports
 		// Suspended and startTime, which the status copy brings back.
 		reason, verb := ReasonMirrorResumed, "resumed"
-		if ptr.Deref(updated.Spec.Suspend, false) {
+		if ptr.Deref(st.Mirror.Spec.Suspend, false) {
 			reason, verb = ReasonMirrorSuspended, "suspended"
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", rem.name, verb)
-		changed = slices.DeleteFunc(changed, func(f string) bool { return f == "suspend" })
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", worker, verb)
+		changed = slices.DeleteFunc(slices.Clone(changed), func(f string) bool { return f == "suspend" })
 	}
 	if len(changed) > 0 {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, writeMirrorSpec.action, "carried %s to the mirror on %s", strings.Join(changed, ", "), rem.name)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, writeMirrorSpec.action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
 	}
-	return reconcile.Result{}, nil, true
-}
-
-// recordInjected notes on the manager Job which directives went into its
-// mirror only, so the user can see how the pods were steered.
-func (r *JobReconciler) recordInjected(ctx context.Context, job *batchv1.Job, directives v1alpha1.SchedulingDirectives) error {
-	data, err := json.Marshal(directives)
-	if err != nil {
-		return err
-	}
-	updated := job.DeepCopy()
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
-	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("recording the directives injected into the mirror: %w", err)
-	}
-	*job = *updated
-	return nil
-}
-
-// conflict: a same-named Job jobferry did not create exists on the worker. It
-// is left alone; the manager Job is placed again, elsewhere.
-func (r *JobReconciler) conflict(ctx context.Context, job *batchv1.Job, worker string) error {
-	dispatchTotal.WithLabelValues(worker, "conflict").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch",
-		"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, worker)
-	exclude := func(updated *batchv1.Job) {
-		excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
-		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, worker), ",")
-	}
-	if err := r.release(ctx, job, worker, exclude); err != nil {
-		return fmt.Errorf("releasing placement on %s: %w", worker, err)
-	}
-	return nil
-}
-
-// workerDown decides what happens to a Job whose worker is not connected:
-// nothing until the worker has been disconnected for WorkerLostTimeout (a
-// transient blip must not rerun anything), then a re-dispatch with the next
-// attempt — unless the Job asked to wait for its worker. The mirror left on
-// the lost worker is fenced: its status is never read again, and the
-// collector deletes it when the worker returns.
-func (r *JobReconciler) workerDown(ctx context.Context, job *batchv1.Job, worker string) (reconcile.Result, error) {
-	if isFinished(job) {
-		if controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
-			// Only the finished mirror is left to delete, once the worker answers.
-			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); client.IgnoreNotFound(err) != nil {
-		return reconcile.Result{}, err
-	}
-	down := time.Duration(0)
-	if cond := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); cond != nil && cond.Status != metav1.ConditionTrue {
-		down = r.Clock.Since(cond.LastTransitionTime.Time)
-	} else if wc.Name == "" {
-		down = r.WorkerLostTimeout // the WorkerCluster is gone for good
-	}
-	if down < r.WorkerLostTimeout {
-		requeue := reconcile.Result{RequeueAfter: min(r.WorkerLostTimeout-down+time.Second, 10*time.Second)}
-		if needsActivation(job) {
-			// Placed, but nothing runs yet: say what it waits for.
-			return requeue, r.showWaiting(ctx, job, waitingForMirror(worker, "the worker cluster is not connected; after %s it is placed elsewhere", r.WorkerLostTimeout))
-		}
-		return requeue, nil
-	}
-	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
-			"worker %s has been unreachable for %s; this Job asks to wait for it (%s: %s) and is not run elsewhere",
-			worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)
-		return reconcile.Result{RequeueAfter: time.Minute}, nil
-	}
-	if err := r.release(ctx, job, worker, nil); err != nil {
-		return r.refused(ctx, job, writeJob, "releasing the placement on lost worker "+worker, managerAPI, err)
-	}
-	dispatchTotal.WithLabelValues(worker, "lost").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch",
-		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
-		worker, down.Round(time.Second), attemptOf(job)+1)
+	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil
 }
 
@@ -723,39 +701,28 @@ func userSuspended(job *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.Suspend, false) && !needsActivation(job)
 }
 
-// activate writes the worker's directives into the manager Job's template
-// (KEP-2926: allowed while suspended and not started) and unsuspends it, in
-// one update, so the user sees where and how the Job runs. When the template
-// is no longer mutable the directives went into the mirror only, and the
-// annotation records them.
-func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, worker string) error {
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
-		return fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
+// activate injects the worker's directives into a Job that was placed but
+// is still held (placed by an earlier version, which unsuspended after
+// creating the mirror) and unsuspends it, in one update.
+func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1alpha1.WorkerCluster) error {
+	if wc == nil {
+		return fmt.Errorf("WorkerCluster %s is gone", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
-	updated := job.DeepCopy()
-	merged, err := dispatch.MergeDirectives(updated.Spec.Template, wc.Spec.Scheduling)
-	if err == nil && mirror.TemplateMutable(job) {
-		updated.Spec.Template = merged
-	} else if data, jerr := json.Marshal(wc.Spec.Scheduling); jerr == nil {
-		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
+	updated, err := activatedJob(job, wc.Name, wc.Spec.Scheduling)
+	if err != nil {
+		return err
 	}
-	updated.Spec.Suspend = ptr.To(false)
-	delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
 	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("injecting %s's directives and unsuspending: %w", worker, err)
+		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
 	}
 	*job = *updated
 	return nil
 }
 
-func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *batchv1.Job, worker string) error {
-	desired := mirror.Status(job, m.Status)
+// copyStatus writes the status translated from the mirror's (desired).
+func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
 	key := client.ObjectKeyFromObject(job)
 	observed, hadObserved := r.Registry.takeObserved(key)
-	if equality.Semantic.DeepEqual(desired, job.Status) {
-		return nil
-	}
 	updated := job.DeepCopy()
 	updated.Status = desired
 	err := r.Client.Status().Update(ctx, updated)
@@ -769,7 +736,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
 		}
 		if mirror.Finished(desired) {
-			r.finished.Store(client.ObjectKeyFromObject(job), job.UID)
+			r.finished.Store(key, job.UID)
 		}
 		job.Status = updated.Status
 		job.ResourceVersion = updated.ResourceVersion
@@ -781,7 +748,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 		}
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
 		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
-		return nil
+		return errRejectedCopy
 	default:
 		if hadObserved {
 			r.Registry.observed.LoadOrStore(key, observed)
@@ -795,32 +762,44 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, m *bat
 	}
 }
 
-// finalize deletes the mirror of a manager Job being deleted, then lets it go.
-func (r *JobReconciler) finalize(ctx context.Context, job *batchv1.Job) error {
-	defer r.assume.forget(job.UID)
-	defer r.refusals.forget(client.ObjectKeyFromObject(job))
-	defer r.finished.Delete(client.ObjectKeyFromObject(job))
-	defer r.Registry.jobsChanged(job.Annotations[v1alpha1.WorkerAnnotation])
-	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
+// errRejectedCopy: the API server rejected a status copy; the user was told,
+// and the copy is tried again with the mirror's next change.
+var errRejectedCopy = errors.New("status copy rejected")
+
+// finalize deletes the mirror of a manager Job that is gone or being
+// deleted, and removes the finalizer an earlier version put on it. The
+// mirror of a Job deleted while its worker was unreachable is left to the
+// orphan collector, which deletes it once the worker is back.
+func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
+	r.refusals.forget(key)
+	r.finished.Delete(key)
+	if job == nil {
+		r.assume.forgetJob(key)
+	}
+	for _, worker := range r.connections.names() {
+		rem := r.conn(worker)
+		if rem == nil || !rem.connected() {
+			continue
+		}
+		m, err := rem.mirror(ctx, key)
+		if err != nil {
+			return err
+		}
+		// Every mirror of this installation with the Job's name is one of a
+		// Job that no longer exists, or of this one while it is deleted.
+		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) {
+			continue
+		}
+		if err := deleteMirror(ctx, rem, worker, m); err != nil {
+			return err
+		}
+		r.Registry.jobsChanged(worker)
+	}
+	if job == nil {
 		return nil
 	}
-	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
-		rem := r.Registry.remote(worker)
-		if rem != nil && rem.connected() {
-			m, err := rem.mirror(ctx, client.ObjectKeyFromObject(job))
-			if err != nil {
-				return err
-			}
-			if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) && m.DeletionTimestamp == nil {
-				if err := deleteMirror(ctx, rem, m); err != nil {
-					return err
-				}
-			}
-		} else {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonMirrorLeftOnWorker, "Delete",
-				"worker %s is not connected; its mirror is removed by garbage collection once it is back", worker)
-		}
-	}
+	r.assume.forget(job.UID)
+	r.Registry.jobsChanged(job.Annotations[v1alpha1.WorkerAnnotation])
 	return r.removeFinalizer(ctx, job)
 }
 
@@ -838,20 +817,28 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) e
 
 // deleteMirror deletes exactly this mirror (UID precondition) and, through
 // background propagation, its pods.
-func deleteMirror(ctx context.Context, rem *remote, m *batchv1.Job) error {
+func deleteMirror(ctx context.Context, rem workerConn, worker string, m *batchv1.Job) error {
 	err := rem.client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, rem.name, err)
+		return fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, worker, err)
 	}
 	return nil
 }
+
+// deleteMirror deletes the mirror m on worker.
+func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batchv1.Job) error {
+	rem := r.conn(worker)
+	if rem == nil {
+		return fmt.Errorf("deleting mirror %s/%s: no connection to %s", m.Namespace, m.Name, worker)
+	}
+	return deleteMirror(ctx, rem, worker, m)
+}
+
+// conn is the connection to worker, nil when there is none.
+func (r *JobReconciler) conn(worker string) workerConn { return r.connections.conn(worker) }
 
 func isManagerJob(job *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.ManagedBy, "") == v1alpha1.ManagerManagedBy
 }
 
 func isFinished(job *batchv1.Job) bool { return mirror.Finished(job.Status) }
-
-func hasTrueCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
-	return mirror.ConditionTrue(job.Status, t)
-}

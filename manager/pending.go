@@ -26,11 +26,6 @@ const (
 	reasonJobSuspended = "JobSuspended"
 )
 
-// pendingRefresh is how often the message of an unchanged reason is
-// rewritten: the reasons for "no worker fits" quote free capacity, which
-// changes with every summary; the Events carry every detail.
-const pendingRefresh = 30 * time.Second
-
 // waiting says why a manager Job without a mirror does not run.
 type waiting struct {
 	reason, message string
@@ -47,8 +42,9 @@ func waitingForMirror(worker, format string, args ...any) waiting {
 }
 
 // pendingStatus returns status with a True Suspended condition saying why the
-// Job waits, and whether that is worth a write: a new reason always is, a new
-// message with the same reason at most every pendingRefresh. Nothing else of
+// Job waits, and whether that is worth a write: a new reason or message is
+// (the messages carry no figures that change by themselves: "no worker fits"
+// says which resource is short, the Event how much). Nothing else of
 // the status changes, so every Job status validation rule that held still
 // holds (Suspended is not among the conditions the API server guards).
 func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.JobStatus, bool) {
@@ -60,8 +56,6 @@ func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.
 		}
 		switch {
 		case c.Status == corev1.ConditionTrue && c.Reason == w.reason && c.Message == w.message:
-			return status, false
-		case c.Status == corev1.ConditionTrue && c.Reason == w.reason && now.Sub(c.LastProbeTime.Time) < pendingRefresh:
 			return status, false
 		case c.Status != corev1.ConditionTrue:
 			c.LastTransitionTime = metav1.NewTime(now)

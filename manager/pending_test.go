@@ -33,15 +33,10 @@ func TestPendingStatus(t *testing.T) {
 			w:      noFit, now: time.Hour,
 			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, 0)},
 		},
-		"a new message of the same reason waits for the refresh interval": {
-			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "needs 2 cpu, 1 free", 0, 0)}},
-			w:      noFit, now: pendingRefresh - time.Second,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "needs 2 cpu, 1 free", 0, 0)},
-		},
-		"after the refresh interval the new message is written, the transition kept": {
-			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "needs 2 cpu, 1 free", 0, 0)}},
-			w:      noFit, now: pendingRefresh, wantChanged: true,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, pendingRefresh)},
+		"a new message of the same reason is written, the transition kept": {
+			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "w: cordoned", 0, 0)}},
+			w:      noFit, now: time.Second, wantChanged: true,
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, time.Second)},
 		},
 		"a new reason is written at once": {
 			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, reasonJobSuspended, "Job suspended", 0, 0)}},

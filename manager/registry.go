@@ -440,6 +440,15 @@ func (r *Registry) remote(name string) *remote {
 	return r.remotes[name]
 }
 
+// conn is the connection to a worker as the Job controller uses it; nil
+// when there is none.
+func (r *Registry) conn(name string) workerConn {
+	if rem := r.remote(name); rem != nil {
+		return rem
+	}
+	return nil
+}
+
 // names lists the workers the registry holds a connection for.
 func (r *Registry) names() []string {
 	r.mu.RLock()
@@ -467,6 +476,15 @@ func (r *Registry) capacityChanged(worker string) {
 		r.onCapacity(worker)
 	}
 	r.enqueuePlaced(context.Background(), unplacedKey)
+}
+
+// observedAt is when the oldest change of the mirror ns/name not copied yet
+// was seen; zero when none is known.
+func (r *Registry) observedAt(key types.NamespacedName) time.Time {
+	if v, ok := r.observed.Load(key); ok {
+		return v.(time.Time)
+	}
+	return time.Time{}
 }
 
 // takeObserved returns and forgets when the change now copied was first seen.

@@ -85,6 +85,34 @@ type remoteHandlers struct {
 	synced func(worker string)
 }
 
+// workerConn is what the Job controller uses of a connection to a worker:
+// reads from the worker's caches, writes to its API server. *remote is the
+// real one; unit tests use a fake (fakeconn_test.go).
+type workerConn interface {
+	connected() bool
+	// allowedNamespaces are the only namespaces the manager may use there
+	// (WorkerCluster spec.namespaces); empty: every namespace.
+	allowedNamespaces() []string
+	mayUse(ns string) bool
+	mayCreateNamespaces() bool
+	missingRights() []right
+	capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
+	namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	ensureNamespace(ctx context.Context, name string, labels map[string]string) error
+	client() client.Client
+}
+
+// connections finds the connection to a worker by name.
+type connections interface {
+	// conn is nil when there is none.
+	conn(worker string) workerConn
+	names() []string
+}
+
+func (r *remote) allowedNamespaces() []string { return r.namespaces }
+
 func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme

@@ -72,7 +72,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 				waits = []waiting{userSuspendedWaiting()}
 			}
 			for i, w := range waits {
-				status, changed := pendingStatus(job.Status, w, now.Add(time.Duration(i)*pendingRefresh))
+				status, changed := pendingStatus(job.Status, w, now.Add(time.Duration(i)*time.Second))
 				if !changed {
 					t.Fatalf("waiting %d (%s) was not written", i, w.reason)
 				}

@@ -48,6 +48,13 @@ const (
 	// InjectedDirectivesAnnotation records, as JSON, the directives injected
 	// into the mirror only, when the manager Job's template was immutable.
 	InjectedDirectivesAnnotation = "jobferry.dev/injected-directives"
+	// UserSchedulingAnnotation records, as JSON, the pod template's
+	// nodeSelector, tolerations and node affinity as the user wrote them,
+	// before a worker's directives were merged into the template: a Job
+	// placed again before it ran (its first worker refused the mirror) gets
+	// the next worker's directives on the user's template, not on the first
+	// worker's.
+	UserSchedulingAnnotation = "jobferry.dev/user-scheduling"
 	// OnWorkerLostAnnotation on a manager Job says what to do when its worker
 	// is lost: OnWorkerLostRedispatch (default) or OnWorkerLostWait, for work
 	// that must never run twice.
@@ -56,6 +63,9 @@ const (
 	OnWorkerLostRedispatch = "Redispatch"
 	// OnWorkerLostWait keeps the Job on its worker until it returns.
 	OnWorkerLostWait = "Wait"
-	// MirrorFinalizer holds a manager Job until its mirror is deleted.
+	// MirrorFinalizer held a manager Job until its mirror was deleted.
+	// jobferry no longer adds it (the mirror of a deleted Job is deleted when
+	// its deletion is seen, and by the orphan collector); it removes it from
+	// Jobs an earlier version placed.
 	MirrorFinalizer = "jobferry.dev/mirror"
 )

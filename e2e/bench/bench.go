@@ -246,8 +246,24 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 	})
 }
 
+// keepsFinishedMirrors: the manager runs with --keep-finished-mirrors, so
+// finished mirrors stay on the workers, as Jobs submitted directly do.
+func keepsFinishedMirrors(managerArgs []string) bool {
+	keep := false
+	for _, a := range managerArgs {
+		switch a {
+		case "--keep-finished-mirrors", "--keep-finished-mirrors=true":
+			keep = true
+		case "--keep-finished-mirrors=false":
+			keep = false
+		}
+	}
+	return keep
+}
+
 // jobferry creates n Jobs on the manager and waits for all to complete
-// there, then for their mirrors and pods to be gone from the workers.
+// there, then (unless the manager keeps them) for their mirrors and pods to
+// be gone from the workers.
 func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	ns := jobferryNamespace(n)
 	optIn, err := dispatchLabels()
@@ -284,14 +300,16 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
 		}
-		start := time.Now()
-		err := wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
-			return b.workersEmpty(ctx, ns)
-		})
-		if err != nil {
-			return fmt.Errorf("%s: waiting for the mirrors and their pods to be deleted from the workers: %w", what, err)
+		if !keepsFinishedMirrors(b.cfg.ManagerArgs) {
+			start := time.Now()
+			err := wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
+				return b.workersEmpty(ctx, ns)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: waiting for the mirrors and their pods to be deleted from the workers: %w", what, err)
+			}
+			settled = time.Since(start)
 		}
-		settled = time.Since(start)
 		return b.waitQuiet(ctx, ns, what)
 	})
 	if err != nil {

@@ -1,0 +1,95 @@
+package manager
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// fakeConn is a worker for unit tests: a fake client stands for both the
+// worker's API server and its cache (which holds only this installation's
+// mirrors), with a fixed capacity summary and rights.
+type fakeConn struct {
+	c       client.Client
+	origin  string
+	down    bool
+	limited []string
+	missing []right
+	pools   []v1alpha1.NodePool
+}
+
+// newFakeConn is a connected worker with one idle pool of 8 CPUs.
+func newFakeConn(origin string, objs ...client.Object) *fakeConn {
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	return &fakeConn{c: c, origin: origin, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}}
+}
+
+func (f *fakeConn) connected() bool             { return !f.down }
+func (f *fakeConn) allowedNamespaces() []string { return f.limited }
+func (f *fakeConn) mayUse(ns string) bool {
+	return len(f.limited) == 0 || slices.Contains(f.limited, ns)
+}
+func (f *fakeConn) mayCreateNamespaces() bool { return true }
+func (f *fakeConn) missingRights() []right    { return f.missing }
+func (f *fakeConn) client() client.Client     { return f.c }
+
+func (f *fakeConn) capacity(context.Context) *v1alpha1.ClusterCapacityStatus {
+	return &v1alpha1.ClusterCapacityStatus{Pools: f.pools}
+}
+
+func (f *fakeConn) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := f.c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return ns, nil
+}
+
+func (f *fakeConn) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
+	err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// mirror reads as the real cache does: only Jobs with this origin's label.
+func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	job, err := f.uncachedJob(ctx, key)
+	if apierrors.IsNotFound(err) || (err == nil && job.Labels[v1alpha1.OriginLabel] != f.origin) {
+		return nil, nil
+	}
+	return job, err
+}
+
+func (f *fakeConn) uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	if err := f.c.Get(ctx, key, job); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// fakeConnections are the workers of a unit test, by name.
+type fakeConnections map[string]*fakeConn
+
+func (f fakeConnections) conn(worker string) workerConn {
+	if c, ok := f[worker]; ok {
+		return c
+	}
+	return nil
+}
+
+func (f fakeConnections) names() []string { return slices.Sorted(maps.Keys(f)) }

@@ -1,0 +1,336 @@
+package manager
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// jobState is everything one reconcile knows about a manager Job, read from
+// caches before anything is decided (Kueue's workload.go reads a workload's
+// whole group the same way): nextStep decides from it alone.
+type jobState struct {
+	// Job is the manager Job; nil once it is gone.
+	Job *batchv1.Job
+	Now time.Time
+	// Worker is the worker the Job is placed on ("" when unplaced).
+	Worker string
+	// WorkerCluster is that worker's object; nil when it no longer exists.
+	WorkerCluster *v1alpha1.WorkerCluster
+	// Connection is the manager's connection to Worker.
+	Connection connectionState
+	// Mirror is this installation's Job of the same name on Worker, from the
+	// worker's cache; nil when there is none (or the worker is down).
+	Mirror *batchv1.Job
+	// Foreign is a same-named Job on Worker that jobferry did not create,
+	// found when the worker refused the mirror as already existing.
+	Foreign *batchv1.Job
+	// MirrorChangeSeen is when the oldest change of the mirror not copied
+	// yet was seen; zero when none is known.
+	MirrorChangeSeen time.Time
+	// WroteFinished: this manager wrote the Job's finished status, which the
+	// cache may not show yet.
+	WroteFinished bool
+	// Refusal is why the dispatch policy keeps an unplaced Job on the
+	// manager; nil when it may be dispatched.
+	Refusal *Refusal
+	// Blocked holds the writes the API server rejected for the Job as it is
+	// now (refusals.go): they are not tried again until it changes.
+	Blocked map[write]bool
+}
+
+// connectionState is what the manager knows of its connection to a worker.
+type connectionState struct {
+	Connected bool
+	// Namespaces, when set, are the only namespaces the credential may use.
+	Namespaces []string
+	// MayUse: the Job's namespace is one the manager may use there.
+	MayUse bool
+	// MissingRights are the rights the last review found missing.
+	MissingRights []right
+}
+
+// stepConfig holds the settings nextStep applies.
+type stepConfig struct {
+	Origin string
+	// WorkerLostTimeout: how long a worker may stay disconnected before its
+	// unfinished Jobs are dispatched elsewhere.
+	WorkerLostTimeout time.Duration
+	// StatusBatchPeriod: how long a change of a running mirror may wait to
+	// be copied with the ones after it. A final status is copied at once.
+	StatusBatchPeriod time.Duration
+	// KeepFinishedMirrors leaves a finished mirror (and its pods, and their
+	// logs) on the worker until the manager Job is deleted, as a Job
+	// submitted there directly would stay; by default it is deleted once
+	// its final status is copied.
+	KeepFinishedMirrors bool
+}
+
+// stepKind names what a reconcile does next for a manager Job.
+type stepKind int
+
+const (
+	// stepNone: nothing to do (maybe look again after RequeueAfter).
+	stepNone stepKind = iota
+	// stepFinalize: the Job is gone or being deleted: delete its mirror and
+	// let it go.
+	stepFinalize
+	// stepComplete: completions is 0; complete it on the manager.
+	stepComplete
+	// stepNotAllowed: the dispatch policy keeps it on the manager (Waiting).
+	stepNotAllowed
+	// stepShowWaiting: write Waiting into the Suspended condition.
+	stepShowWaiting
+	// stepPlace: choose a worker and record it (dispatch.Place).
+	stepPlace
+	// stepCreateMirror: create the mirror on the Job's worker.
+	stepCreateMirror
+	// stepNameConflict: a Job jobferry did not create holds the name on the
+	// worker; exclude the worker and place the Job again.
+	stepNameConflict
+	// stepRelease: the worker may not take the Job after all (Why); place it
+	// again.
+	stepRelease
+	// stepFence: Mirror is of an earlier Job or attempt; delete it.
+	stepFence
+	// stepActivate: a Job placed by an earlier version, still held: inject
+	// the directives and unsuspend it.
+	stepActivate
+	// stepUpdateMirror: carry the manager Job's new spec (Changed) to its
+	// mirror (Mirror is the updated mirror).
+	stepUpdateMirror
+	// stepInvalidMirror: the new spec cannot become a mirror (Why).
+	stepInvalidMirror
+	// stepCopyStatus: write Status, translated from the mirror's.
+	stepCopyStatus
+	// stepDeleteMirror: the final status is copied; delete the mirror.
+	stepDeleteMirror
+	// stepWorkerLostWait: the worker is lost, and the Job asks to wait for it.
+	stepWorkerLostWait
+	// stepRedispatch: the worker is lost; place the Job elsewhere.
+	stepRedispatch
+)
+
+var stepNames = map[stepKind]string{
+	stepNone: "None", stepFinalize: "Finalize", stepComplete: "Complete", stepNotAllowed: "NotAllowed",
+	stepShowWaiting: "ShowWaiting", stepPlace: "Place", stepCreateMirror: "CreateMirror",
+	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
+	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
+	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
+}
+
+func (k stepKind) String() string { return stepNames[k] }
+
+// step is nextStep's decision: what to do, and what with.
+type step struct {
+	Kind stepKind
+	// Why explains the step, for an Event or the Waiting message.
+	Why string
+	// Waiting is what stepShowWaiting and stepNotAllowed write.
+	Waiting waiting
+	// Status is what stepCopyStatus writes; Final when it finishes the Job.
+	Status batchv1.JobStatus
+	Final  bool
+	// Mirror is the mirror to fence or delete, or the updated one to write.
+	Mirror *batchv1.Job
+	// Changed names the spec fields stepUpdateMirror carries.
+	Changed []string
+	// Down is how long the worker has been disconnected.
+	Down time.Duration
+	// RequeueAfter, when set, is when to look at the Job again.
+	RequeueAfter time.Duration
+}
+
+// nextStep decides what to do next for one manager Job, from what was read
+// about it. It is pure: the reconciler reads, calls it, writes what it says,
+// and asks again with what it wrote.
+func nextStep(s jobState, cfg stepConfig) step {
+	job := s.Job
+	if job == nil || job.DeletionTimestamp != nil {
+		return step{Kind: stepFinalize}
+	}
+	if s.Worker == "" {
+		return nextUnplaced(s)
+	}
+	if !s.Connection.Connected {
+		return nextWorkerDown(s, cfg)
+	}
+	m := s.Mirror
+	if m != nil && (!mirror.IsMirrorOf(m, cfg.Origin, job.UID) || attemptOf(m) < attemptOf(job)) {
+		// A stale mirror: of an earlier manager Job of the same name (gone,
+		// since names are unique), or of an earlier attempt of this one (the
+		// worker was lost, came back and was chosen again). It is fenced:
+		// deleted, its status never copied.
+		if m.DeletionTimestamp != nil {
+			return step{Kind: stepNone, RequeueAfter: time.Second}
+		}
+		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second}
+	}
+	if m == nil {
+		return nextWithoutMirror(s)
+	}
+	if needsActivation(job) {
+		return step{Kind: stepActivate}
+	}
+	if !mirror.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
+		if st, ok := nextMirrorSpec(s, cfg); ok {
+			return st
+		}
+	}
+	desired := mirror.Status(job, m.Status)
+	if !equality.Semantic.DeepEqual(desired, job.Status) {
+		final := mirror.Finished(desired)
+		if wait := batchWait(s, cfg); !final && wait > 0 {
+			// Changes of a running mirror (pods created, ready) go out
+			// together, like upstream's batched Job status updates.
+			return step{Kind: stepNone, RequeueAfter: wait}
+		}
+		return step{Kind: stepCopyStatus, Status: desired, Final: final}
+	}
+	if mirror.Finished(m.Status) && isFinished(job) && !cfg.KeepFinishedMirrors {
+		return step{Kind: stepDeleteMirror, Mirror: m}
+	}
+	return step{Kind: stepNone}
+}
+
+// batchWait is how long the copy of a running mirror's change still waits.
+func batchWait(s jobState, cfg stepConfig) time.Duration {
+	if s.MirrorChangeSeen.IsZero() {
+		return 0
+	}
+	return cfg.StatusBatchPeriod - s.Now.Sub(s.MirrorChangeSeen)
+}
+
+func nextUnplaced(s jobState) step {
+	job := s.Job
+	switch {
+	case isFinished(job):
+		return step{Kind: stepNone}
+	case nothingToRun(job):
+		if s.Blocked[writeJob] {
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepComplete}
+	case s.Refusal != nil:
+		// Looked at again in a minute: an administrator may opt the
+		// namespace in meanwhile.
+		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
+	case userSuspended(job):
+		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
+	case s.Blocked[writePlacement]:
+		// The user was told; the same write would be rejected again.
+		return step{Kind: stepNone}
+	}
+	return step{Kind: stepPlace}
+}
+
+func nextWithoutMirror(s jobState) step {
+	job := s.Job
+	switch {
+	case isFinished(job) || s.WroteFinished:
+		// The finished mirror is deleted already.
+		return step{Kind: stepNone}
+	case s.Foreign != nil:
+		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
+			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}
+	case !s.Connection.MayUse:
+		// The WorkerCluster's namespaces changed since the placement.
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
+			s.Worker, strings.Join(s.Connection.Namespaces, ", "))}
+	case !mayCreateMirrors(s.Connection.MissingRights, job.Namespace):
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
+			s.Worker, missingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
+	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:
+		return step{Kind: stepNone}
+	case s.WorkerCluster == nil:
+		// Deleted since the placement; its connection goes with it.
+		return step{Kind: stepNone, RequeueAfter: time.Second}
+	}
+	return step{Kind: stepCreateMirror}
+}
+
+// nextMirrorSpec: the user changed the running manager Job's spec
+// (parallelism, completions, deadline, suspend, ...; see mirror.SpecUpdate)
+// and the mirror must follow.
+func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
+	// SpecUpdate compares the pod template only while the mirror's may
+	// change; otherwise the manager Job's spec as it is will do, and the
+	// mirror is not built on every status change.
+	desired := &batchv1.Job{Spec: s.Job.Spec}
+	if mirror.TemplateMutable(s.Mirror) {
+		if s.WorkerCluster == nil {
+			return step{}, false
+		}
+		var err error
+		if desired, err = desiredMirror(s.Job, s.WorkerCluster, cfg.Origin); err != nil {
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
+		}
+	}
+	updated, changed := mirror.SpecUpdate(desired, s.Mirror)
+	if len(changed) == 0 {
+		return step{}, false
+	}
+	return step{Kind: stepUpdateMirror, Mirror: updated, Changed: changed}, true
+}
+
+// nextWorkerDown decides for a Job whose worker is not connected: nothing
+// until the worker has been disconnected for WorkerLostTimeout (a transient
+// blip must not rerun anything), then a re-dispatch with the next attempt —
+// unless the Job asked to wait for its worker. The mirror left on the lost
+// worker is fenced: its status is never read again, and the collector
+// deletes it when the worker returns.
+func nextWorkerDown(s jobState, cfg stepConfig) step {
+	job := s.Job
+	if isFinished(job) {
+		// Only the finished mirror is left to delete: the Job is looked at
+		// again when its worker reconnects (Registry).
+		return step{Kind: stepNone}
+	}
+	down := time.Duration(0)
+	if s.WorkerCluster == nil {
+		down = cfg.WorkerLostTimeout // the WorkerCluster is gone for good
+	} else if cond := meta.FindStatusCondition(s.WorkerCluster.Status.Conditions, v1alpha1.ConditionConnected); cond != nil && cond.Status != metav1.ConditionTrue {
+		down = s.Now.Sub(cond.LastTransitionTime.Time)
+	}
+	if down < cfg.WorkerLostTimeout {
+		requeue := min(cfg.WorkerLostTimeout-down+time.Second, 10*time.Second)
+		if job.Status.StartTime == nil && job.Status.Active == 0 {
+			// Placed, but nothing ran yet: say what it waits for.
+			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(s.Worker,
+				"the worker cluster is not connected; after %s it is placed elsewhere", cfg.WorkerLostTimeout)}
+		}
+		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}
+	}
+	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
+		return step{Kind: stepWorkerLostWait, Down: down, RequeueAfter: time.Minute, Why: fmt.Sprintf(
+			"worker %s has been unreachable for %s; this Job asks to wait for it (%s: %s) and is not run elsewhere",
+			s.Worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)}
+	}
+	return step{Kind: stepRedispatch, Down: down, Why: fmt.Sprintf(
+		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
+		s.Worker, down.Round(time.Second), attemptOf(job)+1)}
+}
+
+// desiredMirror is the mirror of the manager Job as it is now, for the
+// worker wc: what the mirror is created as and kept in step with.
+func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin string) (*batchv1.Job, error) {
+	m, err := mirror.Build(job, mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(attemptOf(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	if err != nil {
+		return nil, err
+	}
+	if needsActivation(job) {
+		// Held only by the webhook, to wait for placement: the mirror runs.
+		m.Spec.Suspend = ptr.To(false)
+	}
+	return m, nil
+}
