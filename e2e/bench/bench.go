@@ -71,8 +71,8 @@ type Run struct {
 // Arm is what one arm measured.
 type Arm struct {
 	timings
-	// Writes per Job by cluster and resource (apiserver_request_total, write
-	// verbs), from before the first create until the arm settled.
+	// Writes per Job by cluster and "resource verb" (apiserver_request_total,
+	// write verbs), from before the first create until the arm settled.
 	Writes map[string]map[string]float64 `json:"writesPerJob"`
 	// WritesTotal per Job by cluster.
 	WritesTotal map[string]float64 `json:"writesPerJobTotal"`

@@ -105,8 +105,8 @@ func Markdown(res *Result) string {
 	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
-		b.WriteString("Writes per Job by cluster and resource (`apiserver_request_total`, write verbs; workers summed):\n\n")
-		b.WriteString("| cluster | resource | direct | jobferry |\n|---|---|---|---|\n")
+		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n")
+		b.WriteString("| cluster | resource, verb | direct | jobferry |\n|---|---|---|---|\n")
 		for _, row := range writeRows(r) {
 			fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f |\n", row.cluster, row.resource, row.direct, row.jobferry)
 		}

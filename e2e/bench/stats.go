@@ -116,7 +116,7 @@ func nonNegative(d time.Duration) time.Duration { return max(d, 0) }
 var writeVerbs = []string{"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"}
 
 // writeCounts sums apiserver_request_total over write verbs by resource
-// (resource/subresource when there is one).
+// (resource/subresource when there is one) and verb: "pods DELETE".
 func writeCounts(families map[string]*dto.MetricFamily) map[string]float64 {
 	out := map[string]float64{}
 	family := families["apiserver_request_total"]
@@ -135,7 +135,7 @@ func writeCounts(families map[string]*dto.MetricFamily) map[string]float64 {
 		if sub := labels["subresource"]; sub != "" {
 			resource += "/" + sub
 		}
-		out[resource] += m.GetCounter().GetValue()
+		out[resource+" "+labels["verb"]] += m.GetCounter().GetValue()
 	}
 	return out
 }

@@ -82,7 +82,7 @@ func TestWriteCountsSumsWriteVerbsByResource(t *testing.T) {
 		metric("WATCH", "pods", "", 100),
 	}}}
 	got := writeCounts(families)
-	want := map[string]float64{"jobs": 10, "jobs/status": 5, "pods": 3}
+	want := map[string]float64{"jobs POST": 10, "jobs/status PUT": 5, "pods DELETE": 3}
 	if len(got) != len(want) {
 		t.Fatalf("writeCounts = %v, want %v", got, want)
 	}
@@ -91,8 +91,8 @@ func TestWriteCountsSumsWriteVerbsByResource(t *testing.T) {
 			t.Errorf("writeCounts[%s] = %v, want %v", k, got[k], v)
 		}
 	}
-	per := perJob(map[string]float64{"jobs": 4, "pods": 3}, got, 2)
-	if per["jobs"] != 3 || per["jobs/status"] != 2.5 || len(per) != 2 {
+	per := perJob(map[string]float64{"jobs POST": 4, "pods DELETE": 3}, got, 2)
+	if per["jobs POST"] != 3 || per["jobs/status PUT"] != 2.5 || len(per) != 2 {
 		t.Errorf("perJob = %v, want jobs 3 and jobs/status 2.5 (pods did not grow)", per)
 	}
 }
