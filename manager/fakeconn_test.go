@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -21,9 +23,13 @@ import (
 // worker's API server and its cache (which holds only this installation's
 // mirrors), with a fixed capacity summary and rights.
 type fakeConn struct {
-	c       client.Client
-	origin  string
-	down    bool
+	c      client.Client
+	origin string
+	down   bool
+	// lags: the cache has not seen anything yet (mirror finds nothing).
+	lags bool
+	// creates counts the Jobs created there, refused ones included.
+	creates *atomic.Int32
 	limited []string
 	missing []right
 	pools   []v1alpha1.NodePool
@@ -31,9 +37,16 @@ type fakeConn struct {
 
 // newFakeConn is a connected worker with one idle pool of 8 CPUs.
 func newFakeConn(origin string, objs ...client.Object) *fakeConn {
-	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	creates := &atomic.Int32{}
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				creates.Add(1)
+			}
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
 	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	return &fakeConn{c: c, origin: origin, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}}
+	return &fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}}
 }
 
 func (f *fakeConn) connected() bool             { return !f.down }
@@ -67,6 +80,9 @@ func (f *fakeConn) ensureNamespace(ctx context.Context, name string, labels map[
 
 // mirror reads as the real cache does: only Jobs with this origin's label.
 func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	if f.lags {
+		return nil, nil
+	}
 	job, err := f.uncachedJob(ctx, key)
 	if apierrors.IsNotFound(err) || (err == nil && job.Labels[v1alpha1.OriginLabel] != f.origin) {
 		return nil, nil

@@ -120,6 +120,10 @@ type JobReconciler struct {
 	// the finished mirror is deleted, must not create the mirror again (the
 	// Job would run twice).
 	finished sync.Map // types.NamespacedName -> types.UID
+	// created remembers the mirrors this manager created until the worker's
+	// cache shows them (like the expectations of upstream controllers): a
+	// reconcile in between must not create the mirror again.
+	created sync.Map // types.NamespacedName -> createdMirror
 	// placeMu serialises placement, so two Jobs never both take the same
 	// free capacity.
 	placeMu sync.Mutex
@@ -314,6 +318,10 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, err
 	}
 	s.Mirror = m
+	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
+	if m != nil {
+		r.created.Delete(key)
+	}
 	s.MirrorChangeSeen = r.Registry.observedAt(key)
 	if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) {
 		if ready := ptr.Deref(m.Status.Ready, 0); mirror.Finished(m.Status) || (m.Status.Active > 0 && ready == m.Status.Active) {
@@ -588,6 +596,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		return r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
+	r.created.Store(client.ObjectKeyFromObject(job), createdMirror{uid: job.UID, attempt: attemptOf(job), at: r.Clock.Now()})
 	attempt := max(attemptOf(job), 1)
 	if attempt <= 1 {
 		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
@@ -691,6 +700,29 @@ func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
 	return ok && uid.(types.UID) == job.UID
 }
 
+// createdMirror is a mirror this manager created, for the Job with uid and
+// attempt, at a time.
+type createdMirror struct {
+	uid     types.UID
+	attempt int
+	at      time.Time
+}
+
+// mirrorExpectedFor is how long a mirror this manager created is trusted to
+// exist though the worker's cache does not show it yet.
+const mirrorExpectedFor = 30 * time.Second
+
+// mirrorExpected: this manager created the mirror of the Job's current
+// attempt less than mirrorExpectedFor ago.
+func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
+	v, ok := r.created.Load(client.ObjectKeyFromObject(job))
+	if !ok {
+		return false
+	}
+	c := v.(createdMirror)
+	return c.uid == job.UID && c.attempt == attemptOf(job) && now.Sub(c.at) < mirrorExpectedFor
+}
+
 // needsActivation: placed and mirrored, but still held by the webhook.
 func needsActivation(job *batchv1.Job) bool {
 	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
@@ -773,6 +805,7 @@ var errRejectedCopy = errors.New("status copy rejected")
 func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
 	r.refusals.forget(key)
 	r.finished.Delete(key)
+	r.created.Delete(key)
 	if job == nil {
 		r.assume.forgetJob(key)
 	}

@@ -157,6 +157,17 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if h.updates.Load() != 1 || h.statusUpdates.Load() != 0 {
 		t.Errorf("manager writes: %d updates, %d status updates; want the one update that places, injects and unsuspends", h.updates.Load(), h.statusUpdates.Load())
 	}
+	// The placement's own update event reconciles the Job again before the
+	// worker's cache shows the mirror: nothing is created twice.
+	h.workers["w1"].lags = true
+	h.reconcile(t)
+	h.workers["w1"].lags = false
+	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].creates.Load() != 1 {
+		t.Errorf("the mirror was created again (%d creates): %v", h.workers["w1"].creates.Load(), m2)
+	}
+	if got := h.events(); len(got) != 0 {
+		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
+	}
 
 	// The worker starts the pod: the copy waits for the batch period.
 	h.report(t, "w1", running)

@@ -40,6 +40,9 @@ type jobState struct {
 	// WroteFinished: this manager wrote the Job's finished status, which the
 	// cache may not show yet.
 	WroteFinished bool
+	// MirrorExpected: this manager created the mirror of the Job's current
+	// attempt moments ago, and the worker's cache does not show it yet.
+	MirrorExpected bool
 	// Refusal is why the dispatch policy keeps an unplaced Job on the
 	// manager; nil when it may be dispatched.
 	Refusal *Refusal
@@ -240,6 +243,10 @@ func nextWithoutMirror(s jobState) step {
 	case isFinished(job) || s.WroteFinished:
 		// The finished mirror is deleted already.
 		return step{Kind: stepNone}
+	case s.MirrorExpected:
+		// Its add event reconciles the Job again; creating it again would
+		// only be refused as existing.
+		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
 	case s.Foreign != nil:
 		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
 			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}

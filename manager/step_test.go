@@ -169,6 +169,14 @@ func TestNextStep(t *testing.T) {
 		"placed: the mirror is created": {
 			state: connectedState(stepJob(placed), nil), want: stepCreateMirror,
 		},
+		"a mirror this manager just created, not in the worker's cache yet: wait for it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.MirrorExpected = true
+				return s
+			}(),
+			want: stepNone, checks: []check{wantRequeue(5 * time.Second)},
+		},
 		"a same-named Job not created by jobferry: name conflict": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
