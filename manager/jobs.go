@@ -94,9 +94,6 @@ type JobReconciler struct {
 	Clock  clock.Clock
 	// Concurrency is the number of Jobs reconciled at once.
 	Concurrency int
-	// CapacitySettle is how long after a mirror's pods run a capacity
-	// summary is trusted to include them (see assumeCache).
-	CapacitySettle time.Duration
 	// WorkerLostTimeout is how long a worker may stay disconnected before its
 	// unfinished Jobs are dispatched elsewhere.
 	WorkerLostTimeout time.Duration
@@ -111,6 +108,8 @@ type JobReconciler struct {
 	// Registry's, or fakes in unit tests.
 	connections connections
 
+	// assume is the Registry's: it sees capacity summaries and mirrors'
+	// pods running, placement adds to it.
 	assume *assumeCache
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
@@ -133,7 +132,6 @@ type JobReconciler struct {
 // registry sends when mirrors, capacity or workers change.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	r.Registry.onCapacity = r.assume.capacitySeen
 	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
@@ -152,7 +150,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // init completes the reconciler: its memories, and the Registry's
 // connections unless a test set others.
 func (r *JobReconciler) init() {
-	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.assume = r.Registry.assume
 	r.refusals = newRefusalMemo()
 	if r.connections == nil {
 		r.connections = r.Registry
@@ -323,11 +321,6 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		r.created.Delete(key)
 	}
 	s.MirrorChangeSeen = r.Registry.observedAt(key)
-	if m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID) {
-		if ready := ptr.Deref(m.Status.Ready, 0); mirror.Finished(m.Status) || (m.Status.Active > 0 && ready == m.Status.Active) {
-			r.assume.running(job.UID)
-		}
-	}
 	return s, nil
 }
 

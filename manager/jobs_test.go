@@ -67,8 +67,7 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 	}
 	h.r = &JobReconciler{
 		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock,
-		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock}),
-		CapacitySettle:    2 * time.Second,
+		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock, CapacitySettle: 2 * time.Second}),
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
 		connections: h.workers,
 	}
@@ -169,8 +168,15 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
 	}
 
-	// The worker starts the pod: the copy waits for the batch period.
+	// The worker starts the pod: the copy waits for the batch period, but
+	// the assumed capacity is released from the mirror's event already.
 	h.report(t, "w1", running)
+	h.clock.Step(2 * time.Second)
+	h.r.Registry.capacityChanged("w1")
+	if assumed := h.r.assume.assumed("w1"); len(assumed) != 0 {
+		t.Errorf("the running Job is still assumed on w1 after a summary: %v", assumed)
+	}
+	h.clock.Step(-2 * time.Second)
 	if result := h.reconcile(t); result.RequeueAfter != time.Second {
 		t.Errorf("a running mirror's change is looked at again after %s, want the batch period", result.RequeueAfter)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +33,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // The rights the registry uses on the manager cluster (see jobs.go); the
@@ -63,6 +65,9 @@ type Registry struct {
 	// RenewalThreshold is the fraction of a worker token's lifetime after
 	// which the manager renews it (DefaultRenewalThreshold when 0).
 	RenewalThreshold float64
+	// CapacitySettle is how long after a mirror's pods run a capacity
+	// summary is trusted to include them (see assumeCache).
+	CapacitySettle time.Duration
 
 	// jobEvents feeds the Job controller: pending Jobs when capacity or
 	// workers change.
@@ -72,10 +77,12 @@ type Registry struct {
 	mirrorEvents chan event.GenericEvent
 	// workerEvents asks for a WorkerCluster reconcile (cache synced).
 	workerEvents chan event.GenericEvent
-	// onCapacity is told when a worker's summary changes.
-	onCapacity func(worker string)
 	// onConnected is told when a worker becomes Connected.
 	onConnected func(worker string)
+
+	// assume holds what placed Jobs request until the workers' summaries
+	// show it: placement adds, mirrors running and summaries end it.
+	assume *assumeCache
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
@@ -97,6 +104,7 @@ const rightsRetry = 3 * time.Second
 // NewRegistry completes a Registry whose exported fields are set.
 func NewRegistry(r *Registry) *Registry {
 	r.remotes = map[string]*remote{}
+	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
 	r.jobEvents = make(chan event.GenericEvent, 4096)
 	r.mirrorEvents = make(chan event.GenericEvent, 4096)
 	r.workerEvents = make(chan event.GenericEvent, 64)
@@ -466,15 +474,21 @@ func (r *Registry) connected(name string) bool {
 }
 
 func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
+	// The assumption of a Job whose pods run ends with the next summary
+	// (after the settle time), as soon as the worker shows them, however
+	// long the Job waits in the work queue.
+	if ready := ptr.Deref(job.Status.Ready, 0); mirror.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
+		if uid := job.Labels[v1alpha1.OriginUIDLabel]; uid != "" {
+			r.assume.running(types.UID(uid))
+		}
+	}
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	r.observed.LoadOrStore(key, r.Clock.Now())
 	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 }
 
 func (r *Registry) capacityChanged(worker string) {
-	if r.onCapacity != nil {
-		r.onCapacity(worker)
-	}
+	r.assume.capacitySeen(worker)
 	r.enqueuePlaced(context.Background(), unplacedKey)
 }
 

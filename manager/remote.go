@@ -116,7 +116,9 @@ func (r *remote) allowedNamespaces() []string { return r.namespaces }
 func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
-		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
+		// No managedFields: nothing reads them, and the worker's Job
+		// controller adds an entry with each status write it makes.
+		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin})},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
 		}}

@@ -156,6 +156,7 @@ func main() {
 		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},
 		CreateNamespaces: *createNamespaces,
 		Recorder:         mgr.GetEventRecorder("jobferry-manager"), RenewalThreshold: *renewThreshold,
+		CapacitySettle: *capacitySettle,
 	})
 	if err := registry.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the WorkerCluster controller")
@@ -163,7 +164,7 @@ func main() {
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
 		Origin: *origin, Policy: policy, Clock: clock.RealClock{},
-		Concurrency: *jobWorkers, CapacitySettle: *capacitySettle, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, KeepFinishedMirrors: *keepFinished,
+		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, KeepFinishedMirrors: *keepFinished,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the Job controller")
