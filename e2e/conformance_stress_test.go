@@ -63,10 +63,14 @@ func runStress(ctx context.Context, t *testing.T, side *conformanceSide, seed ui
 	job.Spec.ManagedBy = side.managedBy
 	job.Spec.Template.Spec.NodeSelector = map[string]string{"jobferry.dev/pool": "general"}
 	rng := rand.New(rand.NewPCG(seed, seed))
-	// Deletions and restarts are spread over the run by progress, not time.
+	// Deletions and restarts are spread over the run by progress, not time;
+	// the last deletion comes with 300 completions to go, so pending pods
+	// remain to delete even when a controller races through the end (with
+	// 150 to go, a fast run once finished before the 20th pending pod was
+	// caught).
 	deleteAt := make([]int32, stressDeletions)
 	for i := range deleteAt {
-		deleteAt[i] = int32(50 + i*(stressCompletions-150)/stressDeletions)
+		deleteAt[i] = int32(50 + i*(stressCompletions-300)/stressDeletions)
 	}
 	restartAt := []int32{stressCompletions * 3 / 10, stressCompletions * 65 / 100}
 
