@@ -332,6 +332,9 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 		return reconcile.Result{RequeueAfter: st.RequeueAfter}, false, err
 	}
 	stop := func(result reconcile.Result, err error) (reconcile.Result, bool, error) { return result, false, err }
+	if st.InSync {
+		r.Registry.takeObserved(key)
+	}
 	switch st.Kind {
 	case stepNone:
 		if s.Job != nil && s.Worker != "" && (isFinished(job) || s.WroteFinished) {

@@ -168,6 +168,11 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
 	}
 
+	// The mirror's creation was seen long before its pods start, and left
+	// nothing to copy: it does not shorten the next change's batch wait.
+	h.r.Registry.mirrorChanged("w1", m)
+	h.reconcile(t)
+	h.clock.Step(10 * time.Second)
 	// The worker starts the pod: the copy waits for the batch period, but
 	// the assumed capacity is released from the mirror's event already.
 	h.report(t, "w1", running)

@@ -151,6 +151,10 @@ type step struct {
 	Down time.Duration
 	// RequeueAfter, when set, is when to look at the Job again.
 	RequeueAfter time.Duration
+	// InSync: the manager Job shows the mirror's status; a change seen
+	// before (the mirror's creation, its spec) left nothing to copy, so it
+	// does not start the wait of the next one (StatusBatchPeriod).
+	InSync bool
 }
 
 // nextStep decides what to do next for one manager Job, from what was read
@@ -200,9 +204,9 @@ func nextStep(s jobState, cfg stepConfig) step {
 		return step{Kind: stepCopyStatus, Status: desired, Final: final}
 	}
 	if mirror.Finished(m.Status) && isFinished(job) && !cfg.KeepFinishedMirrors {
-		return step{Kind: stepDeleteMirror, Mirror: m}
+		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
 	}
-	return step{Kind: stepNone}
+	return step{Kind: stepNone, InSync: true}
 }
 
 // batchWait is how long the copy of a running mirror's change still waits.

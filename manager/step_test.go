@@ -312,9 +312,14 @@ func TestNextStep(t *testing.T) {
 				}
 			}},
 		},
-		"the same status on both sides: nothing to do": {
+		"the same status on both sides: nothing to do, and no change waiting": {
 			state: connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), running)),
 			want:  stepNone,
+			checks: []check{func(t *testing.T, st step) {
+				if !st.InSync {
+					t.Errorf("InSync is false: the change seen would start the next batch wait")
+				}
+			}},
 		},
 		"the final status is copied: the mirror is deleted": {
 			state: connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
