@@ -29,8 +29,8 @@ import (
 
 // workerRecorder watches one namespace on every worker and remembers, per
 // manager Job UID, every mirror seen, each mirror's last status, and the
-// pools its pods were scheduled to — mirrors and pods are deleted once
-// finished, so the record is what the test checks afterwards.
+// pools its pods were scheduled to — mirrors and pods are deleted with their
+// manager Job, so the record is what the test checks afterwards.
 type workerRecorder struct {
 	mu         sync.Mutex
 	mirrors    map[types.UID]map[types.UID]string // origin UID -> mirror UID -> worker
@@ -166,9 +166,10 @@ func TestDispatch200Jobs(t *testing.T) {
 	}
 	jobs := waitAllComplete(ctx, t, d, ns, total, 10*time.Minute)
 	wall := time.Since(start)
-	// Mirrors are deleted after their final status is copied; wait for that,
-	// so the recorder has seen every mirror's last state.
-	waitNoMirrors(ctx, t, d, ns)
+	// Mirrors stay until their manager Job is deleted: delete the Jobs and
+	// wait for the mirrors to go, so the recorder has seen every mirror's
+	// last state and the clean-up is checked.
+	deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	rec.close()
 
 	perWorker := map[string]int{}
@@ -244,6 +245,24 @@ func waitAllComplete(ctx context.Context, t *testing.T, d *dispatchEnv, ns strin
 		t.Fatalf("%d of %d Jobs Complete after %s: %v", done, total, timeout, err)
 	}
 	return jobs
+}
+
+// deleteJobsWaitNoMirrors deletes every manager Job of ns, as their user or
+// their TTL would, and waits for their mirrors (kept while the manager Job
+// exists) to be gone from the workers.
+func deleteJobsWaitNoMirrors(ctx context.Context, t *testing.T, d *dispatchEnv, ns string) {
+	t.Helper()
+	jobs, err := d.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range jobs.Items {
+		err := d.manager.BatchV1().Jobs(ns).Delete(ctx, jobs.Items[i].Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	waitNoMirrors(ctx, t, d, ns)
 }
 
 func waitNoMirrors(ctx context.Context, t *testing.T, d *dispatchEnv, ns string) {
@@ -452,8 +471,8 @@ func TestSameNamedJobOnWorkerIsLeftAlone(t *testing.T) {
 func equalLabels(a, b map[string]string) bool { return cmp.Equal(a, b) }
 
 // The manager Job's own ttlSecondsAfterFinished still works: the manager
-// cluster's TTL controller deletes it once finished, and jobferry's finalizer
-// (released with the mirror) does not hold it.
+// cluster's TTL controller deletes it once finished (jobferry holds no
+// finalizer on it), and its mirror, kept until then, goes with it.
 func TestManagerJobTTLAfterFinished(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
@@ -472,5 +491,6 @@ func TestManagerJobTTLAfterFinished(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the finished manager Job was not deleted by its TTL: %v", err)
 	}
+	waitNoMirrors(ctx, t, d, ns)
 	d.assertNoRejectedStatusWrites(t)
 }

@@ -134,7 +134,7 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 	}
 
 	jobs := waitAllComplete(ctx, t, d, ns, total, 2*time.Minute)
-	waitNoMirrors(ctx, t, d, ns)
+	deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	rec.close()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -249,7 +249,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			d.dispatchTo(ctx, t, job, worker)
 			pollJob(ctx, t, admin, ns, job.Name, time.Minute, "Complete", complete)
 		}
-		waitNoMirrors(ctx, t, d, ns)
+		deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	})
 	t.Run("suspend-and-resume", func(t *testing.T) {
 		ns := optedIn()

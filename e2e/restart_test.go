@@ -41,7 +41,7 @@ func TestManagerKilledRepeatedlyLosesNothing(t *testing.T) {
 	t.Logf("5 kills and restarts done %s after the Jobs were created", time.Since(start).Round(100*time.Millisecond))
 
 	jobs := waitAllComplete(ctx, t, d, ns, total, 5*time.Minute)
-	waitNoMirrors(ctx, t, d, ns)
+	deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	rec.close()
 
 	redispatched, duplicated := 0, 0

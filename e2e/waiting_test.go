@@ -61,7 +61,7 @@ func waitingJobSaysWhy(t *testing.T, d *dispatchEnv, workerName string) {
 		t.Errorf("kubectl get job shows %s for the running Job", got)
 	}
 	done := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
-	waitNoMirrors(ctx, t, d, ns)
+	deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	rec.close()
 	rec.mu.Lock()
 	for mirrorUID := range rec.mirrors[done.UID] {

@@ -100,9 +100,10 @@ type JobReconciler struct {
 	// StatusBatchPeriod is how long changes of a running mirror are
 	// gathered into one status copy; a final status is copied at once.
 	StatusBatchPeriod time.Duration
-	// KeepFinishedMirrors leaves finished mirrors on the workers until their
-	// manager Job is deleted (see stepConfig).
-	KeepFinishedMirrors bool
+	// DeleteFinishedMirrors deletes finished mirrors once their final status
+	// is copied, rather than when their manager Job is deleted (see
+	// stepConfig).
+	DeleteFinishedMirrors bool
 
 	// connections are the manager's connections to its workers: the
 	// Registry's, or fakes in unit tests.
@@ -265,7 +266,7 @@ type stepMemo struct {
 }
 
 func (r *JobReconciler) stepConfig() stepConfig {
-	return stepConfig{Origin: r.Origin, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, KeepFinishedMirrors: r.KeepFinishedMirrors}
+	return stepConfig{Origin: r.Origin, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
 }
 
 // readState reads, from caches, what nextStep decides on: the Job (nil when

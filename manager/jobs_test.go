@@ -194,23 +194,42 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 		t.Errorf("status after the batch period: %+v, want the running status", job.Status)
 	}
 
-	// It completes: the final status is copied at once, then the mirror goes.
+	// It completes: the final status is copied at once; the mirror stays
+	// (with its pods and logs) until the manager Job is deleted.
 	h.report(t, "w1", complete)
 	h.reconcile(t)
 	job = h.job(t)
 	if !mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("status %+v, want Complete", job.Status)
 	}
-	if m := h.mirror(t, "w1"); m != nil {
-		t.Errorf("the finished mirror was not deleted")
+	if m := h.mirror(t, "w1"); m == nil {
+		t.Errorf("the finished mirror was deleted while its manager Job exists")
 	}
 	if h.updates.Load() != 1 || h.statusUpdates.Load() != 2 {
 		t.Errorf("manager writes: %d updates, %d status updates; want 1 and 2", h.updates.Load(), h.statusUpdates.Load())
 	}
 	// Nothing is left to do, and nothing runs again.
 	h.reconcile(t)
-	if m := h.mirror(t, "w1"); m != nil || h.updates.Load() != 1 || h.statusUpdates.Load() != 2 {
+	if m := h.mirror(t, "w1"); m == nil || h.updates.Load() != 1 || h.statusUpdates.Load() != 2 {
 		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.updates.Load(), h.statusUpdates.Load())
+	}
+}
+
+func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.r.DeleteFinishedMirrors = true
+	h.create(t, stepJob())
+	h.reconcile(t)
+	if h.mirror(t, "w1") == nil {
+		t.Fatal("no mirror on w1")
+	}
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	if job := h.job(t); !mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("status %+v, want Complete", job.Status)
+	}
+	if m := h.mirror(t, "w1"); m != nil {
+		t.Errorf("the finished mirror was not deleted once its final status was copied")
 	}
 }
 

@@ -71,11 +71,13 @@ type stepConfig struct {
 	// StatusBatchPeriod: how long a change of a running mirror may wait to
 	// be copied with the ones after it. A final status is copied at once.
 	StatusBatchPeriod time.Duration
-	// KeepFinishedMirrors leaves a finished mirror (and its pods, and their
-	// logs) on the worker until the manager Job is deleted, as a Job
-	// submitted there directly would stay; by default it is deleted once
-	// its final status is copied.
-	KeepFinishedMirrors bool
+	// DeleteFinishedMirrors deletes a finished mirror (and its pods, and
+	// their logs) once its final status is copied. By default it stays on
+	// the worker until the manager Job is deleted (by its user, its
+	// ttlSecondsAfterFinished or its CronJob), as a Job submitted there
+	// directly would stay: the clean-up costs the worker the same writes
+	// either way, and the logs stay readable meanwhile.
+	DeleteFinishedMirrors bool
 }
 
 // stepKind names what a reconcile does next for a manager Job.
@@ -203,7 +205,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 		}
 		return step{Kind: stepCopyStatus, Status: desired, Final: final}
 	}
-	if mirror.Finished(m.Status) && isFinished(job) && !cfg.KeepFinishedMirrors {
+	if mirror.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
 		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
 	}
 	return step{Kind: stepNone, InSync: true}

@@ -321,14 +321,14 @@ func TestNextStep(t *testing.T) {
 				}
 			}},
 		},
-		"the final status is copied: the mirror is deleted": {
+		"the final status is copied: the mirror stays until the Job is deleted": {
 			state: connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
-			want:  stepDeleteMirror,
+			want:  stepNone,
 		},
-		"finished mirrors are kept: nothing to do": {
+		"the final status is copied, finished mirrors are deleted: the mirror is deleted": {
 			state:  connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
-			config: func(c *stepConfig) { c.KeepFinishedMirrors = true },
-			want:   stepNone,
+			config: func(c *stepConfig) { c.DeleteFinishedMirrors = true },
+			want:   stepDeleteMirror,
 		},
 		// The worker is down.
 		"a worker disconnected for less than the timeout: wait, saying so": {

@@ -99,7 +99,7 @@ func readWorkerSide(ctx context.Context, worker kubernetes.Interface, d *descrip
 	case apierrors.IsNotFound(err):
 		d.MirrorNote = "no mirror there"
 		if finishedJob(job) {
-			d.MirrorNote += ": the manager deletes it once the Job has finished and its status is copied"
+			d.MirrorNote += ": the Job has finished, and a manager run with --delete-finished-mirrors deletes its mirror once the status is copied"
 		}
 		return
 	case err != nil:

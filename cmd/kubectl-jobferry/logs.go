@@ -72,7 +72,7 @@ func (l *logsOptions) run(ctx context.Context, o *options, name string) error {
 	if apierrors.IsNotFound(err) || (err == nil && mirror.Labels[v1alpha1.OriginUIDLabel] != string(job.UID)) {
 		note := ""
 		if finishedJob(job) {
-			note = ": it finished, and the manager deletes a finished mirror with its pods"
+			note = ": it finished, and a manager run with --delete-finished-mirrors deletes a finished mirror with its pods"
 		}
 		return fmt.Errorf("job %s/%s has no mirror on worker %s%s", ns, name, workerName, note)
 	}

@@ -60,7 +60,7 @@ func main() {
 		gcInterval       = flag.Duration("gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
 		workerLost       = flag.Duration("worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
 		statusBatch      = flag.Duration("status-batch-period", time.Second, "how long changes of a running mirror are gathered into one status copy to the manager Job (a final status is copied at once)")
-		keepFinished     = flag.Bool("keep-finished-mirrors", false, "leave a finished mirror, its pods and their logs on the worker until the manager Job is deleted (by its user, its ttlSecondsAfterFinished or its CronJob), instead of deleting it once its final status is copied")
+		deleteFinished   = flag.Bool("delete-finished-mirrors", false, "delete a finished mirror, its pods and their logs from the worker once its final status is copied, rather than when the manager Job is deleted (by its user, its ttlSecondsAfterFinished or its CronJob)")
 		capacitySettle   = flag.Duration("capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
 		webhookHost      = flag.String("webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")
 		webhookPort      = flag.Int("webhook-port", 9443, "port of the webhook server; 0 disables the webhooks")
@@ -164,7 +164,7 @@ func main() {
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
 		Origin: *origin, Policy: policy, Clock: clock.RealClock{},
-		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, KeepFinishedMirrors: *keepFinished,
+		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the Job controller")

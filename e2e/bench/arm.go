@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -17,6 +18,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -74,6 +76,9 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 			j.mirrorComplete = at
 		}
 	case submitted:
+		if j.placed.IsZero() && job.Annotations[v1alpha1.WorkerAnnotation] != "" {
+			j.placed = at
+		}
 		if complete && j.complete.IsZero() {
 			j.complete = at
 			o.completed++
@@ -152,18 +157,55 @@ func benchJob(ns, name string) *batchv1.Job {
 // createJobs creates n Jobs named bench-00000... in ns, the i-th through
 // targets[i % len(targets)], from concurrency goroutines, timing each.
 func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, n, concurrency int, o *observer) error {
-	names := make(chan int)
+	return parallel(n, concurrency, func(i int) error {
+		job := benchJob(ns, fmt.Sprintf("bench-%05d", i))
+		o.creating(job.Name, time.Now())
+		if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)
+		}
+		return nil
+	})
+}
+
+// deleteJobs deletes every Job of ns on the targets one by one, as their
+// user or their ttlSecondsAfterFinished would, their pods with them.
+func deleteJobs(ctx context.Context, targets []kubernetes.Interface, ns string, concurrency int) error {
+	type job struct {
+		c    kubernetes.Interface
+		name string
+	}
+	var jobs []job
+	for _, c := range targets {
+		list, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing the Jobs of %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			jobs = append(jobs, job{c, list.Items[i].Name})
+		}
+	}
+	return parallel(len(jobs), concurrency, func(i int) error {
+		err := jobs[i].c.BatchV1().Jobs(ns).Delete(ctx, jobs[i].name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting Job %s/%s: %w", ns, jobs[i].name, err)
+		}
+		return nil
+	})
+}
+
+// parallel calls do for 0..n-1 from concurrency goroutines, stopping at the
+// first error, which it returns.
+func parallel(n, concurrency int, do func(i int) error) error {
+	items := make(chan int)
 	errs := make(chan error, concurrency)
 	var wg sync.WaitGroup
 	for range concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range names {
-				job := benchJob(ns, fmt.Sprintf("bench-%05d", i))
-				o.creating(job.Name, time.Now())
-				if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)
+			for i := range items {
+				if err := do(i); err != nil {
+					errs <- err
 					return
 				}
 			}
@@ -173,12 +215,12 @@ func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, 
 feed:
 	for i := range n {
 		select {
-		case names <- i:
+		case items <- i:
 		case err = <-errs:
 			break feed
 		}
 	}
-	close(names)
+	close(items)
 	wg.Wait()
 	close(errs)
 	if err != nil {

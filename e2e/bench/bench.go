@@ -84,9 +84,15 @@ type Arm struct {
 	ManagerPeakRSS   int64   `json:"managerPeakRSSBytes"`
 	ManagerBaseRSS   int64   `json:"managerBaseRSSBytes"`
 	ManagerRSSPerJob float64 `json:"managerRSSPerJobBytes"`
-	// SettleSeconds: from the last Complete until the arm settled (the
-	// mirrors and their pods deleted from the workers).
+	// SettleSeconds: from the last Complete until the manager had deleted
+	// the finished mirrors and their pods from the workers (jobferry arm of
+	// a manager run with --delete-finished-mirrors; 0 otherwise).
 	SettleSeconds float64 `json:"settleSeconds"`
+	// CleanUpSeconds: from deleting the arm's Jobs (one by one, as their
+	// user or their TTL would: on the workers in the direct arm, on the
+	// manager in the jobferry arm) until no Job or pod of the arm is left
+	// on any worker. Writes and CPU include the clean-up in both arms.
+	CleanUpSeconds float64 `json:"cleanUpSeconds"`
 	// Events per Job in the arm's namespace by "cluster/reason", what the
 	// Events among the writes are.
 	Events map[string]float64 `json:"eventsPerJob"`
@@ -96,6 +102,11 @@ type Arm struct {
 	// profileSeconds, and ProfileTop its hottest functions (jobferry arm).
 	Profile    string `json:"managerCPUProfile,omitempty"`
 	ProfileTop string `json:"-"`
+	// HeapProfile is the manager's live heap once every Job of the arm was
+	// Complete (all tracked, none deleted yet), and HeapTop what allocated
+	// most of it (jobferry arm).
+	HeapProfile string `json:"managerHeapProfile,omitempty"`
+	HeapTop     string `json:"-"`
 }
 
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
@@ -235,35 +246,60 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 		}
 	}
 	what := fmt.Sprintf("direct arm, N=%d", n)
-	return b.measure(ctx, n, ns, what, o, func() error {
+	var cleanUp time.Duration
+	arm, err := b.measure(ctx, n, ns, what, o, func() error {
 		if err := createJobs(ctx, b.workers, ns, n, b.cfg.Concurrency, o); err != nil {
 			return err
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
 		}
+		var err error
+		if cleanUp, err = b.cleanUpArm(ctx, b.workers, ns, n, what); err != nil {
+			return err
+		}
 		return b.waitQuiet(ctx, ns, what)
 	})
+	arm.CleanUpSeconds = cleanUp.Seconds()
+	return arm, err
 }
 
-// keepsFinishedMirrors: the manager runs with --keep-finished-mirrors, so
-// finished mirrors stay on the workers, as Jobs submitted directly do.
-func keepsFinishedMirrors(managerArgs []string) bool {
-	keep := false
+// deletesFinishedMirrors: the manager runs with --delete-finished-mirrors,
+// so finished mirrors go from the workers before their manager Jobs do.
+func deletesFinishedMirrors(managerArgs []string) bool {
+	del := false
 	for _, a := range managerArgs {
 		switch a {
-		case "--keep-finished-mirrors", "--keep-finished-mirrors=true":
-			keep = true
-		case "--keep-finished-mirrors=false":
-			keep = false
+		case "--delete-finished-mirrors", "--delete-finished-mirrors=true":
+			del = true
+		case "--delete-finished-mirrors=false":
+			del = false
 		}
 	}
-	return keep
+	return del
+}
+
+// cleanUpArm deletes the arm's Jobs on targets and waits until no Job or
+// pod of the arm is left on the workers, returning how long that took.
+func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface, ns string, n int, what string) (time.Duration, error) {
+	fmt.Fprintf(b.cfg.Progress, "%s: deleting the Jobs\n", what)
+	start := time.Now()
+	if err := deleteJobs(ctx, targets, ns, b.cfg.Concurrency); err != nil {
+		return 0, err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout(n), true, func(ctx context.Context) (bool, error) {
+		return b.workersEmpty(ctx, ns)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: waiting for the Jobs and their pods to be deleted from the workers: %w", what, err)
+	}
+	return time.Since(start), nil
 }
 
 // jobferry creates n Jobs on the manager and waits for all to complete
-// there, then (unless the manager keeps them) for their mirrors and pods to
-// be gone from the workers.
+// there (and, when the manager deletes finished mirrors, for those to go),
+// then deletes them and waits for their mirrors and pods to be gone from
+// the workers.
 func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	ns := jobferryNamespace(n)
 	optIn, err := dispatchLabels()
@@ -287,7 +323,8 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 		}
 	}
 	what := fmt.Sprintf("jobferry arm, N=%d", n)
-	var settled time.Duration
+	var settled, cleanUp time.Duration
+	var heapProfile, heapTop string
 	metricsBefore, err := scrape(ctx, b.env.MetricsURL)
 	if err != nil {
 		return Arm{}, err
@@ -300,7 +337,11 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
 		}
-		if !keepsFinishedMirrors(b.cfg.ManagerArgs) {
+		var err error
+		if heapProfile, heapTop, err = b.heapProfile(ctx, n); err != nil {
+			return err
+		}
+		if deletesFinishedMirrors(b.cfg.ManagerArgs) {
 			start := time.Now()
 			err := wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
 				return b.workersEmpty(ctx, ns)
@@ -310,12 +351,17 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 			}
 			settled = time.Since(start)
 		}
+		if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, n, what); err != nil {
+			return err
+		}
 		return b.waitQuiet(ctx, ns, what)
 	})
 	if err != nil {
 		return Arm{}, err
 	}
 	arm.SettleSeconds = settled.Seconds()
+	arm.CleanUpSeconds = cleanUp.Seconds()
+	arm.HeapProfile, arm.HeapTop = heapProfile, heapTop
 	metricsAfter, err := scrape(ctx, b.env.MetricsURL)
 	if err != nil {
 		return Arm{}, err

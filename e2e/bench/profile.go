@@ -26,22 +26,7 @@ func (b *bencher) profile(ctx context.Context, n int) func() (path, top string, 
 	}
 	done := make(chan result, 1)
 	go func() {
-		url := b.pprofURL + "/debug/pprof/profile?seconds=" + strconv.Itoa(profileSeconds)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		resp, err := (&http.Client{Timeout: (profileSeconds + 30) * time.Second}).Do(req)
-		if err != nil {
-			done <- result{err: fmt.Errorf("profiling the manager: %w", err)}
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("profiling the manager: %s: %s", resp.Status, data)
-		}
+		data, err := b.fetchPprof(ctx, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
 		done <- result{data: data, err: err}
 	}()
 	return func() (string, string, error) {
@@ -49,17 +34,53 @@ func (b *bencher) profile(ctx context.Context, n int) func() (path, top string, 
 		if r.err != nil {
 			return "", "", r.err
 		}
-		if err := os.MkdirAll(b.cfg.Out, 0o755); err != nil {
-			return "", "", err
-		}
-		path := filepath.Join(b.cfg.Out, fmt.Sprintf("manager-cpu-%d.pprof", n))
-		if err := os.WriteFile(path, r.data, 0o644); err != nil {
-			return "", "", err
-		}
-		top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", b.managerBinary, path).CombinedOutput()
-		if err != nil {
-			return "", "", fmt.Errorf("go tool pprof -top %s: %w\n%s", path, err, top)
-		}
-		return path, string(top), nil
+		return b.savePprof(ctx, fmt.Sprintf("manager-cpu-%d.pprof", n), r.data)
 	}
+}
+
+// heapProfile saves the manager's live heap (after a collection) into the
+// output directory, with the functions that allocated most of it: taken
+// when every Job of the arm is tracked, it shows what the memory per Job is.
+func (b *bencher) heapProfile(ctx context.Context, n int) (path, top string, err error) {
+	data, err := b.fetchPprof(ctx, "heap?gc=1", 30*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	return b.savePprof(ctx, fmt.Sprintf("manager-heap-%d.pprof", n), data, "-sample_index=inuse_space")
+}
+
+// fetchPprof gets one of the manager's /debug/pprof/ endpoints.
+func (b *bencher) fetchPprof(ctx context.Context, endpoint string, timeout time.Duration) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.pprofURL+"/debug/pprof/"+endpoint, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("profiling the manager (%s): %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("profiling the manager (%s): %s: %s", endpoint, resp.Status, data)
+	}
+	return data, err
+}
+
+// savePprof writes a profile into the output directory and returns its path
+// and what `go tool pprof -top` prints of it.
+func (b *bencher) savePprof(ctx context.Context, name string, data []byte, pprofArgs ...string) (string, string, error) {
+	if err := os.MkdirAll(b.cfg.Out, 0o755); err != nil {
+		return "", "", err
+	}
+	path := filepath.Join(b.cfg.Out, name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", "", err
+	}
+	args := append(append([]string{"tool", "pprof", "-top", "-nodecount=25"}, pprofArgs...), b.managerBinary, path)
+	top, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("go %v: %w\n%s", args, err, top)
+	}
+	return path, string(top), nil
 }

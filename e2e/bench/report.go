@@ -82,7 +82,7 @@ func Markdown(res *Result) string {
 	if res.ManagerCPUs != "" {
 		split = fmt.Sprintf("manager cluster on CPU %s, workers on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
 	}
-	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches.", res.Workers, res.HostCPUs, split)
+	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches. Once all are Complete each arm deletes its Jobs one by one, as their user or their TTL would (the direct arm on the workers, the jobferry arm on the manager), and writes and CPU include that clean-up.", res.Workers, res.HostCPUs, split)
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
@@ -95,13 +95,22 @@ func Markdown(res *Result) string {
 			d.CreateToComplete.P50, d.CreateToComplete.P99, j.CreateToComplete.P50, j.CreateToComplete.P99,
 			fourPercentiles(j.DispatchOverhead), fourPercentiles(j.StatusCopyLag))
 	}
-	b.WriteString("\n| N | writes/Job manager (jobferry) | writes/Job workers (direct) | writes/Job workers (jobferry) | added on workers | manager CPU-s/Job | manager peak RSS | RSS/Job | mirror clean-up after last Complete |\n")
+	b.WriteString("\nThe dispatch overhead in two parts: waiting on the manager for a worker with room (created → the manager Job shows its worker), and the pipeline after placement (→ mirror seen on the worker):\n\n")
+	b.WriteString("| N | waiting for room p50 / p95 / p99 / max | placed → mirror seen p50 / p95 / p99 / max |\n|---|---|---|\n")
+	for _, r := range res.Runs {
+		fmt.Fprintf(&b, "| %d | %s | %s |\n", r.N, fourPercentiles(r.Jobferry.PlacementWait), fourPercentiles(r.Jobferry.MirrorAfterPlacement))
+	}
+	b.WriteString("\n| N | writes/Job manager (jobferry) | writes/Job workers (direct) | writes/Job workers (jobferry) | added on workers | manager CPU-s/Job | manager peak RSS | RSS/Job | clean-up: every Job deleted → workers empty (direct / jobferry) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
 		dw, jw := workersTotal(r.Direct), workersTotal(r.Jobferry)
-		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %+.2f | %.4f | %.0f MiB | %.1f KiB | %.1f s |\n", r.N,
+		cleanUp := fmt.Sprintf("%.1f s / %.1f s", r.Direct.CleanUpSeconds, r.Jobferry.CleanUpSeconds)
+		if r.Jobferry.SettleSeconds > 0 {
+			cleanUp += fmt.Sprintf(" (finished mirrors deleted %.1f s after the last Complete)", r.Jobferry.SettleSeconds)
+		}
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %+.2f | %.4f | %.0f MiB | %.1f KiB | %s |\n", r.N,
 			r.Jobferry.WritesTotal["manager"], dw, jw, jw-dw, r.Jobferry.CPU["manager/jobferry-manager"],
-			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), r.Jobferry.ManagerRSSPerJob/1024, r.Jobferry.SettleSeconds)
+			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), r.Jobferry.ManagerRSSPerJob/1024, cleanUp)
 	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
@@ -120,6 +129,9 @@ func Markdown(res *Result) string {
 		}
 		if r.Jobferry.ProfileTop != "" {
 			fmt.Fprintf(&b, "\nThe manager's CPU profile, first %d s of the jobferry arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(r.Jobferry.Profile), r.Jobferry.ProfileTop)
+		}
+		if r.Jobferry.HeapTop != "" {
+			fmt.Fprintf(&b, "\nThe manager's live heap once all %d Jobs were Complete (`%s`, in-use space):\n\n```\n%s```\n", r.N, filepath.Base(r.Jobferry.HeapProfile), r.Jobferry.HeapTop)
 		}
 		b.WriteString("\nCPU seconds per Job by process (workers summed):\n\n| process | direct | jobferry |\n|---|---|---|\n")
 		for _, row := range cpuRows(r) {

@@ -36,6 +36,9 @@ func percentiles(values []time.Duration) Percentiles {
 // jobTimes is what the watches saw of one Job. Zero times were not seen.
 type jobTimes struct {
 	created time.Time
+	// placed: the manager Job first showed the worker it was placed on
+	// (jobferry arm).
+	placed time.Time
 	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry arm).
 	mirrorSeen time.Time
 	// mirrorComplete: the mirror's Complete condition appeared there.
@@ -52,6 +55,11 @@ type timings struct {
 	// DispatchOverhead: created on the manager until the mirror is seen on
 	// its worker.
 	DispatchOverhead Percentiles `json:"dispatchOverhead"`
+	// PlacementWait and MirrorAfterPlacement split the dispatch overhead:
+	// created until the manager Job shows its worker (the wait for a worker
+	// with room), then until the mirror is seen there (the pipeline).
+	PlacementWait        Percentiles `json:"placementWait"`
+	MirrorAfterPlacement Percentiles `json:"mirrorAfterPlacement"`
 	// StatusCopyLag: the mirror's Complete seen until the manager Job's.
 	StatusCopyLag Percentiles `json:"statusCopyLag"`
 	// Throughput is Jobs completed per second, from the first create to the
@@ -68,7 +76,7 @@ type timings struct {
 // Jobs seen created and Complete count.
 func summarise(jobs map[string]*jobTimes) timings {
 	var first, last time.Time
-	var toComplete, overhead, lag []time.Duration
+	var toComplete, overhead, placementWait, afterPlacement, lag []time.Duration
 	for _, j := range jobs {
 		if j.created.IsZero() {
 			continue
@@ -78,6 +86,12 @@ func summarise(jobs map[string]*jobTimes) timings {
 		}
 		if !j.mirrorSeen.IsZero() {
 			overhead = append(overhead, nonNegative(j.mirrorSeen.Sub(j.created)))
+		}
+		if !j.placed.IsZero() {
+			placementWait = append(placementWait, nonNegative(j.placed.Sub(j.created)))
+			if !j.mirrorSeen.IsZero() {
+				afterPlacement = append(afterPlacement, nonNegative(j.mirrorSeen.Sub(j.placed)))
+			}
 		}
 		if j.complete.IsZero() {
 			continue
@@ -90,7 +104,10 @@ func summarise(jobs map[string]*jobTimes) timings {
 			lag = append(lag, nonNegative(j.complete.Sub(j.mirrorComplete)))
 		}
 	}
-	t := timings{CreateToComplete: percentiles(toComplete), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag)}
+	t := timings{
+		CreateToComplete: percentiles(toComplete), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag),
+		PlacementWait: percentiles(placementWait), MirrorAfterPlacement: percentiles(afterPlacement),
+	}
 	if len(toComplete) == 0 {
 		return t
 	}

@@ -35,8 +35,8 @@ func TestSummariseTimesEachStage(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	jobs := map[string]*jobTimes{
-		"a": {created: at(0), mirrorSeen: at(0.5), mirrorComplete: at(2), complete: at(2.25)},
-		"b": {created: at(1), mirrorSeen: at(2), mirrorComplete: at(4), complete: at(5)},
+		"a": {created: at(0), placed: at(0.25), mirrorSeen: at(0.5), mirrorComplete: at(2), complete: at(2.25)},
+		"b": {created: at(1), placed: at(1.5), mirrorSeen: at(2), mirrorComplete: at(4), complete: at(5)},
 		// Still running: counts for dispatch overhead only.
 		"c": {created: at(2), mirrorSeen: at(3)},
 		// Seen by a watch but never created by the bench: ignored.
@@ -51,6 +51,12 @@ func TestSummariseTimesEachStage(t *testing.T) {
 	}
 	if got.DispatchOverhead.Count != 3 || got.DispatchOverhead.Max != 1 || got.DispatchOverhead.P50 != 1 {
 		t.Errorf("dispatch overhead %+v, want 3 Jobs (0.5, 1, 1 s)", got.DispatchOverhead)
+	}
+	if got.PlacementWait.Count != 2 || got.PlacementWait.P50 != 0.25 || got.PlacementWait.Max != 0.5 {
+		t.Errorf("waiting for room %+v, want 0.25 s and 0.5 s", got.PlacementWait)
+	}
+	if got.MirrorAfterPlacement.Count != 2 || got.MirrorAfterPlacement.P50 != 0.25 || got.MirrorAfterPlacement.Max != 0.5 {
+		t.Errorf("placed → mirror seen %+v, want 0.25 s and 0.5 s", got.MirrorAfterPlacement)
 	}
 	if got.StatusCopyLag.Count != 2 || got.StatusCopyLag.P50 != 0.25 || got.StatusCopyLag.Max != 1 {
 		t.Errorf("status-copy lag %+v, want 0.25 s and 1 s", got.StatusCopyLag)
