@@ -107,6 +107,11 @@ type Arm struct {
 	// most of it (jobferry arm).
 	HeapProfile string `json:"managerHeapProfile,omitempty"`
 	HeapTop     string `json:"-"`
+	// ManagerLiveHeapPerJob is the growth of the manager's live heap (after
+	// a collection) from before the arm to when HeapProfile was taken, over
+	// N, in bytes: what tracking a Job takes without the collector's
+	// headroom, which the RSS includes (jobferry arm).
+	ManagerLiveHeapPerJob float64 `json:"managerLiveHeapPerJobBytes,omitempty"`
 }
 
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
@@ -325,6 +330,11 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	what := fmt.Sprintf("jobferry arm, N=%d", n)
 	var settled, cleanUp time.Duration
 	var heapProfile, heapTop string
+	var heapAfter int64
+	heapBefore, err := b.liveHeapBytes(ctx)
+	if err != nil {
+		return Arm{}, err
+	}
 	metricsBefore, err := scrape(ctx, b.env.MetricsURL)
 	if err != nil {
 		return Arm{}, err
@@ -338,6 +348,9 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 			return err
 		}
 		var err error
+		if heapAfter, err = b.liveHeapBytes(ctx); err != nil {
+			return err
+		}
 		if heapProfile, heapTop, err = b.heapProfile(ctx, n); err != nil {
 			return err
 		}
@@ -362,6 +375,7 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	arm.SettleSeconds = settled.Seconds()
 	arm.CleanUpSeconds = cleanUp.Seconds()
 	arm.HeapProfile, arm.HeapTop = heapProfile, heapTop
+	arm.ManagerLiveHeapPerJob = float64(heapAfter-heapBefore) / float64(n)
 	metricsAfter, err := scrape(ctx, b.env.MetricsURL)
 	if err != nil {
 		return Arm{}, err

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,27 @@ func (b *bencher) heapProfile(ctx context.Context, n int) (path, top string, err
 		return "", "", err
 	}
 	return b.savePprof(ctx, fmt.Sprintf("manager-heap-%d.pprof", n), data, "-sample_index=inuse_space")
+}
+
+// liveHeapBytes is the manager's heap in use right after a garbage
+// collection (runtime.MemStats HeapAlloc, as /debug/pprof/heap?debug=1
+// prints it): what its objects take, without the collector's headroom.
+func (b *bencher) liveHeapBytes(ctx context.Context) (int64, error) {
+	data, err := b.fetchPprof(ctx, "heap?gc=1&debug=1", 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	return heapAlloc(data)
+}
+
+// heapAlloc reads "# HeapAlloc = N" from a debug=1 heap profile.
+func heapAlloc(profile []byte) (int64, error) {
+	for _, line := range strings.Split(string(profile), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no HeapAlloc in the manager's heap profile")
 }
 
 // fetchPprof gets one of the manager's /debug/pprof/ endpoints.

@@ -131,7 +131,8 @@ func Markdown(res *Result) string {
 			fmt.Fprintf(&b, "\nThe manager's CPU profile, first %d s of the jobferry arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(r.Jobferry.Profile), r.Jobferry.ProfileTop)
 		}
 		if r.Jobferry.HeapTop != "" {
-			fmt.Fprintf(&b, "\nThe manager's live heap once all %d Jobs were Complete (`%s`, in-use space):\n\n```\n%s```\n", r.N, filepath.Base(r.Jobferry.HeapProfile), r.Jobferry.HeapTop)
+			fmt.Fprintf(&b, "\nThe manager's live heap once all %d Jobs were Complete grew by %.1f KiB per Job (HeapAlloc after a collection; the RSS adds the collector's headroom). What holds it (`%s`, in-use space):\n\n```\n%s```\n",
+				r.N, r.Jobferry.ManagerLiveHeapPerJob/1024, filepath.Base(r.Jobferry.HeapProfile), r.Jobferry.HeapTop)
 		}
 		b.WriteString("\nCPU seconds per Job by process (workers summed):\n\n| process | direct | jobferry |\n|---|---|---|\n")
 		for _, row := range cpuRows(r) {

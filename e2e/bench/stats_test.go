@@ -200,3 +200,13 @@ controller_runtime_reconcile_total{controller="workercluster",result="success"} 
 		t.Errorf("queue wait p50 %v, p99 %v; want 0.1 (rank 50 ends the first bucket) and 1 (the +Inf bucket's lower bound)", got.WaitP50, got.WaitP99)
 	}
 }
+
+func TestHeapAllocFromADebugHeapProfile(t *testing.T) {
+	profile := []byte("heap profile: 1: 2 [3: 4] @ heap/1048576\n1: 2 [3: 4] @ 0x1\n\n# runtime.MemStats\n# Alloc = 17\n# TotalAlloc = 99\n# HeapAlloc = 123456\n# HeapSys = 200000\n")
+	if got, err := heapAlloc(profile); err != nil || got != 123456 {
+		t.Errorf("heapAlloc = %d, %v; want 123456", got, err)
+	}
+	if _, err := heapAlloc([]byte("# Alloc = 17\n")); err == nil {
+		t.Error("a profile without HeapAlloc gave no error")
+	}
+}
