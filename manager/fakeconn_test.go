@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -33,6 +34,7 @@ type fakeConn struct {
 	limited []string
 	missing []right
 	pools   []v1alpha1.NodePool
+	deleted *deletedMirrors
 }
 
 // newFakeConn is a connected worker with one idle pool of 8 CPUs.
@@ -46,7 +48,7 @@ func newFakeConn(origin string, objs ...client.Object) *fakeConn {
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
 	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	return &fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}}
+	return &fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, deleted: newDeletedMirrors(clock.RealClock{})}
 }
 
 func (f *fakeConn) connected() bool             { return !f.down }
@@ -57,6 +59,8 @@ func (f *fakeConn) mayUse(ns string) bool {
 func (f *fakeConn) mayCreateNamespaces() bool { return true }
 func (f *fakeConn) missingRights() []right    { return f.missing }
 func (f *fakeConn) client() client.Client     { return f.c }
+
+func (f *fakeConn) deletedMirrors() *deletedMirrors { return f.deleted }
 
 func (f *fakeConn) capacity(context.Context) *v1alpha1.ClusterCapacityStatus {
 	return &v1alpha1.ClusterCapacityStatus{Pools: f.pools}

@@ -90,8 +90,12 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		if job := live[origin]; job != nil && attemptOf(m) >= attemptOf(job) {
 			continue
 		}
-		if err := deleteMirror(ctx, rem, worker, m); err != nil {
+		deleted, err := deleteMirror(ctx, rem, worker, m)
+		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
+			continue
+		}
+		if !deleted {
 			continue
 		}
 		orphansDeleted.WithLabelValues(worker).Inc()

@@ -820,7 +820,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) {
 			continue
 		}
-		if err := deleteMirror(ctx, rem, worker, m); err != nil {
+		if _, err := deleteMirror(ctx, rem, worker, m); err != nil {
 			return err
 		}
 		r.Registry.jobsChanged(worker)
@@ -845,23 +845,14 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) e
 	return nil
 }
 
-// deleteMirror deletes exactly this mirror (UID precondition) and, through
-// background propagation, its pods.
-func deleteMirror(ctx context.Context, rem workerConn, worker string, m *batchv1.Job) error {
-	err := rem.client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, worker, err)
-	}
-	return nil
-}
-
 // deleteMirror deletes the mirror m on worker.
 func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batchv1.Job) error {
 	rem := r.conn(worker)
 	if rem == nil {
 		return fmt.Errorf("deleting mirror %s/%s: no connection to %s", m.Namespace, m.Name, worker)
 	}
-	return deleteMirror(ctx, rem, worker, m)
+	_, err := deleteMirror(ctx, rem, worker, m)
+	return err
 }
 
 // conn is the connection to worker, nil when there is none.

@@ -60,6 +60,8 @@ type remote struct {
 
 	// created holds the namespaces jobferry created or found on the worker.
 	created sync.Map
+	// deleted are the mirrors the manager deleted there lately.
+	deleted *deletedMirrors
 	// namespaceLabels caches, per namespace name, what a GET of it returned
 	// (its Pod Security labels matter to placement) for namespaceTTL.
 	namespaceLabels sync.Map // name -> namespaceEntry
@@ -102,6 +104,8 @@ type workerConn interface {
 	uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	ensureNamespace(ctx context.Context, name string, labels map[string]string) error
 	client() client.Client
+	// deletedMirrors are the mirrors this manager deleted there lately.
+	deletedMirrors() *deletedMirrors
 }
 
 // connections finds the connection to a worker by name.
@@ -112,6 +116,8 @@ type connections interface {
 }
 
 func (r *remote) allowedNamespaces() []string { return r.namespaces }
+
+func (r *remote) deletedMirrors() *deletedMirrors { return r.deleted }
 
 func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
@@ -140,7 +146,7 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk}
+	r := &remote{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: newDeletedMirrors(clk)}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
