@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -136,7 +137,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("job").
 		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			job, ok := obj.(*batchv1.Job)
@@ -145,7 +146,11 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
-		Complete(r)
+		Complete(r); err != nil {
+		return err
+	}
+	// Like the controller, the wake-up runs on the leader only.
+	return mgr.Add(manager.RunnableFunc(r.wakeLoop))
 }
 
 // init completes the reconciler: its memories, and the Registry's
@@ -437,6 +442,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	}
 	// Worker namespaces are read now, not under the placement lock.
 	r.Registry.readNamespaces(ctx, job.Namespace)
+	// A wake-up that starts from here on may not see this Job waiting yet.
+	pass := r.Registry.waiting.pass()
 	decision, invalid, err := r.decide(ctx, asUserWroteIt(job), ns)
 	if err != nil {
 		return false, reconcile.Result{}, err
@@ -447,7 +454,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	}
 	if !decision.Placed() {
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
-		// Capacity and worker changes retry sooner; this is a safety net.
+		// It waits in the room, woken when capacity or a worker change
+		// gives it room; the requeue is a safety net.
+		if missed := r.Registry.waiting.add(asUserWroteIt(job), pass); missed {
+			r.Registry.wakeWaiting()
+		}
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
 		// The condition says the gist (no free amounts, which change with
 		// every capacity summary); the Event, with the figures, goes with a
@@ -479,6 +490,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		return false, result, err
 	}
 	*job = *updated
+	r.Registry.waiting.remove(client.ObjectKeyFromObject(job))
 	memo.placement = decision.Summary()
 	r.Registry.jobsChanged(decision.Worker)
 	return true, reconcile.Result{}, nil
@@ -803,6 +815,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	r.refusals.forget(key)
 	r.finished.Delete(key)
 	r.created.Delete(key)
+	r.Registry.waiting.remove(key)
 	if job == nil {
 		r.assume.forgetJob(key)
 	}

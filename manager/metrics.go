@@ -49,6 +49,10 @@ var (
 		Name: "jobferry_workercluster_credential_expiry_timestamp_seconds",
 		Help: "When the token in a worker's kubeconfig Secret expires (Unix time); absent for credentials without expiry.",
 	}, []string{"worker"})
+	jobsWoken = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "jobferry_waiting_jobs_woken_total",
+		Help: "Manager Jobs that waited for room and were woken to be placed again, because a capacity or worker change made room for them.",
+	})
 	credentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_workercluster_credential_renewals_total",
 		Help: "Renewals of worker tokens by the manager, by worker and result (renewed, failed).",
@@ -56,7 +60,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted, credentialExpiry, credentialRenewals)
+	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted, credentialExpiry, credentialRenewals, jobsWoken)
 }
 
 // jobsCollector serves jobferry_jobs{worker,phase} from the manager's Job

@@ -83,6 +83,10 @@ type Registry struct {
 	// assume holds what placed Jobs request until the workers' summaries
 	// show it: placement adds, mirrors running and summaries end it.
 	assume *assumeCache
+	// waiting holds the Jobs no worker had room for; wakeSignal asks the
+	// Job controller to wake those that fit now (waiting.go).
+	waiting    *waitingRoom
+	wakeSignal chan struct{}
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
@@ -105,6 +109,9 @@ const rightsRetry = 3 * time.Second
 func NewRegistry(r *Registry) *Registry {
 	r.remotes = map[string]*remote{}
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.waiting = newWaitingRoom()
+	// One pending signal is enough: a wake-up reads everything afresh.
+	r.wakeSignal = make(chan struct{}, 1)
 	r.jobEvents = make(chan event.GenericEvent, 4096)
 	r.mirrorEvents = make(chan event.GenericEvent, 4096)
 	r.workerEvents = make(chan event.GenericEvent, 64)
@@ -233,6 +240,10 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			go r.onConnected(wc.Name)
 		}
 	}
+	// A change of the worker (uncordoned, relabelled, its rights or
+	// connection back) may give waiting Jobs room; so may time, as this
+	// runs with every health probe.
+	r.wakeWaiting()
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
@@ -489,7 +500,16 @@ func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
 
 func (r *Registry) capacityChanged(worker string) {
 	r.assume.capacitySeen(worker)
-	r.enqueuePlaced(context.Background(), unplacedKey)
+	r.wakeWaiting()
+}
+
+// wakeWaiting asks for a wake-up of the Jobs waiting for room; signals
+// sent before it runs are one.
+func (r *Registry) wakeWaiting() {
+	select {
+	case r.wakeSignal <- struct{}{}:
+	default:
+	}
 }
 
 // observedAt is when the oldest change of the mirror ns/name not copied yet
