@@ -54,7 +54,35 @@ type Decision struct {
 	// Gists is Rejected without the figures that change with every
 	// capacity summary (free amounts): the same gist means the same reasons.
 	Gists map[string]string
+	// Codes says, per worker rejected, why in one of the Reason* words,
+	// for metrics.
+	Codes map[string]string
 }
+
+// Why a worker is rejected, as Decision.Codes says it (a metric label).
+const (
+	ReasonNotConnected       = "not_connected"
+	ReasonCordoned           = "cordoned"
+	ReasonNamespaceNotUsable = "namespace_not_usable"
+	ReasonUnavailable        = "unavailable"
+	ReasonClusterSelector    = "cluster_selector"
+	ReasonNoCapacitySummary  = "no_capacity_summary"
+	ReasonInvalidDirectives  = "invalid_directives"
+	ReasonNoPools            = "no_pools"
+	// ReasonNoPoolAccepts: no pool's labels and taints accept the pods.
+	ReasonNoPoolAccepts = "no_pool_accepts"
+	// ReasonInsufficientCapacity: a pool accepts the pods, but none has room.
+	ReasonInsufficientCapacity = "insufficient_capacity"
+)
+
+// RejectionReasons lists every Decision.Codes value.
+var RejectionReasons = []string{
+	ReasonNotConnected, ReasonCordoned, ReasonNamespaceNotUsable, ReasonUnavailable, ReasonClusterSelector,
+	ReasonNoCapacitySummary, ReasonInvalidDirectives, ReasonNoPools, ReasonNoPoolAccepts, ReasonInsufficientCapacity,
+}
+
+// NoWorkerFits starts the Summary and Gist of a Decision that placed nothing.
+const NoWorkerFits = "no worker fits"
 
 // Placed reports whether a worker was chosen.
 func (d Decision) Placed() bool { return d.Worker != "" }
@@ -76,7 +104,7 @@ func (d Decision) explain(rejected map[string]string) string {
 	if d.Placed() {
 		fmt.Fprintf(&b, "placed on %s: %s", d.Worker, d.Message)
 	} else {
-		b.WriteString("no worker fits")
+		b.WriteString(NoWorkerFits)
 	}
 	names := make([]string, 0, len(rejected))
 	for name := range rejected {
@@ -112,16 +140,17 @@ func Place(job *batchv1.Job, workers []Worker) (Decision, error) {
 			return Decision{}, fmt.Errorf("annotation %s: %w", v1alpha1.ClusterSelectorAnnotation, err)
 		}
 	}
-	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}, Gists: map[string]string{}}
+	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}, Gists: map[string]string{}, Codes: map[string]string{}}
 	type candidate struct {
 		worker, pool string
 		score        float64
 	}
 	var fits []candidate
 	for _, w := range sortedByName(workers) {
-		pool, score, why, gist := evaluate(job, w, selector, decision.Request)
-		if why != "" {
+		pool, score, r := evaluate(job, w, selector, decision.Request)
+		if why, gist := r.why, r.gist; why != "" {
 			decision.Rejected[w.Name] = why
+			decision.Codes[w.Name] = r.code
 			if gist != why {
 				decision.Gists[w.Name] = gist
 			}
@@ -155,29 +184,36 @@ func sortedByName(workers []Worker) []Worker {
 	return out
 }
 
+// rejection says why a worker cannot take a Job: in full, without the
+// free amounts (gist), and as a reason code.
+type rejection struct {
+	why, gist, code string
+}
+
 // evaluate returns the best pool of w for the Job and its score, or why w
-// cannot take the Job, and that without the free amounts (gist).
-func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) (pool string, score float64, why, gist string) {
-	reject := func(why string) (string, float64, string, string) { return "", 0, why, why }
+// cannot take the Job.
+func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) (pool string, score float64, r rejection) {
+	reject := func(code, why string) (string, float64, rejection) { return "", 0, rejection{why, why, code} }
 	switch {
 	case !w.Connected:
-		return reject("not connected")
+		return reject(ReasonNotConnected, "not connected")
 	case w.Cordoned:
-		return reject("cordoned")
+		return reject(ReasonCordoned, "cordoned")
 	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
-		return reject(fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace))
+		return reject(ReasonNamespaceNotUsable, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace))
 	case w.Unavailable != "":
-		return reject(w.Unavailable)
+		return reject(ReasonUnavailable, w.Unavailable)
 	case !selector.Matches(labels.Set(w.Labels)):
-		return reject(fmt.Sprintf("labels do not match cluster selector %q", selector.String()))
+		return reject(ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String()))
 	case w.Pools == nil:
-		return reject("no capacity summary from the worker yet")
+		return reject(ReasonNoCapacitySummary, "no capacity summary from the worker yet")
 	}
 	template, err := MergeDirectives(job.Spec.Template, w.Directives)
 	if err != nil {
-		return reject(err.Error())
+		return reject(ReasonInvalidDirectives, err.Error())
 	}
 	var reasons, gists []string
+	code := ReasonNoPoolAccepts
 	score = -1
 	for _, p := range w.Pools {
 		free := subtract(p.Free, w.Assumed[p.Name])
@@ -189,6 +225,7 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 		if name, why := lacks(free, request); why != "" {
 			reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
 			gists = append(gists, fmt.Sprintf("pool %s: not enough %s free", p.Name, name))
+			code = ReasonInsufficientCapacity
 			continue
 		}
 		if s := freeShareAfter(free, p.Allocatable, request); s > score {
@@ -197,11 +234,11 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 	}
 	if pool == "" {
 		if len(reasons) == 0 {
-			return reject("no node pools")
+			return reject(ReasonNoPools, "no node pools")
 		}
-		return "", 0, strings.Join(reasons, "; "), strings.Join(gists, "; ")
+		return "", 0, rejection{strings.Join(reasons, "; "), strings.Join(gists, "; "), code}
 	}
-	return pool, score, "", ""
+	return pool, score, rejection{}
 }
 
 // poolRejects says why the pool's nodes would not accept the pod, or "".

@@ -70,6 +70,8 @@ func TestPlace(t *testing.T) {
 		workers  []Worker
 		want     string // "worker/pool", or "" when nothing fits
 		rejected map[string]string
+		// codes are the reason codes of the workers rejected.
+		codes map[string]string
 	}{
 		"the freer worker wins": {
 			job: job("1", 1),
@@ -99,6 +101,7 @@ func TestPlace(t *testing.T) {
 			job:      job("3", 4),
 			workers:  []Worker{worker("a", pool("general", idle, idle))},
 			rejected: map[string]string{"a": "pool general: needs 12 cpu, 10 free"},
+			codes:    map[string]string{"a": ReasonInsufficientCapacity},
 		},
 		"completions below parallelism bound the pods": {
 			job:     job("3", 4, func(j *batchv1.Job) { j.Spec.Completions = ptr.To[int32](3) }),
@@ -111,11 +114,13 @@ func TestPlace(t *testing.T) {
 			}),
 			workers:  []Worker{worker("a", pool("general", idle, idle))},
 			rejected: map[string]string{"a": "pool general: needs 1 example.com/gpu, 0 free"},
+			codes:    map[string]string{"a": ReasonInsufficientCapacity},
 		},
 		"an untolerated taint rejects the pool": {
 			job:      job("1", 1, selectPool("gpu")),
 			workers:  []Worker{worker("a", pool("gpu", idle, idle, tainted))},
 			rejected: map[string]string{"a": "pool gpu: untolerated taint gpu=true:NoSchedule"},
+			codes:    map[string]string{"a": ReasonNoPoolAccepts},
 		},
 		"the Job's toleration admits the tainted pool": {
 			job:     job("1", 1, selectPool("gpu"), tolerateGPU),
@@ -137,6 +142,7 @@ func TestPlace(t *testing.T) {
 				Directives: v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{v1alpha1.DefaultPoolLabel: "general"}},
 			}},
 			rejected: map[string]string{"a": "nodeSelector jobferry.dev/pool=gpu conflicts with the worker's jobferry.dev/pool=general"},
+			codes:    map[string]string{"a": ReasonInvalidDirectives},
 		},
 		"required node affinity must match the pool labels": {
 			job: job("1", 1, func(j *batchv1.Job) {
@@ -151,6 +157,7 @@ func TestPlace(t *testing.T) {
 			rejected: map[string]string{
 				"a": "pool general: labels do not match the nodeSelector or required node affinity",
 			},
+			codes: map[string]string{"a": ReasonNoPoolAccepts},
 		},
 		"disconnected, cordoned, unavailable and unsummarised workers": {
 			job: job("1", 1),
@@ -166,6 +173,7 @@ func TestPlace(t *testing.T) {
 				"c": "a Job ns/j not created by jobferry exists there",
 				"d": "no capacity summary from the worker yet",
 			},
+			codes: map[string]string{"a": ReasonNotConnected, "b": ReasonCordoned, "c": ReasonUnavailable, "d": ReasonNoCapacitySummary},
 		},
 		"a worker limited to some namespaces takes Jobs from those only": {
 			job: job("1", 1, func(j *batchv1.Job) { j.Namespace = "team-a" }),
@@ -175,6 +183,7 @@ func TestPlace(t *testing.T) {
 			},
 			want:     "b/general",
 			rejected: map[string]string{"a": "the manager may use only namespaces team-b, team-c there (spec.namespaces), not team-a"},
+			codes:    map[string]string{"a": ReasonNamespaceNotUsable},
 		},
 		"cluster selector on worker labels": {
 			job: job("1", 1, func(j *batchv1.Job) {
@@ -186,6 +195,7 @@ func TestPlace(t *testing.T) {
 			},
 			want:     "eu/general",
 			rejected: map[string]string{"us": `labels do not match cluster selector "region in (eu)"`},
+			codes:    map[string]string{"us": ReasonClusterSelector},
 		},
 	}
 	for name, tc := range cases {
@@ -207,6 +217,13 @@ func TestPlace(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, d.Rejected); diff != "" {
 				t.Errorf("rejections (-want +got):\n%s", diff)
+			}
+			codes := tc.codes
+			if codes == nil {
+				codes = map[string]string{}
+			}
+			if diff := cmp.Diff(codes, d.Codes); diff != "" {
+				t.Errorf("reason codes (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"slices"
 	"strings"
 	"sync"
@@ -219,7 +220,63 @@ func TestDispatch200Jobs(t *testing.T) {
 	t.Logf("200 Jobs complete on the manager in %s (%.1f Jobs/s); general Jobs per worker %v", wall.Round(100*time.Millisecond), float64(total)/wall.Seconds(), perWorker)
 	t.Logf("jobferry_dispatch_duration_seconds p50 %.3fs p99 %.3fs; jobferry_status_sync_lag_seconds p50 %.3fs p99 %.3fs",
 		histogramQuantile(0.5, dispatch), histogramQuantile(0.99, dispatch), histogramQuantile(0.5, lag), histogramQuantile(0.99, lag))
+	assertDispatchMetrics(t, metrics, total)
 	d.assertNoRejectedStatusWrites(t)
+}
+
+// assertDispatchMetrics checks, on the manager's real metrics after a run
+// on two connected workers, the metrics that describe the workers.
+func assertDispatchMetrics(t *testing.T, metrics map[string]*dto.MetricFamily, mirrors int) {
+	t.Helper()
+	value := func(name string, labels map[string]string) (float64, bool) {
+		f, ok := metrics[name]
+		if !ok {
+			return 0, false
+		}
+	series:
+		for _, m := range f.Metric {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	for _, w := range []string{"worker-1", "worker-2"} {
+		if v, ok := value("jobferry_workercluster_connected", map[string]string{"worker": w}); !ok || v != 1 {
+			t.Errorf("jobferry_workercluster_connected{worker=%q} = %v (present %v), want 1", w, v, ok)
+		}
+		if v, ok := value("jobferry_workercluster_pool_allocatable", map[string]string{"worker": w, "pool": "general", "resource": "pods"}); !ok || v <= 0 {
+			t.Errorf("jobferry_workercluster_pool_allocatable{worker=%q,pool=general,resource=pods} = %v (present %v), want > 0", w, v, ok)
+		}
+	}
+	created := 0.0
+	for _, w := range []string{"worker-1", "worker-2"} {
+		v, _ := value("jobferry_workercluster_requests_total", map[string]string{"worker": w, "verb": "POST", "code": "201"})
+		created += v
+	}
+	if created < float64(mirrors) {
+		t.Errorf("jobferry_workercluster_requests_total counts %v POSTs answered 201 on the workers, want at least the %d mirrors created", created, mirrors)
+	}
+	if v, ok := value("jobferry_build_info", map[string]string{"component": "manager"}); !ok || v != 1 {
+		t.Errorf("jobferry_build_info{component=manager} = %v (present %v), want 1", v, ok)
+	}
+	for _, reason := range []string{"no_worker_fits", "worker_lost", "user_suspended"} {
+		if v, ok := value("jobferry_jobs_waiting", map[string]string{"reason": reason}); !ok || v != 0 {
+			t.Errorf("jobferry_jobs_waiting{reason=%q} = %v (present %v) once every Job is Complete, want 0", reason, v, ok)
+		}
+	}
 }
 
 // waitAllComplete waits until the namespace holds total Jobs on the manager,

@@ -26,3 +26,6 @@ rbac ./cmd/worker jobferry-worker-leader-election "$out/charts/jobferry-worker/f
 rbac ./cmd/kubectl-jobferry jobferry-worker-inspection "$out/charts/jobferry-worker/files/rbac-inspection.yaml"
 rbac ./manager jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
 rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"
+# The metrics reference, from the collectors the binaries register.
+mkdir -p "$out/docs"
+go run ./hack/metricsdoc --out "$out/docs/metrics.md"

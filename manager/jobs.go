@@ -134,7 +134,7 @@ type JobReconciler struct {
 // registry sends when mirrors, capacity or workers change.
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient())); err != nil {
+	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -447,6 +447,9 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	decision, invalid, err := r.decide(ctx, asUserWroteIt(job), ns)
 	if err != nil {
 		return false, reconcile.Result{}, err
+	}
+	for worker, code := range decision.Codes {
+		placementRejections.WithLabelValues(worker, code).Inc()
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)

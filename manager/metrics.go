@@ -2,9 +2,14 @@ package manager
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -41,10 +46,24 @@ var (
 		Name: "jobferry_orphan_mirrors_deleted_total",
 		Help: "Mirrors deleted by garbage collection because their manager Job no longer exists.",
 	}, []string{"worker"})
-	workerConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "jobferry_worker_connected",
-		Help: "1 while the worker is Connected, else 0.",
+	workerClusterConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "jobferry_workercluster_connected",
+		Help: "1 while the worker cluster is Connected, else 0.",
 	}, []string{"worker"})
+	// The worker binary owns the jobferry_worker_ prefix; this name stays
+	// for one release, with the same value.
+	workerConnectedDeprecated = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "jobferry_worker_connected",
+		Help: "Deprecated: use jobferry_workercluster_connected, which has the same value; removed in the next release.",
+	}, []string{"worker"})
+	placementRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_placement_rejections_total",
+		Help: "Workers placement turned down for a Job, by worker and reason (not_connected, cordoned, namespace_not_usable, unavailable, cluster_selector, no_capacity_summary, invalid_directives, no_pools, no_pool_accepts, insufficient_capacity).",
+	}, []string{"worker", "reason"})
+	remoteRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_workercluster_requests_total",
+		Help: "Requests of the manager to a worker cluster's API server, by worker, verb (GET, WATCH, POST, PUT, PATCH, DELETE) and HTTP code (\"error\" when no answer came).",
+	}, []string{"worker", "verb", "code"})
 	credentialExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "jobferry_workercluster_credential_expiry_timestamp_seconds",
 		Help: "When the token in a worker's kubeconfig Secret expires (Unix time); absent for credentials without expiry.",
@@ -60,39 +79,161 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected, workerConnected, orphansDeleted, credentialExpiry, credentialRenewals, jobsWoken)
+	metrics.Registry.MustRegister(registered()...)
 }
 
-// jobsCollector serves jobferry_jobs{worker,phase} from the manager's Job
-// cache at scrape time, so the gauge can never drift from what is stored.
+// registered are the metrics registered when the package loads; the Job
+// and WorkerCluster controllers register the ones read from their caches.
+func registered() []prometheus.Collector {
+	return []prometheus.Collector{dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected,
+		workerClusterConnected, workerConnectedDeprecated, placementRejections, remoteRequests, orphansDeleted,
+		credentialExpiry, credentialRenewals, jobsWoken}
+}
+
+// Collectors are every metric of the manager, for the metrics reference
+// (hack/metricsdoc); the ones read at scrape time are described without
+// their sources.
+func Collectors() []prometheus.Collector {
+	return append(registered(), newJobsCollector(nil, nil), newCapacityCollector(nil))
+}
+
+// setWorkerConnected sets jobferry_workercluster_connected and its
+// deprecated twin.
+func setWorkerConnected(worker string, connected bool) {
+	v := 0.0
+	if connected {
+		v = 1
+	}
+	workerClusterConnected.WithLabelValues(worker).Set(v)
+	workerConnectedDeprecated.WithLabelValues(worker).Set(v)
+}
+
+// deleteWorkerConnected drops the worker's connection gauges.
+func deleteWorkerConnected(worker string) {
+	workerClusterConnected.DeleteLabelValues(worker)
+	workerConnectedDeprecated.DeleteLabelValues(worker)
+}
+
+// jobsCollector serves jobferry_jobs{worker,phase} and
+// jobferry_jobs_waiting{reason} from the manager's Job cache at scrape time,
+// so the gauges can never drift from what is stored.
 type jobsCollector struct {
 	reader client.Reader
-	desc   *prometheus.Desc
+	// connected says whether a worker is connected now.
+	connected func(worker string) bool
+	jobs      *prometheus.Desc
+	waiting   *prometheus.Desc
 }
 
-func newJobsCollector(reader client.Reader) *jobsCollector {
-	return &jobsCollector{reader: reader, desc: prometheus.NewDesc("jobferry_jobs",
-		"Manager Jobs by worker (empty while unplaced) and phase (Pending, Running, Succeeded, Failed).",
-		[]string{"worker", "phase"}, nil)}
+func newJobsCollector(reader client.Reader, connected func(string) bool) *jobsCollector {
+	return &jobsCollector{reader: reader, connected: connected,
+		jobs: prometheus.NewDesc("jobferry_jobs",
+			"Manager Jobs by worker (empty while unplaced) and phase (Pending, Running, Succeeded, Failed).",
+			[]string{"worker", "phase"}, nil),
+		waiting: prometheus.NewDesc("jobferry_jobs_waiting",
+			"Unfinished manager Jobs that do not run, by reason: "+strings.Join(waitingReasons, ", ")+".",
+			[]string{"reason"}, nil),
+	}
 }
 
-func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.jobs; ch <- c.waiting }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	var jobs batchv1.JobList
 	if err := c.reader.List(context.Background(), &jobs, client.UnsafeDisableDeepCopy); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.jobs, fmt.Errorf("listing manager Jobs: %w", err))
 		return
 	}
 	type key struct{ worker, phase string }
 	counts := map[key]int{}
+	waiting := map[string]int{}
+	for _, reason := range waitingReasons {
+		waiting[reason] = 0
+	}
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
 		if !isManagerJob(job) {
 			continue
 		}
-		counts[key{job.Annotations[v1alpha1.WorkerAnnotation], mirror.Phase(job.Status)}]++
+		worker := job.Annotations[v1alpha1.WorkerAnnotation]
+		counts[key{worker, mirror.Phase(job.Status)}]++
+		if reason := jobWaiting(job, worker != "" && !c.connected(worker)); reason != "" {
+			waiting[reason]++
+		}
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.worker, k.phase)
+		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n), k.worker, k.phase)
 	}
+	for reason, n := range waiting {
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), reason)
+	}
+}
+
+// capacityCollector serves the pools of each connected worker's last
+// capacity summary, at scrape time from the worker caches.
+type capacityCollector struct {
+	conns                               connections
+	allocatable, requested, free, nodes *prometheus.Desc
+}
+
+func newCapacityCollector(conns connections) *capacityCollector {
+	labels := []string{"worker", "pool", "resource"}
+	return &capacityCollector{conns: conns,
+		allocatable: prometheus.NewDesc("jobferry_workercluster_pool_allocatable",
+			"Allocatable resources of a worker's node pool (cpu in cores, memory and storage in bytes, pods and others in units), from its ClusterCapacity.", labels, nil),
+		requested: prometheus.NewDesc("jobferry_workercluster_pool_requested",
+			"Resources requested by the pods on a worker's node pool, terminating ones included, from its ClusterCapacity.", labels, nil),
+		free: prometheus.NewDesc("jobferry_workercluster_pool_free",
+			"Allocatable minus requested resources of a worker's node pool, from its ClusterCapacity.", labels, nil),
+		nodes: prometheus.NewDesc("jobferry_workercluster_pool_nodes",
+			"Schedulable, ready nodes of a worker's node pool.", []string{"worker", "pool"}, nil),
+	}
+}
+
+func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.allocatable
+	ch <- c.requested
+	ch <- c.free
+	ch <- c.nodes
+}
+
+func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, worker := range c.conns.names() {
+		conn := c.conns.conn(worker)
+		if conn == nil || !conn.connected() {
+			continue
+		}
+		summary := conn.capacity(context.Background())
+		if summary == nil {
+			continue
+		}
+		for _, p := range summary.Pools {
+			ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(p.Nodes), worker, p.Name)
+			for desc, list := range map[*prometheus.Desc]corev1.ResourceList{c.allocatable: p.Allocatable, c.requested: p.Requested, c.free: p.Free} {
+				for name, q := range list {
+					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), worker, p.Name, string(name))
+				}
+			}
+		}
+	}
+}
+
+// countingTransport counts a worker client's requests by verb and code.
+type countingTransport struct {
+	worker string
+	next   http.RoundTripper
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	verb := req.Method
+	if verb == http.MethodGet && req.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	}
+	resp, err := t.next.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	remoteRequests.WithLabelValues(t.worker, verb, code).Inc()
+	return resp, err
 }

@@ -3,11 +3,15 @@ package manager
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 )
 
 // Reasons of the Suspended condition jobferry writes on a manager Job that
@@ -25,6 +29,12 @@ const (
 	// user suspended; jobferry writes the same on one it never dispatched.
 	reasonJobSuspended = "JobSuspended"
 )
+
+// workerNotConnected is how a Waiting message says the worker is down.
+const workerNotConnected = "the worker cluster is not connected"
+
+// noWorkerFits is how a Waiting message says no worker has room.
+const noWorkerFits = dispatch.NoWorkerFits
 
 // waiting says why a manager Job without a mirror does not run.
 type waiting struct {
@@ -94,4 +104,61 @@ func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w w
 	r.refusals.followOwnWrite(job, updated.ResourceVersion)
 	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
 	return true, nil
+}
+
+// Reasons of jobferry_jobs_waiting: why an unfinished manager Job does not
+// run, read back from what jobferry wrote on it (jobWaiting).
+const (
+	waitingUserSuspended   = "user_suspended"
+	waitingNotAllowed      = "not_allowed"
+	waitingNoWorkerFits    = "no_worker_fits"
+	waitingInvalidSelector = "invalid_selector"
+	// waitingPlacementRefused: the manager's API server refused the write
+	// that records the placement.
+	waitingPlacementRefused = "placement_refused"
+	// waitingWorkerLost: placed on a worker that is not connected now.
+	waitingWorkerLost = "worker_lost"
+	// waitingMirrorRefused: the worker refused the mirror (or its
+	// namespace), or the mirror cannot be built.
+	waitingMirrorRefused = "mirror_refused"
+)
+
+var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
+	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused}
+
+// jobWaiting says why an unfinished manager Job does not run ("" when it
+// runs, or is finished): its worker is lost (workerDown), or the Suspended
+// condition jobferry (or the worker, for a suspended mirror) wrote says why.
+func jobWaiting(job *batchv1.Job, workerDown bool) string {
+	if isFinished(job) {
+		return ""
+	}
+	if workerDown {
+		return waitingWorkerLost
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type != batchv1.JobSuspended || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Reason {
+		case reasonJobSuspended:
+			return waitingUserSuspended
+		case ReasonNotAllowed:
+			return waitingNotAllowed
+		case ReasonWaitingForMirror:
+			if strings.Contains(c.Message, workerNotConnected) {
+				return waitingWorkerLost
+			}
+			return waitingMirrorRefused
+		case ReasonWaitingForWorker:
+			switch {
+			case strings.Contains(c.Message, noWorkerFits):
+				return waitingNoWorkerFits
+			case strings.Contains(c.Message, v1alpha1.ClusterSelectorAnnotation):
+				return waitingInvalidSelector
+			}
+			return waitingPlacementRefused
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -130,6 +132,9 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := metrics.Registry.Register(newCapacityCollector(r)); err != nil {
+		return fmt.Errorf("registering the worker capacity metrics: %w", err)
+	}
 	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var list v1alpha1.WorkerClusterList
 		if err := r.Client.List(ctx, &list); err != nil {
@@ -162,7 +167,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.drop(req.Name)
-			workerConnected.DeleteLabelValues(req.Name)
+			deleteWorkerConnected(req.Name)
 			credentialExpiry.DeleteLabelValues(req.Name)
 			return reconcile.Result{}, nil
 		}
@@ -222,11 +227,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	}
 	connected := cond.Status == metav1.ConditionTrue
-	gauge := 0.0
-	if connected {
-		gauge = 1
-	}
-	workerConnected.WithLabelValues(wc.Name).Set(gauge)
+	setWorkerConnected(wc.Name, connected)
 	if !connected && wasConnected {
 		// Its Jobs start counting towards the worker-lost timeout.
 		r.enqueuePlaced(ctx, wc.Name)
@@ -291,6 +292,8 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		cfg.UserAgent = "jobferry-manager/" + r.Origin
 		swappable := &swappableToken{}
 		swappable.install(cfg)
+		worker := wc.Name
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
 		rem, err = newRemote(wc.Name, cfg, swappable, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
 			mirrorChanged:   r.mirrorChanged,
 			capacityChanged: r.capacityChanged,

@@ -320,7 +320,7 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
 			// Placed, but nothing ran yet: say what it waits for.
 			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(s.Worker,
-				"the worker cluster is not connected; after %s it is placed elsewhere", cfg.WorkerLostTimeout)}
+				"%s; after %s it is placed elsewhere", workerNotConnected, cfg.WorkerLostTimeout)}
 		}
 		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}
 	}

@@ -20,11 +20,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
 )
 
@@ -151,6 +153,7 @@ func main() {
 	if err != nil {
 		fail(err, "creating the controller manager")
 	}
+	metrics.Registry.MustRegister(buildinfo.Collector("manager"))
 	registry := manager.NewRegistry(&manager.Registry{
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin,
 		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},

@@ -13,9 +13,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/worker"
 	"github.com/jobferry/jobferry/worker/jobcontroller"
 )
@@ -77,6 +79,7 @@ func main() {
 		log.Error(err, "creating the controller manager")
 		os.Exit(1)
 	}
+	metrics.Registry.MustRegister(buildinfo.Collector("worker"))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "adding the health check")
 		os.Exit(1)

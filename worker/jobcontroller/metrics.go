@@ -72,9 +72,15 @@ var registerMetricsOnce sync.Once
 // process, when a controller is set up rather than on import.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
-		metrics.Registry.MustRegister(syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
-			podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal, podFailuresHandledByPolicyTotal)
+		metrics.Registry.MustRegister(Collectors()...)
 	})
+}
+
+// Collectors are the Job controller's metrics, for registration and for the
+// metrics reference (hack/metricsdoc).
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{syncDuration, syncsTotal, jobsFinishedTotal, podsFinishedTotal,
+		podsCreationTotal, terminatedPodsTrackingFinalizerTotal, finishedIndexesTotal, podFailuresHandledByPolicyTotal}
 }
 
 func (r *Reconciler) recordFinished(job *batchv1.Job, c *batchv1.JobCondition) {

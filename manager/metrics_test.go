@@ -1,0 +1,159 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
+)
+
+// Each waiting message jobferry writes reads back as its reason.
+func TestJobWaitingReasons(t *testing.T) {
+	withWaiting := func(w waiting) *batchv1.Job {
+		job := stepJob()
+		job.Status, _ = pendingStatus(job.Status, w, stepNow)
+		return job
+	}
+	full := []dispatch.Worker{{Name: "w1", Connected: true, Pools: []v1alpha1.NodePool{{Name: "general",
+		Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}, Free: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}}}
+	noFit, err := dispatch.Place(stepJob(), full)
+	if err != nil || noFit.Placed() {
+		t.Fatalf("placed %v, %v on a full worker", noFit, err)
+	}
+	_, invalid := dispatch.Place(stepJob(func(j *batchv1.Job) { j.Annotations[v1alpha1.ClusterSelectorAnnotation] = "region in (eu" }), full)
+	if invalid == nil {
+		t.Fatal("a malformed cluster selector was accepted")
+	}
+	down := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: &v1alpha1.WorkerCluster{Status: v1alpha1.WorkerClusterStatus{
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Minute))}}}}}, testStepConfig)
+	if down.Kind != stepShowWaiting {
+		t.Fatalf("a Job on a disconnected worker: step %s, want ShowWaiting", down.Kind)
+	}
+	cases := []struct {
+		name       string
+		job        *batchv1.Job
+		workerDown bool
+		want       string
+	}{
+		{"suspended by its user", withWaiting(userSuspendedWaiting()), false, waitingUserSuspended},
+		{"refused by the dispatch policy", withWaiting(waiting{ReasonNotAllowed, "jobferry does not dispatch this Job (rule: namespace opt-in): ..."}), false, waitingNotAllowed},
+		{"no worker has room", withWaiting(waitingForWorker("%s", noFit.Gist())), false, waitingNoWorkerFits},
+		{"malformed cluster selector", withWaiting(waitingForWorker("%v", invalid)), false, waitingInvalidSelector},
+		{"placement write refused", withWaiting(waitingForWorker("recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
+		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
+		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
+		{"mirror refused", withWaiting(waitingForMirror("w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
+		{"running", stepJob(placed, running), false, ""},
+		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := jobWaiting(tc.job, tc.workerDown); got != tc.want {
+				t.Errorf("reason %q, want %q (conditions %+v)", got, tc.want, tc.job.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
+	jobs := []client.Object{
+		stepJob(func(j *batchv1.Job) {
+			j.Name = "waits"
+			j.Status, _ = pendingStatus(j.Status, waitingForWorker("%s", dispatch.NoWorkerFits), stepNow)
+		}),
+		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
+		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
+	}
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(jobs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	for _, j := range jobs {
+		if err := c.Status().Update(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collector := newJobsCollector(c, func(worker string) bool { return worker == "w2" })
+	want := `
+# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused.
+# TYPE jobferry_jobs_waiting gauge
+jobferry_jobs_waiting{reason="invalid_selector"} 0
+jobferry_jobs_waiting{reason="mirror_refused"} 0
+jobferry_jobs_waiting{reason="no_worker_fits"} 1
+jobferry_jobs_waiting{reason="not_allowed"} 0
+jobferry_jobs_waiting{reason="placement_refused"} 0
+jobferry_jobs_waiting{reason="user_suspended"} 0
+jobferry_jobs_waiting{reason="worker_lost"} 1
+`
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(want), "jobferry_jobs_waiting"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCapacityCollectorServesEachConnectedWorkersPools(t *testing.T) {
+	conns := fakeConnections{"w1": newFakeConn("jobferry"), "w2": newFakeConn("jobferry")}
+	conns["w1"].pools = []v1alpha1.NodePool{{Name: "gpu", Nodes: 2,
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "example.com/gpu": resource.MustParse("8")},
+		Requested:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), "example.com/gpu": resource.MustParse("2")},
+		Free:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2500m"), "example.com/gpu": resource.MustParse("6")},
+	}}
+	conns["w2"].down = true
+	want := `
+# HELP jobferry_workercluster_pool_free Allocatable minus requested resources of a worker's node pool, from its ClusterCapacity.
+# TYPE jobferry_workercluster_pool_free gauge
+jobferry_workercluster_pool_free{pool="gpu",resource="cpu",worker="w1"} 2.5
+jobferry_workercluster_pool_free{pool="gpu",resource="example.com/gpu",worker="w1"} 6
+# HELP jobferry_workercluster_pool_nodes Schedulable, ready nodes of a worker's node pool.
+# TYPE jobferry_workercluster_pool_nodes gauge
+jobferry_workercluster_pool_nodes{pool="gpu",worker="w1"} 2
+# HELP jobferry_workercluster_pool_requested Resources requested by the pods on a worker's node pool, terminating ones included, from its ClusterCapacity.
+# TYPE jobferry_workercluster_pool_requested gauge
+jobferry_workercluster_pool_requested{pool="gpu",resource="cpu",worker="w1"} 1.5
+jobferry_workercluster_pool_requested{pool="gpu",resource="example.com/gpu",worker="w1"} 2
+`
+	if err := testutil.CollectAndCompare(newCapacityCollector(conns), strings.NewReader(want),
+		"jobferry_workercluster_pool_free", "jobferry_workercluster_pool_nodes", "jobferry_workercluster_pool_requested"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(newCapacityCollector(conns), "jobferry_workercluster_pool_allocatable"); n != 2 {
+		t.Errorf("%d allocatable series, want w1's 2 (w2 is disconnected)", n)
+	}
+}
+
+func TestCountingTransportCountsByVerbAndCode(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.NotFound(w, r)
+		}
+	}))
+	tr := &countingTransport{worker: "count-test", next: http.DefaultTransport}
+	do := func(method, path string) {
+		req, err := http.NewRequest(method, server.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	do(http.MethodGet, "/apis/batch/v1/jobs?watch=true")
+	do(http.MethodGet, "/missing")
+	do(http.MethodPost, "/apis/batch/v1/namespaces/a/jobs")
+	server.Close()
+	do(http.MethodPut, "/apis/batch/v1/namespaces/a/jobs/j")
+	for _, c := range []struct{ verb, code string }{{"WATCH", "200"}, {"GET", "404"}, {"POST", "200"}, {"PUT", "error"}} {
+		if got := testutil.ToFloat64(remoteRequests.WithLabelValues("count-test", c.verb, c.code)); got != 1 {
+			t.Errorf("%s %s counted %v times, want 1", c.verb, c.code, got)
+		}
+	}
+}
