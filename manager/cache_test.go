@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -60,5 +61,22 @@ func TestPlacementKeyTellsUnplacedFromPlaced(t *testing.T) {
 	}
 	if got := placementKey(&batchv1.Job{}); got != unplacedKey {
 		t.Errorf("unplaced Job indexed as %q, want %q", got, unplacedKey)
+	}
+}
+
+func TestUnfinishedPlacementKeysLeaveOutFinishedAndUnplacedJobs(t *testing.T) {
+	cases := []struct {
+		name string
+		job  *batchv1.Job
+		want []string
+	}{
+		{"running on w1", stepJob(placed, running), []string{"w1"}},
+		{"finished on w1", stepJob(placed, complete), nil},
+		{"unplaced", stepJob(), nil},
+	}
+	for _, tc := range cases {
+		if got := unfinishedPlacementKeys(tc.job); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -558,14 +558,11 @@ func (r *Registry) enqueuePlaced(ctx context.Context, keys ...string) {
 
 func (r *Registry) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
 	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs, client.MatchingFields{placementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, 0, fmt.Errorf("listing manager Jobs placed on %s: %w", worker, err)
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{unfinishedPlacementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, 0, fmt.Errorf("listing unfinished manager Jobs placed on %s: %w", worker, err)
 	}
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
-		if isFinished(job) {
-			continue
-		}
 		dispatched++
 		if job.Status.Active > 0 {
 			running++
