@@ -28,6 +28,10 @@ help: ## list targets
 tools: ## build the pinned control plane, KWOK, kubectl, helm and controller-gen into bin/ (only what is missing or outdated)
 	@hack/tools/build.sh $(BIN)
 
+.PHONY: prometheus
+prometheus: ## install prometheus and promtool (Debian 12's package, pinned by version and sha256) into bin/
+	@hack/prometheus.sh $(BIN)
+
 .PHONY: build
 build: ## build jobferry's own binaries (manager, worker, kubectl-jobferry, jobferry-dev) into bin/
 	go build -o $(BIN)/ ./cmd/...
@@ -57,7 +61,7 @@ test-unit: ## pure unit tests (no servers)
 	hack/gotest.sh unit ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-integration
-test-integration: tools ## tests against a real kube-apiserver + etcd (controller-runtime envtest)
+test-integration: tools prometheus ## tests against a real kube-apiserver + etcd (controller-runtime envtest), and promtool on the alert rules
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
