@@ -3,11 +3,15 @@
 package charts
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/jobferry/jobferry/internal/dashboards"
 )
 
 const (
@@ -119,4 +123,34 @@ func yamlString(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// Every query of every dashboard the chart ships, with its variables
+// substituted, parses with Prometheus's PromQL parser (promtool's, through a
+// recording rule per query).
+func TestIntegrationDashboardQueriesParse(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	for _, d := range dashboards.All() {
+		for _, p := range d.Panels {
+			for i, target := range p.Targets {
+				n++
+				rules := map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": []any{
+					map[string]any{"record": "dashboard:query", "expr": dashboards.Substitute(target.Expr)},
+				}}}}
+				raw, err := yaml.Marshal(rules)
+				if err != nil {
+					t.Fatal(err)
+				}
+				file := filepath.Join(dir, fmt.Sprintf("q%d.yaml", n))
+				if err := os.WriteFile(file, raw, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := run(t, nil, "promtool", "check", "rules", file); err != nil {
+					t.Errorf("dashboard %q, panel %q, query %d does not parse: %v\n%s\n%s", d.Title, p.Title, i+1, err, target.Expr, out)
+				}
+			}
+		}
+	}
+	t.Logf("%d queries of %d dashboards parse", n, len(dashboards.All()))
 }

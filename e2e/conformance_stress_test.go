@@ -192,14 +192,14 @@ func testStress(t *testing.T, kcm, worker *conformanceSide) {
 		{"jobferry_worker_terminated_pods_tracking_finalizer_total", map[string]string{"event": "delete"}, func(v float64) bool { return v > 0 }, "> 0"},
 		{"jobferry_worker_job_pods_finished_total", map[string]string{"result": "failed"}, func(v float64) bool { return v > 0 }, "> 0"},
 	} {
-		if got := counterSum(families[want.metric], want.labels); !want.check(got) {
+		if got := metricSum(families[want.metric], want.labels); !want.check(got) {
 			t.Errorf("%s%v = %v, want %s", want.metric, want.labels, got, want.what)
 		}
 	}
 }
 
-// counterSum adds the counters of a family whose labels include match.
-func counterSum(f *dto.MetricFamily, match map[string]string) float64 {
+// metricSum adds the counters or gauges of a family whose labels include match.
+func metricSum(f *dto.MetricFamily, match map[string]string) float64 {
 	if f == nil {
 		return 0
 	}
@@ -214,7 +214,8 @@ func counterSum(f *dto.MetricFamily, match map[string]string) float64 {
 			ok = ok && have[k] == v
 		}
 		if ok {
-			sum += m.GetCounter().GetValue()
+			// Only one of the two is set.
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum

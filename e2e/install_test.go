@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -280,15 +281,21 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		waitEvent(ctx, t, admin, ns, job.Name, "NameConflict", 30*time.Second, "left untouched")
 		// Pinned to the one worker it may not use, it waits and says so.
 		waitEventCount(ctx, t, admin, ns, job.Name, "Unschedulable", 1, time.Minute)
-		// A capacity change retries it (the pods of a Job created on
-		// worker-2 directly change worker-2's summary); the retry finds the
-		// same reasons, which are no new Event: an Event per change, not
-		// per retry.
-		retries := func() float64 {
-			families := scrapeVerifiedFamilies(ctx, t, admin, devenv.SystemNamespace, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+devenv.SystemNamespace+".svc", metricsURL)
-			return counterSum(families["jobferry_dispatch_total"], map[string]string{"result": "unschedulable"})
+		// A capacity change does not retry it: a change wakes only the
+		// waiting Jobs that fit now (waiting.go), and this one fits nowhere
+		// until its user changes it. The pods of a Job created on worker-2
+		// directly change worker-2's summary; once the manager shows it, the
+		// wake-up it triggered has found nothing to retry, and the Job still
+		// has its one Unschedulable Event.
+		scrape := func() map[string]*dto.MetricFamily {
+			return scrapeVerifiedFamilies(ctx, t, admin, devenv.SystemNamespace, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+devenv.SystemNamespace+".svc", metricsURL)
 		}
-		before := retries()
+		requested := func(families map[string]*dto.MetricFamily) float64 {
+			return metricSum(families["jobferry_workercluster_pool_requested"], map[string]string{"worker": "worker-2", "resource": "pods"})
+		}
+		families := scrape()
+		retriesBefore := metricSum(families["jobferry_dispatch_total"], map[string]string{"result": "unschedulable"})
+		requestedBefore := requested(families)
 		if _, err := workers["worker-2"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -296,9 +303,13 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return retries() > before, nil
+			families = scrape()
+			return requested(families) > requestedBefore, nil
 		}); err != nil {
-			t.Fatalf("no placement retry after worker-2's capacity changed: %v", err)
+			t.Fatalf("the manager never showed worker-2's new pod in jobferry_workercluster_pool_requested: %v", err)
+		}
+		if after := metricSum(families["jobferry_dispatch_total"], map[string]string{"result": "unschedulable"}); after != retriesBefore {
+			t.Errorf("a capacity change on worker-2 retried the Job pinned to worker-1: %v unschedulable placements, %v before", after, retriesBefore)
 		}
 		assertEventCount(ctx, t, admin, ns, job.Name, "Unschedulable", 1)
 	})

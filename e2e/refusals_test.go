@@ -330,5 +330,5 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 // with 422 Unprocessable Entity (the manager's client-go metrics).
 func countPutRejections(t *testing.T, d *dispatchEnv) float64 {
 	t.Helper()
-	return counterSum(d.metrics(t)["rest_client_requests_total"], map[string]string{"code": "422", "method": "PUT", "host": strings.TrimPrefix(d.Manager.Server, "https://")})
+	return metricSum(d.metrics(t)["rest_client_requests_total"], map[string]string{"code": "422", "method": "PUT", "host": strings.TrimPrefix(d.Manager.Server, "https://")})
 }

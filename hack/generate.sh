@@ -29,3 +29,5 @@ rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/file
 # The metrics reference, from the collectors the binaries register.
 mkdir -p "$out/docs"
 go run ./hack/metricsdoc --out "$out/docs/metrics.md"
+# The Grafana dashboards the manager chart ships, from internal/dashboards.
+go run ./hack/dashboards --out "$out/charts/jobferry-manager/dashboards"
