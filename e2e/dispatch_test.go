@@ -221,6 +221,14 @@ func TestDispatch200Jobs(t *testing.T) {
 	t.Logf("jobferry_dispatch_duration_seconds p50 %.3fs p99 %.3fs; jobferry_status_sync_lag_seconds p50 %.3fs p99 %.3fs",
 		histogramQuantile(0.5, dispatch), histogramQuantile(0.99, dispatch), histogramQuantile(0.5, lag), histogramQuantile(0.99, lag))
 	assertDispatchMetrics(t, metrics, total)
+	// worker-2 ran its mirrors with the jobferry worker's Job controller.
+	workerMetrics := scrapeMetrics(t, d.WorkerMetricsURLs["worker-2"])
+	if v := metricSum(workerMetrics["jobferry_build_info"], map[string]string{"component": "worker"}); v != 1 {
+		t.Errorf("worker-2's jobferry_build_info{component=worker} = %v, want 1", v)
+	}
+	if v := metricSum(workerMetrics["jobferry_worker_jobs_finished_total"], map[string]string{"result": "succeeded"}); v < float64(perWorker["worker-2"]) {
+		t.Errorf("worker-2's jobferry_worker_jobs_finished_total{result=succeeded} = %v, want at least the %d Jobs that ran there", v, perWorker["worker-2"])
+	}
 	d.assertNoRejectedStatusWrites(t)
 }
 

@@ -111,6 +111,9 @@ type Env struct {
 	readyURL string
 	// Replicas are all manager processes, with their metrics URLs.
 	Replicas []Replica
+	// WorkerMetricsURLs serve each worker binary's Prometheus metrics, by
+	// worker name.
+	WorkerMetricsURLs map[string]string
 }
 
 // Replica is one manager process.
@@ -178,16 +181,20 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		if err := localcluster.InstallCRDs(ctx, w.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_clustercapacities.yaml"); err != nil {
 			return fmt.Errorf("%s: %w", w.Name, err)
 		}
-		ports, err := localcluster.FreePorts(1)
+		ports, err := localcluster.FreePorts(2)
 		if err != nil {
 			return err
 		}
 		p, err := w.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
-			"--kubeconfig="+w.KubeconfigPath, "--metrics-bind-address=0",
+			"--kubeconfig="+w.KubeconfigPath, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
 		if err != nil {
 			return err
 		}
+		if e.WorkerMetricsURLs == nil {
+			e.WorkerMetricsURLs = map[string]string{}
+		}
+		e.WorkerMetricsURLs[w.Name] = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
 		if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
 			return err
 		}
