@@ -88,19 +88,27 @@ func (a *assumeCache) assumed(worker string) map[string]corev1.ResourceList {
 	defer a.mu.Unlock()
 	out := map[string]corev1.ResourceList{}
 	for _, as := range a.byJob {
-		if as.worker != worker {
-			continue
-		}
-		sum := out[as.pool]
-		if sum == nil {
-			sum = corev1.ResourceList{}
-			out[as.pool] = sum
-		}
-		for name, q := range as.request {
-			v := sum[name]
-			v.Add(q)
-			sum[name] = v
+		if as.worker == worker {
+			out = addRequest(out, as.pool, as.request)
 		}
 	}
 	return out
+}
+
+// addRequest adds request to pool's sum in assumed (created when nil).
+func addRequest(assumed map[string]corev1.ResourceList, pool string, request corev1.ResourceList) map[string]corev1.ResourceList {
+	if assumed == nil {
+		assumed = map[string]corev1.ResourceList{}
+	}
+	sum := assumed[pool]
+	if sum == nil {
+		sum = corev1.ResourceList{}
+		assumed[pool] = sum
+	}
+	for name, q := range request {
+		v := sum[name]
+		v.Add(q)
+		sum[name] = v
+	}
+	return assumed
 }

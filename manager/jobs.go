@@ -444,7 +444,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	r.Registry.readNamespaces(ctx, job.Namespace)
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.Registry.waiting.pass()
-	decision, invalid, err := r.decide(ctx, asUserWroteIt(job), ns)
+	asWritten := asUserWroteIt(job)
+	decision, invalid, err := r.decide(ctx, asWritten, ns)
 	if err != nil {
 		return false, reconcile.Result{}, err
 	}
@@ -459,7 +460,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
 		// gives it room; the requeue is a safety net.
-		if missed := r.Registry.waiting.add(asUserWroteIt(job), pass); missed {
+		if missed := r.Registry.waiting.add(asWritten, pass); missed {
 			r.Registry.wakeWaiting()
 		}
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}

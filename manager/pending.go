@@ -33,9 +33,6 @@ const (
 // workerNotConnected is how a Waiting message says the worker is down.
 const workerNotConnected = "the worker cluster is not connected"
 
-// noWorkerFits is how a Waiting message says no worker has room.
-const noWorkerFits = dispatch.NoWorkerFits
-
 // waiting says why a manager Job without a mirror does not run.
 type waiting struct {
 	reason, message string
@@ -152,7 +149,7 @@ func jobWaiting(job *batchv1.Job, workerDown bool) string {
 			return waitingMirrorRefused
 		case ReasonWaitingForWorker:
 			switch {
-			case strings.Contains(c.Message, noWorkerFits):
+			case strings.Contains(c.Message, dispatch.NoWorkerFits):
 				return waitingNoWorkerFits
 			case strings.Contains(c.Message, v1alpha1.ClusterSelectorAnnotation):
 				return waitingInvalidSelector

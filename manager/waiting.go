@@ -223,24 +223,6 @@ func withAssumed(workers []dispatch.Worker, extra map[string]map[string]corev1.R
 	return out
 }
 
-// addRequest adds request to pool's sum in assumed (created when nil).
-func addRequest(assumed map[string]corev1.ResourceList, pool string, request corev1.ResourceList) map[string]corev1.ResourceList {
-	if assumed == nil {
-		assumed = map[string]corev1.ResourceList{}
-	}
-	sum := assumed[pool]
-	if sum == nil {
-		sum = corev1.ResourceList{}
-		assumed[pool] = sum
-	}
-	for name, q := range request {
-		v := sum[name]
-		v.Add(q)
-		sum[name] = v
-	}
-	return assumed
-}
-
 // wakeLoop wakes waiting Jobs whenever the Registry says capacity or the
 // workers changed; signals that arrive during a wake-up make one more.
 func (r *JobReconciler) wakeLoop(ctx context.Context) error {
@@ -265,6 +247,9 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 		return nil
 	}
 	namespaces := map[string]*corev1.Namespace{}
+	// heads holds each shape's first Job, read for its workers' view and
+	// served to toWake from here rather than read again.
+	heads := map[types.NamespacedName]*batchv1.Job{}
 	shapes := make([]waitingShape, 0, len(queues))
 	for _, keys := range queues {
 		ns, ok := namespaces[keys[0].Namespace]
@@ -285,6 +270,7 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 			}
 			return fmt.Errorf("reading waiting Job %s: %w", keys[0], err)
 		}
+		heads[keys[0]] = head
 		r.placeMu.Lock()
 		workers, err := r.workerViews(ctx, head, ns)
 		r.placeMu.Unlock()
@@ -295,6 +281,9 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 	}
 	var lookupErr error
 	lookup := func(key types.NamespacedName) *batchv1.Job {
+		if head, ok := heads[key]; ok {
+			return head
+		}
 		job := &batchv1.Job{}
 		if err := r.Client.Get(ctx, key, job); err != nil {
 			if !apierrors.IsNotFound(err) && lookupErr == nil {
