@@ -116,6 +116,9 @@ type JobReconciler struct {
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
 	refusals *refusalMemo
+	// warned remembers which worker Warning Events were forwarded to which
+	// Jobs, so each reason is forwarded once per pod (workerwarnings.go).
+	warned *warnedMemo
 	// finished remembers the Jobs whose finished status this manager wrote:
 	// a reconcile on a cache that has not caught up with that write, once
 	// the finished mirror is deleted, must not create the mirror again (the
@@ -149,8 +152,12 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r); err != nil {
 		return err
 	}
-	// Like the controller, the wake-up runs on the leader only.
-	return mgr.Add(manager.RunnableFunc(r.wakeLoop))
+	// Like the controller, the wake-up and the forwarding of the workers'
+	// Warning Events run on the leader only.
+	if err := mgr.Add(manager.RunnableFunc(r.wakeLoop)); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(r.forwardLoop))
 }
 
 // init completes the reconciler: its memories, and the Registry's
@@ -158,6 +165,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *JobReconciler) init() {
 	r.assume = r.Registry.assume
 	r.refusals = newRefusalMemo()
+	r.warned = newWarnedMemo()
 	if r.connections == nil {
 		r.connections = r.Registry
 	}
@@ -241,6 +249,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 		job = nil
+		r.warned.forget(req.NamespacedName)
 	}
 	if job != nil && !isManagerJob(job) {
 		return reconcile.Result{}, nil

@@ -72,6 +72,10 @@ var (
 		Name: "jobferry_waiting_jobs_woken_total",
 		Help: "Manager Jobs that waited for room and were woken to be placed again, because a capacity or worker change made room for them.",
 	})
+	warningsForwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_workercluster_warnings_forwarded_total",
+		Help: "Warning Events of mirrors and their pods on a worker (FailedScheduling, evictions, failed starts, the mirror's own) recorded on their manager Jobs, by worker and the kind of object they were about (Pod, Job).",
+	}, []string{"worker", "kind"})
 	credentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_workercluster_credential_renewals_total",
 		Help: "Renewals of worker tokens by the manager, by worker and result (renewed, failed).",
@@ -87,7 +91,7 @@ func init() {
 func registered() []prometheus.Collector {
 	return []prometheus.Collector{dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected,
 		workerClusterConnected, workerConnectedDeprecated, placementRejections, remoteRequests, orphansDeleted,
-		credentialExpiry, credentialRenewals, jobsWoken}
+		credentialExpiry, credentialRenewals, jobsWoken, warningsForwarded}
 }
 
 // Collectors are every metric of the manager, for the metrics reference

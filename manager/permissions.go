@@ -73,6 +73,24 @@ func requiredRights(namespaces []string) []right {
 // without it, a worker lacking the Job's namespace is not chosen for it.
 var createNamespacesRight = right{verb: "create", resource: "namespaces"}
 
+// warningEventsRights are optional too: with them the manager watches the
+// worker's Warning Events and forwards those of its mirrors and their pods
+// to the manager Jobs (workerwarnings.go); without them Jobs still run, and
+// their worker-side failure reasons are seen only on the worker.
+func warningEventsRights(namespaces []string) []right {
+	scopes := namespaces
+	if len(scopes) == 0 {
+		scopes = []string{""}
+	}
+	var out []right
+	for _, ns := range scopes {
+		for _, verb := range []string{"list", "watch"} {
+			out = append(out, right{verb: verb, resource: "events", namespace: ns})
+		}
+	}
+	return out
+}
+
 // rightsCheckInterval is how often a worker whose credential had every right
 // is checked again; one lacking a right is checked at every health probe, so
 // it proceeds within seconds of being granted it.
@@ -85,6 +103,9 @@ type rightsState struct {
 	missing []right
 	// mayCreateNamespaces: the credential may create namespaces.
 	mayCreateNamespaces bool
+	// mayWatchWarnings: the credential may list and watch Events wherever
+	// the manager keeps mirrors (warningEventsRights).
+	mayWatchWarnings bool
 }
 
 // missingMessage names the missing rights for a condition or an Event.

@@ -89,6 +89,10 @@ type Registry struct {
 	// Job controller to wake those that fit now (waiting.go).
 	waiting    *waitingRoom
 	wakeSignal chan struct{}
+	// warnings carries the workers' Warning Events to the Job controller,
+	// which forwards those about its mirrors to the manager Jobs
+	// (workerwarnings.go).
+	warnings chan workerWarning
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
@@ -117,6 +121,7 @@ func NewRegistry(r *Registry) *Registry {
 	r.jobEvents = make(chan event.GenericEvent, 4096)
 	r.mirrorEvents = make(chan event.GenericEvent, 4096)
 	r.workerEvents = make(chan event.GenericEvent, 64)
+	r.warnings = make(chan workerWarning, 1024)
 	return r
 }
 
@@ -200,6 +205,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	}
 	if rem != nil {
+		r.keepWarningsWatch(ctx, rem)
 		if capacity := rem.capacity(ctx); capacity != nil {
 			status.Capacity = capacity
 		}
@@ -351,6 +357,8 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		if wantNamespaces {
 			rights = append(rights, createNamespacesRight)
 		}
+		optional := warningEventsRights(rem.namespaces)
+		rights = append(rights, optional...)
 		missing, err := reviewRights(reviewCtx, rem.health, rights)
 		if err != nil {
 			log.Error(err, "reviewing the worker credential's rights")
@@ -358,8 +366,9 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 				Message: err.Error()}
 		}
 		mayCreate := wantNamespaces && !slices.Contains(missing, createNamespacesRight)
-		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespacesRight })
-		state = &rightsState{checked: r.Clock.Now(), missing: missing, mayCreateNamespaces: mayCreate}
+		mayWatch := !slices.ContainsFunc(missing, func(r right) bool { return slices.Contains(optional, r) })
+		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespacesRight || slices.Contains(optional, r) })
+		state = &rightsState{checked: r.Clock.Now(), missing: missing, mayCreateNamespaces: mayCreate, mayWatchWarnings: mayWatch}
 		rem.rights.Store(state)
 		switch {
 		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
@@ -376,6 +385,9 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 	message := "the credential has every right jobferry needs, and may create namespaces for mirrors"
 	if !state.mayCreateNamespaces {
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
+	}
+	if !state.mayWatchWarnings {
+		message += "; it may not list and watch Events, so the Warning Events of mirrors and their pods (FailedScheduling, evictions) do not reach the manager Jobs"
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
 }

@@ -37,8 +37,10 @@ type remote struct {
 	token   *swappableToken
 	cluster cluster.Cluster
 	health  kubernetes.Interface
-	cancel  context.CancelFunc
-	clock   clock.Clock
+	// ctx lives as long as the connection; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	clock  clock.Clock
 	// kubeconfigHash identifies the Secret content (and namespaces) the
 	// remote was built from, so a changed Secret rebuilds it and an
 	// unchanged one does not; a new token of the same ServiceAccount does
@@ -65,6 +67,10 @@ type remote struct {
 	// namespaceLabels caches, per namespace name, what a GET of it returned
 	// (its Pod Security labels matter to placement) for namespaceTTL.
 	namespaceLabels sync.Map // name -> namespaceEntry
+
+	// warnings is the watch of the worker's Warning Events, while the
+	// credential may (workerwarnings.go).
+	warnings warningsWatch
 }
 
 // namespaceTTL is how long a worker namespace read is reused: placement
@@ -150,7 +156,7 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.ctx, r.cancel = ctx, cancel
 	jobs, err := c.GetCache().GetInformer(ctx, &batchv1.Job{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		cancel()

@@ -178,7 +178,7 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 		fmt.Fprintf(out, "Cluster selector: %s\n", selector)
 	}
 	printConditions(out, "", "Conditions:", job.Status.Conditions)
-	printEvents(out, "Placement history (Events on the manager):", d.Events, false, now)
+	printEvents(out, "Events on the manager (placement history, Warnings forwarded from the worker):", d.Events, false, now)
 
 	fmt.Fprintf(out, "\nMirror on worker %s:\n", row.Worker)
 	if d.Mirror == nil {

@@ -1,0 +1,355 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Why a mirror does not run is seen on its worker: the scheduler finds no
+// node (FailedScheduling), a kubelet cannot start a container, a pod is
+// evicted, the Job controller gives up. The manager watches each worker's
+// Warning Events (when its credential may: warningEventsRights) and records
+// those about its mirrors and their pods as Warning Events on the manager
+// Jobs, naming the worker and the pod, once per reason per pod, so
+// `kubectl describe job` on the manager says why. The decisions (whose pod
+// is it, is it still this Job's attempt, what does the Event say) are pure
+// functions; forwardWarning does the reads and the write.
+
+// workerWarning is one Warning Event seen on a worker.
+type workerWarning struct {
+	worker string
+	event  *corev1.Event
+}
+
+// warningsWatch is a connection's watch of its worker's Warning Events.
+type warningsWatch struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+}
+
+// watchWarnings starts watching the worker's Warning Events (in its allowed
+// namespaces, or all) and hands each added or updated one to seen, unless
+// the watch runs already. It ends with the connection or stopWarnings.
+func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) error {
+	r.warnings.mu.Lock()
+	defer r.warnings.mu.Unlock()
+	if r.warnings.cancel != nil {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(r.config)
+	if err != nil {
+		return fmt.Errorf("building the Events client of worker %s: %w", r.name, err)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	scopes := r.namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range scopes {
+		lw := toolscache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "events", ns, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
+		})
+		informer := toolscache.NewSharedIndexInformer(lw, &corev1.Event{}, 0, toolscache.Indexers{})
+		if err := informer.SetTransform(slimEvent); err != nil {
+			cancel()
+			return err
+		}
+		handle := func(obj any) {
+			if ev, ok := obj.(*corev1.Event); ok {
+				seen(ctx, workerWarning{worker: r.name, event: ev})
+			}
+		}
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) },
+		}); err != nil {
+			cancel()
+			return err
+		}
+		go informer.RunWithContext(ctx)
+	}
+	r.warnings.cancel = cancel
+	return nil
+}
+
+// stopWarnings ends the watch, if it runs: the credential may no longer.
+func (r *remote) stopWarnings() {
+	r.warnings.mu.Lock()
+	defer r.warnings.mu.Unlock()
+	if r.warnings.cancel != nil {
+		r.warnings.cancel()
+		r.warnings.cancel = nil
+	}
+}
+
+// slimEvent keeps of an Event what forwarding reads: the cache holds every
+// Warning Event of the worker for as long as the API server does (an hour).
+func slimEvent(obj any) (any, error) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion},
+		InvolvedObject: corev1.ObjectReference{Kind: ev.InvolvedObject.Kind, Namespace: ev.InvolvedObject.Namespace,
+			Name: ev.InvolvedObject.Name, UID: ev.InvolvedObject.UID},
+		Type: ev.Type, Reason: ev.Reason, Message: ev.Message, Action: ev.Action,
+		Source: corev1.EventSource{Component: ev.Source.Component}, ReportingController: ev.ReportingController,
+	}, nil
+}
+
+// keepWarningsWatch runs the watch of a worker's Warning Events while its
+// credential may list and watch Events and its caches are in sync (so the
+// mirrors the Events are about are known), and stops it when the credential
+// may no longer.
+func (r *Registry) keepWarningsWatch(ctx context.Context, rem *remote) {
+	state := rem.rights.Load()
+	switch {
+	case state == nil:
+	case !state.mayWatchWarnings:
+		rem.stopWarnings()
+	case rem.connected():
+		if err := rem.watchWarnings(r.warningSeen); err != nil {
+			logf.FromContext(ctx).Error(err, "watching the worker's Warning Events", "worker", rem.name)
+		}
+	}
+}
+
+// warningSeen passes a worker's Warning Event on to the Job controller; it
+// waits rather than drop one (the informer queues behind it) until the
+// watch ends.
+func (r *Registry) warningSeen(ctx context.Context, w workerWarning) {
+	select {
+	case r.warnings <- w:
+	case <-ctx.Done():
+	}
+}
+
+// forwardLoop forwards the workers' Warning Events, on the leader (whose
+// Registry alone connects to the workers).
+func (r *JobReconciler) forwardLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case w := <-r.Registry.warnings:
+			if err := r.forwardWarning(ctx, w); err != nil {
+				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.worker,
+					"event", w.event.Namespace+"/"+w.event.Name)
+			}
+		}
+	}
+}
+
+// forwardWarning records a worker's Warning Event on the manager Job whose
+// mirror (or a pod of it) it is about, the first time that pod or mirror
+// has that reason.
+func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) error {
+	ev := w.event
+	conn := r.connections.conn(w.worker)
+	if conn == nil || !conn.connected() || !conn.mayUse(ev.InvolvedObject.Namespace) {
+		return nil
+	}
+	var m *batchv1.Job
+	switch ev.InvolvedObject.Kind {
+	case "Pod":
+		mirrors := &batchv1.JobList{}
+		if err := conn.client().List(ctx, mirrors, client.InNamespace(ev.InvolvedObject.Namespace)); err != nil {
+			return fmt.Errorf("listing the mirrors in %s on worker %s: %w", ev.InvolvedObject.Namespace, w.worker, err)
+		}
+		m = ownerMirror(ev.InvolvedObject.Name, mirrors.Items)
+	case "Job":
+		found, err := conn.mirror(ctx, types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name})
+		if err != nil {
+			return err
+		}
+		if found != nil && (ev.InvolvedObject.UID == "" || ev.InvolvedObject.UID == found.UID) {
+			m = found
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, key, job); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !currentAttempt(job, m, w.worker) {
+		return nil
+	}
+	if isFinished(job) {
+		r.warned.forget(key)
+		return nil
+	}
+	if !r.warned.first(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
+		return nil
+	}
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
+	warningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
+	return nil
+}
+
+// currentAttempt: mirror m on worker is the current dispatch attempt of the
+// manager Job (a stale attempt left on a worker that came back is not).
+func currentAttempt(job, m *batchv1.Job, worker string) bool {
+	return m.Labels[v1alpha1.OriginUIDLabel] == string(job.UID) &&
+		job.Annotations[v1alpha1.WorkerAnnotation] == worker &&
+		m.Labels[v1alpha1.DispatchAttemptLabel] == job.Annotations[v1alpha1.DispatchAttemptAnnotation]
+}
+
+// maxNoteBytes is the most an Event's note may hold (events.k8s.io/v1).
+const maxNoteBytes = 1024
+
+// forwardedNote says where the worker's Event happened and what it said:
+// "worker worker-1, pod team-a/train-x7k2p: 0/2 nodes are available: ...".
+func forwardedNote(worker string, ev *corev1.Event) string {
+	object := "Job " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	if ev.InvolvedObject.Kind == "Pod" {
+		object = "pod " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	}
+	note := fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message))
+	if len(note) > maxNoteBytes {
+		note = strings.ToValidUTF8(note[:maxNoteBytes-3], "") + "..."
+	}
+	return note
+}
+
+// warningAction is the action of the forwarded Event: the worker's, when
+// its reporter said one (the scheduler says Scheduling), else Run.
+func warningAction(ev *corev1.Event) string {
+	if ev.Action != "" {
+		return ev.Action
+	}
+	return "Run"
+}
+
+// randomSuffixLength and maxGeneratedBase are how the API server completes
+// a generateName: the base cut to 58 characters, then 5 random ones
+// (k8s.io/apiserver's SimpleNameGenerator).
+const (
+	randomSuffixLength = 5
+	maxGeneratedBase   = 63 - randomSuffixLength
+)
+
+// ownerMirror returns the mirror a pod of that name belongs to. Both Job
+// controllers name the pods of Job j "j-" plus 5 random characters, or, for
+// an Indexed Job, "j-<index>-" plus 5; an Event names its pod, not the
+// pod's owner, and the manager may not read pods. When no mirror or more
+// than one could own the pod (an Indexed Job a's pod a-1-x7k2p and a
+// NonIndexed Job a-1's) it returns nil: a reason is not forwarded to a Job
+// it may not be about.
+func ownerMirror(pod string, mirrors []batchv1.Job) *batchv1.Job {
+	var owner *batchv1.Job
+	for i := range mirrors {
+		if !podNamedFor(pod, &mirrors[i]) {
+			continue
+		}
+		if owner != nil {
+			return nil
+		}
+		owner = &mirrors[i]
+	}
+	return owner
+}
+
+// podNamedFor: a pod of Job j could have that name.
+func podNamedFor(pod string, j *batchv1.Job) bool {
+	if len(pod) <= randomSuffixLength || !lowerAlphanumeric(pod[len(pod)-randomSuffixLength:]) {
+		return false
+	}
+	base := pod[:len(pod)-randomSuffixLength]
+	prefix := j.Name + "-"
+	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion {
+		return base == truncate(prefix, maxGeneratedBase)
+	}
+	if len(prefix) >= maxGeneratedBase {
+		return base == prefix[:maxGeneratedBase]
+	}
+	rest, ok := strings.CutPrefix(base, prefix)
+	if !ok {
+		return false
+	}
+	// "<index>-", or the index cut short with the base.
+	index, dashed := strings.CutSuffix(rest, "-")
+	if !dashed && len(base) < maxGeneratedBase {
+		return false
+	}
+	return index != "" && strings.Trim(index, "0123456789") == ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func lowerAlphanumeric(s string) bool {
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// warnedMemo remembers, per manager Job, which (object, reason) pairs were
+// forwarded, so each is forwarded once. An entry ends when the Job
+// finishes or is deleted, or is replaced by a new Job of the same name. It
+// lives in memory: a new leader forwards each pair at most once more.
+type warnedMemo struct {
+	mu    sync.Mutex
+	byJob map[types.NamespacedName]warnedJob
+}
+
+type warnedJob struct {
+	uid  types.UID
+	keys map[string]struct{}
+}
+
+func newWarnedMemo() *warnedMemo {
+	return &warnedMemo{byJob: map[types.NamespacedName]warnedJob{}}
+}
+
+// first records what was forwarded for Job key (of uid) and says whether it
+// is the first time.
+func (m *warnedMemo) first(key types.NamespacedName, uid types.UID, what string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.byJob[key]
+	if !ok || w.uid != uid {
+		w = warnedJob{uid: uid, keys: map[string]struct{}{}}
+		m.byJob[key] = w
+	}
+	if _, seen := w.keys[what]; seen {
+		return false
+	}
+	w.keys[what] = struct{}{}
+	return true
+}
+
+func (m *warnedMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byJob, key)
+}
+
+func (m *warnedMemo) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byJob)
+}
