@@ -65,7 +65,7 @@ test-integration: tools prometheus ## tests against a real kube-apiserver + etcd
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: tools build images ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
+test-e2e: tools build images prometheus ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
 	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
 
 .PHONY: dev-up
