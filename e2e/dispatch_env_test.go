@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -84,34 +85,10 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 			sharedEnvErr = err
 			return
 		}
-		d := &dispatchEnv{Env: env, workers: map[string]kubernetes.Interface{}, workerKubeconf: map[string]string{}}
-		if d.manager, err = kubernetes.NewForConfig(env.Manager.RESTConfig()); err != nil {
-			sharedEnvErr = err
+		d, err := newDispatchEnv(ctx, env)
+		if err != nil {
+			sharedEnvErr = errors.Join(err, env.Stop())
 			return
-		}
-		if d.managerClient, err = client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()}); err != nil {
-			sharedEnvErr = err
-			return
-		}
-		for _, w := range env.Workers {
-			// A label tests pin Jobs to one worker with (dispatchTo).
-			wc := &v1alpha1.WorkerCluster{}
-			if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
-				sharedEnvErr = err
-				return
-			}
-			wc.Labels = map[string]string{workerNameLabel: w.Name}
-			if err := d.managerClient.Update(ctx, wc); err != nil {
-				sharedEnvErr = err
-				return
-			}
-			c, err := kubernetes.NewForConfig(w.RESTConfig())
-			if err != nil {
-				sharedEnvErr = err
-				return
-			}
-			d.workers[w.Name] = c
-			d.workerKubeconf[w.Name] = w.KubeconfigPath
 		}
 		sharedEnv = d
 	})
@@ -119,6 +96,35 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 		t.Fatalf("starting the dispatch environment: %v", sharedEnvErr)
 	}
 	return sharedEnv
+}
+
+// newDispatchEnv wraps a started environment with clients of each cluster
+// and labels each WorkerCluster with its name (workerNameLabel), for
+// dispatchTo.
+func newDispatchEnv(ctx context.Context, env *devenv.Env) (*dispatchEnv, error) {
+	d := &dispatchEnv{Env: env, workers: map[string]kubernetes.Interface{}, workerKubeconf: map[string]string{}}
+	var err error
+	if d.manager, err = kubernetes.NewForConfig(env.Manager.RESTConfig()); err != nil {
+		return nil, err
+	}
+	if d.managerClient, err = client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()}); err != nil {
+		return nil, err
+	}
+	for _, w := range env.Workers {
+		wc := &v1alpha1.WorkerCluster{}
+		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
+			return nil, err
+		}
+		wc.Labels = map[string]string{workerNameLabel: w.Name}
+		if err := d.managerClient.Update(ctx, wc); err != nil {
+			return nil, err
+		}
+		if d.workers[w.Name], err = kubernetes.NewForConfig(w.RESTConfig()); err != nil {
+			return nil, err
+		}
+		d.workerKubeconf[w.Name] = w.KubeconfigPath
+	}
+	return d, nil
 }
 
 // workerNameLabel on each WorkerCluster of the dispatch environment names it.

@@ -21,7 +21,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,25 +62,9 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	d := &dispatchEnv{Env: env, workers: map[string]kubernetes.Interface{}}
-	if d.manager, err = kubernetes.NewForConfig(env.Manager.RESTConfig()); err != nil {
+	d, err := newDispatchEnv(ctx, env)
+	if err != nil {
 		t.Fatal(err)
-	}
-	if d.managerClient, err = client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()}); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range env.Workers {
-		wc := &v1alpha1.WorkerCluster{}
-		if err := d.managerClient.Get(ctx, client.ObjectKey{Name: w.Name}, wc); err != nil {
-			t.Fatal(err)
-		}
-		wc.Labels = map[string]string{workerNameLabel: w.Name}
-		if err := d.managerClient.Update(ctx, wc); err != nil {
-			t.Fatal(err)
-		}
-		if d.workers[w.Name], err = kubernetes.NewForConfig(w.RESTConfig()); err != nil {
-			t.Fatal(err)
-		}
 	}
 	promURL := startPrometheus(ctx, t, env, dir)
 

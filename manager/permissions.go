@@ -33,7 +33,7 @@ func (r right) String() string {
 	switch {
 	case r.namespace != "" && r.resource != "namespaces":
 		s += " in " + r.namespace
-	case r.namespace == "" && r.resource == "jobs":
+	case r.namespace == "" && (r.resource == "jobs" || r.resource == "events"):
 		s += " in all namespaces"
 	}
 	return s
@@ -47,10 +47,7 @@ func (r right) String() string {
 // Security labels). With namespaces (the worker chart's namespaced mode) the
 // Job and namespace rights are needed in those only.
 func requiredRights(namespaces []string) []right {
-	scopes := namespaces
-	if len(scopes) == 0 {
-		scopes = []string{""}
-	}
+	scopes := rightScopes(namespaces)
 	var out []right
 	for _, ns := range scopes {
 		for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
@@ -68,6 +65,15 @@ func requiredRights(namespaces []string) []right {
 	return out
 }
 
+// rightScopes are the namespaces rights are needed in: those the manager may
+// use there, or all ("").
+func rightScopes(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{""}
+	}
+	return namespaces
+}
+
 // createNamespacesRight is the one optional right: with it (and a credential for
 // every namespace) the manager creates a missing namespace for a mirror;
 // without it, a worker lacking the Job's namespace is not chosen for it.
@@ -78,12 +84,8 @@ var createNamespacesRight = right{verb: "create", resource: "namespaces"}
 // to the manager Jobs (workerwarnings.go); without them Jobs still run, and
 // their worker-side failure reasons are seen only on the worker.
 func warningEventsRights(namespaces []string) []right {
-	scopes := namespaces
-	if len(scopes) == 0 {
-		scopes = []string{""}
-	}
 	var out []right
-	for _, ns := range scopes {
+	for _, ns := range rightScopes(namespaces) {
 		for _, verb := range []string{"list", "watch"} {
 			out = append(out, right{verb: verb, resource: "events", namespace: ns})
 		}

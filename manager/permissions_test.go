@@ -40,6 +40,12 @@ func TestRequiredRights(t *testing.T) {
 	if diff := cmp.Diff(namespaced, names(requiredRights([]string{"a", "b"}))); diff != "" {
 		t.Errorf("namespaces a and b (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{"list events in all namespaces", "watch events in all namespaces"}, names(warningEventsRights(nil))); diff != "" {
+		t.Errorf("the optional Events rights, every namespace (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"list events in a", "watch events in a", "list events in b", "watch events in b"}, names(warningEventsRights([]string{"a", "b"}))); diff != "" {
+		t.Errorf("the optional Events rights, namespaces a and b (-want +got):\n%s", diff)
+	}
 	missing := requiredRights([]string{"a", "b"})[9:10] // create jobs.batch in b
 	if !mayCreateMirrors(missing, "a") || mayCreateMirrors(missing, "b") {
 		t.Errorf("mayCreateMirrors with %v missing: a %t, b %t; want true, false", names(missing), mayCreateMirrors(missing, "a"), mayCreateMirrors(missing, "b"))

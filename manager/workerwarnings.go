@@ -55,11 +55,7 @@ func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) 
 		return fmt.Errorf("building the Events client of worker %s: %w", r.name, err)
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	scopes := r.namespaces
-	if len(scopes) == 0 {
-		scopes = []string{metav1.NamespaceAll}
-	}
-	for _, ns := range scopes {
+	for _, ns := range rightScopes(r.namespaces) {
 		lw := toolscache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "events", ns, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
 		})
@@ -166,11 +162,11 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	var m *batchv1.Job
 	switch ev.InvolvedObject.Kind {
 	case "Pod":
-		mirrors := &batchv1.JobList{}
-		if err := conn.client().List(ctx, mirrors, client.InNamespace(ev.InvolvedObject.Namespace)); err != nil {
-			return fmt.Errorf("listing the mirrors in %s on worker %s: %w", ev.InvolvedObject.Namespace, w.worker, err)
+		mirrors, err := candidateMirrors(ctx, conn, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
+		if err != nil {
+			return fmt.Errorf("finding the mirror of pod %s/%s on worker %s: %w", ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, w.worker, err)
 		}
-		m = ownerMirror(ev.InvolvedObject.Name, mirrors.Items)
+		m = ownerMirror(ev.InvolvedObject.Name, mirrors)
 	case "Job":
 		found, err := conn.mirror(ctx, types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name})
 		if err != nil {
@@ -201,6 +197,54 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
 	warningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
 	return nil
+}
+
+// candidateMirrors reads the mirrors that could own a pod of that name:
+// those named as its name says (candidateMirrorNames), one cache read each;
+// when the name may have been cut short, every mirror in the namespace.
+func candidateMirrors(ctx context.Context, conn workerConn, ns, pod string) ([]batchv1.Job, error) {
+	names, cut := candidateMirrorNames(pod)
+	if cut {
+		list := &batchv1.JobList{}
+		if err := conn.client().List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+	var out []batchv1.Job
+	for _, name := range names {
+		m, err := conn.mirror(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			out = append(out, *m)
+		}
+	}
+	return out, nil
+}
+
+// candidateMirrorNames are the names of the Jobs a pod of that name could
+// belong to (see podNamedFor): "j" for "j-x7k2p", and also "j" for an
+// Indexed Job's "j-3-x7k2p" besides "j-3". cut: the generated name reached
+// its length limit, so the Job's name may be longer than what is left of it.
+func candidateMirrorNames(pod string) (names []string, cut bool) {
+	if len(pod) <= randomSuffixLength {
+		return nil, false
+	}
+	base := pod[:len(pod)-randomSuffixLength]
+	if len(base) >= maxGeneratedBase {
+		return nil, true
+	}
+	job, ok := strings.CutSuffix(base, "-")
+	if !ok || job == "" {
+		return nil, false
+	}
+	names = append(names, job)
+	if i := strings.LastIndexByte(job, '-'); i > 0 && strings.Trim(job[i+1:], "0123456789") == "" && i+1 < len(job) {
+		names = append(names, job[:i])
+	}
+	return names, false
 }
 
 // currentAttempt: mirror m on worker is the current dispatch attempt of the

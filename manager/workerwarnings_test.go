@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,41 @@ func TestOwnerMirror(t *testing.T) {
 	}
 	if got := ownerMirror("other-x7k2p", mirrors); got != nil {
 		t.Errorf("other-x7k2p: got %s, want none", got.Name)
+	}
+}
+
+func TestCandidateMirrorNames(t *testing.T) {
+	long := strings.Repeat("a", 58)
+	cases := []struct {
+		pod   string
+		names []string
+		cut   bool
+	}{
+		{"train-x7k2p", []string{"train"}, false},
+		{"train-12-x7k2p", []string{"train-12", "train"}, false},
+		{"a-b-x7k2p", []string{"a-b"}, false},
+		{"-x7k2p", nil, false},
+		{"x7k2p", nil, false},
+		{long + "x7k2p", nil, true},
+	}
+	for _, c := range cases {
+		names, cut := candidateMirrorNames(c.pod)
+		if strings.Join(names, ",") != strings.Join(c.names, ",") || cut != c.cut {
+			t.Errorf("candidateMirrorNames(%q) = %q, %v; want %q, %v", c.pod, names, cut, c.names, c.cut)
+		}
+	}
+	// Every case of TestPodNamedFor that matches is found among the
+	// candidates, or by the cut name's listing.
+	for _, j := range []batchv1.Job{namedJob("train", false), namedJob("train", true), namedJob(strings.Repeat("b", 50), true)} {
+		for _, pod := range []string{"train-x7k2p", "train-12-x7k2p", strings.Repeat("b", 50) + "-1234567x7k2p"} {
+			if !podNamedFor(pod, &j) {
+				continue
+			}
+			names, cut := candidateMirrorNames(pod)
+			if !cut && !slices.Contains(names, j.Name) {
+				t.Errorf("pod %s of Job %s: candidates %q miss the Job", pod, j.Name, names)
+			}
+		}
 	}
 }
 
