@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -22,7 +23,7 @@ import (
 var (
 	dispatchTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_dispatch_total",
-		Help: "Dispatch attempts by worker and result (created, conflict, error, unschedulable).",
+		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, unschedulable: no worker fits, with an empty worker).",
 	}, []string{"worker", "result"})
 	dispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jobferry_dispatch_duration_seconds",
@@ -84,6 +85,8 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(registered()...)
+	// Jobs no worker fits are counted without a worker.
+	dispatchTotal.WithLabelValues("", "unschedulable")
 }
 
 // registered are the metrics registered when the package loads; the Job
@@ -99,6 +102,44 @@ func registered() []prometheus.Collector {
 // their sources.
 func Collectors() []prometheus.Collector {
 	return append(registered(), newJobsCollector(nil, nil), newCapacityCollector(nil))
+}
+
+// Results each worker's counters are labelled with.
+var (
+	dispatchResults   = []string{"created", "conflict", "error", "lost"}
+	statusSyncResults = []string{"written", "conflict", "rejected", "error"}
+	warningKinds      = []string{"Pod", "Job"}
+)
+
+// initWorkerMetrics makes a registered worker's counters exist at 0 before
+// anything happens there: a series that first appears at 4 has rate() and
+// increase() count none of those 4, so the first burst of dispatches to a
+// worker would be missing from the dashboards.
+func initWorkerMetrics(worker string) {
+	for _, result := range dispatchResults {
+		dispatchTotal.WithLabelValues(worker, result)
+	}
+	for _, result := range statusSyncResults {
+		statusSyncTotal.WithLabelValues(worker, result)
+	}
+	for _, reason := range dispatch.RejectionReasons {
+		placementRejections.WithLabelValues(worker, reason)
+	}
+	for _, kind := range warningKinds {
+		warningsForwarded.WithLabelValues(worker, kind)
+	}
+	orphansDeleted.WithLabelValues(worker)
+}
+
+// forgetWorkerMetrics drops every series of a worker that is no longer
+// registered.
+func forgetWorkerMetrics(worker string) {
+	deleteWorkerConnected(worker)
+	for _, vec := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{dispatchTotal, statusSyncTotal, placementRejections, warningsForwarded, orphansDeleted, remoteRequests, credentialExpiry, credentialRenewals} {
+		vec.DeletePartialMatch(prometheus.Labels{"worker": worker})
+	}
 }
 
 // setWorkerConnected sets jobferry_workercluster_connected and its

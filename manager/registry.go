@@ -172,8 +172,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.drop(req.Name)
-			deleteWorkerConnected(req.Name)
-			credentialExpiry.DeleteLabelValues(req.Name)
+			forgetWorkerMetrics(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -181,6 +180,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	// The condition as last written, not the live connection, which may have
 	// turned healthy between two reconciles.
 	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
+	initWorkerMetrics(wc.Name)
 	cond, rem := r.connect(ctx, wc)
 	requeue := r.HealthInterval
 	if rem != nil && cond.Status != metav1.ConditionTrue {
