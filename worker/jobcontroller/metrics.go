@@ -73,7 +73,30 @@ var registerMetricsOnce sync.Once
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		metrics.Registry.MustRegister(Collectors()...)
+		initMetrics()
 	})
+}
+
+// initMetrics makes the counters' usual series exist at 0 from the start:
+// a series first scraped at 1 has increase() and rate() count nothing, so
+// the first Job to fail would not show on a dashboard.
+func initMetrics() {
+	finished := map[string][]string{
+		"succeeded": {batchv1.JobReasonCompletionsReached, batchv1.JobReasonSuccessPolicy},
+		"failed": {batchv1.JobReasonBackoffLimitExceeded, batchv1.JobReasonDeadlineExceeded, batchv1.JobReasonPodFailurePolicy,
+			batchv1.JobReasonMaxFailedIndexesExceeded, batchv1.JobReasonFailedIndexes},
+	}
+	for _, mode := range []batchv1.CompletionMode{batchv1.NonIndexedCompletion, batchv1.IndexedCompletion} {
+		for result, reasons := range finished {
+			podsFinishedTotal.WithLabelValues(string(mode), result)
+			for _, reason := range reasons {
+				jobsFinishedTotal.WithLabelValues(string(mode), result, reason)
+			}
+		}
+	}
+	for _, event := range []string{"add", "delete"} {
+		terminatedPodsTrackingFinalizerTotal.WithLabelValues(event)
+	}
 }
 
 // Collectors are the Job controller's metrics, for registration and for the
