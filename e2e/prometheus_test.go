@@ -174,6 +174,10 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 		{`sum(jobferry_waiting_jobs_woken_total)`, "≥ 1", func(v float64) bool { return v >= 1 }},
 		{`sum(jobferry_worker_jobs_finished_total{worker="worker-2", result="failed"})`, "≥ 1", func(v float64) bool { return v >= 1 }},
 		{`min(jobferry_workercluster_credential_expiry_timestamp_seconds{worker="worker-1"}) - time()`, "within the hour", func(v float64) bool { return v > 0 && v <= 3600 }},
+		// Counters exist at 0 before their first increment, so a burst and
+		// a first failure show in rate() and increase().
+		{`sum(rate(jobferry_dispatch_total{worker="worker-1", result="created"}[5m]))`, "> 0", func(v float64) bool { return v > 0 }},
+		{`sum(increase(jobferry_worker_jobs_finished_total{worker="worker-2", result="failed"}[1h]))`, "> 0", func(v float64) bool { return v > 0 }},
 	} {
 		got, err := promQuery(ctx, promURL, c.expr)
 		v, perr := strconv.ParseFloat(got, 64)
@@ -241,8 +245,8 @@ func startPrometheus(ctx context.Context, t *testing.T, env *devenv.Env, dir str
 	return base
 }
 
-// promQuery evaluates expr now and returns the first sample's value, or an
-// error when the result is empty or holds only NaN.
+// promQuery evaluates expr now and returns the largest value with its
+// labels, or an error when the result is empty or holds only NaN.
 func promQuery(ctx context.Context, base, expr string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?"+url.Values{"query": {expr}}.Encode(), nil)
 	if err != nil {
@@ -289,16 +293,22 @@ func promQuery(ctx context.Context, base, expr string) (string, error) {
 	if len(samples) == 0 {
 		return "", fmt.Errorf("empty result")
 	}
-	for _, s := range samples {
+	// The largest value, to show what the panel shows at its peak.
+	best, bestValue := -1, math.Inf(-1)
+	for i, s := range samples {
 		v, _ := s.Value[1].(string)
-		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) {
-			if len(s.Metric) > 0 {
-				return fmt.Sprintf("%s %v (%d series)", v, s.Metric, len(samples)), nil
-			}
-			return v, nil
+		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && f > bestValue {
+			best, bestValue = i, f
 		}
 	}
-	return "", fmt.Errorf("%d series, every value NaN", len(samples))
+	if best < 0 {
+		return "", fmt.Errorf("%d series, every value NaN", len(samples))
+	}
+	v, _ := samples[best].Value[1].(string)
+	if len(samples[best].Metric) > 0 {
+		return fmt.Sprintf("%s %v (%d series)", v, samples[best].Metric, len(samples)), nil
+	}
+	return v, nil
 }
 
 // registerWithExpiringToken swaps the worker's kubeconfig Secret for one
