@@ -74,7 +74,7 @@ func rightScopes(namespaces []string) []string {
 	return namespaces
 }
 
-// createNamespacesRight is the one optional right: with it (and a credential for
+// createNamespacesRight is optional: with it (and a credential for
 // every namespace) the manager creates a missing namespace for a mirror;
 // without it, a worker lacking the Job's namespace is not chosen for it.
 var createNamespacesRight = right{verb: "create", resource: "namespaces"}
