@@ -99,11 +99,10 @@ func slimEvent(obj any) (any, error) {
 		return obj, nil
 	}
 	return &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ev.Namespace, Name: ev.Name, UID: ev.UID, ResourceVersion: ev.ResourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ev.Namespace, Name: ev.Name, ResourceVersion: ev.ResourceVersion},
 		InvolvedObject: corev1.ObjectReference{Kind: ev.InvolvedObject.Kind, Namespace: ev.InvolvedObject.Namespace,
 			Name: ev.InvolvedObject.Name, UID: ev.InvolvedObject.UID},
-		Type: ev.Type, Reason: ev.Reason, Message: ev.Message, Action: ev.Action,
-		Source: corev1.EventSource{Component: ev.Source.Component}, ReportingController: ev.ReportingController,
+		Reason: ev.Reason, Message: ev.Message, Action: ev.Action,
 	}, nil
 }
 
@@ -390,10 +389,4 @@ func (m *warnedMemo) forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byJob, key)
-}
-
-func (m *warnedMemo) len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.byJob)
 }

@@ -225,3 +225,10 @@ func TestWarnedMemo(t *testing.T) {
 		t.Error("forget left the Job remembered")
 	}
 }
+
+// len is how many Jobs the memo holds, for tests.
+func (m *warnedMemo) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byJob)
+}
