@@ -200,6 +200,33 @@ func TestIntegrationChartsInstall(t *testing.T) {
 	})
 }
 
+// The chart's admission policy is manager.StatePolicy, for the chart's
+// ServiceAccount, bound to deny.
+func TestIntegrationChartStatePolicyMatchesTheCode(t *testing.T) {
+	manifests, err := render(t, "jobferry-manager", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	if err := decodeKind(manifests, "ValidatingAdmissionPolicy", &policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeKind(manifests, "ValidatingAdmissionPolicyBinding", &binding); err != nil {
+		t.Fatal(err)
+	}
+	wantPolicy, wantBinding := manager.StatePolicy("jobferry-manager-state", "system:serviceaccount:jobferry-system:jobferry-manager")
+	if policy.Name != wantPolicy.Name || binding.Name != wantBinding.Name {
+		t.Errorf("names %s and %s, want %s", policy.Name, binding.Name, wantPolicy.Name)
+	}
+	if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
+		t.Errorf("the chart's state policy differs from manager.StatePolicy (-code +chart):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
+		t.Errorf("the chart's state policy binding differs from manager.StatePolicy (-code +chart):\n%s", diff)
+	}
+}
+
 // schemaLine is the line of helm's error that names the value.
 func schemaLine(s string) string {
 	for _, line := range strings.Split(s, "\n") {

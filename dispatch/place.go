@@ -133,12 +133,9 @@ func (d Decision) explain(rejected map[string]string) string {
 // share free after placement wins; ties go to the first name. An error means
 // the Job itself is invalid (a malformed cluster selector).
 func Place(job *batchv1.Job, workers []Worker) (Decision, error) {
-	selector := labels.Everything()
-	if raw, ok := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; ok {
-		var err error
-		if selector, err = labels.Parse(raw); err != nil {
-			return Decision{}, fmt.Errorf("annotation %s: %w", v1alpha1.ClusterSelectorAnnotation, err)
-		}
+	selector, err := clusterSelector(job)
+	if err != nil {
+		return Decision{}, err
 	}
 	decision := Decision{Request: JobRequest(job), Rejected: map[string]string{}, Gists: map[string]string{}, Codes: map[string]string{}}
 	type candidate struct {
@@ -176,6 +173,59 @@ func Place(job *batchv1.Job, workers []Worker) (Decision, error) {
 		}
 	}
 	return decision, nil
+}
+
+// clusterSelector is the Job's cluster selector; everything when it has none.
+func clusterSelector(job *batchv1.Job) (labels.Selector, error) {
+	raw, ok := job.Annotations[v1alpha1.ClusterSelectorAnnotation]
+	if !ok {
+		return labels.Everything(), nil
+	}
+	selector, err := labels.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", v1alpha1.ClusterSelectorAnnotation, err)
+	}
+	return selector, nil
+}
+
+// Admits says why worker w may not run the Job's pods as they are now, as a
+// reason code and in words; "" when it may. These are the checks of Place
+// that depend neither on free capacity nor on the worker taking new Jobs
+// (connected, not cordoned): what must still hold when a placement made
+// earlier is acted on, before its mirror is created and before a changed
+// pod template is carried to it. Without a capacity summary the pools are
+// not checked (the worker's scheduler has the last word).
+func Admits(job *batchv1.Job, w Worker) (code, why string) {
+	selector, err := clusterSelector(job)
+	if err != nil {
+		return ReasonClusterSelector, err.Error()
+	}
+	switch {
+	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
+		return ReasonNamespaceNotUsable, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace)
+	case w.Unavailable != "":
+		return ReasonUnavailable, w.Unavailable
+	case !selector.Matches(labels.Set(w.Labels)):
+		return ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
+	case w.Pools == nil:
+		return "", ""
+	}
+	template, err := MergeDirectives(job.Spec.Template, w.Directives)
+	if err != nil {
+		return ReasonInvalidDirectives, err.Error()
+	}
+	if len(w.Pools) == 0 {
+		return ReasonNoPools, "no node pools"
+	}
+	var reasons []string
+	for _, p := range w.Pools {
+		why := poolRejects(p, template.Spec)
+		if why == "" {
+			return "", ""
+		}
+		reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+	}
+	return ReasonNoPoolAccepts, strings.Join(reasons, "; ")
 }
 
 func sortedByName(workers []Worker) []Worker {

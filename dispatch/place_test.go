@@ -334,3 +334,56 @@ func TestGistLeavesOutTheFigures(t *testing.T) {
 		t.Errorf("Summary() = %q: the Event keeps the figures", ten.Summary())
 	}
 }
+
+func TestAdmits(t *testing.T) {
+	general := v1alpha1.NodePool{Name: "general", Labels: map[string]string{"pool": "general"}}
+	gpu := v1alpha1.NodePool{Name: "gpu", Labels: map[string]string{"pool": "gpu"},
+		Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}}
+	job := func(mutate func(*batchv1.Job)) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train"}}
+		if mutate != nil {
+			mutate(j)
+		}
+		return j
+	}
+	cases := map[string]struct {
+		job      *batchv1.Job
+		worker   Worker
+		wantCode string
+	}{
+		"a full pool still admits":      {job: job(nil), worker: Worker{Name: "w1", Pools: []v1alpha1.NodePool{general}}},
+		"no summary: pools not checked": {job: job(nil), worker: Worker{Name: "w1"}},
+		"cordoned and disconnected: not checked": {
+			job: job(nil), worker: Worker{Name: "w1", Cordoned: true, Pools: []v1alpha1.NodePool{general}},
+		},
+		"namespace not usable": {
+			job: job(nil), worker: Worker{Name: "w1", Namespaces: []string{"team-b"}}, wantCode: ReasonNamespaceNotUsable,
+		},
+		"unavailable": {job: job(nil), worker: Worker{Name: "w1", Unavailable: "excluded"}, wantCode: ReasonUnavailable},
+		"cluster selector no longer matches": {
+			job: job(func(j *batchv1.Job) {
+				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "zone=b"}
+			}),
+			worker: Worker{Name: "w1", Labels: map[string]string{"zone": "a"}}, wantCode: ReasonClusterSelector,
+		},
+		"a template no pool accepts": {
+			job:    job(func(j *batchv1.Job) { j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"} }),
+			worker: Worker{Name: "w1", Pools: []v1alpha1.NodePool{general, gpu}}, wantCode: ReasonNoPoolAccepts,
+		},
+		"the toleration that lets it onto the tainted pool": {
+			job: job(func(j *batchv1.Job) {
+				j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+				j.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			}),
+			worker: Worker{Name: "w1", Pools: []v1alpha1.NodePool{general, gpu}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, why := Admits(tc.job, tc.worker)
+			if code != tc.wantCode || (code == "") != (why == "") {
+				t.Errorf("Admits = %q, %q; want code %q", code, why, tc.wantCode)
+			}
+		})
+	}
+}

@@ -31,3 +31,5 @@ mkdir -p "$out/docs"
 go run ./hack/metricsdoc --out "$out/docs/metrics.md"
 # The Grafana dashboards the manager chart ships, from internal/dashboards.
 go run ./hack/dashboards --out "$out/charts/jobferry-manager/dashboards"
+# The admission policy that keeps jobferry's state on Jobs jobferry's.
+go run ./hack/statepolicy --out "$out/charts/jobferry-manager/files/state-policy.yaml"

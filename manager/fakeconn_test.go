@@ -2,9 +2,11 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
 // fakeConn is a worker for unit tests: a fake client stands for both the
@@ -43,7 +46,11 @@ func newFakeConn(origin string, objs ...client.Object) *fakeConn {
 	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if _, ok := obj.(*batchv1.Job); ok {
-				creates.Add(1)
+				n := creates.Add(1)
+				if obj.GetUID() == "" {
+					// As an API server does; the fake client leaves it empty.
+					obj.SetUID(types.UID(fmt.Sprintf("worker-uid-%d", n)))
+				}
 			}
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
@@ -113,3 +120,12 @@ func (f fakeConnections) conn(worker string) workerConn {
 }
 
 func (f fakeConnections) names() []string { return slices.Sorted(maps.Keys(f)) }
+
+// fixedKey is a key source holding one key.
+type fixedKey jobstate.Key
+
+func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
+
+// testKey seals the state of the unit tests' Jobs; it was made long before
+// any of them.
+var testKey = fixedKey{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: stepNow.Add(-24 * time.Hour)}

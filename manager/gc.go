@@ -11,6 +11,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // OrphanCollector deletes mirrors whose manager Job no longer exists: Jobs
@@ -87,7 +89,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		// A mirror of a live Job is kept unless a later attempt replaced it
 		// (fencing after a worker loss). A mirror newer than the cached Job
 		// only means the cache lags.
-		if job := live[origin]; job != nil && attemptOf(m) >= attemptOf(job) {
+		if job := live[origin]; job != nil && mirror.Attempt(m) >= jobstate.Attempt(job) {
 			continue
 		}
 		deleted, err := deleteMirror(ctx, rem, worker, m)

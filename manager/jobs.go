@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +36,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -55,6 +55,18 @@ const (
 	ReasonWorkerLost         = "WorkerLost"
 	ReasonMissingRights      = "WorkerMissingRights"
 	ReasonInvalidMirror      = "InvalidMirror"
+	// ReasonUntrustedState: jobferry's annotations on the Job are not what
+	// its manager wrote; nothing is done for the Job.
+	ReasonUntrustedState = "UntrustedState"
+	// ReasonStrayMirror: a mirror of the Job that its state does not
+	// account for runs on a worker; nothing is dispatched meanwhile.
+	ReasonStrayMirror = "StrayMirror"
+	// ReasonMirrorNotOurs: the Job in the mirror's place on the worker is
+	// not the one jobferry created; the Job is dispatched again.
+	ReasonMirrorNotOurs = "MirrorReplacedOnWorker"
+	// ReasonMirrorDeleted: the mirror was deleted on the worker; the Job is
+	// dispatched again.
+	ReasonMirrorDeleted = "MirrorDeletedOnWorker"
 	// ReasonNotAllowed: the dispatch policy refuses the Job (a namespace
 	// not opted in, a reserved one, pods its Pod Security level forbids):
 	// it reached jobferry while the webhook did not check it.
@@ -92,7 +104,10 @@ type JobReconciler struct {
 	Origin   string
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *DispatchPolicy
-	Clock  clock.Clock
+	// Keys gives the key that seals jobferry's state on manager Jobs
+	// (StateKeys; package jobstate).
+	Keys  keySource
+	Clock clock.Clock
 	// Concurrency is the number of Jobs reconciled at once.
 	Concurrency int
 	// WorkerLostTimeout is how long a worker may stay disconnected before its
@@ -291,27 +306,49 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if job == nil {
 		return s, nil
 	}
-	s.WroteFinished = r.wroteFinished(job)
+	sealKey, err := r.Keys.Key(ctx)
+	if err != nil {
+		return s, err
+	}
 	s.Blocked = map[write]bool{}
-	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob} {
+	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, noticeUntrusted, noticeStray} {
 		if r.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
 	}
+	switch verdict, names := jobstate.Verify(job, sealKey); verdict {
+	case jobstate.Tampered:
+		// Nothing more is read: nothing is decided from this state.
+		s.Untrusted = names
+		return s, nil
+	case jobstate.Legacy:
+		s.Legacy = true
+		return s, nil
+	}
+	s.AdoptMirror = job.CreationTimestamp.Time.Before(sealKey.Since)
+	s.WroteFinished = r.wroteFinished(job)
 	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
-	if s.Worker == "" {
-		if isFinished(job) || nothingToRun(job) {
-			return s, nil
-		}
+	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
+	s.CreatedMirrorUID = r.createdMirrorUID(job)
+	unfinished := !isFinished(job) && !nothingToRun(job)
+	var ns *corev1.Namespace
+	if unfinished {
 		// The webhook applies the policy at creation; this catches Jobs
-		// created while it was down or not registered, and namespaces
-		// changed since.
-		ns, err := getNamespace(ctx, r.Client, job.Namespace)
-		if err != nil {
+		// created while it was down or not registered, namespaces changed
+		// since, and templates changed since (while suspended): it holds at
+		// every mirror create and every template carry.
+		if ns, err = getNamespace(ctx, r.Client, job.Namespace); err != nil {
 			return s, err
 		}
 		if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
 			s.Refusal = refusal
+		}
+	}
+	if s.Worker == "" {
+		if unfinished {
+			if s.Stray, err = r.strayMirror(ctx, job); err != nil {
+				return s, err
+			}
 		}
 		return s, nil
 	}
@@ -332,11 +369,89 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
-	if m != nil {
+	if m != nil && m.UID == s.MirrorUID {
 		r.created.Delete(key)
 	}
 	s.MirrorChangeSeen = r.Registry.observedAt(key)
-	return s, nil
+	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
+		return s, nil
+	}
+	// A mirror may be created, or a changed template carried to it.
+	if m == nil {
+		if s.Stray, err = r.strayMirror(ctx, job); err != nil {
+			return s, err
+		}
+	}
+	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, rem)
+	return s, err
+}
+
+// strayMirror finds, on the connected workers, a mirror of the Job of a
+// later attempt than the Job records that this manager did not just create:
+// the Job's state does not account for it.
+func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
+	key := client.ObjectKeyFromObject(job)
+	recorded := jobstate.Attempt(job)
+	for _, worker := range r.connections.names() {
+		rem := r.conn(worker)
+		if rem == nil || !rem.connected() || !rem.mayUse(job.Namespace) {
+			continue
+		}
+		m, err := rem.mirror(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil || m.DeletionTimestamp != nil || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
+			m.UID == r.createdMirrorUID(job) {
+			continue
+		}
+		return &strayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
+	}
+	return nil, nil
+}
+
+// workerRejects says why the Job's worker may not run its pods as they are
+// now ("" when it may): what placement checked that does not depend on free
+// capacity (dispatch.Admits), the Pod Security level of the worker's
+// namespace, and whether that namespace exists or may be created.
+func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, rem workerConn) (string, error) {
+	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
+	if capacity := rem.capacity(ctx); capacity != nil {
+		view.Pools = capacity.Pools
+		if view.Pools == nil {
+			view.Pools = []v1alpha1.NodePool{}
+		}
+	}
+	if slices.Contains(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), wc.Name) {
+		view.Unavailable = fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
+	}
+	if _, why := dispatch.Admits(job, view); why != "" {
+		return why, nil
+	}
+	if !rem.mayUse(job.Namespace) {
+		return "", nil // nextStep releases it, saying why
+	}
+	why, err := r.workerNamespaceRejects(ctx, ns, rem, wc.Name, job.Namespace)
+	return why, err
+}
+
+// workerNamespaceRejects says why the worker's namespace of the Job's name
+// may not take its pods: it enforces a weaker Pod Security level than the
+// manager's namespace, it is missing and the manager may not create it, or
+// the credential may not read it (the worker's rights are checked again at
+// once). An error is one worth retrying.
+func (r *JobReconciler) workerNamespaceRejects(ctx context.Context, managerNS *corev1.Namespace, rem workerConn, worker, name string) (string, error) {
+	workerNS, err := rem.namespace(ctx, name)
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		r.Registry.rightsRefused(worker)
+		return fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)", name, apiMessage(err), v1alpha1.ConditionAuthorized), nil
+	case err != nil:
+		return "", err
+	case workerNS == nil && !rem.mayCreateNamespaces():
+		return fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name), nil
+	}
+	return r.Policy.WorkerNamespaceRejects(managerNS, workerNS), nil
 }
 
 // apply does what nextStep decided, and says whether the reconcile goes on
@@ -375,11 +490,12 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 		placed, result, err := r.place(ctx, job, memo)
 		return result, placed, err
 	case stepCreateMirror:
-		result, err := r.createMirror(ctx, s, memo)
+		created, result, err := r.createMirror(ctx, s, memo)
 		if errors.Is(err, errForeign) {
 			return reconcile.Result{}, true, nil
 		}
-		return stop(result, err)
+		// A mirror created is recorded in the next step, at once.
+		return result, created && err == nil, err
 	case stepNameConflict:
 		dispatchTotal.WithLabelValues(s.Worker, "conflict").Inc()
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch", "%s", st.Why)
@@ -437,6 +553,31 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 		dispatchTotal.WithLabelValues(s.Worker, "lost").Inc()
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", st.Why)
 		return reconcile.Result{}, true, nil
+	case stepUntrusted:
+		r.refusals.remember(job, noticeUntrusted)
+		logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", s.Untrusted)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, noticeUntrusted.reason, noticeUntrusted.action, "%s", st.Why)
+		return done(nil)
+	case stepStray:
+		r.refusals.remember(job, noticeStray)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, noticeStray.reason, noticeStray.action, "%s", st.Why)
+		return done(nil)
+	case stepRecord:
+		if err := r.record(ctx, job, st.MirrorUID); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "recording jobferry's state on the Job", managerAPI, err))
+		}
+		return reconcile.Result{}, true, nil
+	case stepMirrorNotOurs, stepMirrorGone:
+		reason, result := ReasonMirrorNotOurs, "not_ours"
+		if st.Kind == stepMirrorGone {
+			reason, result = ReasonMirrorDeleted, "deleted"
+		}
+		if err := r.release(ctx, job, s.Worker, nil); err != nil {
+			return stop(r.refused(ctx, job, writeJob, "dispatching the Job again", managerAPI, err))
+		}
+		dispatchTotal.WithLabelValues(s.Worker, result).Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", st.Why)
+		return reconcile.Result{}, true, nil
 	}
 	return done(fmt.Errorf("unknown step %d", st.Kind))
 }
@@ -490,7 +631,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	}
 	updated, err := placedJob(job, decision.Worker, wc.Spec.Scheduling)
 	if err == nil {
-		err = r.Client.Update(ctx, updated)
+		err = r.writeJob(ctx, updated)
 	}
 	if err != nil {
 		r.assume.forget(job.UID)
@@ -554,15 +695,13 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 				unavailable = append(unavailable, missingMessage(missing))
 			}
 			if rem.mayUse(job.Namespace) {
-				workerNS, err := rem.namespace(ctx, job.Namespace)
+				why, err := r.workerNamespaceRejects(ctx, ns, rem, wc.Name, job.Namespace)
 				if err != nil {
-					return nil, err
+					// This worker alone is left out of this placement.
+					why = fmt.Sprintf("reading namespace %s there failed: %v", job.Namespace, err)
 				}
-				if why := r.Policy.WorkerNamespaceRejects(ns, workerNS); why != "" {
+				if why != "" {
 					unavailable = append(unavailable, why)
-				}
-				if workerNS == nil && !rem.mayCreateNamespaces() {
-					unavailable = append(unavailable, fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", job.Namespace))
 				}
 			}
 		}
@@ -578,48 +717,53 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 // createMirror creates the mirror on the Job's worker (and its namespace,
 // when the manager may create namespaces there). A same-named Job that is
 // not ours is handed back to nextStep as Foreign.
-func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (reconcile.Result, error) {
+func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (created bool, result reconcile.Result, err error) {
 	job, worker := s.Job, s.Worker
 	rem := r.conn(worker)
 	if rem == nil {
-		return reconcile.Result{Requeue: true}, nil
+		return false, reconcile.Result{Requeue: true}, nil
 	}
 	if rem.mayCreateNamespaces() {
 		ns, err := getNamespace(ctx, r.Client, job.Namespace)
 		if err != nil {
-			return reconcile.Result{}, err
+			return false, reconcile.Result{}, err
 		}
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
 		if err := rem.ensureNamespace(ctx, job.Namespace, podSecurityLabels(ns)); err != nil {
-			return r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
+			result, err := r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
+			return false, result, err
 		}
 	}
 	m, err := desiredMirror(job, s.WorkerCluster, r.Origin)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
-		return reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
 	}
 	err = rem.client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := rem.uncachedJob(ctx, client.ObjectKeyFromObject(m))
 		if getErr != nil {
-			return reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
+			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
-		if mirror.IsMirrorOf(existing, r.Origin, job.UID) {
+		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
+			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || s.AdoptMirror) {
 			// Ours, created earlier; the cache has not caught up yet.
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
+		// Whatever its labels say: a Job jobferry did not create (or its
+		// copy, made in the moment before this create).
 		memo.foreign = existing
-		return reconcile.Result{}, errForeign
+		return false, reconcile.Result{}, errForeign
 	}
 	if err != nil {
 		dispatchTotal.WithLabelValues(worker, "error").Inc()
-		return r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
+		result, err := r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
+		return false, result, err
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
-	r.created.Store(client.ObjectKeyFromObject(job), createdMirror{uid: job.UID, attempt: attemptOf(job), at: r.Clock.Now()})
-	attempt := max(attemptOf(job), 1)
+	r.created.Store(client.ObjectKeyFromObject(job), createdMirror{uid: job.UID, attempt: jobstate.Attempt(job), at: r.Clock.Now(), mirrorUID: m.UID})
+	attempt := max(jobstate.Attempt(job), 1)
 	if attempt <= 1 {
 		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
 	}
@@ -631,7 +775,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
 	// The mirror's status comes with its first event; the Suspended
 	// condition the Job may show while it waited is replaced then.
-	return reconcile.Result{}, nil
+	return true, reconcile.Result{}, nil
 }
 
 // errForeign: creating the mirror found a same-named Job jobferry did not
@@ -666,7 +810,7 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 	if change != nil {
 		change(updated)
 	}
-	if err := r.Client.Update(ctx, updated); err != nil {
+	if err := r.writeJob(ctx, updated); err != nil {
 		return err
 	}
 	r.assume.forget(job.UID)
@@ -706,13 +850,36 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	return reconcile.Result{}, nil
 }
 
-// attemptOf is the dispatch attempt recorded on a manager Job or mirror.
-func attemptOf(obj metav1.Object) int {
-	if n, err := strconv.Atoi(obj.GetAnnotations()[v1alpha1.DispatchAttemptAnnotation]); err == nil {
-		return n
+// record writes jobferry's state on the Job, sealed: the UID of the mirror
+// it created for the current attempt (when mirrorUID is set), or the state
+// an earlier manager left unsealed. The Job object is updated with what was
+// written.
+func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID types.UID) error {
+	updated := job.DeepCopy()
+	if mirrorUID != "" {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.MirrorUIDAnnotation, string(mirrorUID))
 	}
-	n, _ := strconv.Atoi(obj.GetLabels()[v1alpha1.DispatchAttemptLabel])
-	return n
+	if err := r.writeJob(ctx, updated); err != nil {
+		return err
+	}
+	*job = *updated
+	return nil
+}
+
+// writeJob updates a manager Job with its jobferry state sealed: every
+// write of the Job by the manager goes through here, so what it leaves is
+// always what Verify trusts.
+func (r *JobReconciler) writeJob(ctx context.Context, job *batchv1.Job) error {
+	key, err := r.Keys.Key(ctx)
+	if err != nil {
+		return err
+	}
+	sealed := jobstate.Sealed(job, key)
+	if err := r.Client.Update(ctx, sealed); err != nil {
+		return err
+	}
+	*job = *sealed
+	return nil
 }
 
 // wroteFinished: this manager wrote the Job's finished status (which the
@@ -723,11 +890,12 @@ func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
 }
 
 // createdMirror is a mirror this manager created, for the Job with uid and
-// attempt, at a time.
+// attempt, at a time; mirrorUID is the mirror's own.
 type createdMirror struct {
-	uid     types.UID
-	attempt int
-	at      time.Time
+	uid       types.UID
+	attempt   int
+	at        time.Time
+	mirrorUID types.UID
 }
 
 // mirrorExpectedFor is how long a mirror this manager created is trusted to
@@ -742,7 +910,21 @@ func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
 		return false
 	}
 	c := v.(createdMirror)
-	return c.uid == job.UID && c.attempt == attemptOf(job) && now.Sub(c.at) < mirrorExpectedFor
+	return c.uid == job.UID && c.attempt == jobstate.Attempt(job) && now.Sub(c.at) < mirrorExpectedFor
+}
+
+// createdMirrorUID is the UID of the mirror this manager created for the
+// Job's current attempt, "" when it created none.
+func (r *JobReconciler) createdMirrorUID(job *batchv1.Job) types.UID {
+	v, ok := r.created.Load(client.ObjectKeyFromObject(job))
+	if !ok {
+		return ""
+	}
+	c := v.(createdMirror)
+	if c.uid != job.UID || c.attempt != jobstate.Attempt(job) {
+		return ""
+	}
+	return c.mirrorUID
 }
 
 // needsActivation: placed and mirrored, but still held by the webhook.
@@ -766,7 +948,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Update(ctx, updated); err != nil {
+	if err := r.writeJob(ctx, updated); err != nil {
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
 	}
 	*job = *updated
@@ -865,7 +1047,7 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) e
 	}
 	updated := job.DeepCopy()
 	controllerutil.RemoveFinalizer(updated, v1alpha1.MirrorFinalizer)
-	if err := r.Client.Update(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.writeJob(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}
 	return nil

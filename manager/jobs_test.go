@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -66,7 +67,7 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		t.Fatal(err)
 	}
 	h.r = &JobReconciler{
-		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock,
+		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock, Keys: testKey,
 		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock, CapacitySettle: 2 * time.Second}),
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
 		connections: h.workers,
@@ -141,24 +142,36 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	h.create(t, stepJob())
 
+	// The worker's cache shows the mirror only after the reconciles that
+	// the placement's own update events cause.
+	h.workers["w1"].lags = true
 	h.reconcile(t)
 	job := h.job(t)
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
 		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
 	}
-	m := h.mirror(t, "w1")
-	if m == nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
+	m, err := h.workers["w1"].uncachedJob(context.Background(), trainKey)
+	if err != nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
 		t.Fatalf("mirror %v: want a running mirror of the Job on w1", m)
 	}
 	if got := h.events(); strings.Join(got, ",") != ReasonDispatched {
 		t.Errorf("events %v, want one %s", got, ReasonDispatched)
 	}
-	if h.updates.Load() != 1 || h.statusUpdates.Load() != 0 {
-		t.Errorf("manager writes: %d updates, %d status updates; want the one update that places, injects and unsuspends", h.updates.Load(), h.statusUpdates.Load())
+	if h.updates.Load() != 2 || h.statusUpdates.Load() != 0 {
+		t.Errorf("manager writes: %d updates, %d status updates; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.updates.Load(), h.statusUpdates.Load())
+	}
+	job = h.job(t)
+	if job.Annotations[v1alpha1.MirrorUIDAnnotation] != string(m.UID) {
+		t.Errorf("recorded mirror UID %q, want %s", job.Annotations[v1alpha1.MirrorUIDAnnotation], m.UID)
+	}
+	if v, names := jobstate.Verify(job, jobstate.Key(testKey)); v != jobstate.Trusted {
+		t.Errorf("the state the manager wrote verifies as %s (%v)", v, names)
+	}
+	if _, ok := m.Annotations[v1alpha1.WorkerAnnotation]; ok {
+		t.Errorf("the mirror carries the manager's state: %v", m.Annotations)
 	}
 	// The placement's own update event reconciles the Job again before the
 	// worker's cache shows the mirror: nothing is created twice.
-	h.workers["w1"].lags = true
 	h.reconcile(t)
 	h.workers["w1"].lags = false
 	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].creates.Load() != 1 {
@@ -205,12 +218,12 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if m := h.mirror(t, "w1"); m == nil {
 		t.Errorf("the finished mirror was deleted while its manager Job exists")
 	}
-	if h.updates.Load() != 1 || h.statusUpdates.Load() != 2 {
-		t.Errorf("manager writes: %d updates, %d status updates; want 1 and 2", h.updates.Load(), h.statusUpdates.Load())
+	if h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
+		t.Errorf("manager writes: %d updates, %d status updates; want 2 and 2", h.updates.Load(), h.statusUpdates.Load())
 	}
 	// Nothing is left to do, and nothing runs again.
 	h.reconcile(t)
-	if m := h.mirror(t, "w1"); m == nil || h.updates.Load() != 1 || h.statusUpdates.Load() != 2 {
+	if m := h.mirror(t, "w1"); m == nil || h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
 		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.updates.Load(), h.statusUpdates.Load())
 	}
 }
@@ -305,14 +318,14 @@ func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w2" || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
 		t.Errorf("annotations %v: want attempt 2 on w2", job.Annotations)
 	}
-	if m := h.mirror(t, "w2"); m == nil || attemptOf(m) != 2 {
+	if m := h.mirror(t, "w2"); m == nil || mirror.Attempt(m) != 2 {
 		t.Errorf("mirror on w2: %v, want attempt 2", m)
 	}
 	if got := strings.Join(h.events(), ","); got != ReasonWorkerLost+","+ReasonDispatched {
 		t.Errorf("events %s, want %s then %s", got, ReasonWorkerLost, ReasonDispatched)
 	}
-	if job.Status.Active != 1 {
-		t.Errorf("counters went backwards: %+v", job.Status)
+	if job.Status.StartTime == nil || !job.Status.StartTime.Time.Equal(stepNow.Add(-time.Minute)) {
+		t.Errorf("the start time of the first attempt was lost: %+v", job.Status)
 	}
 }
 

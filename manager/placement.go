@@ -12,6 +12,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -28,7 +29,9 @@ func placedJob(job *batchv1.Job, worker string, directives v1alpha1.SchedulingDi
 		return nil, err
 	}
 	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attemptOf(job)+1))
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(jobstate.Attempt(job)+1))
+	// The attempt's mirror is recorded once created.
+	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
 	return updated, nil
 }
 
@@ -70,6 +73,7 @@ func activatedJob(job *batchv1.Job, worker string, directives v1alpha1.Schedulin
 func releasedJob(job *batchv1.Job) *batchv1.Job {
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
 	_, injected := job.Annotations[v1alpha1.UserSchedulingAnnotation]
 	if injected && !ptr.Deref(job.Spec.Suspend, false) && job.Status.StartTime == nil && job.Status.Active == 0 {
 		updated.Spec.Suspend = ptr.To(true)

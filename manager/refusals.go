@@ -39,6 +39,11 @@ var (
 	writeMirrorSpec = write{action: "UpdateMirror", reason: "MirrorUpdateRejected", retryOnGeneration: true}
 	writeMirrorGone = write{action: "DeleteMirror", reason: "MirrorDeleteRejected"}
 	writeJob        = write{action: "Update", reason: "UpdateRejected"}
+	// Not writes, but notices given once per version of the Job: its
+	// jobferry state is not jobferry's; a mirror its state does not account
+	// for exists on a worker.
+	noticeUntrusted = write{action: "Verify", reason: ReasonUntrustedState}
+	noticeStray     = write{action: "Dispatch", reason: ReasonStrayMirror}
 )
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights

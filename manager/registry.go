@@ -197,7 +197,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	// list what the manager caches leaves it Connecting, and the Authorized
 	// condition says why.
 	if rem != nil && rem.healthy.Load() {
-		authorized := r.reviewRights(ctx, rem, false)
+		authorized := r.reviewRights(ctx, rem, rem.reviewDue.Swap(false))
 		authorized.ObservedGeneration = wc.Generation
 		meta.SetStatusCondition(&status.Conditions, authorized)
 		if authorized.Status != metav1.ConditionTrue {
@@ -403,6 +403,17 @@ func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
 	r.reviewRights(ctx, rem, true)
 	r.reconcileWorker(worker)
 	return rem.missingRights()
+}
+
+// rightsRefused has a worker's rights reviewed at its next reconcile, now
+// due: a read there was refused. Unlike recheckRights it does not wait for
+// the review, so a caller holding the placement lock is not held up by it.
+func (r *Registry) rightsRefused(worker string) {
+	rem := r.remote(worker)
+	if rem == nil || rem.reviewDue.Swap(true) {
+		return
+	}
+	r.reconcileWorker(worker)
 }
 
 // readNamespaces refreshes, on every connected worker the manager may use

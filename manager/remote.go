@@ -59,6 +59,9 @@ type remote struct {
 	// rights is what the last review of the credential's rights found; nil
 	// until the first one.
 	rights atomic.Pointer[rightsState]
+	// reviewDue: a request was refused as forbidden since the last review
+	// of the rights, so the next one is due at once.
+	reviewDue atomic.Bool
 
 	// created holds the namespaces jobferry created or found on the worker.
 	created sync.Map

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -49,6 +52,40 @@ type jobState struct {
 	// Blocked holds the writes the API server rejected for the Job as it is
 	// now (refusals.go): they are not tried again until it changes.
 	Blocked map[write]bool
+
+	// Untrusted names jobferry's annotations on the Job when they do not
+	// match their seal: state the manager did not write, or changed since
+	// (jobstate.Verify). Nothing is done for such a Job.
+	Untrusted []string
+	// Legacy: state an earlier manager wrote without a seal, on a Job older
+	// than the key: sealed as it is before anything else.
+	Legacy bool
+	// MirrorUID is the UID of the mirror jobferry created for the current
+	// attempt, as recorded on the Job ("" until recorded).
+	MirrorUID types.UID
+	// CreatedMirrorUID is the UID of the mirror this manager created for
+	// the current attempt moments ago (its memory), until it is recorded.
+	CreatedMirrorUID types.UID
+	// AdoptMirror: the Job is older than the key, so its mirror, created by
+	// an earlier manager that recorded no UID, is taken as it finds it.
+	AdoptMirror bool
+	// Stray is a mirror of this Job, on some worker, of a later attempt than
+	// the Job records and not created by this manager: read only before a
+	// mirror could be created (placement, creation).
+	Stray *strayMirror
+	// WorkerRejects says why the Job's worker may not run its pods as they
+	// are now (dispatch.Admits, the worker namespace's Pod Security, the
+	// namespace's existence): read before a mirror is created or a changed
+	// template carried to it, "" when it may.
+	WorkerRejects string
+}
+
+// strayMirror is a mirror found on a worker that the Job's state does not
+// account for.
+type strayMirror struct {
+	Worker  string
+	Attempt int
+	UID     types.UID
 }
 
 // connectionState is what the manager knows of its connection to a worker.
@@ -123,6 +160,22 @@ const (
 	stepWorkerLostWait
 	// stepRedispatch: the worker is lost; place the Job elsewhere.
 	stepRedispatch
+	// stepUntrusted: jobferry's state on the Job is not its own (Why): do
+	// nothing for it, and say so once per version of the Job.
+	stepUntrusted
+	// stepRecord: write (and seal) jobferry's state: the UID of the mirror
+	// just created (MirrorUID), or the unsealed state of an earlier manager.
+	stepRecord
+	// stepMirrorNotOurs: the Job holding the mirror's name and labels on the
+	// worker is not the one jobferry created (Why): its status is not
+	// copied, and the Job is dispatched again as a new attempt.
+	stepMirrorNotOurs
+	// stepMirrorGone: the mirror was deleted on the worker, not by jobferry
+	// (Why): the Job is dispatched again as a new attempt.
+	stepMirrorGone
+	// stepStray: a mirror of this Job that its state does not account for
+	// runs on a worker (Why): nothing is placed or created meanwhile.
+	stepStray
 )
 
 var stepNames = map[stepKind]string{
@@ -131,6 +184,8 @@ var stepNames = map[stepKind]string{
 	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
 	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
 	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
+	stepUntrusted: "Untrusted", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
+	stepStray: "Stray",
 }
 
 func (k stepKind) String() string { return stepNames[k] }
@@ -149,6 +204,9 @@ type step struct {
 	Mirror *batchv1.Job
 	// Changed names the spec fields stepUpdateMirror carries.
 	Changed []string
+	// MirrorUID is what stepRecord records as the mirror's UID ("" to
+	// seal the state as it is).
+	MirrorUID types.UID
 	// Down is how long the worker has been disconnected.
 	Down time.Duration
 	// RequeueAfter, when set, is when to look at the Job again.
@@ -167,6 +225,20 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if job == nil || job.DeletionTimestamp != nil {
 		return step{Kind: stepFinalize}
 	}
+	if len(s.Untrusted) > 0 {
+		// Whatever the annotations say, they are not jobferry's decisions:
+		// acting on them could run the Job where it may not run, or twice.
+		if s.Blocked[noticeUntrusted] {
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepUntrusted, Why: fmt.Sprintf(
+			"jobferry's state on this Job (annotations %s) was not written by jobferry's manager, or was changed since: "+
+				"jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
+				"until what jobferry wrote is restored; delete the Job to stop it", strings.Join(s.Untrusted, ", "))}
+	}
+	if s.Legacy {
+		return step{Kind: stepRecord}
+	}
 	if s.Worker == "" {
 		return nextUnplaced(s)
 	}
@@ -174,7 +246,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 		return nextWorkerDown(s, cfg)
 	}
 	m := s.Mirror
-	if m != nil && (!mirror.IsMirrorOf(m, cfg.Origin, job.UID) || attemptOf(m) < attemptOf(job)) {
+	if m != nil && (!mirror.IsMirrorOf(m, cfg.Origin, job.UID) || mirror.Attempt(m) < jobstate.Attempt(job)) {
 		// A stale mirror: of an earlier manager Job of the same name (gone,
 		// since names are unique), or of an earlier attempt of this one (the
 		// worker was lost, came back and was chosen again). It is fenced:
@@ -186,6 +258,17 @@ func nextStep(s jobState, cfg stepConfig) step {
 	}
 	if m == nil {
 		return nextWithoutMirror(s)
+	}
+	if m.UID != s.MirrorUID {
+		if s.MirrorUID == "" && (m.UID == s.CreatedMirrorUID || s.AdoptMirror) {
+			return step{Kind: stepRecord, MirrorUID: m.UID}
+		}
+		// Its labels are anyone's to write who may create Jobs in that
+		// namespace; its UID is the worker's own.
+		return step{Kind: stepMirrorNotOurs, Why: fmt.Sprintf(
+			"the Job %s/%s on %s carries this Job's mirror labels (attempt %d) but is not the mirror jobferry created (UID %s, not %s): "+
+				"its status is not copied, and this Job is dispatched again as attempt %d",
+			m.Namespace, m.Name, s.Worker, mirror.Attempt(m), m.UID, recordedOrNone(s.MirrorUID), jobstate.Attempt(job)+1)}
 	}
 	if needsActivation(job) {
 		return step{Kind: stepActivate}
@@ -236,11 +319,34 @@ func nextUnplaced(s jobState) step {
 			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
 	case userSuspended(job):
 		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
+	case s.Stray != nil:
+		return strayStep(s)
 	case s.Blocked[writePlacement]:
 		// The user was told; the same write would be rejected again.
 		return step{Kind: stepNone}
 	}
 	return step{Kind: stepPlace}
+}
+
+// strayStep: a mirror of the Job that its state does not account for runs
+// on a worker (its state was removed, or someone made a Job with its labels
+// there): placing it again could run it twice.
+func strayStep(s jobState) step {
+	if s.Blocked[noticeStray] {
+		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
+	}
+	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
+		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed, "+
+			"or someone created a Job with its labels there; nothing is dispatched for it while that Job exists",
+		s.Stray.Attempt, s.Stray.UID, s.Stray.Worker, jobstate.Attempt(s.Job))}
+}
+
+// recordedOrNone names a recorded mirror UID for a message.
+func recordedOrNone(uid types.UID) string {
+	if uid == "" {
+		return "none recorded"
+	}
+	return string(uid)
 }
 
 func nextWithoutMirror(s jobState) step {
@@ -249,10 +355,26 @@ func nextWithoutMirror(s jobState) step {
 	case isFinished(job) || s.WroteFinished:
 		// The finished mirror is deleted already.
 		return step{Kind: stepNone}
+	case s.MirrorExpected && s.MirrorUID == "" && s.CreatedMirrorUID != "":
+		// Recorded at once, not when the worker's cache shows it.
+		return step{Kind: stepRecord, MirrorUID: s.CreatedMirrorUID}
 	case s.MirrorExpected:
 		// Its add event reconciles the Job again; creating it again would
 		// only be refused as existing.
 		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
+	case s.MirrorUID != "":
+		// jobferry created it and did not delete it (a manager that deletes
+		// a mirror either moves the Job on or finished it).
+		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
+			"its mirror on %s (UID %s) was deleted there, not by jobferry (by someone on the worker, or with its namespace): this Job is dispatched again as attempt %d",
+			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
+	case s.Stray != nil:
+		return strayStep(s)
+	case s.Refusal != nil:
+		// The policy holds at every mirror create, however the Job came to
+		// be placed.
+		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
 	case s.Foreign != nil:
 		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
 			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}
@@ -263,6 +385,8 @@ func nextWithoutMirror(s jobState) step {
 	case !mayCreateMirrors(s.Connection.MissingRights, job.Namespace):
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
 			s.Worker, missingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
+	case s.WorkerRejects != "":
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
 	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:
 		return step{Kind: stepNone}
 	case s.WorkerCluster == nil:
@@ -292,6 +416,17 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	updated, changed := mirror.SpecUpdate(desired, s.Mirror)
 	if len(changed) == 0 {
 		return step{}, false
+	}
+	if slices.Contains(changed, "template") {
+		// A suspended Job's template may change (KEP-2926): the policy and
+		// the worker's pools judge the new one before it reaches the worker.
+		switch {
+		case s.Refusal != nil:
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: jobferry does not dispatch it (rule: %s): %s",
+				s.Worker, s.Refusal.Rule, s.Refusal.Message)}, true
+		case s.WorkerRejects != "":
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: %s", s.Worker, s.WorkerRejects)}, true
+		}
 	}
 	return step{Kind: stepUpdateMirror, Mirror: updated, Changed: changed}, true
 }
@@ -331,13 +466,13 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 	}
 	return step{Kind: stepRedispatch, Down: down, Why: fmt.Sprintf(
 		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
-		s.Worker, down.Round(time.Second), attemptOf(job)+1)}
+		s.Worker, down.Round(time.Second), jobstate.Attempt(job)+1)}
 }
 
 // desiredMirror is the mirror of the manager Job as it is now, for the
 // worker wc: what the mirror is created as and kept in step with.
 func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin string) (*batchv1.Job, error) {
-	m, err := mirror.Build(job, mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(attemptOf(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+	m, err := mirror.Build(jobstate.Without(job), mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
 		return nil, err
 	}

@@ -98,8 +98,12 @@ func disconnectedFor(d time.Duration) func(*v1alpha1.WorkerCluster) {
 
 // connectedState is the state of a Job placed on w1, which is connected.
 func connectedState(job *batchv1.Job, m *batchv1.Job) jobState {
-	return jobState{Job: job, Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(),
+	s := jobState{Job: job, Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(),
 		Connection: connectionState{Connected: true, MayUse: true}, Mirror: m}
+	if m != nil {
+		s.MirrorUID = m.UID
+	}
+	return s
 }
 
 func TestNextStep(t *testing.T) {
@@ -329,6 +333,158 @@ func TestNextStep(t *testing.T) {
 			state:  connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
 			config: func(c *stepConfig) { c.DeleteFinishedMirrors = true },
 			want:   stepDeleteMirror,
+		},
+		// jobferry's state is jobferry's (issue 23 item 1): a tenant who
+		// writes it steers nothing.
+		"state not written by the manager (a placement, a raised attempt): nothing is done, and it says so": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, running), Untrusted: []string{v1alpha1.WorkerAnnotation, v1alpha1.StateSealAnnotation}},
+			want:  stepUntrusted, checks: []check{wantWhy("annotations jobferry.dev/worker, jobferry.dev/state-seal", "does not act on it", "delete the Job")},
+		},
+		"untrusted state already reported for this version of the Job: quiet": {
+			state: jobState{Now: stepNow, Job: stepJob(placed), Untrusted: []string{v1alpha1.WorkerAnnotation}, Blocked: map[write]bool{noticeUntrusted: true}},
+			want:  stepNone, checks: []check{wantRequeue(0)},
+		},
+		"a Job being deleted is let go whatever its state": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} }), Untrusted: []string{v1alpha1.WorkerAnnotation}},
+			want:  stepFinalize,
+		},
+		"state an earlier manager wrote unsealed: sealed first": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, running), Legacy: true}, want: stepRecord,
+			checks: []check{func(t *testing.T, st step) {
+				if st.MirrorUID != "" {
+					t.Errorf("records mirror UID %q, want the state sealed as it is", st.MirrorUID)
+				}
+			}},
+		},
+		"its state removed while its mirror runs on a worker: not placed again": {
+			state: jobState{Now: stepNow, Job: stepJob(func(j *batchv1.Job) {
+				j.Spec.Suspend = ptr.To(false)
+				delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
+			}),
+				Stray: &strayMirror{Worker: "w2", Attempt: 1, UID: "mirror-uid"}},
+			want: stepStray, checks: []check{wantWhy("attempt 1, UID mirror-uid", "on w2", "records attempt 0", "nothing is dispatched"), wantRequeue(30 * time.Second)},
+		},
+		"a stray mirror already reported: no new Event, looked at again": {
+			state: jobState{Now: stepNow, Job: stepJob(), Stray: &strayMirror{Worker: "w2", Attempt: 1}, Blocked: map[write]bool{noticeStray: true}},
+			want:  stepNone, checks: []check{wantRequeue(30 * time.Second)},
+		},
+		"placed, but a later attempt's mirror it does not record runs elsewhere: no mirror created": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Stray = &strayMirror{Worker: "w2", Attempt: 4, UID: "other"}
+				return s
+			}(),
+			want: stepStray,
+		},
+		"a placed Job the policy refuses now (its namespace opted out since): no mirror is created": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Refusal = &Refusal{Rule: RulePodSecurity, Message: "violates PodSecurity"}
+				return s
+			}(),
+			want: stepNotAllowed, checks: []check{wantWaiting(ReasonNotAllowed, "rule: Pod Security")},
+		},
+		"placed, but the worker no longer admits its pods: placed again": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.WorkerRejects = `its namespace team-a enforces PodSecurity "baseline:latest", weaker than "restricted:latest" on the manager`
+				return s
+			}(),
+			want: stepRelease, checks: []check{wantWhy("may no longer take this Job", "baseline")},
+		},
+		// The mirror is the one jobferry created (issue 23 item 6).
+		"the mirror just created is recorded before the worker's cache shows it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.MirrorExpected, s.CreatedMirrorUID = true, "created-uid"
+				return s
+			}(),
+			want: stepRecord, checks: []check{func(t *testing.T, st step) {
+				if st.MirrorUID != "created-uid" {
+					t.Errorf("records %q, want created-uid", st.MirrorUID)
+				}
+			}},
+		},
+		"the mirror this manager created shows in the cache unrecorded: recorded": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.CreatedMirrorUID = "", "mirror-uid"
+				return s
+			}(),
+			want: stepRecord,
+		},
+		"a mirror an earlier manager created, on a Job older than the key: adopted": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.AdoptMirror = "", true
+				return s
+			}(),
+			want: stepRecord,
+		},
+		"a Job with the mirror's labels but another UID: not copied, dispatched again": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), complete, func(m *batchv1.Job) { m.UID = "impostor" }))
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepMirrorNotOurs, checks: []check{wantWhy("team-a/train on w1", "UID impostor, not mirror-uid", "not copied", "attempt 2")},
+		},
+		"an unrecorded Job with the mirror's labels, not made by this manager: not ours": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID = ""
+				return s
+			}(),
+			want: stepMirrorNotOurs, checks: []check{wantWhy("none recorded")},
+		},
+		"the mirror deleted on the worker: an Event and a new attempt, not a silent restart": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepMirrorGone, checks: []check{wantWhy("(UID mirror-uid) was deleted there", "attempt 2")},
+		},
+		"a finished Job's mirror deleted: nothing to do": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, complete), nil)
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepNone,
+		},
+		// Template carries hold to the policy (issue 23 item 4).
+		"a suspended Job's template changed to one the policy refuses: not carried": {
+			state: func() jobState {
+				job := stepJob(placed, func(j *batchv1.Job) {
+					j.Spec.Suspend = ptr.To(true)
+					j.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/work": "unconfined"}
+				})
+				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
+				s.Refusal = &Refusal{Rule: RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
+				return s
+			}(),
+			want: stepInvalidMirror, checks: []check{wantWhy("not carried to the mirror on w1", "rule: Pod Security", "AppArmor")},
+		},
+		"a suspended Job's template changed to one no pool of the worker accepts: not carried": {
+			state: func() jobState {
+				job := stepJob(placed, func(j *batchv1.Job) {
+					j.Spec.Suspend = ptr.To(true)
+					j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+				})
+				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
+				s.WorkerRejects = "pool general: labels do not match the nodeSelector or required node affinity"
+				return s
+			}(),
+			want: stepInvalidMirror, checks: []check{wantWhy("not carried", "pool general")},
+		},
+		"a refused namespace does not stop a running Job's other changes": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running))
+				s.Refusal = &Refusal{Rule: RuleNamespaceOptIn, Message: "not opted in"}
+				return s
+			}(),
+			want: stepUpdateMirror,
 		},
 		// The worker is down.
 		"a worker disconnected for less than the timeout: wait, saying so": {

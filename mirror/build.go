@@ -94,6 +94,16 @@ func withoutGenerated(labels map[string]string) map[string]string {
 	return out
 }
 
+// Attempt is the dispatch attempt a mirror carries (its label); 0 when it
+// carries none.
+func Attempt(m metav1.Object) int {
+	n, err := strconv.Atoi(m.GetLabels()[v1alpha1.DispatchAttemptLabel])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
 // IsMirrorOf reports whether a worker Job was created by this jobferry
 // installation for the manager Job with the given UID. Anything else — a
 // user's Job that happens to share the name, or another manager's mirror — is

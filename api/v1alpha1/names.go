@@ -63,6 +63,15 @@ const (
 	OnWorkerLostRedispatch = "Redispatch"
 	// OnWorkerLostWait keeps the Job on its worker until it returns.
 	OnWorkerLostWait = "Wait"
+	// MirrorUIDAnnotation on a manager Job is the UID of the mirror jobferry
+	// created for the current attempt: a Job on the worker with another UID,
+	// whatever its labels say, is not the mirror.
+	MirrorUIDAnnotation = "jobferry.dev/mirror-uid"
+	// StateSealAnnotation on a manager Job seals jobferry's own annotations
+	// (see package manager/jobstate): only the manager, which holds the key,
+	// can write a seal that matches them, so state someone else wrote or
+	// changed is never taken for jobferry's.
+	StateSealAnnotation = "jobferry.dev/state-seal"
 	// MirrorFinalizer held a manager Job until its mirror was deleted.
 	// jobferry no longer adds it (the mirror of a deleted Job is deleted when
 	// its deletion is seen, and by the orphan collector); it removes it from

@@ -34,10 +34,12 @@ import (
 // namespace), for the manager chart (hack/generate.sh): the workers'
 // kubeconfig Secrets (and the webhook certificate Secret) and the leader
 // election lease (and its Event); updating a kubeconfig Secret when the
-// manager renews a worker's token (manager/credentials.go). Writing the certificate Secret and the webhook
+// manager renews a worker's token (manager/credentials.go); creating the
+// Secret of the key that seals jobferry's state on manager Jobs, the first
+// time (manager/statekey.go). Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
-// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch;update
+// +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch;create;update
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=jobferry-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=events,verbs=create
 
@@ -78,6 +80,7 @@ func main() {
 		reservedNS       = flag.String("reserved-namespaces", manager.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 		renewThreshold   = flag.Float64("credential-renewal-threshold", manager.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 		allowWeakerPSA   = flag.Bool("allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
+		stateKeySecret   = flag.String("state-key-secret", manager.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -167,6 +170,7 @@ func main() {
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
 		Origin: *origin, Policy: policy, Clock: clock.RealClock{},
+		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: *namespace, Name: *stateKeySecret},
 		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {

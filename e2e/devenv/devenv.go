@@ -32,6 +32,14 @@ import (
 // SystemNamespace holds the worker kubeconfig Secrets on the manager.
 const SystemNamespace = "jobferry-system"
 
+// ManagerUser is the identity the jobferry manager runs as on the manager
+// cluster (a client certificate in system:masters): the state policy lets
+// it alone write jobferry's state on Jobs.
+const ManagerUser = "jobferry-manager"
+
+// StatePolicyName names the state policy and its binding on the manager.
+const StatePolicyName = "jobferry-state"
+
 // GPUResource is the extended resource the fake gpu nodes offer.
 const GPUResource = corev1.ResourceName("example.com/gpu")
 
@@ -225,6 +233,10 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
+	kubeconfig := filepath.Join(e.Manager.Dir, "jobferry-manager.kubeconfig")
+	if err := e.CA.WriteClientKubeconfig(kubeconfig, e.Manager.Server, ManagerUser, "system:masters"); err != nil {
+		return err
+	}
 	replicas := max(opts.ManagerReplicas, 1)
 	var webhookPort int
 	for i := range replicas {
@@ -237,7 +249,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 			webhookPort = ports[2]
 		}
 		args := []string{
-			"--kubeconfig=" + e.Manager.KubeconfigPath,
+			"--kubeconfig=" + kubeconfig,
 			"--namespace=" + SystemNamespace,
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
@@ -276,9 +288,10 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	}
 	reserved := append(append(slices.Clone(manager.AlwaysReserved), manager.DefaultReservedNamespaces), SystemNamespace)
 	mutating, validating := manager.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
-	for _, obj := range []client.Object{mutating, validating} {
+	policy, binding := manager.StatePolicy(StatePolicyName, ManagerUser)
+	for _, obj := range []client.Object{mutating, validating, policy, binding} {
 		if err := managerClient.Create(ctx, obj); err != nil {
-			return fmt.Errorf("registering webhook %s: %w", obj.GetName(), err)
+			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}
 	}
 	return nil

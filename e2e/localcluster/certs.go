@@ -155,6 +155,17 @@ func (ca *CA) Kubeconfig(contextName, server string, client keyPair) *clientcmda
 	return cfg
 }
 
+// WriteClientKubeconfig writes a kubeconfig for server, as user (in
+// groups), to path: a process of the environment with an identity of its
+// own, told apart from the admin in audit logs and admission policies.
+func (ca *CA) WriteClientKubeconfig(path, server, user string, groups ...string) error {
+	kp, err := ca.issue(user, groups, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	return writeKubeconfig(ca.Kubeconfig(user, server, kp), path)
+}
+
 func writeKubeconfig(cfg *clientcmdapi.Config, path string) error {
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
