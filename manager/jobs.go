@@ -180,7 +180,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *JobReconciler) init() {
 	r.assume = r.Registry.assume
 	r.refusals = newRefusalMemo()
-	r.warned = newWarnedMemo()
+	r.warned = newWarnedMemo(r.Clock)
 	if r.connections == nil {
 		r.connections = r.Registry
 	}

@@ -2,21 +2,30 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
 // Why a mirror does not run is seen on its worker: the scheduler finds no
@@ -42,8 +51,9 @@ type warningsWatch struct {
 }
 
 // watchWarnings starts watching the worker's Warning Events (in its allowed
-// namespaces, or all) and hands each added or updated one to seen, unless
-// the watch runs already. It ends with the connection or stopWarnings.
+// namespaces, or all) and hands each added or updated one, slimmed, to seen,
+// unless the watch runs already. It ends with the connection or
+// stopWarnings.
 func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) error {
 	r.warnings.mu.Lock()
 	defer r.warnings.mu.Unlock()
@@ -56,29 +66,73 @@ func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) 
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	for _, ns := range rightScopes(r.namespaces) {
-		lw := toolscache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "events", ns, func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
-		})
-		informer := toolscache.NewSharedIndexInformer(lw, &corev1.Event{}, 0, toolscache.Indexers{})
-		if err := informer.SetTransform(slimEvent); err != nil {
-			cancel()
-			return err
-		}
-		handle := func(obj any) {
-			if ev, ok := obj.(*corev1.Event); ok {
-				seen(ctx, workerWarning{worker: r.name, event: ev})
-			}
-		}
-		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) },
-		}); err != nil {
-			cancel()
-			return err
-		}
-		go informer.RunWithContext(ctx)
+		go watchWarningEvents(ctx, cs, r.name, ns, seen)
 	}
 	r.warnings.cancel = cancel
 	return nil
+}
+
+// watchWarningEvents forwards the Warning Events of a worker namespace (all
+// when ""), from now on, until ctx ends. Anyone who may create Events in a
+// worker namespace decides what they hold (an Event without eventTime has
+// no size limit but the request's), so nothing of them is kept: no list of
+// what exists, only a watch from the current resourceVersion (a one-item
+// list gives it), each Event slimmed as it arrives. Events before the watch
+// started are not forwarded; a reason a worker keeps reporting (the
+// scheduler's, each retry) is forwarded when it next changes.
+func watchWarningEvents(ctx context.Context, cs kubernetes.Interface, worker, ns string, seen func(ctx context.Context, w workerWarning)) {
+	log := logf.FromContext(ctx).WithValues("worker", worker, "namespace", ns)
+	selector := fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
+	lw := &toolscache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = selector
+		return cs.CoreV1().Events(ns).Watch(ctx, o)
+	}}
+	retry := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 8, Cap: time.Minute}
+	for ctx.Err() == nil {
+		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector, Limit: 1})
+		if err == nil {
+			var w *watchtools.RetryWatcher
+			if w, err = watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw); err == nil {
+				err = forwardWarningEvents(ctx, w, worker, seen)
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Error(err, "watching the worker's Warning Events; starting again")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry.Step()):
+		}
+	}
+}
+
+// forwardWarningEvents hands the watch's Events to seen until it ends; the
+// watch ends with an error when the API server no longer has the
+// resourceVersion it resumes from.
+func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worker string, seen func(ctx context.Context, w workerWarning)) error {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return errors.New("the watch ended")
+			}
+			switch e.Type {
+			case watch.Added, watch.Modified:
+				if ev, ok := e.Object.(*corev1.Event); ok {
+					seen(ctx, workerWarning{worker: worker, event: slimEvent(ev)})
+				}
+			case watch.Error:
+				return apierrors.FromObject(e.Object)
+			}
+		}
+	}
 }
 
 // stopWarnings ends the watch, if it runs: the credential may no longer.
@@ -91,19 +145,30 @@ func (r *remote) stopWarnings() {
 	}
 }
 
-// slimEvent keeps of an Event what forwarding reads: the cache holds every
-// Warning Event of the worker for as long as the API server does (an hour).
-func slimEvent(obj any) (any, error) {
-	ev, ok := obj.(*corev1.Event)
-	if !ok {
-		return obj, nil
-	}
+// Bounds of what is kept of a worker's Event: a note holds 1 KiB, and an
+// Event's reason and action are at most 128 characters in events.k8s.io.
+const (
+	maxWarningMessage = maxNoteBytes
+	maxWarningWord    = 128
+)
+
+// slimEvent keeps of an Event what forwarding reads, each part bounded: the
+// Event is anyone's who may create Events in its namespace.
+func slimEvent(ev *corev1.Event) *corev1.Event {
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ev.Namespace, Name: ev.Name, ResourceVersion: ev.ResourceVersion},
 		InvolvedObject: corev1.ObjectReference{Kind: ev.InvolvedObject.Kind, Namespace: ev.InvolvedObject.Namespace,
 			Name: ev.InvolvedObject.Name, UID: ev.InvolvedObject.UID},
-		Reason: ev.Reason, Message: ev.Message, Action: ev.Action,
-	}, nil
+		Reason: cutUTF8(ev.Reason, maxWarningWord), Message: cutUTF8(ev.Message, maxWarningMessage), Action: cutUTF8(ev.Action, maxWarningWord),
+	}
+}
+
+// cutUTF8 is s cut to at most n bytes, as valid UTF-8.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // keepWarningsWatch runs the watch of a worker's Warning Events while its
@@ -155,7 +220,9 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) error {
 	ev := w.event
 	conn := r.connections.conn(w.worker)
-	if conn == nil || !conn.connected() || !conn.mayUse(ev.InvolvedObject.Namespace) {
+	// Whoever created the Event had rights in its namespace, not in the
+	// one it names: it may speak only of that namespace's objects.
+	if conn == nil || !conn.connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.mayUse(ev.Namespace) {
 		return nil
 	}
 	var m *batchv1.Job
@@ -171,7 +238,7 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 		if err != nil {
 			return err
 		}
-		if found != nil && (ev.InvolvedObject.UID == "" || ev.InvolvedObject.UID == found.UID) {
+		if found != nil && ev.InvolvedObject.UID == found.UID {
 			m = found
 		}
 	}
@@ -183,20 +250,32 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	if err := r.Client.Get(ctx, key, job); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !currentAttempt(job, m, w.worker) {
+	sealKey, err := r.Keys.Key(ctx)
+	if err != nil {
+		return err
+	}
+	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.worker) {
 		return nil
 	}
 	if isFinished(job) {
 		r.warned.forget(key)
 		return nil
 	}
-	if !r.warned.first(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
-		return nil
+	switch r.warned.admit(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
+	case warningForward:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
+		warningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
+	case warningCapped:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
+			"worker %s reports more Warnings about this Job's mirror and pods than are recorded here (%d at most, one per %s): "+
+				"the rest are on the worker (kubectl jobferry describe job shows them)", w.worker, maxWarnedPerJob, warnedEvery)
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
-	warningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
 	return nil
 }
+
+// ReasonWorkerWarningsCapped: a Job got as many of its worker's Warnings
+// as it may; the next ones are not recorded on it.
+const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 
 // candidateMirrors reads the mirrors that could own a pod of that name:
 // those named as its name says (candidateMirrorNames), one cache read each;
@@ -246,12 +325,14 @@ func candidateMirrorNames(pod string) (names []string, cut bool) {
 	return names, false
 }
 
-// currentAttempt: mirror m on worker is the current dispatch attempt of the
-// manager Job (a stale attempt left on a worker that came back is not).
+// currentAttempt: mirror m on worker is the mirror jobferry created for the
+// manager Job's current attempt (a stale attempt left on a worker that came
+// back is not, nor a Job someone made with its labels).
 func currentAttempt(job, m *batchv1.Job, worker string) bool {
 	return m.Labels[v1alpha1.OriginUIDLabel] == string(job.UID) &&
 		job.Annotations[v1alpha1.WorkerAnnotation] == worker &&
-		m.Labels[v1alpha1.DispatchAttemptLabel] == job.Annotations[v1alpha1.DispatchAttemptAnnotation]
+		m.Labels[v1alpha1.DispatchAttemptLabel] == job.Annotations[v1alpha1.DispatchAttemptAnnotation] &&
+		job.Annotations[v1alpha1.MirrorUIDAnnotation] == string(m.UID)
 }
 
 // maxNoteBytes is the most an Event's note may hold (events.k8s.io/v1).
@@ -351,38 +432,72 @@ func lowerAlphanumeric(s string) bool {
 }
 
 // warnedMemo remembers, per manager Job, which (object, reason) pairs were
-// forwarded, so each is forwarded once. An entry ends when the Job
-// finishes or is deleted, or is replaced by a new Job of the same name. It
-// lives in memory: a new leader forwards each pair at most once more.
+// forwarded, so each is forwarded once, and bounds how many and how fast:
+// what a worker reports is anyone's to write who may create Events or pods
+// in the Job's worker namespace. An entry ends when the Job finishes or is
+// deleted, or is replaced by a new Job of the same name. It lives in
+// memory: a new leader forwards each pair at most once more.
 type warnedMemo struct {
+	clock clock.PassiveClock
 	mu    sync.Mutex
-	byJob map[types.NamespacedName]warnedJob
+	byJob map[types.NamespacedName]*warnedJob
 }
+
+// maxWarnedPerJob and warnedEvery bound the worker Warnings recorded on one
+// manager Job: so many in all, and one per period after a first burst.
+const (
+	maxWarnedPerJob = 32
+	warnedEvery     = 5 * time.Second
+	warnedBurst     = 8
+)
 
 type warnedJob struct {
-	uid  types.UID
-	keys map[string]struct{}
+	uid     types.UID
+	keys    map[string]struct{}
+	limiter flowcontrol.PassiveRateLimiter
+	capped  bool
 }
 
-func newWarnedMemo() *warnedMemo {
-	return &warnedMemo{byJob: map[types.NamespacedName]warnedJob{}}
+func newWarnedMemo(clk clock.PassiveClock) *warnedMemo {
+	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}}
 }
 
-// first records what was forwarded for Job key (of uid) and says whether it
-// is the first time.
-func (m *warnedMemo) first(key types.NamespacedName, uid types.UID, what string) bool {
+// warningDecision is what to do with one of a worker's Warnings.
+type warningDecision int
+
+const (
+	// warningSkip: forwarded before, or over the Job's rate.
+	warningSkip warningDecision = iota
+	// warningForward: forward it.
+	warningForward
+	// warningCapped: the Job reached its cap; say so, once.
+	warningCapped
+)
+
+// admit decides about the Warning what about Job key (of uid), and records
+// it when it is forwarded. One over the rate is not recorded as forwarded:
+// if the worker reports it again later, it may go then.
+func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string) warningDecision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w, ok := m.byJob[key]
 	if !ok || w.uid != uid {
-		w = warnedJob{uid: uid, keys: map[string]struct{}{}}
+		w = &warnedJob{uid: uid, keys: map[string]struct{}{},
+			limiter: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(float32(time.Second)/float32(warnedEvery), warnedBurst, m.clock)}
 		m.byJob[key] = w
 	}
-	if _, seen := w.keys[what]; seen {
-		return false
+	if _, seen := w.keys[what]; seen || w.capped {
+		return warningSkip
+	}
+	if len(w.keys) >= maxWarnedPerJob {
+		w.capped = true
+		return warningCapped
+	}
+	if !w.limiter.TryAccept() {
+		return warningSkip
 	}
 	w.keys[what] = struct{}{}
-	return true
+	return warningForward
 }
 
 func (m *warnedMemo) forget(key types.NamespacedName) {

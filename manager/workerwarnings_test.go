@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -174,13 +176,27 @@ func TestForwardWarning(t *testing.T) {
 	if got := forward(warningOf("w1", "Pod", "train-b4n9q", "FailedScheduling", "0/2 nodes are available")); len(got) != 1 {
 		t.Errorf("the reason of another pod of the Job: recorded %q", got)
 	}
-	if got := forward(warningOf("w1", "Job", "train", "BackoffLimitExceeded", "Job has reached the specified backoff limit")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
+	mirrorUID := h.mirror(t, "w1").UID
+	jobWarning := func(uid types.UID, reason string) workerWarning {
+		w := warningOf("w1", "Job", "train", reason, "Job has reached the specified backoff limit")
+		w.event.InvolvedObject.UID = uid
+		return w
+	}
+	if got := forward(jobWarning(mirrorUID, "BackoffLimitExceeded")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
 		t.Errorf("the mirror's own Warning: recorded %q", got)
 	}
+	// What a worker-namespace user may forge (issue 23 item 3).
+	otherNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about team-a")
+	otherNamespace.event.Namespace = "default"
+	noNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about no namespace")
+	noNamespace.event.Namespace, noNamespace.event.InvolvedObject.Namespace = "default", ""
 	for _, w := range []workerWarning{
 		warningOf("w1", "Pod", "other-x7k2p", "FailedScheduling", "a pod of no mirror"),
 		warningOf("w1", "Node", "node-1", "NodeNotReady", "not a pod"),
 		warningOf("w2", "Pod", "train-x7k2p", "Failed", "a worker without a connection"),
+		otherNamespace, noNamespace,
+		jobWarning("", "DeadlineExceeded"),
+		jobWarning("another-jobs-uid", "DeadlineExceeded"),
 	} {
 		if got := forward(w); len(got) != 0 {
 			t.Errorf("%s %s: recorded %q", w.event.InvolvedObject.Kind, w.event.InvolvedObject.Name, got)
@@ -211,18 +227,52 @@ func TestForwardWarning(t *testing.T) {
 }
 
 func TestWarnedMemo(t *testing.T) {
-	m := newWarnedMemo()
+	clk := clocktesting.NewFakeClock(stepNow)
+	m := newWarnedMemo(clk)
 	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
-	if !m.first(key, "uid-1", "Pod/p/FailedScheduling") || m.first(key, "uid-1", "Pod/p/FailedScheduling") {
-		t.Error("the first time is first, the second is not")
+	if m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningForward || m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningSkip {
+		t.Error("the first time is forwarded, the second is not")
 	}
 	// A new Job of the same name starts afresh.
-	if !m.first(key, "uid-2", "Pod/p/FailedScheduling") {
+	if m.admit(key, "uid-2", "Pod/p/FailedScheduling") != warningForward {
 		t.Error("a new Job of the same name inherited the old one's memory")
 	}
 	m.forget(key)
-	if m.len() != 0 || !m.first(key, "uid-2", "Pod/p/FailedScheduling") {
+	if m.len() != 0 || m.admit(key, "uid-2", "Pod/p/FailedScheduling") != warningForward {
 		t.Error("forget left the Job remembered")
+	}
+}
+
+// A worker user who makes a pod name or reason per Event gets a burst
+// through, then one per period, then nothing but one notice.
+func TestWarnedMemoBounds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(stepNow)
+	m := newWarnedMemo(clk)
+	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
+	forwarded, capped := 0, 0
+	admit := func(i int) {
+		switch m.admit(key, "uid-1", fmt.Sprintf("Pod/train-%05d/Forged", i)) {
+		case warningForward:
+			forwarded++
+		case warningCapped:
+			capped++
+		}
+	}
+	for i := range 100 {
+		admit(i)
+	}
+	if forwarded != warnedBurst || capped != 0 {
+		t.Errorf("a burst of 100: %d forwarded, %d capped; want the burst of %d", forwarded, capped, warnedBurst)
+	}
+	for i := range 1000 {
+		clk.Step(warnedEvery)
+		admit(100 + i)
+	}
+	if forwarded != maxWarnedPerJob || capped != 1 {
+		t.Errorf("over time: %d forwarded, %d capped notices; want %d and 1", forwarded, capped, maxWarnedPerJob)
+	}
+	if n := len(m.byJob[key].keys); n != maxWarnedPerJob {
+		t.Errorf("%d keys remembered, want at most %d", n, maxWarnedPerJob)
 	}
 }
 
