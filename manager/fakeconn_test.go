@@ -89,6 +89,8 @@ func (f *fakeConn) ensureNamespace(ctx context.Context, name string, labels map[
 	return err
 }
 
+func (f *fakeConn) forgetNamespace(string) {}
+
 // mirror reads as the real cache does: only Jobs with this origin's label.
 func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	if f.lags {

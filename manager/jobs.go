@@ -178,6 +178,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // init completes the reconciler: its memories, and the Registry's
 // connections unless a test set others.
 func (r *JobReconciler) init() {
+	r.Recorder = boundNotes(r.Recorder)
 	r.assume = r.Registry.assume
 	r.refusals = newRefusalMemo()
 	r.warned = newWarnedMemo(r.Clock)
@@ -325,11 +326,15 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		s.Legacy = true
 		return s, nil
 	}
-	s.AdoptMirror = job.CreationTimestamp.Time.Before(sealKey.Since)
 	s.WroteFinished = r.wroteFinished(job)
 	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
 	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	s.CreatedMirrorUID = r.createdMirrorUID(job)
+	// A manager that restarted between creating a mirror and recording its
+	// UID finds it unrecorded, and created none itself: it takes the one
+	// of the current attempt it finds, as it does for Jobs placed before
+	// the key (their managers recorded no UIDs).
+	s.AdoptMirror = s.CreatedMirrorUID == "" || job.CreationTimestamp.Time.Before(sealKey.Since)
 	unfinished := !isFinished(job) && !nothingToRun(job)
 	var ns *corev1.Namespace
 	if unfinished {
@@ -355,7 +360,9 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	wc := &v1alpha1.WorkerCluster{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.Worker}, wc); err == nil {
 		s.WorkerCluster = wc
-	} else if !apierrors.IsNotFound(err) {
+	} else if apierrors.IsNotFound(err) {
+		s.WorkerGoneSince = r.Registry.workerGoneSince(s.Worker)
+	} else {
 		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
 	}
 	rem := r.conn(s.Worker)
@@ -751,10 +758,27 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			// Ours, created earlier; the cache has not caught up yet.
 			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
+		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
+			// A stale attempt the cache does not show yet: fenced, as the
+			// next step would once it does.
+			if _, err := deleteMirror(ctx, rem, worker, existing); err != nil {
+				result, err := r.refused(ctx, job, writeMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
+				return false, result, err
+			}
+			return false, reconcile.Result{RequeueAfter: time.Second}, nil
+		}
 		// Whatever its labels say: a Job jobferry did not create (or its
 		// copy, made in the moment before this create).
 		memo.foreign = existing
 		return false, reconcile.Result{}, errForeign
+	}
+	if namespaceGone(err) {
+		// Deleted on the worker since the manager last saw it (its mirrors
+		// with it): read, and created, again on the next try.
+		rem.forgetNamespace(job.Namespace)
+		dispatchTotal.WithLabelValues(worker, "error").Inc()
+		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(worker,
+			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
 		dispatchTotal.WithLabelValues(worker, "error").Inc()
@@ -776,6 +800,12 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	// The mirror's status comes with its first event; the Suspended
 	// condition the Job may show while it waited is replaced then.
 	return true, reconcile.Result{}, nil
+}
+
+// namespaceGone: a create was refused because its namespace does not exist,
+// or is being deleted.
+func namespaceGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // errForeign: creating the mirror found a same-named Job jobferry did not
@@ -1011,6 +1041,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	r.finished.Delete(key)
 	r.created.Delete(key)
 	r.Registry.waiting.remove(key)
+	r.Registry.takeObserved(key)
 	if job == nil {
 		r.assume.forgetJob(key)
 	}

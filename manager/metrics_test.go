@@ -40,7 +40,7 @@ func TestJobWaitingReasons(t *testing.T) {
 		t.Fatal("a malformed cluster selector was accepted")
 	}
 	down := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: &v1alpha1.WorkerCluster{Status: v1alpha1.WorkerClusterStatus{
-		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Minute))}}}}}, testStepConfig)
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Minute))}}}}}, testStepConfig)
 	if down.Kind != stepShowWaiting {
 		t.Fatalf("a Job on a disconnected worker: step %s, want ShowWaiting", down.Kind)
 	}

@@ -101,6 +101,46 @@ type Registry struct {
 	observed sync.Map
 	// countsPending holds the workers whose Job counts are due for a refresh.
 	countsPending sync.Map
+	// removed remembers since when the WorkerClusters deleted lately are
+	// gone, for the worker-lost timeout of their Jobs.
+	removed removedWorkers
+}
+
+// removedWorkers remembers when deleted WorkerClusters were first seen gone:
+// their mirrors may still run there, so their Jobs are dispatched elsewhere
+// only once the worker-lost timeout has passed since, as for a lost worker.
+// A manager that starts after the deletion counts from its first look.
+type removedWorkers struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// since records now as when worker was seen gone, unless known, and returns
+// the time recorded.
+func (m *removedWorkers) since(worker string, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[string]time.Time{}
+	}
+	if at, ok := m.at[worker]; ok {
+		return at
+	}
+	m.at[worker] = now
+	return now
+}
+
+// forget: worker exists (again).
+func (m *removedWorkers) forget(worker string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.at, worker)
+}
+
+// workerGoneSince is since when the WorkerCluster worker is known to be
+// gone (now, if this is the first look).
+func (r *Registry) workerGoneSince(worker string) time.Time {
+	return r.removed.since(worker, r.Clock.Now())
 }
 
 // countsRefresh bounds how often a worker's status is rewritten for its Job
@@ -113,6 +153,7 @@ const rightsRetry = 3 * time.Second
 
 // NewRegistry completes a Registry whose exported fields are set.
 func NewRegistry(r *Registry) *Registry {
+	r.Recorder = boundNotes(r.Recorder)
 	r.remotes = map[string]*remote{}
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
 	r.waiting = newWaitingRoom()
@@ -173,10 +214,14 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		if apierrors.IsNotFound(err) {
 			r.drop(req.Name)
 			forgetWorkerMetrics(req.Name)
+			r.removed.since(req.Name, r.Clock.Now())
+			// Its Jobs start counting towards the worker-lost timeout.
+			r.enqueuePlaced(ctx, req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
 	}
+	r.removed.forget(wc.Name)
 	// The condition as last written, not the live connection, which may have
 	// turned healthy between two reconciles.
 	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
@@ -315,6 +360,12 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rem.probe(probeCtx); err != nil {
+		if apierrors.IsUnauthorized(err) {
+			// It answers: its mirrors may well run. Not a lost worker.
+			return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCredentialRejected,
+				Message: fmt.Sprintf("%s refuses the credential in Secret %s/%s (401 Unauthorized): its token is invalid or has expired; `kubectl jobferry join %s` writes a new one",
+					rem.config.Host, r.Namespace, ref.Name, wc.Name)}, rem
+		}
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable,
 			Message: fmt.Sprintf("%s: %v (%d failed probes)", rem.config.Host, err, rem.failures.Load())}, rem
 	}

@@ -63,7 +63,8 @@ type remote struct {
 	// of the rights, so the next one is due at once.
 	reviewDue atomic.Bool
 
-	// created holds the namespaces jobferry created or found on the worker.
+	// created holds the namespaces jobferry created or found on the worker,
+	// until a mirror create finds one gone (forgetNamespace).
 	created sync.Map
 	// deleted are the mirrors the manager deleted there lately.
 	deleted *deletedMirrors
@@ -112,6 +113,7 @@ type workerConn interface {
 	mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	ensureNamespace(ctx context.Context, name string, labels map[string]string) error
+	forgetNamespace(name string)
 	client() client.Client
 	// deletedMirrors are the mirrors this manager deleted there lately.
 	deletedMirrors() *deletedMirrors
@@ -311,6 +313,14 @@ func (r *remote) ensureNamespace(ctx context.Context, name string, labels map[st
 	r.created.Store(name, struct{}{})
 	r.namespaceLabels.Delete(name)
 	return nil
+}
+
+// forgetNamespace forgets what the manager knew of namespace name there: a
+// mirror create found it gone or being deleted, so the next one reads (and
+// creates) it again.
+func (r *remote) forgetNamespace(name string) {
+	r.created.Delete(name)
+	r.namespaceLabels.Delete(name)
 }
 
 // uncachedJob reads a Job directly from the worker. Used only after a create

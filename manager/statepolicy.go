@@ -69,8 +69,8 @@ func StatePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingA
 				{
 					Expression: fmt.Sprintf("request.operation != 'CREATE' || !has(object.spec.managedBy) || !object.spec.managedBy.startsWith(%s) || object.spec.managedBy == %s",
 						celString(jobstate.Prefix), celString(v1alpha1.ManagerManagedBy)),
-					MessageExpression: fmt.Sprintf(`'spec.managedBy ' + object.spec.managedBy + ' names no controller of this cluster, so nothing would ever run this Job: '+
-'use %s to dispatch it to a worker cluster (%s is for the mirrors on worker clusters), or leave spec.managedBy unset to run it here'`,
+					MessageExpression: fmt.Sprintf(`'spec.managedBy "' + object.spec.managedBy + '" names no controller of this cluster, so nothing would ever run this Job: '+
+'use "%s" to dispatch it to a worker cluster ("%s" is for the mirrors on worker clusters), or leave spec.managedBy unset to run it here'`,
 						v1alpha1.ManagerManagedBy, v1alpha1.WorkerManagedBy),
 					Reason: ptr.To(metav1.StatusReasonInvalid),
 				},

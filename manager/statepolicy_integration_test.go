@@ -110,7 +110,7 @@ func TestIntegrationStatePolicy(t *testing.T) {
 			j := job("worker-managed", nil, nil)
 			j.Spec.ManagedBy = ptr.To(v1alpha1.WorkerManagedBy)
 			_, err := alice.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{})
-			refused(t, err, "spec.managedBy jobferry.dev/worker names no controller of this cluster")
+			refused(t, err, `spec.managedBy "jobferry.dev/worker" names no controller of this cluster`, `use "jobferry.dev/manager"`)
 		})
 	})
 

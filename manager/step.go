@@ -29,6 +29,9 @@ type jobState struct {
 	Worker string
 	// WorkerCluster is that worker's object; nil when it no longer exists.
 	WorkerCluster *v1alpha1.WorkerCluster
+	// WorkerGoneSince is since when the WorkerCluster is known to be gone
+	// (set only when it is).
+	WorkerGoneSince time.Time
 	// Connection is the manager's connection to Worker.
 	Connection connectionState
 	// Mirror is this installation's Job of the same name on Worker, from the
@@ -66,8 +69,10 @@ type jobState struct {
 	// CreatedMirrorUID is the UID of the mirror this manager created for
 	// the current attempt moments ago (its memory), until it is recorded.
 	CreatedMirrorUID types.UID
-	// AdoptMirror: the Job is older than the key, so its mirror, created by
-	// an earlier manager that recorded no UID, is taken as it finds it.
+	// AdoptMirror: an unrecorded mirror of the current attempt is taken as
+	// the one jobferry created: this manager created none for the attempt
+	// (it restarted between creating one and recording its UID), or the Job
+	// is older than the key (its manager recorded no UIDs).
 	AdoptMirror bool
 	// Stray is a mirror of this Job, on some worker, of a later attempt than
 	// the Job records and not created by this manager: read only before a
@@ -444,10 +449,27 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		// again when its worker reconnects (Registry).
 		return step{Kind: stepNone}
 	}
-	down := time.Duration(0)
-	if s.WorkerCluster == nil {
-		down = cfg.WorkerLostTimeout // the WorkerCluster is gone for good
-	} else if cond := meta.FindStatusCondition(s.WorkerCluster.Status.Conditions, v1alpha1.ConditionConnected); cond != nil && cond.Status != metav1.ConditionTrue {
+	down, why := time.Duration(0), workerNotConnected
+	cond := &metav1.Condition{}
+	if s.WorkerCluster != nil {
+		cond = meta.FindStatusCondition(s.WorkerCluster.Status.Conditions, v1alpha1.ConditionConnected)
+	}
+	switch {
+	case s.WorkerCluster == nil:
+		// Deleted: its mirrors may still run there, unseen.
+		down, why = s.Now.Sub(s.WorkerGoneSince), "its WorkerCluster was deleted"
+	case cond == nil || cond.Status == metav1.ConditionTrue:
+		// Connected, or not yet judged: the connection comes back shortly.
+	case cond.Reason != v1alpha1.ReasonUnreachable:
+		// It answers (the credential is refused, the caches cannot sync,
+		// the Secret is wrong): its mirrors may well run, so the Job waits
+		// for the connection, however long, rather than run twice.
+		if job.Status.StartTime == nil && job.Status.Active == 0 {
+			return step{Kind: stepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: waitingForMirror(s.Worker,
+				"%s (%s: %s); the Job waits for the connection rather than run elsewhere, as its mirror may run there", workerNotConnected, cond.Reason, cond.Message)}
+		}
+		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
+	default:
 		down = s.Now.Sub(cond.LastTransitionTime.Time)
 	}
 	if down < cfg.WorkerLostTimeout {
@@ -455,7 +477,7 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
 			// Placed, but nothing ran yet: say what it waits for.
 			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(s.Worker,
-				"%s; after %s it is placed elsewhere", workerNotConnected, cfg.WorkerLostTimeout)}
+				"%s; after %s it is placed elsewhere", why, cfg.WorkerLostTimeout)}
 		}
 		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}
 	}

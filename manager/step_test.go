@@ -429,13 +429,21 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: stepMirrorNotOurs, checks: []check{wantWhy("team-a/train on w1", "UID impostor, not mirror-uid", "not copied", "attempt 2")},
 		},
-		"an unrecorded Job with the mirror's labels, not made by this manager: not ours": {
+		"an unrecorded Job with the mirror's labels, while this manager created another: not ours": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
-				s.MirrorUID = ""
+				s.MirrorUID, s.CreatedMirrorUID = "", "created-uid"
 				return s
 			}(),
 			want: stepMirrorNotOurs, checks: []check{wantWhy("none recorded")},
+		},
+		"a manager restarted between creating the mirror and recording it: adopted": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.AdoptMirror = "", true
+				return s
+			}(),
+			want: stepRecord,
 		},
 		"the mirror deleted on the worker: an Event and a new attempt, not a silent restart": {
 			state: func() jobState {
@@ -499,9 +507,32 @@ func TestNextStep(t *testing.T) {
 			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(20 * time.Minute))},
 			want:  stepRedispatch, checks: []check{wantWhy("unreachable for 20m0s", "attempt 2")},
 		},
-		"a worker whose WorkerCluster is gone is lost at once": {
-			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1"},
+		"a worker whose WorkerCluster was deleted lately: its mirror may run, the Job waits": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)},
+			want:  stepNone, checks: []check{wantRequeue(10 * time.Second)},
+		},
+		"a worker whose WorkerCluster was deleted, nothing ran: it says so": {
+			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)},
+			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonWaitingForMirror, "its WorkerCluster was deleted; after 15m0s it is placed elsewhere")},
+		},
+		"a worker whose WorkerCluster was deleted the timeout ago is lost": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-15 * time.Minute)},
 			want:  stepRedispatch,
+		},
+		"a worker that refuses the credential answers: its Job waits for it, however long": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(func(wc *v1alpha1.WorkerCluster) {
+				disconnectedFor(time.Hour)(wc)
+				wc.Status.Conditions[0].Reason = v1alpha1.ReasonCredentialRejected
+			})},
+			want: stepNone, checks: []check{wantRequeue(10 * time.Second)},
+		},
+		"a Job placed on a worker that refuses the credential, nothing ran: it says why": {
+			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(func(wc *v1alpha1.WorkerCluster) {
+				disconnectedFor(time.Hour)(wc)
+				wc.Status.Conditions[0].Reason = v1alpha1.ReasonCredentialRejected
+				wc.Status.Conditions[0].Message = "refuses the credential (401 Unauthorized)"
+			})},
+			want: stepShowWaiting, checks: []check{wantWaiting(ReasonWaitingForMirror, "not connected (CredentialRejected: refuses the credential (401 Unauthorized)); the Job waits")},
 		},
 		"a Job that asks to wait for its lost worker waits": {
 			state: jobState{Job: stepJob(placed, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait }),

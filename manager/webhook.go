@@ -126,9 +126,11 @@ func getNamespace(ctx context.Context, reader client.Reader, name string) (*core
 // Validate checks what jobferry reads from a Job.
 func Validate(job *batchv1.Job) error {
 	managedBy := ptr.Deref(job.Spec.ManagedBy, "")
-	if strings.HasPrefix(managedBy, "jobferry.dev/") && managedBy != v1alpha1.ManagerManagedBy && managedBy != v1alpha1.WorkerManagedBy {
-		return fmt.Errorf("spec.managedBy %q is not a jobferry controller, and no controller would ever run this Job: use %q to dispatch it to a worker cluster",
-			managedBy, v1alpha1.ManagerManagedBy)
+	if strings.HasPrefix(managedBy, "jobferry.dev/") && managedBy != v1alpha1.ManagerManagedBy {
+		// jobferry.dev/worker too: that controller runs on worker clusters,
+		// not on the manager's.
+		return fmt.Errorf("spec.managedBy %q names no controller of this cluster, and nothing would ever run this Job: use %q to dispatch it to a worker cluster (%q is for the mirrors on worker clusters)",
+			managedBy, v1alpha1.ManagerManagedBy, v1alpha1.WorkerManagedBy)
 	}
 	if raw, ok := job.Annotations[v1alpha1.ClusterSelectorAnnotation]; ok {
 		if _, err := labels.Parse(raw); err != nil {

@@ -55,12 +55,12 @@ func TestValidate(t *testing.T) {
 		annotations map[string]string
 		wantErr     string
 	}{
-		"manager":              {managedBy: v1alpha1.ManagerManagedBy},
-		"worker":               {managedBy: v1alpha1.WorkerManagedBy},
-		"someone else's":       {managedBy: "example.com/mine"},
-		"a typo in our domain": {managedBy: "jobferry.dev/managr", wantErr: `use "jobferry.dev/manager"`},
-		"a valid selector":     {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu,us)"}},
-		"a malformed selector": {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in eu"}, wantErr: "is not a label selector"},
+		"manager":                {managedBy: v1alpha1.ManagerManagedBy},
+		"worker, on the manager": {managedBy: v1alpha1.WorkerManagedBy, wantErr: "is for the mirrors on worker clusters"},
+		"someone else's":         {managedBy: "example.com/mine"},
+		"a typo in our domain":   {managedBy: "jobferry.dev/managr", wantErr: `use "jobferry.dev/manager"`},
+		"a valid selector":       {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in (eu,us)"}},
+		"a malformed selector":   {annotations: map[string]string{v1alpha1.ClusterSelectorAnnotation: "region in eu"}, wantErr: "is not a label selector"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

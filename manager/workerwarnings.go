@@ -335,9 +335,6 @@ func currentAttempt(job, m *batchv1.Job, worker string) bool {
 		job.Annotations[v1alpha1.MirrorUIDAnnotation] == string(m.UID)
 }
 
-// maxNoteBytes is the most an Event's note may hold (events.k8s.io/v1).
-const maxNoteBytes = 1024
-
 // forwardedNote says where the worker's Event happened and what it said:
 // "worker worker-1, pod team-a/train-x7k2p: 0/2 nodes are available: ...".
 func forwardedNote(worker string, ev *corev1.Event) string {
@@ -345,11 +342,7 @@ func forwardedNote(worker string, ev *corev1.Event) string {
 	if ev.InvolvedObject.Kind == "Pod" {
 		object = "pod " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
 	}
-	note := fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message))
-	if len(note) > maxNoteBytes {
-		note = strings.ToValidUTF8(note[:maxNoteBytes-3], "") + "..."
-	}
-	return note
+	return cutNote(fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message)))
 }
 
 // warningAction is the action of the forwarded Event: the worker's, when

@@ -193,8 +193,13 @@ const (
 	// ReasonFilePathNotAllowed: the kubeconfig points at files (certificate,
 	// key, CA or token paths) instead of embedding their data.
 	ReasonFilePathNotAllowed = "FilePathNotAllowed"
-	// ReasonUnreachable: the worker's API server does not answer.
+	// ReasonUnreachable: the worker's API server does not answer. Only this
+	// counts towards the worker-lost timeout: a worker that answers may
+	// still be running its mirrors.
 	ReasonUnreachable = "Unreachable"
+	// ReasonCredentialRejected: the worker's API server answers but refuses
+	// the kubeconfig's credential (401): its token is invalid or expired.
+	ReasonCredentialRejected = "CredentialRejected"
 )
 
 // Reasons of the CredentialRenewal condition.

@@ -7,6 +7,7 @@ package workerkubeconfig
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +46,11 @@ func RESTConfig(data []byte) (*rest.Config, error) {
 	}
 	user := cfg.AuthInfos[kctx.AuthInfo]
 	switch {
+	case strings.HasPrefix(strings.ToLower(cluster.Server), "http://"):
+		// client-go takes an address without a scheme for https.
+		return refuse(v1alpha1.ReasonInsecureKubeConfig, "cluster %q is served over plain http (%s): the credential would travel in clear; use the worker's https:// address", kctx.Cluster, cluster.Server)
+	case cluster.ProxyURL != "":
+		return refuse(v1alpha1.ReasonInsecureKubeConfig, "cluster %q is reached through the proxy %s, which would see the worker's traffic or choose where it goes; reach the worker directly", kctx.Cluster, cluster.ProxyURL)
 	case cluster.InsecureSkipTLSVerify:
 		return refuse(v1alpha1.ReasonInsecureKubeConfig, "cluster %q sets insecure-skip-tls-verify; embed its CA in certificate-authority-data instead", kctx.Cluster)
 	case cluster.CertificateAuthority != "":

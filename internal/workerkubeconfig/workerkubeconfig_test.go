@@ -41,6 +41,9 @@ func TestRESTConfig(t *testing.T) {
 			c.Clusters["w"].InsecureSkipTLSVerify = true
 			c.Clusters["w"].CertificateAuthorityData = nil
 		}), reason: v1alpha1.ReasonInsecureKubeConfig},
+		"plain http":              {data: encode(func(c *clientcmdapi.Config) { c.Clusters["w"].Server = "http://127.0.0.1:8080" }), reason: v1alpha1.ReasonInsecureKubeConfig},
+		"plain HTTP":              {data: encode(func(c *clientcmdapi.Config) { c.Clusters["w"].Server = "HTTP://127.0.0.1:8080" }), reason: v1alpha1.ReasonInsecureKubeConfig},
+		"proxy-url":               {data: encode(func(c *clientcmdapi.Config) { c.Clusters["w"].ProxyURL = "http://proxy.example:3128" }), reason: v1alpha1.ReasonInsecureKubeConfig},
 		"CA file":                 {data: encode(func(c *clientcmdapi.Config) { c.Clusters["w"].CertificateAuthority = "/etc/ca.crt" }), reason: v1alpha1.ReasonFilePathNotAllowed},
 		"client certificate file": {data: encode(func(c *clientcmdapi.Config) { c.AuthInfos["w"].ClientCertificate = "/etc/c.crt" }), reason: v1alpha1.ReasonFilePathNotAllowed},
 		"token file":              {data: encode(func(c *clientcmdapi.Config) { c.AuthInfos["w"].TokenFile = "/var/run/token" }), reason: v1alpha1.ReasonFilePathNotAllowed},

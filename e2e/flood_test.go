@@ -1,0 +1,189 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// floodEvents and floodEventBytes: issue 23's flood, 1,000 Warning Events of
+// 1 MB each (core/v1 Events without eventTime have no size limit of their
+// own; the API server's is 3 MB a request).
+const (
+	floodEvents     = 1000
+	floodEventBytes = 1 << 20
+)
+
+// managerMemoryLimit is the chart's memory request for the manager: what it
+// must stay within, flood or not (its limit is 1 GiB).
+const managerMemoryLimit = 256 << 20
+
+// Anyone who may create Events in one worker namespace cannot exhaust the
+// manager's memory: a user allowed only that creates 1,000 Warning Events
+// of 1 MB there while the manager watches the worker, and the manager's
+// peak resident memory (VmHWM, over the whole run) stays within its
+// request. The manager still forwards what it should: a Warning about a
+// mirror's pod made after the flood reaches the manager Job.
+func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "_output", "e2e", "flood")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: []localcluster.Spec{{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	d, err := newDispatchEnv(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := d.workers["worker-1"]
+	before := procMemory(t, env.ManagerProcess.PID)
+
+	// A mirror whose pod the last Warning is about.
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "watched", 10*time.Minute)
+	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool {
+		return j.Annotations[v1alpha1.MirrorUIDAnnotation] != "" && j.Status.Active == 1
+	})
+
+	// mallory may create Events in namespace flood of the worker, nothing else.
+	const floodNS = "flood"
+	if _, err := worker.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floodNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindRole(ctx, t, worker, floodNS, "mallory", "event-writer",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}})
+	mallory := impersonate(t, env.Workers[0].RESTConfig(), "mallory")
+
+	var peak sync.WaitGroup
+	stop := make(chan struct{})
+	maxRSS := before.rss
+	peak.Add(1)
+	go func() {
+		defer peak.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if m, err := readProcMemory(env.ManagerProcess.PID); err == nil && m.rss > maxRSS {
+					maxRSS = m.rss
+				}
+			}
+		}
+	}()
+	message := strings.Repeat("x", floodEventBytes)
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for i := range floodEvents {
+		g.Go(func() error {
+			ev := &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Namespace: floodNS, Name: fmt.Sprintf("flood-%04d", i)},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: floodNS, Name: fmt.Sprintf("pod-%04d-x7k2p", i)},
+				Type:           corev1.EventTypeWarning, Reason: "Flood", Message: message,
+			}
+			_, err := mallory.CoreV1().Events(floodNS).Create(gctx, ev, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("mallory's Events: %v", err)
+	}
+	created := time.Since(start)
+
+	// The manager is still forwarding: the Warning after the flood arrives.
+	pods := jobPods(ctx, t, worker, ns, job.Name)
+	if len(pods) != 1 {
+		t.Fatalf("%d pods of the mirror, want 1", len(pods))
+	}
+	last := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, GenerateName: "after-flood-"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pods[0].Name},
+		Type:           corev1.EventTypeWarning, Reason: "AfterTheFlood", Message: "made after the flood",
+	}
+	if _, err := worker.CoreV1().Events(ns).Create(ctx, last, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(ctx, t, d.manager, ns, job.Name, "AfterTheFlood", 2*time.Minute, "worker worker-1, pod "+ns+"/"+pods[0].Name)
+	close(stop)
+	peak.Wait()
+	after := procMemory(t, env.ManagerProcess.PID)
+	t.Logf("%d Warning Events of %d bytes created in %s; manager RSS %d MiB before, %d MiB after, peak sampled %d MiB, VmHWM %d MiB",
+		floodEvents, floodEventBytes, created.Round(time.Second), before.rss>>20, after.rss>>20, maxRSS>>20, after.hwm>>20)
+	if after.hwm > managerMemoryLimit {
+		t.Errorf("the manager's peak resident memory was %d MiB, over its %d MiB", after.hwm>>20, managerMemoryLimit>>20)
+	}
+}
+
+// processMemory is a process's resident memory now (rss) and its peak
+// (hwm, VmHWM), in bytes.
+type processMemory struct{ rss, hwm int64 }
+
+func procMemory(t *testing.T, pid int) processMemory {
+	t.Helper()
+	m, err := readProcMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readProcMemory(pid int) (processMemory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return processMemory{}, err
+	}
+	defer f.Close()
+	var m processMemory
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case "VmRSS:":
+			m.rss = kb << 10
+		case "VmHWM:":
+			m.hwm = kb << 10
+		}
+	}
+	return m, s.Err()
+}
