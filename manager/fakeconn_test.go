@@ -38,6 +38,8 @@ type fakeConn struct {
 	missing []right
 	pools   []v1alpha1.NodePool
 	deleted *deletedMirrors
+	// shared: another manager installation's mirror was seen there.
+	shared bool
 }
 
 // newFakeConn is a connected worker with one idle pool of 8 CPUs.
@@ -90,6 +92,8 @@ func (f *fakeConn) ensureNamespace(ctx context.Context, name string, labels map[
 }
 
 func (f *fakeConn) forgetNamespace(string) {}
+
+func (f *fakeConn) originShared() bool { return f.shared }
 
 // mirror reads as the real cache does: only Jobs with this origin's label.
 func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {

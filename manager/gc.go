@@ -83,7 +83,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 	for i := range mirrors.Items {
 		m := &mirrors.Items[i]
 		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
-		if origin == "" || m.DeletionTimestamp != nil {
+		if origin == "" || m.DeletionTimestamp != nil || !mayDelete(m, gc.Registry.ManagerID, rem.originShared()) {
 			continue
 		}
 		// A mirror of a live Job is kept unless a later attempt replaced it

@@ -102,6 +102,9 @@ type JobReconciler struct {
 	Recorder events.EventRecorder
 	Registry *Registry
 	Origin   string
+	// ManagerID identifies this installation on the workers
+	// (InstallationID), on every mirror it creates.
+	ManagerID string
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *DispatchPolicy
 	// Keys gives the key that seals jobferry's state on manager Jobs
@@ -296,7 +299,7 @@ type stepMemo struct {
 }
 
 func (r *JobReconciler) stepConfig() stepConfig {
-	return stepConfig{Origin: r.Origin, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
+	return stepConfig{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
 }
 
 // readState reads, from caches, what nextStep decides on: the Job (nil when
@@ -373,6 +376,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	m, err := rem.mirror(ctx, key)
 	if err != nil {
 		return s, err
+	}
+	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !mayDelete(m, r.ManagerID, rem.originShared()) {
+		// Another installation's mirror of the same name (or one that
+		// may be): not ours to fence, so a Job not ours holds the name.
+		s.Foreign, m = m, nil
 	}
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
@@ -742,7 +750,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			return false, result, err
 		}
 	}
-	m, err := desiredMirror(job, s.WorkerCluster, r.Origin)
+	m, err := desiredMirror(job, s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
@@ -1056,7 +1064,8 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 		}
 		// Every mirror of this installation with the Job's name is one of a
 		// Job that no longer exists, or of this one while it is deleted.
-		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) {
+		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) ||
+			(job == nil && !mayDelete(m, r.ManagerID, rem.originShared())) {
 			continue
 		}
 		if _, err := deleteMirror(ctx, rem, worker, m); err != nil {

@@ -53,6 +53,9 @@ type Registry struct {
 	// Namespace holds the kubeconfig Secrets.
 	Namespace string
 	Origin    string
+	// ManagerID identifies this installation on the workers
+	// (InstallationID).
+	ManagerID string
 	// QPS and Burst of each worker's client: high, so dispatch is never
 	// throttled by the client (MultiKueue's 5 QPS capped it at ~1 Job/s).
 	QPS            float32
@@ -250,6 +253,9 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	}
 	if rem != nil {
+		exclusive := originCondition(r.Origin, rem.sharedOrigin.Load())
+		exclusive.ObservedGeneration = wc.Generation
+		meta.SetStatusCondition(&status.Conditions, exclusive)
 		r.keepWarningsWatch(ctx, rem)
 		if capacity := rem.capacity(ctx); capacity != nil {
 			status.Capacity = capacity
@@ -375,6 +381,19 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
 		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+}
+
+// originCondition is the OriginExclusive condition, from the first mirror
+// of another installation with the same origin seen (nil: none).
+func originCondition(origin string, conflict *originConflict) metav1.Condition {
+	if conflict == nil {
+		return metav1.Condition{Type: v1alpha1.ConditionOriginExclusive, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOriginExclusive,
+			Message: fmt.Sprintf("no mirror of another jobferry manager with origin %q seen on this worker", origin)}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionOriginExclusive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOriginShared,
+		Message: fmt.Sprintf("another jobferry manager (%s %s) with the same origin %q made mirrors on this worker, such as %s: "+
+			"give each manager its own origin (--origin, chart value origin); meanwhile this manager deletes none of them, nor any mirror there that does not say which manager made it",
+			v1alpha1.ManagerIDLabel, conflict.manager, origin, conflict.job)}
 }
 
 // connectionHash identifies what a worker connection is built from: the
@@ -561,7 +580,17 @@ func (r *Registry) connected(name string) bool {
 	return rem != nil && rem.connected()
 }
 
-func (r *Registry) mirrorChanged(_ string, job *batchv1.Job) {
+func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
+	if mirror.OtherManager(job, r.ManagerID) {
+		// Another installation's, with the same origin: nothing of this
+		// manager's, but the WorkerCluster says so.
+		rem := r.remote(worker)
+		if rem != nil && rem.sharedOrigin.CompareAndSwap(nil, &originConflict{manager: job.Labels[v1alpha1.ManagerIDLabel],
+			job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}}) {
+			r.reconcileWorker(worker)
+		}
+		return
+	}
 	// The assumption of a Job whose pods run ends with the next summary
 	// (after the settle time), as soon as the worker shows them, however
 	// long the Job waits in the work queue.

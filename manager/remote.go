@@ -62,6 +62,9 @@ type remote struct {
 	// reviewDue: a request was refused as forbidden since the last review
 	// of the rights, so the next one is due at once.
 	reviewDue atomic.Bool
+	// sharedOrigin is the first Job with this manager's origin that another
+	// manager installation made there, once one is seen (nil until then).
+	sharedOrigin atomic.Pointer[originConflict]
 
 	// created holds the namespaces jobferry created or found on the worker,
 	// until a mirror create finds one gone (forgetNamespace).
@@ -75,6 +78,30 @@ type remote struct {
 	// warnings is the watch of the worker's Warning Events, while the
 	// credential may (workerwarnings.go).
 	warnings warningsWatch
+}
+
+// originConflict is a Job another manager installation with this
+// manager's origin made on a worker.
+type originConflict struct {
+	manager string
+	job     types.NamespacedName
+}
+
+// originShared: a mirror of another manager installation with this
+// manager's origin was seen there.
+func (r *remote) originShared() bool { return r.sharedOrigin.Load() != nil }
+
+// mayDelete says whether a Job with this installation's origin label on a
+// worker may be deleted as one of this manager's mirrors (by fencing, by
+// the orphan collector, with its deleted manager Job): not when another
+// installation made it, nor, once another installation's mirror was seen
+// there (shared), when it does not say which made it.
+func mayDelete(m *batchv1.Job, manager string, shared bool) bool {
+	id, labelled := m.Labels[v1alpha1.ManagerIDLabel]
+	if labelled {
+		return id == manager
+	}
+	return !shared
 }
 
 // namespaceTTL is how long a worker namespace read is reused: placement
@@ -117,6 +144,9 @@ type workerConn interface {
 	client() client.Client
 	// deletedMirrors are the mirrors this manager deleted there lately.
 	deletedMirrors() *deletedMirrors
+	// originShared: another manager installation with this manager's
+	// origin made mirrors there.
+	originShared() bool
 }
 
 // connections finds the connection to a worker by name.

@@ -107,6 +107,8 @@ type connectionState struct {
 // stepConfig holds the settings nextStep applies.
 type stepConfig struct {
 	Origin string
+	// ManagerID identifies this installation on the workers.
+	ManagerID string
 	// WorkerLostTimeout: how long a worker may stay disconnected before its
 	// unfinished Jobs are dispatched elsewhere.
 	WorkerLostTimeout time.Duration
@@ -414,7 +416,7 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 			return step{}, false
 		}
 		var err error
-		if desired, err = desiredMirror(s.Job, s.WorkerCluster, cfg.Origin); err != nil {
+		if desired, err = desiredMirror(s.Job, s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
 			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
 		}
 	}
@@ -493,8 +495,9 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 
 // desiredMirror is the mirror of the manager Job as it is now, for the
 // worker wc: what the mirror is created as and kept in step with.
-func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin string) (*batchv1.Job, error) {
-	m, err := mirror.Build(jobstate.Without(job), mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1)}, wc.Spec.JobController, &wc.Spec.Scheduling)
+func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
+	id := mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1), Manager: manager}
+	m, err := mirror.Build(jobstate.Without(job), id, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
-var testStepConfig = stepConfig{Origin: "jobferry", WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second}
+var testStepConfig = stepConfig{Origin: "jobferry", ManagerID: "manager-a", WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second}
 
 // stepJob is a manager Job as the webhook admits it: held for placement.
 func stepJob(mutate ...func(*batchv1.Job)) *batchv1.Job {
@@ -69,7 +69,7 @@ func complete(job *batchv1.Job) {
 // status applied by mutate.
 func mirrorOf(t *testing.T, job *batchv1.Job, mutate ...func(*batchv1.Job)) *batchv1.Job {
 	t.Helper()
-	m, err := desiredMirror(job, workerCluster(), testStepConfig.Origin)
+	m, err := desiredMirror(job, workerCluster(), testStepConfig.Origin, testStepConfig.ManagerID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,15 +22,30 @@ type Identity struct {
 	UID types.UID
 	// Attempt counts dispatches of the manager Job, from 1.
 	Attempt int
+	// Manager identifies the manager installation (ManagerIDLabel); none
+	// when empty.
+	Manager string
 }
 
 // Labels are the labels that mark a mirror as jobferry's.
 func (id Identity) Labels() map[string]string {
-	return map[string]string{
+	labels := map[string]string{
 		v1alpha1.OriginLabel:          id.Origin,
 		v1alpha1.OriginUIDLabel:       string(id.UID),
 		v1alpha1.DispatchAttemptLabel: strconv.Itoa(id.Attempt),
 	}
+	if id.Manager != "" {
+		labels[v1alpha1.ManagerIDLabel] = id.Manager
+	}
+	return labels
+}
+
+// OtherManager reports whether a Job with this installation's origin label
+// says another manager installation created it. One without the label
+// (made by a manager before there was one) says nothing.
+func OtherManager(m metav1.Object, manager string) bool {
+	id, ok := m.GetLabels()[v1alpha1.ManagerIDLabel]
+	return ok && id != manager
 }
 
 // Labels the API server derives from a Job's UID: they must not travel to the

@@ -15,6 +15,11 @@ const (
 	OriginUIDLabel = "jobferry.dev/origin-uid"
 	// DispatchAttemptLabel counts dispatches of the same manager Job.
 	DispatchAttemptLabel = "jobferry.dev/dispatch-attempt"
+	// ManagerIDLabel names the manager installation that created a mirror
+	// (its cluster and namespace, hashed): two managers given the same
+	// origin by mistake tell their mirrors apart by it, and neither deletes
+	// the other's.
+	ManagerIDLabel = "jobferry.dev/manager-id"
 	// WorkerAnnotation on a manager Job names the WorkerCluster it is placed on.
 	WorkerAnnotation = "jobferry.dev/worker"
 	// ClusterSelectorAnnotation on a manager Job is a label selector over

@@ -31,6 +31,19 @@ const ConditionAuthorized = "Authorized"
 // the token expires, or when the manager cannot renew it.
 const ConditionCredentialRenewal = "CredentialRenewal"
 
+// ConditionOriginExclusive is True while no mirror of another manager
+// installation with this manager's origin has been seen on the worker;
+// False (reason OriginShared) names one: two managers with one origin would
+// take each other's mirrors for their own, so until one changes its origin
+// this manager deletes no mirror there it cannot tell is its own.
+const ConditionOriginExclusive = "OriginExclusive"
+
+// Reasons of the OriginExclusive condition.
+const (
+	ReasonOriginExclusive = "OriginExclusive"
+	ReasonOriginShared    = "OriginShared"
+)
+
 // SecretKeyRef points at one key of a Secret in the manager's namespace.
 type SecretKeyRef struct {
 	// Name of the Secret.

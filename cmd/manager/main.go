@@ -117,6 +117,7 @@ func main() {
 		os.Exit(2)
 	}
 
+	ctx := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
 	scheme := jobferryv1alpha1.NewScheme()
@@ -157,8 +158,12 @@ func main() {
 		fail(err, "creating the controller manager")
 	}
 	metrics.Registry.MustRegister(buildinfo.Collector("manager"))
+	installation, err := manager.InstallationID(ctx, mgr.GetAPIReader(), *namespace)
+	if err != nil {
+		fail(err, "identifying this manager installation")
+	}
 	registry := manager.NewRegistry(&manager.Registry{
-		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin,
+		Client: mgr.GetClient(), Scheme: scheme, Namespace: *namespace, Origin: *origin, ManagerID: installation,
 		QPS: float32(*workerQPS), Burst: *workerBurst, HealthInterval: *healthInterval, Clock: clock.RealClock{},
 		CreateNamespaces: *createNamespaces,
 		Recorder:         mgr.GetEventRecorder("jobferry-manager"), RenewalThreshold: *renewThreshold,
@@ -169,7 +174,7 @@ func main() {
 	}
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
-		Origin: *origin, Policy: policy, Clock: clock.RealClock{},
+		Origin: *origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
 		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: *namespace, Name: *stateKeySecret},
 		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
 	}
@@ -222,8 +227,8 @@ func main() {
 			fail(err, "adding the webhook readiness check")
 		}
 	}
-	log.Info("starting", "namespace", *namespace, "origin", *origin, "dispatchNamespaces", dispatchSelector.String(), "reservedNamespaces", sets.List(policy.Reserved))
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	log.Info("starting", "namespace", *namespace, "origin", *origin, "installation", installation, "dispatchNamespaces", dispatchSelector.String(), "reservedNamespaces", sets.List(policy.Reserved))
+	if err := mgr.Start(ctx); err != nil {
 		fail(err, "running the controller manager")
 	}
 }
