@@ -211,6 +211,26 @@ func TestWorkerCredentialWithoutRights(t *testing.T) {
 	pollJob(ctx, t, d.manager, ns, revoked.Name, time.Minute, "Complete once granted again", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobComplete) != nil
 	})
+
+	// Every right revoked (the identity's binding gone, issue 23): a Job
+	// meant for the worker does not wait in silence while the manager's
+	// reads there are refused; it says why, and runs once granted again.
+	limited.grant(ctx, t)
+	limited.waitMayCreateJobs(ctx, t, false)
+	orphaned := sleepJob(ns, "no-rights-at-all", time.Second)
+	orphaned.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: workerNameLabel + "=" + limited.name}
+	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, orphaned, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	said := pollJob(ctx, t, d.manager, ns, orphaned.Name, 30*time.Second, "waiting, saying the credential may not", func(j *batchv1.Job) bool {
+		c := suspendedCondition(j)
+		return j.Annotations[v1alpha1.WorkerAnnotation] == "" && c != nil && strings.Contains(c.Message, limited.name+": its credential may not")
+	})
+	t.Logf("every right revoked: %s", suspendedCondition(said).Message)
+	limited.grant(ctx, t, allRules()...)
+	pollJob(ctx, t, d.manager, ns, orphaned.Name, time.Minute, "Complete once granted again", func(j *batchv1.Job) bool {
+		return hasCondition(j, batchv1.JobComplete) != nil
+	})
 	d.assertNoRejectedStatusWrites(t)
 }
 

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +59,17 @@ func bindRole(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, use
 	}
 	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The authorizer sees the binding a moment later.
+	rule := rules[0]
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		review, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0]},
+		}}, metav1.CreateOptions{})
+		return err == nil && review.Status.Allowed, err
+	})
+	if err != nil {
+		t.Fatalf("%s's rights in %s never took effect: %v", user, ns, err)
 	}
 }
 
@@ -286,8 +299,9 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	// bob may edit Jobs and create Events in the tenant's namespace on
 	// worker-1 (which jobferry created), and create Events in default.
 	events := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}
+	newEvents := rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}}
 	bindRole(ctx, t, worker1, ns, workerUser, "worker-editor", jobEditor, events)
-	bindRole(ctx, t, worker1, "default", workerUser, "event-writer-"+ns, events)
+	bindRole(ctx, t, worker1, "default", workerUser, "event-writer-"+ns, events, newEvents)
 	bob := impersonate(t, d.Workers[0].RESTConfig(), workerUser)
 	pods := jobPods(ctx, t, worker1, ns, "warned")
 	if len(pods) != 1 {
@@ -305,9 +319,18 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Forged where bob has rights, about another namespace's pod.
-	warning("default", ns, "ForgedElsewhere", "from default, naming the tenant's namespace")
+	// Forged where bob has rights: core/v1 lets an Event in default name
+	// no namespace; events.k8s.io/v1 may let it name another.
 	warning("default", "", "ForgedNoNamespace", "from default, naming no namespace")
+	elsewhere := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "forged-"}, EventTime: metav1.NowMicro(),
+		ReportingController: "example.com/forger", ReportingInstance: "forger-1", Action: "Forge",
+		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
+		Type:      corev1.EventTypeWarning, Reason: "ForgedElsewhere", Note: "from default, naming the tenant's namespace",
+	}
+	if _, err := bob.EventsV1().Events("default").Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
+		t.Logf("the worker's API server itself refuses an Event in default about a pod of %s: %v", ns, err)
+	}
 	// Then one in the namespace itself, which the manager forwards: once it
 	// is on the Job, the ones before it were seen and judged.
 	warning(ns, ns, "FromTheNamespace", "in the tenant's own worker namespace")

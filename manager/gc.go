@@ -67,6 +67,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	if len(mirrors.Items) == 0 {
+		orphanScans.WithLabelValues(worker).Inc()
 		return
 	}
 	var jobs batchv1.JobList
@@ -74,6 +75,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		log.Error(err, "listing manager Jobs for garbage collection")
 		return
 	}
+	defer orphanScans.WithLabelValues(worker).Inc()
 	live := map[types.UID]*batchv1.Job{}
 	for i := range jobs.Items {
 		if jobs.Items[i].DeletionTimestamp == nil {

@@ -23,7 +23,7 @@ import (
 var (
 	dispatchTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_dispatch_total",
-		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, unschedulable: no worker fits, with an empty worker).",
+		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, deleted: its mirror was deleted on the worker, not_ours: a Job not jobferry's took its mirror's place, unschedulable: no worker fits, with an empty worker).",
 	}, []string{"worker", "result"})
 	dispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jobferry_dispatch_duration_seconds",
@@ -46,6 +46,10 @@ var (
 	orphansDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_orphan_mirrors_deleted_total",
 		Help: "Mirrors deleted by garbage collection because their manager Job no longer exists.",
+	}, []string{"worker"})
+	orphanScans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_orphan_scans_total",
+		Help: "Scans of a connected worker's mirrors for those whose manager Job no longer exists (at start, every --gc-interval and on every reconnect).",
 	}, []string{"worker"})
 	workerClusterConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "jobferry_workercluster_connected",
@@ -93,7 +97,7 @@ func init() {
 // and WorkerCluster controllers register the ones read from their caches.
 func registered() []prometheus.Collector {
 	return []prometheus.Collector{dispatchTotal, dispatchDuration, statusSyncTotal, statusSyncLag, statusWriteRejected,
-		workerClusterConnected, workerConnectedDeprecated, placementRejections, remoteRequests, orphansDeleted,
+		workerClusterConnected, workerConnectedDeprecated, placementRejections, remoteRequests, orphansDeleted, orphanScans,
 		credentialExpiry, credentialRenewals, jobsWoken, warningsForwarded}
 }
 
@@ -106,7 +110,7 @@ func Collectors() []prometheus.Collector {
 
 // Results each worker's counters are labelled with.
 var (
-	dispatchResults   = []string{"created", "conflict", "error", "lost"}
+	dispatchResults   = []string{"created", "conflict", "error", "lost", "deleted", "not_ours"}
 	statusSyncResults = []string{"written", "conflict", "rejected", "error"}
 	warningKinds      = []string{"Pod", "Job"}
 )
@@ -129,6 +133,7 @@ func initWorkerMetrics(worker string) {
 		warningsForwarded.WithLabelValues(worker, kind)
 	}
 	orphansDeleted.WithLabelValues(worker)
+	orphanScans.WithLabelValues(worker)
 }
 
 // forgetWorkerMetrics drops every series of a worker that is no longer
@@ -137,7 +142,7 @@ func forgetWorkerMetrics(worker string) {
 	deleteWorkerConnected(worker)
 	for _, vec := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{dispatchTotal, statusSyncTotal, placementRejections, warningsForwarded, orphansDeleted, remoteRequests, credentialExpiry, credentialRenewals} {
+	}{dispatchTotal, statusSyncTotal, placementRejections, warningsForwarded, orphansDeleted, orphanScans, remoteRequests, credentialExpiry, credentialRenewals} {
 		vec.DeletePartialMatch(prometheus.Labels{"worker": worker})
 	}
 }
