@@ -32,16 +32,22 @@ const (
 	floodEventBytes = 1 << 20
 )
 
+// floodJobs: Jobs of floodEventBytes each that carry jobferry's origin
+// label, made by the same worker user.
+const floodJobs = 200
+
 // managerMemoryLimit is the chart's memory request for the manager: what it
 // must stay within, flood or not (its limit is 1 GiB).
 const managerMemoryLimit = 256 << 20
 
-// Anyone who may create Events in one worker namespace cannot exhaust the
-// manager's memory: a user allowed only that creates 1,000 Warning Events
-// of 1 MB there while the manager watches the worker, and the manager's
-// peak resident memory (VmHWM, over the whole run) stays within its
-// request. The manager still forwards what it should: a Warning about a
-// mirror's pod made after the flood reaches the manager Job.
+// Anyone who may create Events (and Jobs) in one worker namespace cannot
+// exhaust the manager's memory: a user allowed only that creates 1,000
+// Warning Events of 1 MB there while the manager watches the worker, and
+// 200 Jobs of 1 MB with jobferry's origin label (and another manager's id,
+// so they stay, cached), and the manager's peak resident memory (VmHWM,
+// over the whole run) stays within its request. The manager still forwards
+// what it should: a Warning about a mirror's pod made after the flood
+// reaches the manager Job.
 func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	root, err := localcluster.RepoRoot()
 	if err != nil {
@@ -84,7 +90,8 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindRole(ctx, t, worker, floodNS, "mallory", "event-writer",
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}})
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create"}})
 	mallory := impersonate(t, env.Workers[0].RESTConfig(), "mallory")
 
 	var peak sync.WaitGroup
@@ -119,8 +126,19 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 			return err
 		})
 	}
+	for i := range floodJobs {
+		g.Go(func() error {
+			j := sleepJob(floodNS, fmt.Sprintf("forged-%03d", i), time.Hour)
+			j.Spec.Suspend = ptrTo(true)
+			j.Labels = map[string]string{v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: fmt.Sprintf("forged-%03d", i),
+				v1alpha1.DispatchAttemptLabel: "1", v1alpha1.ManagerIDLabel: "mallory"}
+			j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAYLOAD", Value: message}}
+			_, err := mallory.BatchV1().Jobs(floodNS).Create(gctx, j, metav1.CreateOptions{})
+			return err
+		})
+	}
 	if err := g.Wait(); err != nil {
-		t.Fatalf("mallory's Events: %v", err)
+		t.Fatalf("mallory's Events and Jobs: %v", err)
 	}
 	created := time.Since(start)
 
@@ -141,8 +159,8 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	close(stop)
 	peak.Wait()
 	after := procMemory(t, env.ManagerProcess.PID)
-	t.Logf("%d Warning Events of %d bytes created in %s; manager RSS %d MiB before, %d MiB after, peak sampled %d MiB, VmHWM %d MiB",
-		floodEvents, floodEventBytes, created.Round(time.Second), before.rss>>20, after.rss>>20, maxRSS>>20, after.hwm>>20)
+	t.Logf("%d Warning Events and %d Jobs with jobferry's labels, of %d bytes each, created in %s; manager RSS %d MiB before, %d MiB after, peak sampled %d MiB, VmHWM %d MiB",
+		floodEvents, floodJobs, floodEventBytes, created.Round(time.Second), before.rss>>20, after.rss>>20, maxRSS>>20, after.hwm>>20)
 	if after.hwm > managerMemoryLimit {
 		t.Errorf("the manager's peak resident memory was %d MiB, over its %d MiB", after.hwm>>20, managerMemoryLimit>>20)
 	}

@@ -407,9 +407,11 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 		t.Errorf("completed as attempt %s, want 2", done.Annotations[v1alpha1.DispatchAttemptAnnotation])
 	}
 
-	// The whole namespace deleted on the worker (by its administrator):
-	// jobferry creates it again within seconds, and the Job runs there.
-	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, pinned("gone", 5*time.Second), metav1.CreateOptions{}); err != nil {
+	// The whole namespace deleted on the worker (by its administrator),
+	// while the Job runs (a Job that finished meanwhile is done, and not run
+	// again): jobferry creates it again within seconds, and the Job runs
+	// there.
+	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, pinned("gone", 2*time.Minute), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pollJob(ctx, t, d.manager, ns, "gone", time.Minute, "running", func(j *batchv1.Job) bool {
@@ -421,11 +423,16 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	}
 	event = waitEvent(ctx, t, d.manager, ns, "gone", manager.ReasonMirrorDeleted, time.Minute, "was deleted there")
 	t.Logf("%s: %s", event.Reason, event.Message)
-	done = pollJob(ctx, t, d.manager, ns, "gone", 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
-	t.Logf("the namespace deleted on worker-1: the Job completed there as attempt %s, %s after the deletion",
-		done.Annotations[v1alpha1.DispatchAttemptAnnotation], time.Since(deletedAt).Round(100*time.Millisecond))
+	again := pollJob(ctx, t, d.manager, ns, "gone", time.Minute, "running again", func(j *batchv1.Job) bool {
+		return j.Annotations[v1alpha1.DispatchAttemptAnnotation] == "2" && j.Annotations[v1alpha1.MirrorUIDAnnotation] != "" && j.Status.Active == 1
+	})
+	t.Logf("the namespace deleted on worker-1: the Job runs there again as attempt 2 on %s, %s after the deletion",
+		again.Annotations[v1alpha1.WorkerAnnotation], time.Since(deletedAt).Round(100*time.Millisecond))
 	if recreated, err := worker1.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil || recreated.CreationTimestamp.Time.Before(deletedAt.Add(-time.Second)) {
 		t.Errorf("namespace %s on worker-1 was not created again: %v", ns, err)
+	}
+	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, "gone", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
 	}
 }
 

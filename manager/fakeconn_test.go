@@ -95,7 +95,8 @@ func (f *fakeConn) forgetNamespace(string) {}
 
 func (f *fakeConn) originShared() bool { return f.shared }
 
-// mirror reads as the real cache does: only Jobs with this origin's label.
+// mirror reads as the real cache does: only Jobs with this origin's label,
+// slimmed.
 func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	if f.lags {
 		return nil, nil
@@ -104,7 +105,11 @@ func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batch
 	if apierrors.IsNotFound(err) || (err == nil && job.Labels[v1alpha1.OriginLabel] != f.origin) {
 		return nil, nil
 	}
-	return job, err
+	if err != nil {
+		return nil, err
+	}
+	slim, err := slimMirror(job)
+	return slim.(*batchv1.Job), err
 }
 
 func (f *fakeConn) uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -540,7 +542,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 		}
 		return reconcile.Result{}, true, nil
 	case stepUpdateMirror:
-		return stop(r.updateMirror(ctx, job, s.Worker, st))
+		return stop(r.updateMirror(ctx, job, s.Worker, s.Mirror, st))
 	case stepInvalidMirror:
 		r.refusals.remember(job, writeMirrorSpec)
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "%s", st.Why)
@@ -858,13 +860,18 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 }
 
 // updateMirror carries what the user changed on the running manager Job to
-// its mirror (nextMirrorSpec decided what).
-func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, st step) (reconcile.Result, error) {
+// its mirror (nextMirrorSpec decided what, from cached, the mirror as the
+// cache keeps it: see slimMirror).
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st step) (reconcile.Result, error) {
 	rem := r.conn(worker)
 	if rem == nil {
 		return reconcile.Result{Requeue: true}, nil
 	}
-	if err := rem.client().Update(ctx, st.Mirror); err != nil {
+	err := updateFromCache(ctx, rem, cached, st.Mirror)
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	if err != nil {
 		if classify(err) == forbidden {
 			r.Registry.recheckRights(ctx, worker)
 		}
@@ -886,6 +893,44 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	}
 	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil
+}
+
+// updateFromCache writes to the worker the changes that make cached (the
+// mirror as the worker's cache keeps it, without what the manager never
+// reads) into updated: applied onto the mirror as the worker has it now,
+// read once, and written with that read's resourceVersion, so a change made
+// meanwhile is a conflict, not lost. The manager's credential may get and
+// update Jobs there; a spec change is rare enough for the read.
+func updateFromCache(ctx context.Context, rem workerConn, cached, updated *batchv1.Job) error {
+	patch, err := client.MergeFrom(cached).Data(updated)
+	if err != nil {
+		return err
+	}
+	current, err := rem.uncachedJob(ctx, client.ObjectKeyFromObject(cached))
+	if err != nil {
+		return err
+	}
+	if current.UID != cached.UID {
+		return apierrors.NewConflict(batchv1.Resource("jobs"), cached.Name, fmt.Errorf("the mirror was replaced since it was read"))
+	}
+	original, err := json.Marshal(current)
+	if err != nil {
+		return err
+	}
+	merged, err := jsonpatch.MergePatch(original, patch)
+	if err != nil {
+		return err
+	}
+	next := &batchv1.Job{}
+	if err := json.Unmarshal(merged, next); err != nil {
+		return err
+	}
+	next.ResourceVersion = current.ResourceVersion
+	if err := rem.client().Update(ctx, next); err != nil {
+		return err
+	}
+	*updated = *next
+	return nil
 }
 
 // record writes jobferry's state on the Job, sealed: the UID of the mirror

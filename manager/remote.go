@@ -166,7 +166,7 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 		// No managedFields: nothing reads them, and the worker's Job
 		// controller adds an entry with each status write it makes.
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin})},
+			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: slimMirror},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
 		}}
 		if len(namespaces) > 0 {
