@@ -40,14 +40,22 @@ type fakeConn struct {
 	deleted *deletedMirrors
 	// shared: another manager installation's mirror was seen there.
 	shared bool
+	// beforeCreate, when set, runs before each Job create reaches the fake
+	// (a worker user acting in the moment before it).
+	beforeCreate func(job *batchv1.Job)
 }
 
 // newFakeConn is a connected worker with one idle pool of 8 CPUs.
 func newFakeConn(origin string, objs ...client.Object) *fakeConn {
 	creates := &atomic.Int32{}
+	f := &fakeConn{}
 	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if _, ok := obj.(*batchv1.Job); ok {
+			if job, ok := obj.(*batchv1.Job); ok {
+				if hook := f.beforeCreate; hook != nil {
+					f.beforeCreate = nil
+					hook(job)
+				}
 				n := creates.Add(1)
 				if obj.GetUID() == "" {
 					// As an API server does; the fake client leaves it empty.
@@ -57,7 +65,8 @@ func newFakeConn(origin string, objs ...client.Object) *fakeConn {
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
 	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	return &fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, deleted: newDeletedMirrors(clock.RealClock{})}
+	*f = fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, deleted: newDeletedMirrors(clock.RealClock{})}
+	return f
 }
 
 func (f *fakeConn) connected() bool             { return !f.down }

@@ -144,10 +144,12 @@ type JobReconciler struct {
 	// the finished mirror is deleted, must not create the mirror again (the
 	// Job would run twice).
 	finished sync.Map // types.NamespacedName -> types.UID
-	// created remembers the mirrors this manager created until the worker's
-	// cache shows them (like the expectations of upstream controllers): a
-	// reconcile in between must not create the mirror again.
-	created sync.Map // types.NamespacedName -> createdMirror
+	// attempts remembers the attempts this manager placed and the mirrors
+	// it created for them until the worker's cache shows them recorded
+	// (like the expectations of upstream controllers): a reconcile in
+	// between must not create the mirror again, nor take someone else's Job
+	// for it.
+	attempts attemptMemo
 	// placeMu serialises placement, so two Jobs never both take the same
 	// free capacity.
 	placeMu sync.Mutex
@@ -334,12 +336,14 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	s.WroteFinished = r.wroteFinished(job)
 	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
 	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
-	s.CreatedMirrorUID = r.createdMirrorUID(job)
-	// A manager that restarted between creating a mirror and recording its
-	// UID finds it unrecorded, and created none itself: it takes the one
-	// of the current attempt it finds, as it does for Jobs placed before
-	// the key (their managers recorded no UIDs).
-	s.AdoptMirror = s.CreatedMirrorUID == "" || job.CreationTimestamp.Time.Before(sealKey.Since)
+	attempt, placedHere := r.attempts.of(job)
+	s.CreatedMirrorUID = attempt.mirrorUID
+	// A leader that took over from one that died between creating a mirror
+	// and recording its UID finds it unrecorded, of an attempt it did not
+	// place itself: it takes the one it finds, as it does for Jobs placed
+	// before the key (their managers recorded no UIDs). An attempt this
+	// manager placed has no mirror but the one it creates.
+	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
 	unfinished := !isFinished(job) && !nothingToRun(job)
 	var ns *corev1.Namespace
 	if unfinished {
@@ -387,7 +391,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
 	if m != nil && m.UID == s.MirrorUID {
-		r.created.Delete(key)
+		r.attempts.forget(key)
 	}
 	s.MirrorChangeSeen = r.Registry.observedAt(key)
 	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
@@ -418,8 +422,10 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 		if err != nil {
 			return nil, err
 		}
-		if m == nil || m.DeletionTimestamp != nil || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
-			m.UID == r.createdMirrorUID(job) {
+		if m == nil || m.DeletionTimestamp != nil || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded {
+			continue
+		}
+		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
 			continue
 		}
 		return &strayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
@@ -661,6 +667,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		return false, result, err
 	}
 	*job = *updated
+	r.attempts.placed(job)
 	r.Registry.waiting.remove(client.ObjectKeyFromObject(job))
 	memo.placement = decision.Summary()
 	r.Registry.jobsChanged(decision.Worker)
@@ -796,7 +803,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		return false, result, err
 	}
 	dispatchTotal.WithLabelValues(worker, "created").Inc()
-	r.created.Store(client.ObjectKeyFromObject(job), createdMirror{uid: job.UID, attempt: jobstate.Attempt(job), at: r.Clock.Now(), mirrorUID: m.UID})
+	r.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
 	if attempt <= 1 {
 		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
@@ -972,15 +979,6 @@ func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
 	return ok && uid.(types.UID) == job.UID
 }
 
-// createdMirror is a mirror this manager created, for the Job with uid and
-// attempt, at a time; mirrorUID is the mirror's own.
-type createdMirror struct {
-	uid       types.UID
-	attempt   int
-	at        time.Time
-	mirrorUID types.UID
-}
-
 // mirrorExpectedFor is how long a mirror this manager created is trusted to
 // exist though the worker's cache does not show it yet.
 const mirrorExpectedFor = 30 * time.Second
@@ -988,26 +986,8 @@ const mirrorExpectedFor = 30 * time.Second
 // mirrorExpected: this manager created the mirror of the Job's current
 // attempt less than mirrorExpectedFor ago.
 func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
-	v, ok := r.created.Load(client.ObjectKeyFromObject(job))
-	if !ok {
-		return false
-	}
-	c := v.(createdMirror)
-	return c.uid == job.UID && c.attempt == jobstate.Attempt(job) && now.Sub(c.at) < mirrorExpectedFor
-}
-
-// createdMirrorUID is the UID of the mirror this manager created for the
-// Job's current attempt, "" when it created none.
-func (r *JobReconciler) createdMirrorUID(job *batchv1.Job) types.UID {
-	v, ok := r.created.Load(client.ObjectKeyFromObject(job))
-	if !ok {
-		return ""
-	}
-	c := v.(createdMirror)
-	if c.uid != job.UID || c.attempt != jobstate.Attempt(job) {
-		return ""
-	}
-	return c.mirrorUID
+	rec, ok := r.attempts.of(job)
+	return ok && rec.mirrorUID != "" && now.Sub(rec.created) < mirrorExpectedFor
 }
 
 // needsActivation: placed and mirrored, but still held by the webhook.
@@ -1092,7 +1072,7 @@ var errRejectedCopy = errors.New("status copy rejected")
 func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
 	r.refusals.forget(key)
 	r.finished.Delete(key)
-	r.created.Delete(key)
+	r.attempts.forget(key)
 	r.Registry.waiting.remove(key)
 	r.Registry.takeObserved(key)
 	if job == nil {

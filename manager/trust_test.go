@@ -117,7 +117,7 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 		}
 	})
 	// A manager that starts afresh remembers nothing of what it created.
-	h.r.created.Clear()
+	h.r.attempts = attemptMemo{}
 	h.reconcile(t)
 	if m := h.mirror(t, "w2"); m != nil || h.workers["w2"].creates.Load() != 0 {
 		t.Errorf("the Job stripped of its state was dispatched again to w2")
@@ -164,7 +164,7 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	if err := h.workers["w1"].c.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	h.r.created.Clear()
+	h.r.attempts = attemptMemo{}
 	h.reconcile(t)
 	job := h.job(t)
 	now := h.mirror(t, "w1")
@@ -173,5 +173,51 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	}
 	if got := strings.Join(h.events(), ","); got != ReasonMirrorDeleted+","+ReasonDispatched {
 		t.Errorf("events %s, want %s then %s", got, ReasonMirrorDeleted, ReasonDispatched)
+	}
+}
+
+// A worker user who deletes the mirror and, in the moment between the
+// manager's placement of the next attempt and its create, makes a Job with
+// that attempt's labels, is not taken for its mirror: the manager placed
+// that attempt itself, so the only mirror of it is the one it creates.
+func TestJobWithTheNextAttemptsLabelsIsNotAdopted(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	ctx := context.Background()
+	w := h.workers["w1"]
+	m := h.mirror(t, "w1")
+	if err := w.c.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var impostor *batchv1.Job
+	w.beforeCreate = func(next *batchv1.Job) {
+		impostor = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: next.Namespace, Name: next.Name, Labels: next.Labels, UID: "impostor"}}
+		if err := w.c.Create(ctx, impostor); err != nil {
+			t.Error(err)
+		}
+	}
+	h.reconcile(t)
+	if impostor == nil || impostor.Labels[v1alpha1.DispatchAttemptLabel] != "2" {
+		t.Fatalf("no Job was planted before attempt 2's create: %v", impostor)
+	}
+	job := h.job(t)
+	if recorded := job.Annotations[v1alpha1.MirrorUIDAnnotation]; recorded == "impostor" {
+		t.Fatalf("the planted Job was recorded as the mirror of attempt %s", job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+	// Seen as not the mirror (or, by a cache that does not show it yet, as
+	// a Job of someone else's holding the name).
+	if got := strings.Join(h.events(), ","); !strings.HasPrefix(got, ReasonMirrorDeleted+",") ||
+		(!strings.Contains(got, ReasonMirrorNotOurs) && !strings.Contains(got, ReasonNameConflict)) {
+		t.Errorf("events %s: want %s, then %s or %s for the planted Job", got, ReasonMirrorDeleted, ReasonMirrorNotOurs, ReasonNameConflict)
+	}
+	// The next attempt fences it (its labels say attempt 2), and runs a
+	// mirror of the manager's own.
+	for range 3 {
+		h.reconcile(t)
+	}
+	job = h.job(t)
+	now := h.mirror(t, "w1")
+	if now == nil || now.UID == "impostor" || string(now.UID) != job.Annotations[v1alpha1.MirrorUIDAnnotation] {
+		t.Errorf("mirror %v, recorded %q: want a mirror the manager created, recorded", now, job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	}
 }

@@ -138,13 +138,21 @@ func Verify(job *batchv1.Job, key Key) (Verdict, []string) {
 		return Trusted, nil
 	case sealed && hmac.Equal([]byte(seal), []byte(Seal(key.Secret, job))):
 		return Trusted, nil
-	case !job.CreationTimestamp.Time.IsZero() && job.CreationTimestamp.Time.Before(key.Since):
+	case PredatesKey(job, key):
 		return Legacy, nil
 	}
 	if sealed {
 		names = append(names, v1alpha1.StateSealAnnotation)
 	}
 	return Tampered, names
+}
+
+// PredatesKey: the Job was created before the key was made, so an earlier
+// manager may have written its state without a seal (or recorded no mirror
+// UID).
+func PredatesKey(job *batchv1.Job, key Key) bool {
+	created := job.CreationTimestamp.Time
+	return !created.IsZero() && created.Before(key.Since)
 }
 
 // present lists the sealed annotations the Job carries.
