@@ -164,6 +164,10 @@ func deleteWorkerConnected(worker string) {
 	workerConnectedDeprecated.DeleteLabelValues(worker)
 }
 
+// unregisteredWorker is the worker label of Jobs placed on a worker no
+// WorkerCluster names (deleted since, or written by someone else).
+const unregisteredWorker = "(unregistered)"
+
 // jobsCollector serves jobferry_jobs{worker,phase} and
 // jobferry_jobs_waiting{reason} from the manager's Job cache at scrape time,
 // so the gauges can never drift from what is stored.
@@ -178,7 +182,7 @@ type jobsCollector struct {
 func newJobsCollector(reader client.Reader, connected func(string) bool) *jobsCollector {
 	return &jobsCollector{reader: reader, connected: connected,
 		jobs: prometheus.NewDesc("jobferry_jobs",
-			"Manager Jobs by worker (empty while unplaced) and phase (Pending, Running, Succeeded, Failed).",
+			"Manager Jobs by worker (empty while unplaced, "+unregisteredWorker+" for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).",
 			[]string{"worker", "phase"}, nil),
 		waiting: prometheus.NewDesc("jobferry_jobs_waiting",
 			"Unfinished manager Jobs that do not run, by reason: "+strings.Join(waitingReasons, ", ")+".",
@@ -194,6 +198,17 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.jobs, fmt.Errorf("listing manager Jobs: %w", err))
 		return
 	}
+	// The worker label takes only the names of registered workers: a Job's
+	// annotation is not a bounded set of values.
+	var workers v1alpha1.WorkerClusterList
+	if err := c.reader.List(context.Background(), &workers); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.jobs, fmt.Errorf("listing WorkerClusters: %w", err))
+		return
+	}
+	registered := map[string]bool{}
+	for _, wc := range workers.Items {
+		registered[wc.Name] = true
+	}
 	type key struct{ worker, phase string }
 	counts := map[key]int{}
 	waiting := map[string]int{}
@@ -206,7 +221,11 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		worker := job.Annotations[v1alpha1.WorkerAnnotation]
-		counts[key{worker, mirror.Phase(job.Status)}]++
+		label := worker
+		if worker != "" && !registered[worker] {
+			label = unregisteredWorker
+		}
+		counts[key{label, mirror.Phase(job.Status)}]++
 		if reason := jobWaiting(job, worker != "" && !c.connected(worker)); reason != "" {
 			waiting[reason]++
 		}

@@ -78,8 +78,13 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
+		stepJob(placed, complete, func(j *batchv1.Job) {
+			j.Name = "elsewhere"
+			j.Annotations[v1alpha1.WorkerAnnotation] = "no-such-worker"
+		}),
 	}
-	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(jobs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	objs := append([]client.Object{&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}}, jobs...)
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
 	for _, j := range jobs {
 		if err := c.Status().Update(context.Background(), j); err != nil {
 			t.Fatal(err)
@@ -98,6 +103,19 @@ jobferry_jobs_waiting{reason="user_suspended"} 0
 jobferry_jobs_waiting{reason="worker_lost"} 1
 `
 	if err := testutil.CollectAndCompare(collector, strings.NewReader(want), "jobferry_jobs_waiting"); err != nil {
+		t.Error(err)
+	}
+	// The worker label takes registered workers' names only: a Job's
+	// annotation is no bounded set of values.
+	wantJobs := `
+# HELP jobferry_jobs Manager Jobs by worker (empty while unplaced, (unregistered) for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).
+# TYPE jobferry_jobs gauge
+jobferry_jobs{phase="Pending",worker=""} 1
+jobferry_jobs{phase="Running",worker="w1"} 1
+jobferry_jobs{phase="Running",worker="w2"} 1
+jobferry_jobs{phase="Succeeded",worker="(unregistered)"} 1
+`
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(wantJobs), "jobferry_jobs"); err != nil {
 		t.Error(err)
 	}
 }
