@@ -111,8 +111,11 @@ type JobReconciler struct {
 	Policy *DispatchPolicy
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (StateKeys; package jobstate).
-	Keys  keySource
-	Clock clock.Clock
+	Keys keySource
+	// APIReader reads from the manager cluster's API server what the cache
+	// does not know yet (a namespace created moments before its Job).
+	APIReader client.Reader
+	Clock     clock.Clock
 	// Concurrency is the number of Jobs reconciled at once.
 	Concurrency int
 	// WorkerLostTimeout is how long a worker may stay disconnected before its
@@ -351,7 +354,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		// created while it was down or not registered, namespaces changed
 		// since, and templates changed since (while suspended): it holds at
 		// every mirror create and every template carry.
-		if ns, err = getNamespace(ctx, r.Client, job.Namespace); err != nil {
+		if ns, err = r.namespaces().get(ctx, job.Namespace); err != nil {
 			return s, err
 		}
 		if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
@@ -609,7 +612,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 // directives and the Job unsuspended, in one write (placedJob). placed
 // reports a placement recorded: the mirror can be created next.
 func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
-	ns, err := getNamespace(ctx, r.Client, job.Namespace)
+	ns, err := r.namespaces().get(ctx, job.Namespace)
 	if err != nil {
 		return false, reconcile.Result{}, err
 	}
@@ -748,7 +751,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		return false, reconcile.Result{Requeue: true}, nil
 	}
 	if rem.mayCreateNamespaces() {
-		ns, err := getNamespace(ctx, r.Client, job.Namespace)
+		ns, err := r.namespaces().get(ctx, job.Namespace)
 		if err != nil {
 			return false, reconcile.Result{}, err
 		}
@@ -1126,6 +1129,11 @@ func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batc
 	}
 	_, err := deleteMirror(ctx, rem, worker, m)
 	return err
+}
+
+// namespaces reads manager namespaces (see namespaceReader).
+func (r *JobReconciler) namespaces() namespaceReader {
+	return namespaceReader{cache: r.Client, api: r.APIReader}
 }
 
 // conn is the connection to worker, nil when there is none.

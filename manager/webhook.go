@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -27,11 +28,11 @@ const (
 )
 
 // RegisterWebhooks adds the opt-in (mutating) and validating webhooks to
-// server. The validating one reads namespaces through reader to apply the
-// dispatch policy.
-func RegisterWebhooks(server webhook.Server, decoder admission.Decoder, reader client.Reader, policy *DispatchPolicy) {
+// server. The validating one reads namespaces through cache (and api, for
+// those the cache does not know yet) to apply the dispatch policy.
+func RegisterWebhooks(server webhook.Server, decoder admission.Decoder, cache, api client.Reader, policy *DispatchPolicy) {
 	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}})
-	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, reader: reader, policy: policy}})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, namespaces: namespaceReader{cache: cache, api: api}, policy: policy}})
 }
 
 // optIn runs on Job creation in namespaces labelled jobferry.dev/dispatch:
@@ -83,9 +84,9 @@ func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
 // selector that does not parse) and Jobs to dispatch that the dispatch
 // policy refuses (see DispatchPolicy.Admit), with the rule in the message.
 type validator struct {
-	decoder admission.Decoder
-	reader  client.Reader
-	policy  *DispatchPolicy
+	decoder    admission.Decoder
+	namespaces namespaceReader
+	policy     *DispatchPolicy
 }
 
 func (h *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -100,7 +101,7 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	job.Namespace = req.Namespace
-	ns, err := getNamespace(ctx, h.reader, req.Namespace)
+	ns, err := h.namespaces.get(ctx, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -111,16 +112,37 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 	return admission.Allowed("").WithWarnings(warnings...)
 }
 
-// getNamespace reads a namespace; nil when it does not exist.
-func getNamespace(ctx context.Context, reader client.Reader, name string) (*corev1.Namespace, error) {
+// namespaceReader reads namespaces from the manager's cache and, for one
+// the cache does not know, from the API server: a namespace created moments
+// before the Job in it may not be in the cache yet, and taking it for
+// missing would refuse the Job as "not opted in".
+type namespaceReader struct {
+	cache client.Reader
+	// api, when set, reads what the cache does not have (a list by name:
+	// the manager may list namespaces, not get them).
+	api client.Reader
+}
+
+// get reads a namespace; nil when it does not exist.
+func (n namespaceReader) get(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
-	if err := reader.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	err := n.cache.Get(ctx, types.NamespacedName{Name: name}, ns)
+	switch {
+	case err == nil:
+		return ns, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	case n.api == nil:
+		return nil, nil
+	}
+	var list corev1.NamespaceList
+	if err := n.api.List(ctx, &list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}); err != nil {
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	return ns, nil
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
 }
 
 // Validate checks what jobferry reads from a Job.

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -99,5 +102,25 @@ func TestWebhookConfigurationsSelectNamespaces(t *testing.T) {
 	}
 	if validating.Webhooks[0].NamespaceSelector != nil {
 		t.Error("the validating webhook must see every namespace: a Job may set spec.managedBy anywhere")
+	}
+}
+
+// A namespace created moments before its Job, not in the cache yet, is read
+// from the API server rather than taken for missing (a Job in it would be
+// refused as not opted in).
+func TestNamespaceReaderFallsBackToTheAPI(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-new", Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}
+	cache := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
+	// An API server selects on metadata.name for every resource; the fake
+	// needs it as an index.
+	api := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(ns).
+		WithIndex(&corev1.Namespace{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	ctx := context.Background()
+	got, err := namespaceReader{cache: cache, api: api}.get(ctx, "team-new")
+	if err != nil || got == nil || got.Labels[v1alpha1.DispatchNamespaceLabel] != v1alpha1.DispatchEnabled {
+		t.Errorf("got %v, %v; want the namespace the API server has", got, err)
+	}
+	if got, err := (namespaceReader{cache: cache, api: api}).get(ctx, "team-none"); got != nil || err != nil {
+		t.Errorf("a namespace that does not exist: got %v, %v", got, err)
 	}
 }

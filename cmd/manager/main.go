@@ -175,6 +175,7 @@ func main() {
 	jobs := &manager.JobReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("jobferry-manager"), Registry: registry,
 		Origin: *origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
+		APIReader:   mgr.GetAPIReader(),
 		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: *namespace, Name: *stateKeySecret},
 		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
 	}
@@ -186,7 +187,7 @@ func main() {
 		fail(err, "adding the orphan mirror collector")
 	}
 	if *webhookPort != 0 {
-		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme), mgr.GetClient(), policy)
+		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme), mgr.GetClient(), mgr.GetAPIReader(), policy)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		fail(err, "adding the health check")
