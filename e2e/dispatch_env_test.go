@@ -98,6 +98,26 @@ func startDispatchEnv(t *testing.T) *dispatchEnv {
 	return sharedEnv
 }
 
+// startOwnDispatchEnv starts an environment for one test alone (in
+// opts.Dir) and stops it when the test ends.
+func startOwnDispatchEnv(ctx context.Context, t *testing.T, opts devenv.Options) *dispatchEnv {
+	t.Helper()
+	env, err := devenv.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	d, err := newDispatchEnv(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // newDispatchEnv wraps a started environment with clients of each cluster
 // and labels each WorkerCluster with its name (workerNameLabel), for
 // dispatchTo.

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,28 +48,10 @@ const managerMemoryLimit = 256 << 20
 // what it should: a Warning about a mirror's pod made after the flood
 // reaches the manager Job.
 func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "_output", "e2e", "flood")
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	env, err := devenv.Start(ctx, devenv.Options{Dir: dir, Workers: []localcluster.Spec{{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	d, err := newDispatchEnv(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: outputDir(t),
+		Workers: []localcluster.Spec{{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}}}})
+	env := d.Env
 	worker := d.workers["worker-1"]
 	before := procMemory(t, env.ManagerProcess.PID)
 

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,43 +25,13 @@ import (
 // after scan of its orphan collector, deletes none of it; a Job of its own
 // of the same name does not take the mirror's place.
 func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "_output", "e2e", "origins")
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := outputDir(t)
 	ctx := t.Context()
 	args := []string{"--worker-health-interval=2s", "--gc-interval=2s"}
-	envA, err := devenv.Start(ctx, devenv.Options{Dir: filepath.Join(dir, "a"), ManagerArgs: args,
+	a := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: filepath.Join(dir, "a"), ManagerArgs: args,
 		Workers: []localcluster.Spec{{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := envA.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	envB, err := devenv.Start(ctx, devenv.Options{Dir: filepath.Join(dir, "b"), ManagerArgs: args})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := envB.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	a, err := newDispatchEnv(ctx, envA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newDispatchEnv(ctx, envB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: filepath.Join(dir, "b"), ManagerArgs: args})
+	envA := a.Env
 	if err := devenv.Register(ctx, b.managerClient, "worker-1", envA.Workers[0].KubeconfigPath, ""); err != nil {
 		t.Fatal(err)
 	}

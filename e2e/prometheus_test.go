@@ -44,7 +44,7 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 	dir := outputDir(t)
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	env, err := devenv.Start(startCtx, devenv.Options{
+	d := startOwnDispatchEnv(startCtx, t, devenv.Options{
 		Dir: dir,
 		Workers: []localcluster.Spec{
 			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2), devenv.GPUPool(1)}},
@@ -54,18 +54,7 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 		JobControllers: devenv.DevJobControllers,
 		ManagerArgs:    []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	d, err := newDispatchEnv(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := d.Env
 	promURL := startPrometheus(ctx, t, env, dir)
 
 	// worker-1 with a token that expires, as `kubectl jobferry join` registers
@@ -137,7 +126,7 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 	}
 	values := map[query]string{}
 	var lastErr map[query]string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		lastErr = map[query]string{}
 		for _, q := range queries {
 			if _, done := values[q]; done {
