@@ -348,21 +348,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
 	unfinished := !isFinished(job) && !nothingToRun(job)
-	var ns *corev1.Namespace
-	if unfinished {
-		// The webhook applies the policy at creation; this catches Jobs
-		// created while it was down or not registered, namespaces changed
-		// since, and templates changed since (while suspended): it holds at
-		// every mirror create and every template carry.
-		if ns, err = r.namespaces().get(ctx, job.Namespace); err != nil {
-			return s, err
-		}
-		if _, refusal := r.Policy.Admit(job, ns); refusal != nil {
-			s.Refusal = refusal
-		}
-	}
 	if s.Worker == "" {
 		if unfinished {
+			if _, s.Refusal, err = r.admit(ctx, job); err != nil {
+				return s, err
+			}
 			if s.Stray, err = r.strayMirror(ctx, job); err != nil {
 				return s, err
 			}
@@ -401,6 +391,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, nil
 	}
 	// A mirror may be created, or a changed template carried to it.
+	ns, refusal, err := r.admit(ctx, job)
+	if err != nil {
+		return s, err
+	}
+	s.Refusal = refusal
 	if m == nil {
 		if s.Stray, err = r.strayMirror(ctx, job); err != nil {
 			return s, err
@@ -408,6 +403,20 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, rem)
 	return s, err
+}
+
+// admit reads the Job's namespace and applies the dispatch policy. The
+// webhook applies it at creation; this catches Jobs created while it was
+// down or not registered, namespaces changed since, and templates changed
+// since (while suspended): it holds at every placement, mirror create and
+// template carry, which is where readState asks.
+func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Namespace, *Refusal, error) {
+	ns, err := r.namespaces().get(ctx, job.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, refusal := r.Policy.Admit(job, ns)
+	return ns, refusal, nil
 }
 
 // strayMirror finds, on the connected workers, a mirror of the Job of a
