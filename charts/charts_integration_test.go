@@ -200,30 +200,58 @@ func TestIntegrationChartsInstall(t *testing.T) {
 	})
 }
 
-// The chart's admission policy is manager.StatePolicy, for the chart's
-// ServiceAccount, bound to deny.
-func TestIntegrationChartStatePolicyMatchesTheCode(t *testing.T) {
-	manifests, err := render(t, "jobferry-manager", "")
-	if err != nil {
-		t.Fatal(err)
+// The charts' admission policies are the code's, for the manager's
+// ServiceAccount, bound to deny: manager.StatePolicy in the manager chart,
+// manager.NamespacePolicy in the worker chart where the manager may create
+// namespaces (and none where it may not).
+func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
+	const user = "system:serviceaccount:jobferry-system:jobferry-manager"
+	cases := []struct {
+		chart string
+		set   []string
+		// want is nil where the chart renders no policy.
+		want func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+	}{
+		{"jobferry-manager", nil, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			return manager.StatePolicy("jobferry-manager-state", user)
+		}},
+		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			return manager.NamespacePolicy("jobferry-worker-manager-namespaces", user)
+		}},
+		{"jobferry-worker", nil, nil},
 	}
-	var policy admissionregistrationv1.ValidatingAdmissionPolicy
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	if err := decodeKind(manifests, "ValidatingAdmissionPolicy", &policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := decodeKind(manifests, "ValidatingAdmissionPolicyBinding", &binding); err != nil {
-		t.Fatal(err)
-	}
-	wantPolicy, wantBinding := manager.StatePolicy("jobferry-manager-state", "system:serviceaccount:jobferry-system:jobferry-manager")
-	if policy.Name != wantPolicy.Name || binding.Name != wantBinding.Name {
-		t.Errorf("names %s and %s, want %s", policy.Name, binding.Name, wantPolicy.Name)
-	}
-	if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
-		t.Errorf("the chart's state policy differs from manager.StatePolicy (-code +chart):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
-		t.Errorf("the chart's state policy binding differs from manager.StatePolicy (-code +chart):\n%s", diff)
+	for _, tc := range cases {
+		t.Run(tc.chart+" "+strings.Join(tc.set, " "), func(t *testing.T) {
+			manifests, err := render(t, tc.chart, "", tc.set...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var policy admissionregistrationv1.ValidatingAdmissionPolicy
+			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			policyErr := decodeKind(manifests, "ValidatingAdmissionPolicy", &policy)
+			if tc.want == nil {
+				if policyErr == nil {
+					t.Errorf("the chart renders the admission policy %s although it grants nothing it fences", policy.Name)
+				}
+				return
+			}
+			if policyErr != nil {
+				t.Fatal(policyErr)
+			}
+			if err := decodeKind(manifests, "ValidatingAdmissionPolicyBinding", &binding); err != nil {
+				t.Fatal(err)
+			}
+			wantPolicy, wantBinding := tc.want()
+			if policy.Name != wantPolicy.Name || binding.Name != wantBinding.Name {
+				t.Errorf("names %s and %s, want %s", policy.Name, binding.Name, wantPolicy.Name)
+			}
+			if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
+				t.Errorf("the chart's admission policy differs from the code's (-code +chart):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
+				t.Errorf("the chart's admission policy binding differs from the code's (-code +chart):\n%s", diff)
+			}
+		})
 	}
 }
 

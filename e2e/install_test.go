@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -262,6 +263,47 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		pollJob(ctx, t, admin, ns, job.Name, 30*time.Second, "Suspended", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobSuspended) != nil })
 		mergePatchJob(ctx, t, admin, ns, job.Name, `{"spec":{"suspend":false}}`)
 		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "Complete", complete)
+	})
+	t.Run("pod-security-follows-the-manager", func(t *testing.T) {
+		// An administrator tightens the manager namespace's Pod Security
+		// after jobferry created its namespace on worker-1: the next Job
+		// still goes there, the namespace relabelled first (patch, within
+		// the worker chart's admission policy), and the manager's identity
+		// can change no namespace it did not create.
+		ns := optedIn()
+		d.dispatchTo(ctx, t, restrictedJob(ns, "before"), "worker-1")
+		pollJob(ctx, t, admin, ns, "before", time.Minute, "Complete", complete)
+		created, err := workers["worker-1"].CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Labels[v1alpha1.ManagerIDLabel] == "" || created.Labels[psaEnforce] != "" {
+			t.Fatalf("namespace %s as jobferry created it on worker-1: labels %v, want its manager's ID and no Pod Security level", ns, created.Labels)
+		}
+		if _, err := admin.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+psaEnforce+`":"restricted"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		d.dispatchTo(ctx, t, restrictedJob(ns, "after"), "worker-1")
+		pollJob(ctx, t, admin, ns, "after", time.Minute, "Complete", complete)
+		relabelled, err := workers["worker-1"].CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if relabelled.Labels[psaEnforce] != "restricted" || relabelled.Labels[v1alpha1.ManagerIDLabel] != created.Labels[v1alpha1.ManagerIDLabel] {
+			t.Errorf("namespace %s on worker-1 after the manager's was tightened: labels %v, want enforce restricted and the same manager ID", ns, relabelled.Labels)
+		}
+		identity := impersonate(t, env.Workers[0].RESTConfig(), "system:serviceaccount:"+devenv.SystemNamespace+":jobferry-manager", "system:serviceaccounts")
+		for _, target := range []string{"kube-system", "default"} {
+			_, err := identity.CoreV1().Namespaces().Patch(ctx, target, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+psaEnforce+`":"privileged"}}}`), metav1.PatchOptions{})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may change only the namespaces it created") {
+				t.Errorf("the manager's identity relabelling %s on worker-1: %v, want it refused by the chart's admission policy", target, err)
+			}
+		}
+		_, err = identity.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"x"}}}`), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may change only the Pod Security labels") {
+			t.Errorf("the manager's identity labelling %s on worker-1: %v, want it refused by the chart's admission policy", ns, err)
+		}
+		deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	})
 	t.Run("name-conflict", func(t *testing.T) {
 		// The manager tells a same-named Job of someone else's from its own

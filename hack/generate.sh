@@ -31,5 +31,6 @@ mkdir -p "$out/docs"
 go run ./hack/metricsdoc --out "$out/docs/metrics.md"
 # The Grafana dashboards the manager chart ships, from internal/dashboards.
 go run ./hack/dashboards --out "$out/charts/jobferry-manager/dashboards"
-# The admission policy that keeps jobferry's state on Jobs jobferry's.
-go run ./hack/statepolicy --out "$out/charts/jobferry-manager/files/state-policy.yaml"
+# The admission policies: jobferry's state on Jobs (manager chart), the
+# manager's rights on a worker's namespaces (worker chart).
+go run ./hack/statepolicy --root "$out"

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +39,8 @@ type fakeConn struct {
 	deleted *deletedMirrors
 	// shared: another manager installation's mirror was seen there.
 	shared bool
+	// noRelabel: the credential may create namespaces, not patch them.
+	noRelabel bool
 	// beforeCreate, when set, runs before each Job create reaches the fake
 	// (a worker user acting in the moment before it).
 	beforeCreate func(job *batchv1.Job)
@@ -74,9 +75,11 @@ func (f *fakeConn) allowedNamespaces() []string { return f.limited }
 func (f *fakeConn) mayUse(ns string) bool {
 	return len(f.limited) == 0 || slices.Contains(f.limited, ns)
 }
-func (f *fakeConn) mayCreateNamespaces() bool { return true }
-func (f *fakeConn) missingRights() []right    { return f.missing }
-func (f *fakeConn) client() client.Client     { return f.c }
+func (f *fakeConn) namespaceRights() namespaceRights {
+	return namespaceRights{create: true, relabel: !f.noRelabel}
+}
+func (f *fakeConn) missingRights() []right { return f.missing }
+func (f *fakeConn) client() client.Client  { return f.c }
 
 func (f *fakeConn) deletedMirrors() *deletedMirrors { return f.deleted }
 
@@ -92,12 +95,18 @@ func (f *fakeConn) namespace(ctx context.Context, name string) (*corev1.Namespac
 	return ns, nil
 }
 
-func (f *fakeConn) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
-	err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+func (f *fakeConn) createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	err := f.c.Create(ctx, ns.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
+}
+
+func (f *fakeConn) relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+	patched := have.DeepCopy()
+	patched.Labels = want.Labels
+	return f.c.Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{}))
 }
 
 func (f *fakeConn) forgetNamespace(string) {}

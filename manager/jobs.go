@@ -483,10 +483,47 @@ func (r *JobReconciler) workerNamespaceRejects(ctx context.Context, managerNS *c
 		return fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)", name, apiMessage(err), v1alpha1.ConditionAuthorized), nil
 	case err != nil:
 		return "", err
-	case workerNS == nil && !rem.mayCreateNamespaces():
+	}
+	// As the namespace will be when the mirror is written: jobferry creates
+	// it, or brings the labels of one it created in step, first.
+	rights := rem.namespaceRights()
+	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
+	if plan.action == namespaceMissing {
 		return fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name), nil
 	}
-	return r.Policy.WorkerNamespaceRejects(managerNS, workerNS), nil
+	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
+	if why != "" && plan.ours && rights.create && !rights.relabel {
+		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", relabelNamespacesRight)
+	}
+	return why, nil
+}
+
+// prepareWorkerNamespace leaves the worker's namespace of a Job as
+// planWorkerNamespace decides (created, or its Pod Security labels set to
+// the manager namespace's), before a mirror is created or its pod template
+// changed there.
+func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, rem workerConn, managerNS *corev1.Namespace, name string) error {
+	// Twice at most: a namespace someone made between the read and the
+	// create is read again and planned as found.
+	for range 2 {
+		have, err := rem.namespace(ctx, name)
+		if err != nil {
+			return err
+		}
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, rem.namespaceRights())
+		switch plan.action {
+		case namespaceCreate:
+			created, err := rem.createNamespace(ctx, plan.namespace)
+			if err != nil || created {
+				return err
+			}
+		case namespaceRelabel:
+			return rem.relabelNamespace(ctx, have, plan.namespace)
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // apply does what nextStep decided, and says whether the reconcile goes on
@@ -759,15 +796,15 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	if rem == nil {
 		return false, reconcile.Result{Requeue: true}, nil
 	}
-	if rem.mayCreateNamespaces() {
+	if rem.namespaceRights().create {
 		ns, err := r.namespaces().get(ctx, job.Namespace)
 		if err != nil {
 			return false, reconcile.Result{}, err
 		}
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
-		if err := rem.ensureNamespace(ctx, job.Namespace, podSecurityLabels(ns)); err != nil {
-			result, err := r.mirrorRefused(ctx, job, writeNamespace, "creating namespace "+job.Namespace, worker, err)
+		if err := r.prepareWorkerNamespace(ctx, rem, ns, job.Namespace); err != nil {
+			result, err := r.mirrorRefused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, worker, err)
 			return false, result, err
 		}
 	}
@@ -885,6 +922,16 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	rem := r.conn(worker)
 	if rem == nil {
 		return reconcile.Result{Requeue: true}, nil
+	}
+	if slices.Contains(st.Changed, "template") && rem.namespaceRights().create {
+		// The new pods are held to the manager namespace's levels too.
+		ns, err := r.namespaces().get(ctx, job.Namespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.prepareWorkerNamespace(ctx, rem, ns, job.Namespace); err != nil {
+			return r.refused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
+		}
 	}
 	err := updateFromCache(ctx, rem, cached, st.Mirror)
 	if apierrors.IsConflict(err) {

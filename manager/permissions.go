@@ -79,6 +79,13 @@ func rightScopes(namespaces []string) []string {
 // without it, a worker lacking the Job's namespace is not chosen for it.
 var createNamespacesRight = right{verb: "create", resource: "namespaces"}
 
+// relabelNamespacesRight is optional with it: with it the manager keeps the
+// Pod Security labels of the namespaces it created in step with the
+// manager's (planWorkerNamespace); without it, such a namespace left weaker
+// than the manager's takes no more Jobs, saying so. The worker chart fences
+// it with an admission policy: those namespaces only, those labels only.
+var relabelNamespacesRight = right{verb: "patch", resource: "namespaces"}
+
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
 // to the manager Jobs (workerwarnings.go); without them Jobs still run, and
@@ -103,8 +110,8 @@ type rightsState struct {
 	checked time.Time
 	// missing are required rights the credential lacks.
 	missing []right
-	// mayCreateNamespaces: the credential may create namespaces.
-	mayCreateNamespaces bool
+	// namespaces: what the credential may do to namespaces.
+	namespaces namespaceRights
 	// mayWatchWarnings: the credential may list and watch Events wherever
 	// the manager keeps mirrors (warningEventsRights).
 	mayWatchWarnings bool

@@ -127,22 +127,3 @@ func (p *DispatchPolicy) WorkerNamespaceRejects(managerNS, workerNS *corev1.Name
 	return fmt.Sprintf("its namespace %s enforces PodSecurity %q, weaker than %q on the manager (an administrator may allow that with --allow-weaker-worker-pod-security)",
 		workerNS.Name, have.Enforce.String(), want.Enforce.String())
 }
-
-// podSecurityLabels are the Pod Security labels of a manager namespace that
-// jobferry puts on the namespace it creates on a worker, so the worker's own
-// admission holds the mirror's pods to the same levels.
-func podSecurityLabels(ns *corev1.Namespace) map[string]string {
-	if ns == nil {
-		return nil
-	}
-	out := map[string]string{}
-	for _, key := range []string{psapi.EnforceLevelLabel, psapi.EnforceVersionLabel, psapi.WarnLevelLabel, psapi.WarnVersionLabel, psapi.AuditLevelLabel, psapi.AuditVersionLabel} {
-		if v, ok := ns.Labels[key]; ok {
-			out[key] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}

@@ -32,7 +32,7 @@ type write struct {
 var (
 	writePlacement  = write{action: "Place", reason: "PlacementRejected"}
 	writeActivation = write{action: "Activate", reason: "ActivationRejected"}
-	writeNamespace  = write{action: "CreateNamespace", reason: "NamespaceRejected"}
+	writeNamespace  = write{action: "PrepareNamespace", reason: "NamespaceRejected"}
 	writeMirror     = write{action: "CreateMirror", reason: "MirrorRejected"}
 	// The mirror's spec follows the manager Job's spec, so only a new spec
 	// can turn a refused update into an accepted one.

@@ -425,7 +425,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		rights := requiredRights(rem.namespaces)
 		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
 		if wantNamespaces {
-			rights = append(rights, createNamespacesRight)
+			rights = append(rights, createNamespacesRight, relabelNamespacesRight)
 		}
 		optional := warningEventsRights(rem.namespaces)
 		rights = append(rights, optional...)
@@ -435,10 +435,13 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
 				Message: err.Error()}
 		}
-		mayCreate := wantNamespaces && !slices.Contains(missing, createNamespacesRight)
+		namespaces := namespaceRights{create: wantNamespaces && !slices.Contains(missing, createNamespacesRight)}
+		namespaces.relabel = namespaces.create && !slices.Contains(missing, relabelNamespacesRight)
 		mayWatch := !slices.ContainsFunc(missing, func(r right) bool { return slices.Contains(optional, r) })
-		missing = slices.DeleteFunc(missing, func(r right) bool { return r == createNamespacesRight || slices.Contains(optional, r) })
-		state = &rightsState{checked: r.Clock.Now(), missing: missing, mayCreateNamespaces: mayCreate, mayWatchWarnings: mayWatch}
+		missing = slices.DeleteFunc(missing, func(r right) bool {
+			return r == createNamespacesRight || r == relabelNamespacesRight || slices.Contains(optional, r)
+		})
+		state = &rightsState{checked: r.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch}
 		rem.rights.Store(state)
 		switch {
 		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
@@ -452,8 +455,14 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
 			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}
 	}
-	message := "the credential has every right jobferry needs, and may create namespaces for mirrors"
-	if !state.mayCreateNamespaces {
+	var message string
+	switch {
+	case state.namespaces.relabel:
+		message = "the credential has every right jobferry needs, and may create namespaces for mirrors and keep their Pod Security labels in step with the manager's"
+	case state.namespaces.create:
+		message = "the credential has every right jobferry needs, and may create namespaces for mirrors; it may not " + relabelNamespacesRight.String() +
+			", so a namespace it created that the manager's Pod Security has since outgrown takes no more Jobs"
+	default:
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
 	}
 	if !state.mayWatchWarnings {

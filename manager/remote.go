@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,9 +65,6 @@ type remote struct {
 	// manager installation made there, once one is seen (nil until then).
 	sharedOrigin atomic.Pointer[originConflict]
 
-	// created holds the namespaces jobferry created or found on the worker,
-	// until a mirror create finds one gone (forgetNamespace).
-	created sync.Map
 	// deleted are the mirrors the manager deleted there lately.
 	deleted *deletedMirrors
 	// namespaceLabels caches, per namespace name, what a GET of it returned
@@ -133,13 +129,14 @@ type workerConn interface {
 	// (WorkerCluster spec.namespaces); empty: every namespace.
 	allowedNamespaces() []string
 	mayUse(ns string) bool
-	mayCreateNamespaces() bool
+	namespaceRights() namespaceRights
 	missingRights() []right
 	capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
 	namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 	mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
-	ensureNamespace(ctx context.Context, name string, labels map[string]string) error
+	createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
+	relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
 	forgetNamespace(name string)
 	client() client.Client
 	// deletedMirrors are the mirrors this manager deleted there lately.
@@ -323,33 +320,51 @@ func (r *remote) mayUse(ns string) bool {
 	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, ns)
 }
 
-// mayCreateNamespaces: the last review found the credential may create
-// namespaces (and the manager was told to create them).
-func (r *remote) mayCreateNamespaces() bool {
+// namespaceRights are what the last review found the credential may do
+// to namespaces there (none until the first review).
+func (r *remote) namespaceRights() namespaceRights {
 	state := r.rights.Load()
-	return state != nil && state.mayCreateNamespaces
+	if state == nil {
+		return namespaceRights{}
+	}
+	return state.namespaces
 }
 
-// ensureNamespace creates the namespace on the worker, with the given
-// labels, the first time a mirror needs it.
-func (r *remote) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
-	if _, known := r.created.Load(name); known {
-		return nil
+// createNamespace creates the namespace planWorkerNamespace made, and says
+// whether it did: one made in the meantime by someone else is not taken as
+// jobferry's (false, and the next read sees it as it is).
+func (r *remote) createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	created := ns.DeepCopy()
+	err := r.client().Create(ctx, created)
+	if apierrors.IsAlreadyExists(err) {
+		r.forgetNamespace(ns.Name)
+		return false, nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if err := r.client().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s on %s: %w", name, r.name, err)
+	if err != nil {
+		return false, fmt.Errorf("creating namespace %s on %s: %w", ns.Name, r.name, err)
 	}
-	r.created.Store(name, struct{}{})
-	r.namespaceLabels.Delete(name)
+	r.namespaceLabels.Store(ns.Name, namespaceEntry{ns: created, read: r.clock.Now()})
+	return true, nil
+}
+
+// relabelNamespace patches the labels of namespace have to those of want
+// (planWorkerNamespace's relabelled namespace), failing if the namespace
+// changed since it was read.
+func (r *remote) relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+	patched := have.DeepCopy()
+	patched.Labels = want.Labels
+	if err := r.client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
+		r.forgetNamespace(have.Name)
+		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, r.name, err)
+	}
+	r.namespaceLabels.Store(have.Name, namespaceEntry{ns: patched, read: r.clock.Now()})
 	return nil
 }
 
-// forgetNamespace forgets what the manager knew of namespace name there: a
-// mirror create found it gone or being deleted, so the next one reads (and
-// creates) it again.
+// forgetNamespace forgets what the manager read of namespace name there: a
+// mirror create found it gone or being deleted, or a write to it failed, so
+// the next mirror create reads (and creates) it again.
 func (r *remote) forgetNamespace(name string) {
-	r.created.Delete(name)
 	r.namespaceLabels.Delete(name)
 }
 

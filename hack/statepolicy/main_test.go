@@ -3,17 +3,20 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
-// The chart ships the policy the code defines.
-func TestChartStatePolicyIsCurrent(t *testing.T) {
-	want, err := spec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("../../charts/jobferry-manager/files/state-policy.yaml")
-	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("charts/jobferry-manager/files/state-policy.yaml is stale or missing (%v): run `make generate` (go run ./hack/statepolicy)", err)
+// The charts ship the policies the code defines.
+func TestChartPoliciesAreCurrent(t *testing.T) {
+	for i, p := range policies {
+		want, err := spec(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("../..", p.file))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is stale or missing (%v): run `make generate` (go run ./hack/statepolicy)", p.file, err)
+		}
 	}
 }

@@ -1,0 +1,97 @@
+package manager
+
+import (
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// NamespacePolicy returns the ValidatingAdmissionPolicy, and its binding,
+// that a worker cluster puts around the manager's rights on its namespaces
+// (createNamespacesRight, relabelNamespacesRight: RBAC can only grant them
+// on every namespace). As the manager's identity there (managerUser):
+//   - a namespace is created only as planWorkerNamespace makes one: labelled
+//     with v1alpha1.ManagerIDLabel, otherwise with Pod Security labels only,
+//     no annotations, finalizers or owners;
+//   - a namespace is changed only when it carries v1alpha1.ManagerIDLabel
+//     (jobferry created it), and then only in its Pod Security labels.
+//
+// So the worker's own namespaces, kube-system's Pod Security level above all,
+// are out of the manager's reach. The worker chart ships the same (a test
+// compares them); the messages name what was refused.
+func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	const podSecurity = "k.startsWith('pod-security.kubernetes.io/')"
+	managerID := celString(v1alpha1.ManagerIDLabel)
+	meta := func(object, field, empty string) string {
+		return fmt.Sprintf("(has(%[1]s.metadata.%[2]s) ? %[1]s.metadata.%[2]s : %[3]s)", object, field, empty)
+	}
+	sameMeta := fmt.Sprintf("%s == %s && %s == %s && %s == %s",
+		meta("object", "annotations", "{}"), meta("oldObject", "annotations", "{}"),
+		meta("object", "finalizers", "[]"), meta("oldObject", "finalizers", "[]"),
+		meta("object", "ownerReferences", "[]"), meta("oldObject", "ownerReferences", "[]"))
+	noMeta := fmt.Sprintf("size(%s) == 0 && size(%s) == 0 && size(%s) == 0",
+		meta("object", "annotations", "{}"), meta("object", "finalizers", "[]"), meta("object", "ownerReferences", "[]"))
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
+					},
+				}},
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
+			},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "labels", Expression: "has(object.metadata.labels) ? object.metadata.labels : {}"},
+				{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+				// Labels other than Pod Security's that a create sets, but
+				// the installation's ID and the API server's own name label.
+				{Name: "otherCreated", Expression: fmt.Sprintf("variables.labels.filter(k, !%s && k != %s && k != %s)",
+					podSecurity, managerID, celString(corev1.LabelMetadataName))},
+				// Labels other than Pod Security's that an update sets,
+				// changes or removes.
+				{Name: "otherChanged", Expression: fmt.Sprintf("variables.labels.filter(k, !%[1]s && !(k in variables.oldLabels && variables.oldLabels[k] == variables.labels[k])) + "+
+					"variables.oldLabels.filter(k, !%[1]s && !(k in variables.labels))", podSecurity)},
+			},
+			Validations: []admissionregistrationv1.Validation{
+				{
+					Expression: fmt.Sprintf("request.operation != 'CREATE' || (%s in variables.labels && size(variables.otherCreated) == 0 && %s)", managerID, noMeta),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may create a namespace only labelled %s (its own), with no other labels but Pod Security\'s, '+
+'and no annotations, finalizers or owners: namespace ' + object.metadata.name + (size(variables.otherCreated) > 0 ? ' has labels ' + variables.otherCreated.join(', ') : ' is not so')`,
+						v1alpha1.ManagerIDLabel),
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: fmt.Sprintf("request.operation != 'UPDATE' || %s in variables.oldLabels", managerID),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may change only the namespaces it created (labelled %s); namespace ' + object.metadata.name + ' is not one'`,
+						v1alpha1.ManagerIDLabel),
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: fmt.Sprintf("request.operation != 'UPDATE' || (size(variables.otherChanged) == 0 && %s)", sameMeta),
+					MessageExpression: `'jobferry\'s manager may change only the Pod Security labels of a namespace it created: the request to namespace ' + object.metadata.name + ' changes ' +
+(size(variables.otherChanged) > 0 ? 'labels ' + variables.otherChanged.join(', ') : 'its annotations, finalizers or owners')`,
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+			},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return policy, binding
+}

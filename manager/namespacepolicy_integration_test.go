@@ -1,0 +1,144 @@
+//go:build integration
+
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// The worker's namespace policy on a real kube-apiserver: the manager's
+// identity (with every right here, as system:masters) creates namespaces
+// only as jobferry makes them and changes only the Pod Security labels of
+// those; every refusal says what it refused; other users are not affected.
+func TestIntegrationNamespacePolicy(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
+	policy, binding := NamespacePolicy("jobferry-manager-namespaces", managerUser)
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused the policy: %v", err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) kubernetes.Interface {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
+		return kubernetes.NewForConfigOrDie(c)
+	}
+	manager, alice := as(managerUser), as("alice")
+	namespace := func(name string, labels map[string]string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	labelPatch := func(labels map[string]any) []byte {
+		parts := []string{}
+		for k, v := range labels {
+			value := "null"
+			if v != nil {
+				value = fmt.Sprintf("%q", v)
+			}
+			parts = append(parts, fmt.Sprintf("%q:%s", k, value))
+		}
+		return []byte(`{"metadata":{"labels":{` + strings.Join(parts, ",") + `}}}`)
+	}
+	relabel := func(c kubernetes.Interface, name string, labels map[string]any) error {
+		_, err := c.CoreV1().Namespaces().Patch(ctx, name, types.MergePatchType, labelPatch(labels), metav1.PatchOptions{})
+		return err
+	}
+	refused := func(t *testing.T, err error, parts ...string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("got %v; want it refused as Forbidden saying %q", err, parts)
+		}
+		for _, p := range parts {
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("refusal %q does not say %q", err, p)
+			}
+		}
+		t.Logf("refused: %v", err)
+	}
+	ours := map[string]string{v1alpha1.ManagerIDLabel: "m1", psaEnforce: "baseline"}
+	// The policy takes effect once the API server has loaded it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := relabel(manager, "default", map[string]any{psaEnforce: "privileged"})
+		return apierrors.IsForbidden(err), nil
+	}); err != nil {
+		t.Fatalf("the policy never took effect: %v", err)
+	}
+
+	t.Run("creates a namespace as jobferry makes one", func(t *testing.T) {
+		if _, err := manager.CoreV1().Namespaces().Create(ctx, namespace("team-a", ours), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("creates no namespace without its ID", func(t *testing.T) {
+		_, err := manager.CoreV1().Namespaces().Create(ctx, namespace("unmarked", map[string]string{psaEnforce: "baseline"}), metav1.CreateOptions{})
+		refused(t, err, "may create a namespace only labelled jobferry.dev/manager-id", "namespace unmarked is not so")
+	})
+	t.Run("creates no namespace with other labels", func(t *testing.T) {
+		_, err := manager.CoreV1().Namespaces().Create(ctx, namespace("labelled", map[string]string{v1alpha1.ManagerIDLabel: "m1", "team": "x"}), metav1.CreateOptions{})
+		refused(t, err, "namespace labelled has labels team")
+	})
+	t.Run("creates no namespace with annotations", func(t *testing.T) {
+		ns := namespace("annotated", ours)
+		ns.Annotations = map[string]string{"scheduler.alpha.kubernetes.io/node-selector": "pool=gpu"}
+		_, err := manager.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		refused(t, err, "no annotations, finalizers or owners", "namespace annotated is not so")
+	})
+	t.Run("relabels one it created", func(t *testing.T) {
+		if err := relabel(manager, "team-a", map[string]any{psaEnforce: "restricted", "pod-security.kubernetes.io/warn": "restricted"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := relabel(manager, "team-a", map[string]any{"pod-security.kubernetes.io/warn": nil}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("changes no other label of one it created", func(t *testing.T) {
+		refused(t, relabel(manager, "team-a", map[string]any{"team": "x"}), "may change only the Pod Security labels", "namespace team-a changes labels team")
+		refused(t, relabel(manager, "team-a", map[string]any{v1alpha1.ManagerIDLabel: nil}), "changes labels jobferry.dev/manager-id")
+	})
+	t.Run("changes no annotation of one it created", func(t *testing.T) {
+		_, err := manager.CoreV1().Namespaces().Patch(ctx, "team-a", types.MergePatchType, []byte(`{"metadata":{"annotations":{"a":"b"}}}`), metav1.PatchOptions{})
+		refused(t, err, "changes its annotations, finalizers or owners")
+	})
+	t.Run("changes no namespace it did not create", func(t *testing.T) {
+		refused(t, relabel(manager, "kube-system", map[string]any{psaEnforce: "privileged"}), "may change only the namespaces it created", "namespace kube-system is not one")
+		refused(t, relabel(manager, "default", map[string]any{v1alpha1.ManagerIDLabel: "m1"}), "namespace default is not one")
+	})
+	t.Run("other users are not affected", func(t *testing.T) {
+		if _, err := alice.CoreV1().Namespaces().Create(ctx, namespace("alices", map[string]string{"team": "x"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := relabel(alice, "team-a", map[string]any{"team": "x"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	got, err := admin.CoreV1().Namespaces().Get(ctx, "team-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[psaEnforce] != "restricted" || got.Labels[v1alpha1.ManagerIDLabel] != "m1" {
+		t.Errorf("namespace team-a labels %v, want enforce restricted and the manager's ID", got.Labels)
+	}
+}
