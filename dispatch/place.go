@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/directives"
 )
 
 // Worker is what placement knows of one WorkerCluster.
@@ -210,7 +211,7 @@ func Admits(job *batchv1.Job, w Worker) (code, why string) {
 	case w.Pools == nil:
 		return "", ""
 	}
-	template, err := MergeDirectives(job.Spec.Template, w.Directives)
+	template, err := directives.Merge(job.Spec.Template, w.Directives)
 	if err != nil {
 		return ReasonInvalidDirectives, err.Error()
 	}
@@ -258,7 +259,7 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 	case w.Pools == nil:
 		return reject(ReasonNoCapacitySummary, "no capacity summary from the worker yet")
 	}
-	template, err := MergeDirectives(job.Spec.Template, w.Directives)
+	template, err := directives.Merge(job.Spec.Template, w.Directives)
 	if err != nil {
 		return reject(ReasonInvalidDirectives, err.Error())
 	}

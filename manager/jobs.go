@@ -38,6 +38,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -1090,10 +1091,10 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		if hadObserved {
 			statusSyncLag.Observe(r.Clock.Since(observed).Seconds())
 		}
-		if mirror.Finished(desired) != isFinished(job) || (desired.Active > 0) != (job.Status.Active > 0) {
+		if jobstatus.Finished(desired) != isFinished(job) || (desired.Active > 0) != (job.Status.Active > 0) {
 			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
 		}
-		if mirror.Finished(desired) {
+		if jobstatus.Finished(desired) {
 			r.finished.Store(key, job.UID)
 		}
 		job.Status = updated.Status
@@ -1199,4 +1200,4 @@ func isManagerJob(job *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.ManagedBy, "") == v1alpha1.ManagerManagedBy
 }
 
-func isFinished(job *batchv1.Job) bool { return mirror.Finished(job.Status) }
+func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

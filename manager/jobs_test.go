@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -212,7 +213,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	h.report(t, "w1", complete)
 	h.reconcile(t)
 	job = h.job(t)
-	if !mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
+	if !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("status %+v, want Complete", job.Status)
 	}
 	if m := h.mirror(t, "w1"); m == nil {
@@ -238,7 +239,7 @@ func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
 	}
 	h.report(t, "w1", complete)
 	h.reconcile(t)
-	if job := h.job(t); !mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
+	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("status %+v, want Complete", job.Status)
 	}
 	if m := h.mirror(t, "w1"); m != nil {

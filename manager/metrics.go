@@ -15,7 +15,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // Metrics of the manager, registered with controller-runtime's registry and
@@ -225,7 +225,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		if worker != "" && !registered[worker] {
 			label = unregisteredWorker
 		}
-		counts[key{label, mirror.Phase(job.Status)}]++
+		counts[key{label, jobstatus.Phase(job.Status)}]++
 		if reason := jobWaiting(job, worker != "" && !c.connected(worker)); reason != "" {
 			waiting[reason]++
 		}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/internal/directives"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -23,8 +23,8 @@ import (
 // the directives recorded as going into the mirror only. The placement is
 // written before the mirror exists, so a manager that restarts in between
 // finds it and creates the mirror where it was meant.
-func placedJob(job *batchv1.Job, worker string, directives v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
-	updated, err := activatedJob(job, worker, directives)
+func placedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+	updated, err := activatedJob(job, worker, scheduling)
 	if err != nil {
 		return nil, err
 	}
@@ -37,11 +37,11 @@ func placedJob(job *batchv1.Job, worker string, directives v1alpha1.SchedulingDi
 
 // activatedJob is the Job with worker's directives injected and, when the
 // webhook held it for placement, unsuspended.
-func activatedJob(job *batchv1.Job, worker string, directives v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+func activatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
 	updated := job.DeepCopy()
 	if needsActivation(job) && mirror.TemplateMutable(job) {
 		user := userScheduling(job)
-		merged, err := dispatch.MergeDirectives(withScheduling(job.Spec.Template, user), directives)
+		merged, err := directives.Merge(withScheduling(job.Spec.Template, user), scheduling)
 		if err != nil {
 			return nil, fmt.Errorf("merging %s's directives into the pod template: %w", worker, err)
 		}
@@ -53,7 +53,7 @@ func activatedJob(job *batchv1.Job, worker string, directives v1alpha1.Schedulin
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.UserSchedulingAnnotation, string(data))
 		delete(updated.Annotations, v1alpha1.InjectedDirectivesAnnotation)
 	} else {
-		data, err := json.Marshal(directives)
+		data, err := json.Marshal(scheduling)
 		if err != nil {
 			return nil, err
 		}

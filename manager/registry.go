@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -603,7 +604,7 @@ func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
 	// The assumption of a Job whose pods run ends with the next summary
 	// (after the settle time), as soon as the worker shows them, however
 	// long the Job waits in the work queue.
-	if ready := ptr.Deref(job.Status.Ready, 0); mirror.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
+	if ready := ptr.Deref(job.Status.Ready, 0); jobstatus.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
 		if uid := job.Labels[v1alpha1.OriginUIDLabel]; uid != "" {
 			r.assume.running(types.UID(uid))
 		}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/statusrecording"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -49,7 +50,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rec mirror.Recording
+			var rec statusrecording.Recording
 			if err := json.Unmarshal(data, &rec); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -280,14 +281,14 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if needsActivation(job) {
 		return step{Kind: stepActivate}
 	}
-	if !mirror.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
+	if !jobstatus.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
 		if st, ok := nextMirrorSpec(s, cfg); ok {
 			return st
 		}
 	}
 	desired := mirror.Status(job, m.Status)
 	if !equality.Semantic.DeepEqual(desired, job.Status) {
-		final := mirror.Finished(desired)
+		final := jobstatus.Finished(desired)
 		if wait := batchWait(s, cfg); !final && wait > 0 {
 			// Changes of a running mirror (pods created, ready) go out
 			// together, like upstream's batched Job status updates.
@@ -295,7 +296,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 		}
 		return step{Kind: stepCopyStatus, Status: desired, Final: final}
 	}
-	if mirror.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
+	if jobstatus.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
 		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
 	}
 	return step{Kind: stepNone, InSync: true}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -311,7 +311,7 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: stepCopyStatus,
 			checks: []check{func(t *testing.T, st step) {
-				if !st.Final || !mirror.ConditionTrue(st.Status, batchv1.JobComplete) || !mirror.ConditionTrue(st.Status, batchv1.JobSuccessCriteriaMet) {
+				if !st.Final || !jobstatus.ConditionTrue(st.Status, batchv1.JobComplete) || !jobstatus.ConditionTrue(st.Status, batchv1.JobSuccessCriteriaMet) {
 					t.Errorf("copied status final=%t conditions=%v, want Complete with SuccessCriteriaMet", st.Final, st.Status.Conditions)
 				}
 			}},

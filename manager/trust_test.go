@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -70,7 +71,7 @@ func TestTenantMovingARunningJobMovesNothing(t *testing.T) {
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w1" })
 	h.report(t, "w1", complete)
 	h.reconcile(t)
-	if job := h.job(t); !mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
+	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("after the restore the final status was not copied: %+v", job.Status)
 	}
 }
@@ -145,7 +146,7 @@ func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
 	h.report(t, "w1", complete)
 	h.reconcile(t)
 	job := h.job(t)
-	if mirror.ConditionTrue(job.Status, batchv1.JobComplete) {
+	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Fatalf("the impostor's success was copied")
 	}
 	events := h.events()

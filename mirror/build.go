@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/internal/directives"
 )
 
 // Identity names the manager Job and dispatch attempt a mirror stands for.
@@ -64,9 +64,10 @@ var generatedLabels = []string{
 //     dropped, so the worker's API server generates its own;
 //   - ttlSecondsAfterFinished is dropped: the manager deletes the mirror once
 //     its final status is copied, while a worker TTL could delete it first;
-//   - the origin labels are added, and directives (if any) are merged into the
-//     template when they could not be written into the manager Job.
-func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode, directives *v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+//   - the origin labels are added, and the worker's scheduling directives (if
+//     any) are merged into the template when they could not be written into the
+//     manager Job.
+func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode, scheduling *v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
 	mirror := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   job.Namespace,
@@ -91,8 +92,8 @@ func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode,
 		spec.ManagedBy = ptr.To(v1alpha1.WorkerManagedBy)
 	}
 	spec.Template.Labels = withoutGenerated(spec.Template.Labels)
-	if directives != nil {
-		merged, err := dispatch.MergeDirectives(spec.Template, *directives)
+	if scheduling != nil {
+		merged, err := directives.Merge(spec.Template, *scheduling)
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/statusrecording"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -46,7 +47,7 @@ func TestIntegrationReplayRecordedStatuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rec mirror.Recording
+			var rec statusrecording.Recording
 			if err := json.Unmarshal(data, &rec); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/jobferry/jobferry/internal/jobindex"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // Status returns the status the manager Job should have to reflect its
@@ -38,7 +39,7 @@ import (
 //     backoffLimitPerIndex and completedIndexes only for Indexed Jobs (25, 26).
 func Status(manager *batchv1.Job, worker batchv1.JobStatus) batchv1.JobStatus {
 	old := manager.Status
-	if finished(old) {
+	if jobstatus.Finished(old) {
 		return *old.DeepCopy()
 	}
 	out := *worker.DeepCopy()
@@ -63,17 +64,17 @@ func Status(manager *batchv1.Job, worker batchv1.JobStatus) batchv1.JobStatus {
 	}
 
 	switch {
-	case isTrue(old, batchv1.JobFailureTarget):
+	case jobstatus.ConditionTrue(old, batchv1.JobFailureTarget):
 		out.Conditions = withoutTypes(out.Conditions, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
-		out.Conditions = keep(out.Conditions, condition(old, batchv1.JobFailureTarget))
-	case isTrue(old, batchv1.JobSuccessCriteriaMet):
+		out.Conditions = keep(out.Conditions, jobstatus.Condition(old, batchv1.JobFailureTarget))
+	case jobstatus.ConditionTrue(old, batchv1.JobSuccessCriteriaMet):
 		out.Conditions = withoutTypes(out.Conditions, batchv1.JobFailureTarget, batchv1.JobFailed)
-		out.Conditions = keep(out.Conditions, condition(old, batchv1.JobSuccessCriteriaMet))
+		out.Conditions = keep(out.Conditions, jobstatus.Condition(old, batchv1.JobSuccessCriteriaMet))
 	}
 	out.Conditions = withCompanion(out.Conditions, batchv1.JobFailed, batchv1.JobFailureTarget)
 	out.Conditions = withCompanion(out.Conditions, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet)
 
-	if finished(out) {
+	if jobstatus.Finished(out) {
 		out.Active = 0
 		if out.Terminating != nil {
 			out.Terminating = ptr.To[int32](0)
@@ -84,11 +85,11 @@ func Status(manager *batchv1.Job, worker batchv1.JobStatus) batchv1.JobStatus {
 		if out.StartTime == nil && !(ptr.Deref(manager.Spec.Suspend, false) && ptr.Deref(manager.Spec.Completions, 1) == 0) {
 			out.StartTime = earliestTransition(out.Conditions)
 		}
-		if c := condition(out, batchv1.JobComplete); c != nil && out.CompletionTime == nil {
+		if c := jobstatus.Condition(out, batchv1.JobComplete); c != nil && out.CompletionTime == nil {
 			out.CompletionTime = c.LastTransitionTime.DeepCopy()
 		}
 	}
-	if !isTrue(out, batchv1.JobComplete) {
+	if !jobstatus.ConditionTrue(out, batchv1.JobComplete) {
 		out.CompletionTime = nil
 	}
 	if out.CompletionTime != nil && out.StartTime != nil && out.CompletionTime.Before(out.StartTime) {
@@ -138,53 +139,8 @@ func startTimeMayChange(manager *batchv1.Job, next batchv1.JobStatus) bool {
 	resumed := slices.ContainsFunc(next.Conditions, func(c batchv1.JobCondition) bool {
 		return c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionFalse
 	})
-	return isTrue(manager.Status, batchv1.JobSuspended) && resumed
+	return jobstatus.ConditionTrue(manager.Status, batchv1.JobSuspended) && resumed
 }
-
-// Finished reports whether a Job status is terminal (Complete or Failed).
-func Finished(s batchv1.JobStatus) bool { return finished(s) }
-
-// ConditionTrue reports whether the status has condition t with status True.
-func ConditionTrue(s batchv1.JobStatus, t batchv1.JobConditionType) bool { return isTrue(s, t) }
-
-// Phases of a manager Job as jobferry reports them (the jobferry_jobs
-// metric, `kubectl jobferry status`).
-const (
-	PhasePending   = "Pending"
-	PhaseRunning   = "Running"
-	PhaseSucceeded = "Succeeded"
-	PhaseFailed    = "Failed"
-)
-
-// Phase is a Job status's phase: Succeeded or Failed once terminal, Running
-// while a pod is active, else Pending.
-func Phase(s batchv1.JobStatus) string {
-	switch {
-	case isTrue(s, batchv1.JobComplete):
-		return PhaseSucceeded
-	case isTrue(s, batchv1.JobFailed):
-		return PhaseFailed
-	case s.Active > 0:
-		return PhaseRunning
-	default:
-		return PhasePending
-	}
-}
-
-func finished(s batchv1.JobStatus) bool {
-	return isTrue(s, batchv1.JobComplete) || isTrue(s, batchv1.JobFailed)
-}
-
-func condition(s batchv1.JobStatus, t batchv1.JobConditionType) *batchv1.JobCondition {
-	for i := range s.Conditions {
-		if s.Conditions[i].Type == t && s.Conditions[i].Status == corev1.ConditionTrue {
-			return &s.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func isTrue(s batchv1.JobStatus, t batchv1.JobConditionType) bool { return condition(s, t) != nil }
 
 func withoutTypes(conds []batchv1.JobCondition, types ...batchv1.JobConditionType) []batchv1.JobCondition {
 	return slices.DeleteFunc(conds, func(c batchv1.JobCondition) bool { return slices.Contains(types, c.Type) })
@@ -254,17 +210,4 @@ func RejectedFields(err error) []string {
 		}
 	}
 	return fields
-}
-
-// Recording is a Job spec and the statuses a real Job controller wrote for
-// it, as hack/record-status captures them for the replay test.
-type Recording struct {
-	Spec  batchv1.JobSpec `json:"spec"`
-	Steps []RecordedStep  `json:"steps"`
-}
-
-// RecordedStep is one status with the spec.suspend in force when written.
-type RecordedStep struct {
-	Suspend bool              `json:"suspend"`
-	Status  batchv1.JobStatus `json:"status"`
 }

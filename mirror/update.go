@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // SpecUpdate carries to an existing mirror m what changed in desired, the
@@ -61,7 +63,7 @@ func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
 // Job is suspended, has not started or shows Suspended=True, and runs no pod.
 func TemplateMutable(job *batchv1.Job) bool {
 	return ptr.Deref(job.Spec.Suspend, false) &&
-		(job.Status.StartTime == nil || isTrue(job.Status, batchv1.JobSuspended)) &&
+		(job.Status.StartTime == nil || jobstatus.ConditionTrue(job.Status, batchv1.JobSuspended)) &&
 		job.Status.Active == 0
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
@@ -182,18 +183,15 @@ func renderTable(jobs []batchv1.Job) (table string, done bool, failed string) {
 	return b.String(), done, failed
 }
 
+// jobStatusWord is the Job's phase, but Complete for Succeeded and
+// Dispatched for a placed Job no pod of which is active yet.
 func jobStatusWord(job *batchv1.Job) string {
-	for _, c := range job.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
-			return string(c.Type)
-		}
-	}
-	switch {
-	case job.Status.Active > 0:
-		return "Running"
-	case job.Annotations[v1alpha1.WorkerAnnotation] != "":
+	switch phase := jobstatus.Phase(job.Status); {
+	case phase == jobstatus.PhaseSucceeded:
+		return "Complete"
+	case phase == jobstatus.PhasePending && job.Annotations[v1alpha1.WorkerAnnotation] != "":
 		return "Dispatched"
 	default:
-		return "Pending"
+		return phase
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 func newDescribeCommand(o *options) *cobra.Command {
@@ -143,7 +143,7 @@ func mirrorPods(ctx context.Context, worker kubernetes.Interface, mirror *batchv
 	return items, nil
 }
 
-func finishedJob(job *batchv1.Job) bool { return mirror.Finished(job.Status) }
+func finishedJob(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }
 
 // sortEvents orders Events by when they last happened.
 func sortEvents(events []corev1.Event) []corev1.Event {

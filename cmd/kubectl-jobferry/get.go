@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 func newGetCommand(o *options) *cobra.Command {
@@ -160,7 +160,7 @@ func kubectlJobStatus(job *batchv1.Job) string {
 }
 
 func conditionTrue(job *batchv1.Job, t batchv1.JobConditionType) bool {
-	return mirror.ConditionTrue(job.Status, t)
+	return jobstatus.ConditionTrue(job.Status, t)
 }
 
 // completions is the COMPLETIONS column of `kubectl get jobs`.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 func TestHelpListsEveryCommand(t *testing.T) {
@@ -226,7 +226,7 @@ func TestBuildStatus(t *testing.T) {
 		w1.CredentialRenewal != v1alpha1.ReasonCredentialExpiring || !w1.CredentialExpiresAt.Equal(&expires) {
 		t.Errorf("worker-1 %+v", w1)
 	}
-	if want := map[string]int{mirror.PhaseRunning: 1, mirror.PhaseSucceeded: 1, mirror.PhaseFailed: 1, mirror.PhasePending: 1}; !equalCounts(w1.Jobs, want) {
+	if want := map[string]int{jobstatus.PhaseRunning: 1, jobstatus.PhaseSucceeded: 1, jobstatus.PhaseFailed: 1, jobstatus.PhasePending: 1}; !equalCounts(w1.Jobs, want) {
 		t.Errorf("worker-1 Jobs %v, want %v (the Job not dispatched by jobferry is not counted)", w1.Jobs, want)
 	}
 	if len(w1.Pools) != 1 || w1.Pools[0].Free["cpu"] != "10" || w1.Pools[0].Allocatable["example.com/gpu"] != "8" {
@@ -235,7 +235,7 @@ func TestBuildStatus(t *testing.T) {
 	if w2.Connected != "Unknown" || !w2.Cordoned || len(w2.Jobs) != 0 || w2.CredentialExpiresAt != nil {
 		t.Errorf("worker-2 %+v", w2)
 	}
-	if !equalCounts(r.UnplacedJobs, map[string]int{mirror.PhasePending: 1}) {
+	if !equalCounts(r.UnplacedJobs, map[string]int{jobstatus.PhasePending: 1}) {
 		t.Errorf("unplaced %v", r.UnplacedJobs)
 	}
 	var out bytes.Buffer

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // managerLease is the manager's leader election Lease (cmd/manager).
@@ -119,7 +119,7 @@ type poolStatus struct {
 	Allocatable map[string]string `json:"allocatable"`
 }
 
-var phases = []string{mirror.PhasePending, mirror.PhaseRunning, mirror.PhaseSucceeded, mirror.PhaseFailed}
+var phases = []string{jobstatus.PhasePending, jobstatus.PhaseRunning, jobstatus.PhaseSucceeded, jobstatus.PhaseFailed}
 
 func readStatus(ctx context.Context, m *managerClients, systemNamespace string, now time.Time) (*statusReport, error) {
 	var workers v1alpha1.WorkerClusterList
@@ -170,14 +170,14 @@ func buildStatus(workers []v1alpha1.WorkerCluster, jobs []batchv1.Job, lease *co
 			continue
 		}
 		worker := job.Annotations[v1alpha1.WorkerAnnotation]
-		if worker == "" && !mirror.Finished(job.Status) {
-			report.UnplacedJobs[mirror.Phase(job.Status)]++
+		if worker == "" && !jobstatus.Finished(job.Status) {
+			report.UnplacedJobs[jobstatus.Phase(job.Status)]++
 			continue
 		}
 		if byWorker[worker] == nil {
 			byWorker[worker] = map[string]int{}
 		}
-		byWorker[worker][mirror.Phase(job.Status)]++
+		byWorker[worker][jobstatus.Phase(job.Status)]++
 	}
 	slices.SortFunc(workers, func(a, b v1alpha1.WorkerCluster) int { return strings.Compare(a.Name, b.Name) })
 	for _, wc := range workers {
@@ -247,7 +247,7 @@ func printStatus(out io.Writer, r *statusReport, now time.Time) {
 			}
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%d\t%d\n", ws.Name, connected, ws.Authorized, ws.Cordoned, expires,
-			ws.Jobs[mirror.PhasePending], ws.Jobs[mirror.PhaseRunning], ws.Jobs[mirror.PhaseSucceeded], ws.Jobs[mirror.PhaseFailed])
+			ws.Jobs[jobstatus.PhasePending], ws.Jobs[jobstatus.PhaseRunning], ws.Jobs[jobstatus.PhaseSucceeded], ws.Jobs[jobstatus.PhaseFailed])
 	}
 	w.Flush()
 	if len(r.Workers) == 0 {

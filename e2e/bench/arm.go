@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // role is what a watched cluster's Jobs are to an arm.
@@ -66,7 +66,7 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	j := o.entry(job.Name)
-	complete := mirror.ConditionTrue(job.Status, batchv1.JobComplete)
+	complete := jobstatus.ConditionTrue(job.Status, batchv1.JobComplete)
 	switch r {
 	case mirrors:
 		if j.mirrorSeen.IsZero() {
@@ -83,7 +83,7 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 			j.complete = at
 			o.completed++
 		}
-		if mirror.ConditionTrue(job.Status, batchv1.JobFailed) && !j.failed {
+		if jobstatus.ConditionTrue(job.Status, batchv1.JobFailed) && !j.failed {
 			j.failed = true
 			o.failed++
 			if o.firstFailure == "" {

@@ -23,12 +23,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/internal/statusrecording"
 )
 
 // Recording is one scenario: the Job's spec and the statuses it went through,
 // each with the spec.suspend in force when it was written.
-type Recording = mirror.Recording
+type Recording = statusrecording.Recording
 
 type scenario struct {
 	name string
@@ -163,7 +164,7 @@ func record(ctx context.Context, c kubernetes.Interface, s scenario) (*Recording
 				return nil, fmt.Errorf("watch error: %v", ev.Object)
 			}
 			j := ev.Object.(*batchv1.Job)
-			step := mirror.RecordedStep{Suspend: ptr.Deref(j.Spec.Suspend, false), Status: j.Status}
+			step := statusrecording.RecordedStep{Suspend: ptr.Deref(j.Spec.Suspend, false), Status: j.Status}
 			if n := len(rec.Steps); n == 0 || !equality.Semantic.DeepEqual(rec.Steps[n-1], step) {
 				rec.Steps = append(rec.Steps, step)
 			}
@@ -171,7 +172,7 @@ func record(ctx context.Context, c kubernetes.Interface, s scenario) (*Recording
 				acted = true
 				go func() { _ = s.act(ctx, c, j) }()
 			}
-			if mirror.Finished(j.Status) {
+			if jobstatus.Finished(j.Status) {
 				return rec, nil
 			}
 		case <-deadline:

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/mirror"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // syncBatchPeriod gathers the pod events of a Job into one sync, as the
@@ -139,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !r.Manages(job) {
 		return reconcile.Result{}, nil
 	}
-	if mirror.Finished(job.Status) {
+	if jobstatus.Finished(job.Status) {
 		r.backoff.remove(key)
 		r.written.forget(job.UID)
 		r.finishedWritten.Delete(job.UID)
@@ -227,7 +227,7 @@ func (r *Reconciler) jobEvents() handler.EventHandler {
 			if !ok1 || !ok2 || !r.Manages(job) {
 				return
 			}
-			if mirror.Finished(job.Status) || job.Generation != oldJob.Generation {
+			if jobstatus.Finished(job.Status) || job.Generation != oldJob.Generation {
 				q.Add(requestFor(job))
 			} else {
 				q.AddAfter(requestFor(job), syncBatchPeriod)
@@ -381,7 +381,7 @@ func (o *orphanPodReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		switch {
 		case err != nil && !apierrors.IsNotFound(err):
 			return reconcile.Result{}, fmt.Errorf("reading the Job of pod %s: %w", req, err)
-		case err == nil && job.UID == ref.UID && (!o.jobs.Manages(job) || !mirror.Finished(job.Status)):
+		case err == nil && job.UID == ref.UID && (!o.jobs.Manages(job) || !jobstatus.Finished(job.Status)):
 			return reconcile.Result{}, nil
 		}
 	}

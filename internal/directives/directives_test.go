@@ -1,4 +1,4 @@
-package dispatch
+package directives
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func required(terms ...[]corev1.NodeSelectorRequirement) *corev1.NodeAffinity {
 	return &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: ns}
 }
 
-func TestMergeDirectives(t *testing.T) {
+func TestMerge(t *testing.T) {
 	toleration := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 	other := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}
 	a, b, c, d := requirement("a", "1"), requirement("b", "1"), requirement("c", "1"), requirement("d", "1")
@@ -79,7 +79,7 @@ func TestMergeDirectives(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := corev1.PodTemplateSpec{Spec: tc.spec}
 			before := in.DeepCopy()
-			got, err := MergeDirectives(in, tc.directives)
+			got, err := Merge(in, tc.directives)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("got error %v, want %q", err, tc.wantErr)
@@ -97,7 +97,7 @@ func TestMergeDirectives(t *testing.T) {
 			}
 			// A mirror is rebuilt from a template the directives were merged
 			// into already: merging them again changes nothing.
-			again, err := MergeDirectives(got, tc.directives)
+			again, err := Merge(got, tc.directives)
 			if err != nil {
 				t.Fatalf("merging again: %v", err)
 			}

@@ -1,4 +1,7 @@
-package dispatch
+// Package directives merges a worker cluster's scheduling directives into a
+// pod template: what placement checks a Job against, and what its mirror
+// carries.
+package directives
 
 import (
 	"fmt"
@@ -10,7 +13,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// MergeDirectives returns template with a worker's scheduling directives
+// Merge returns template with a worker's scheduling directives
 // merged in, so its pods land where the worker wants dispatched work:
 //   - nodeSelector entries are added; the same key with another value is a
 //     conflict (the Job cannot run on that worker);
@@ -19,7 +22,7 @@ import (
 //     joined with every term of the worker; preferred terms are appended.
 //
 // template is not modified.
-func MergeDirectives(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirectives) (corev1.PodTemplateSpec, error) {
+func Merge(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirectives) (corev1.PodTemplateSpec, error) {
 	out := *template.DeepCopy()
 	spec := &out.Spec
 	for k, v := range d.NodeSelector {
