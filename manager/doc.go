@@ -1,9 +1,11 @@
-// Package manager wires the manager side of jobferry: the opt-in webhook, the
-// WorkerCluster registry holding a client and a cache per worker, and the
-// controllers that place manager Jobs (package dispatch), create their mirrors
-// and copy status back (package mirror). Decisions live in dispatch and
-// mirror; this package reads, calls them, and writes what changed.
-//
-// Not built yet: the registry, webhook and controllers arrive with the
-// dispatch issue.
+// Package manager is the manager side of jobferry: the WorkerCluster
+// registry (a client, caches and a credential per worker, registry.go,
+// remote.go, renewal.go), the Job controller that places manager Jobs,
+// creates their mirrors and copies status back (jobs.go: readState, the
+// pure nextStep in step.go, apply), the orphan collector (gc.go), the
+// opt-in and validating webhooks with the dispatch policy (webhook.go,
+// policy.go) and the admission policies the charts ship (statepolicy.go,
+// namespacepolicy.go). Decisions live in pure functions — nextStep,
+// dispatch.Place, the transforms of placement.go, planWorkerNamespace — and
+// the reconcilers read, call them and write what changed.
 package manager

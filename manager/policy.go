@@ -84,11 +84,11 @@ func (p *DispatchPolicy) Admit(job *batchv1.Job, ns *corev1.Namespace) (warnings
 		return nil, &Refusal{RuleNamespaceOptIn, fmt.Sprintf("namespace %q is not opted in to dispatch: jobferry dispatches Jobs (spec.managedBy %s) only from namespaces labelled %s; an administrator opts it in with `kubectl label namespace %s %s`, or leave spec.managedBy unset to run the Job on this cluster",
 			name, v1alpha1.ManagerManagedBy, p.Namespaces.String(), name, p.Namespaces.String())}
 	}
-	nsPolicy, _ := psapi.PolicyToEvaluate(ns.Labels, defaultPodSecurity())
+	nsPolicy, invalid := podSecurityOf(ns)
 	template := &job.Spec.Template
 	if result := policy.AggregateCheckResults(p.evaluator.EvaluatePod(nsPolicy.Enforce, &template.ObjectMeta, &template.Spec)); !result.Allowed {
-		return nil, &Refusal{RulePodSecurity, fmt.Sprintf("violates PodSecurity %q: %s (enforced on namespace %q, and by jobferry on the pods this Job would run on a worker)",
-			nsPolicy.Enforce.String(), result.ForbiddenDetail(), name)}
+		return nil, &Refusal{RulePodSecurity, fmt.Sprintf("violates PodSecurity %q: %s (enforced on namespace %q, and by jobferry on the pods this Job would run on a worker)%s",
+			nsPolicy.Enforce.String(), result.ForbiddenDetail(), name, invalid)}
 	}
 	for _, lv := range []psapi.LevelVersion{nsPolicy.Warn, nsPolicy.Audit} {
 		result := policy.AggregateCheckResults(p.evaluator.EvaluatePod(lv, &template.ObjectMeta, &template.Spec))
@@ -117,13 +117,25 @@ func (p *DispatchPolicy) WorkerNamespaceRejects(managerNS, workerNS *corev1.Name
 	if workerNS == nil || managerNS == nil || p.AllowWeakerWorkerPodSecurity {
 		return ""
 	}
-	want, _ := psapi.PolicyToEvaluate(managerNS.Labels, defaultPodSecurity())
-	have, _ := psapi.PolicyToEvaluate(workerNS.Labels, defaultPodSecurity())
+	want, wantInvalid := podSecurityOf(managerNS)
+	have, haveInvalid := podSecurityOf(workerNS)
 	weaker := psapi.CompareLevels(have.Enforce.Level, want.Enforce.Level) < 0 ||
 		(have.Enforce.Level == want.Enforce.Level && want.Enforce.Level != psapi.LevelPrivileged && have.Enforce.Version.Older(want.Enforce.Version))
 	if !weaker {
 		return ""
 	}
-	return fmt.Sprintf("its namespace %s enforces PodSecurity %q, weaker than %q on the manager (an administrator may allow that with --allow-weaker-worker-pod-security)",
-		workerNS.Name, have.Enforce.String(), want.Enforce.String())
+	return fmt.Sprintf("its namespace %s enforces PodSecurity %q%s, weaker than %q on the manager%s (an administrator may allow that with --allow-weaker-worker-pod-security)",
+		workerNS.Name, have.Enforce.String(), haveInvalid, want.Enforce.String(), wantInvalid)
+}
+
+// podSecurityOf is the Pod Security policy namespace ns is held to, as Pod
+// Security admission reads its labels, and, when some of them do not parse,
+// a note saying which and what is used instead (restricted, latest, as Pod
+// Security admission does for enforce); "" when they all parse.
+func podSecurityOf(ns *corev1.Namespace) (psapi.Policy, string) {
+	p, errs := psapi.PolicyToEvaluate(ns.Labels, defaultPodSecurity())
+	if len(errs) == 0 {
+		return p, ""
+	}
+	return p, fmt.Sprintf(" (namespace %s has Pod Security labels that do not parse: %v; evaluated as Pod Security admission does, with restricted and latest in their place)", ns.Name, errs.ToAggregate())
 }

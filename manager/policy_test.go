@@ -88,6 +88,11 @@ func TestDispatchPolicyAdmit(t *testing.T) {
 			pod: privilegedPod(), wantRule: RulePodSecurity,
 			wantMessage: []string{`violates PodSecurity "baseline:v1.30"`},
 		},
+		"an enforce level that does not parse is restricted, as Pod Security admission takes it, and the refusal says so": {
+			ns:  namespace("team-a", append(optedIn, "pod-security.kubernetes.io/enforce", "strict")...),
+			pod: baselinePod(), wantRule: RulePodSecurity,
+			wantMessage: []string{`violates PodSecurity "restricted:latest"`, `has Pod Security labels that do not parse`, `Invalid value: "strict"`},
+		},
 		"a restricted pod passes a restricted namespace": {
 			ns:  namespace("team-a", append(optedIn, "pod-security.kubernetes.io/enforce", "restricted")...),
 			pod: restrictedPod(),
@@ -159,6 +164,9 @@ func TestWorkerNamespaceRejects(t *testing.T) {
 		"an older version of the same level is weaker": {manager: enforce("restricted", "v1.35"), worker: enforce("restricted", "v1.22"),
 			want: `"restricted:v1.22", weaker than "restricted:v1.35"`},
 		"an administrator may allow weaker workers": {manager: enforce("restricted"), worker: enforce("baseline"), allowWeaker: true},
+		"a manager level that does not parse is restricted, and says so": {manager: enforce("strict"), worker: enforce("baseline"),
+			want: `weaker than "restricted:latest" on the manager (namespace team-a has Pod Security labels that do not parse: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict"`},
+		"a worker level that does not parse is restricted, not weaker": {manager: enforce("restricted"), worker: enforce("strict")},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

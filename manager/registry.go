@@ -188,6 +188,9 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var list v1alpha1.WorkerClusterList
 		if err := r.Client.List(ctx, &list); err != nil {
+			// A read of the manager's own cache: the next probe of each
+			// worker reads its Secret again anyway.
+			logf.FromContext(ctx).Error(err, "listing WorkerClusters for a changed Secret", "secret", obj.GetName())
 			return nil
 		}
 		var out []reconcile.Request
@@ -319,7 +322,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		if apierrors.IsNotFound(err) {
 			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", r.Namespace, ref.Name)
 		}
-		return notConnected(v1alpha1.ReasonSecretNotFound, "reading Secret %s/%s: %v", r.Namespace, ref.Name, err)
+		return notConnected(v1alpha1.ReasonSecretUnreadable, "reading Secret %s/%s: %v", r.Namespace, ref.Name, err)
 	}
 	data, ok := secret.Data[key]
 	if !ok {
@@ -341,6 +344,11 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 		rem.token.set(token)
 		logf.FromContext(ctx).Info("using the worker's new token in the live connection", "worker", wc.Name)
 	}
+	if rem != nil && rem.cacheFailed.Load() != nil {
+		logf.FromContext(ctx).Error(*rem.cacheFailed.Load(), "the caches of the worker stopped; connecting again", "worker", wc.Name)
+		r.drop(wc.Name)
+		rem = nil
+	}
 	if rem == nil || rem.kubeconfigHash != hash {
 		cfg, err := workerkubeconfig.RESTConfig(data)
 		if err != nil {
@@ -356,6 +364,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 			mirrorChanged:   r.mirrorChanged,
 			capacityChanged: r.capacityChanged,
 			synced:          r.reconcileWorker,
+			cacheFailed:     r.reconcileWorker,
 		})
 		if err != nil {
 			// Building the cache asks the server for its API resources.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -65,6 +66,10 @@ type remote struct {
 	// manager installation made there, once one is seen (nil until then).
 	sharedOrigin atomic.Pointer[originConflict]
 
+	// cacheFailed is why the worker's caches stopped while the connection
+	// was open (nil while they run, and after it is closed): the registry
+	// then builds the connection again.
+	cacheFailed atomic.Pointer[error]
 	// deleted are the mirrors the manager deleted there lately.
 	deleted *deletedMirrors
 	// namespaceLabels caches, per namespace name, what a GET of it returned
@@ -118,6 +123,9 @@ type remoteHandlers struct {
 	capacityChanged func(worker string)
 	// synced fires once the caches hold the worker's state.
 	synced func(worker string)
+	// cacheFailed fires when the caches stop with an error before the
+	// connection is closed (remote.cacheFailed says why).
+	cacheFailed func(worker string)
 }
 
 // workerConn is what the Job controller uses of a connection to a worker:
@@ -220,7 +228,12 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 		cancel()
 		return nil, err
 	}
-	go func() { _ = c.Start(ctx) }()
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			r.cacheFailed.Store(&err)
+			h.cacheFailed(name)
+		}
+	}()
 	go func() {
 		if c.GetCache().WaitForCacheSync(ctx) {
 			r.synced.Store(true)
@@ -291,6 +304,11 @@ func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 	}
 	cc := &v1alpha1.ClusterCapacity{}
 	if err := r.client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			// A read of the synced cache; the summary is unknown until
+			// the next read, as when the worker has not written one.
+			logf.FromContext(ctx).Error(err, "reading the capacity summary from the cache", "worker", r.name)
+		}
 		return nil
 	}
 	return &cc.Status

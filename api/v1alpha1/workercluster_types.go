@@ -193,6 +193,10 @@ const (
 	ReasonConnecting = "Connecting"
 	// ReasonSecretNotFound: the referenced Secret does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretUnreadable: reading the referenced Secret failed for
+	// another reason (the manager may not, or its API server did not
+	// answer); the message has the error.
+	ReasonSecretUnreadable = "SecretUnreadable"
 	// ReasonKubeConfigKeyMissing: the Secret has no such key.
 	ReasonKubeConfigKeyMissing = "KubeConfigKeyMissing"
 	// ReasonInvalidKubeConfig: the kubeconfig cannot be parsed or names no

@@ -77,7 +77,7 @@ manager in an opted-in namespace), and writes what it measured into --out.
 	cmd.Flags().BoolVar(&scale, "scale", os.Getenv("BENCH_SCALE") != "", "10,000 Jobs over 10 workers, overriding --n and --workers (env BENCH_SCALE)")
 	cmd.Flags().BoolVar(&splitCPUs, "split-cpus", true, "pin the manager cluster and the workers to different halves of the CPUs")
 	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
-	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --job-workers=32 (repeatable; the report names them)")
+	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd
 }
 

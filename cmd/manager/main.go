@@ -59,7 +59,7 @@ func main() {
 		workerQPS        = flag.Float64("worker-api-qps", 500, "client QPS towards each worker (its own limiter per worker)")
 		workerBurst      = flag.Int("worker-api-burst", 1000, "client burst towards each worker")
 		healthInterval   = flag.Duration("worker-health-interval", 10*time.Second, "how often each worker's API server is probed while connected")
-		jobWorkers       = flag.Int("job-workers", 8, "manager Jobs reconciled at once")
+		jobSyncs         = flag.Int("concurrent-job-syncs", 8, "manager Jobs reconciled at once")
 		createNamespaces = flag.Bool("create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing, where the worker credential may (the Authorized condition says whether it may)")
 		gcInterval       = flag.Duration("gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
 		workerLost       = flag.Duration("worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
@@ -84,9 +84,22 @@ func main() {
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
+	// The flag's first name, kept so existing installations start.
+	deprecatedJobWorkers := false
+	flag.Func("job-workers", "deprecated: use --concurrent-job-syncs", func(v string) error {
+		deprecatedJobWorkers = true
+		return flag.Set("concurrent-job-syncs", v)
+	})
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
+	if deprecatedJobWorkers {
+		log.Info("--job-workers is deprecated; use --concurrent-job-syncs", "concurrent-job-syncs", *jobSyncs)
+	}
+	if *jobSyncs < 1 {
+		fmt.Fprintf(os.Stderr, "--concurrent-job-syncs must be at least 1, not %d\n", *jobSyncs)
+		os.Exit(2)
+	}
 	fail := func(err error, msg string) {
 		log.Error(err, msg)
 		os.Exit(1)
@@ -177,7 +190,7 @@ func main() {
 		Origin: *origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
 		APIReader:   mgr.GetAPIReader(),
 		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: *namespace, Name: *stateKeySecret},
-		Concurrency: *jobWorkers, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
+		Concurrency: *jobSyncs, WorkerLostTimeout: *workerLost, StatusBatchPeriod: *statusBatch, DeleteFinishedMirrors: *deleteFinished,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		fail(err, "setting up the Job controller")
