@@ -20,9 +20,9 @@ import (
 	"github.com/spf13/cobra"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 const demoNamespace = "demo"
