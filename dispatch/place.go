@@ -34,12 +34,22 @@ type Worker struct {
 	// does not show yet (the assume cache), so a burst does not pile up on
 	// the worker that looked freest before it.
 	Assumed map[string]corev1.ResourceList
-	// Unavailable, when set, says why nothing may be placed here now, such as
-	// a same-named Job on the worker that jobferry did not create.
-	Unavailable string
 	// Namespaces, when set, are the only namespaces the manager may use on
 	// this worker (WorkerCluster spec.namespaces).
 	Namespaces []string
+	// MissingRights, when set, says what the manager's credential there
+	// may not do that it must (nothing is placed there until it may).
+	MissingRights string
+	// Namespace is what the worker's namespace of the Job's name allows
+	// (zero: the pods may run there, or it was not looked at).
+	Namespace NamespaceVerdict
+}
+
+// NamespaceVerdict says why a worker's namespace of a Job's name may not
+// take its pods, as a reason code (ReasonNamespaceMissing,
+// ReasonPodSecurity, ReasonNamespaceUnreadable) and in words.
+type NamespaceVerdict struct {
+	Code, Why string
 }
 
 // Decision is the outcome of Place.
@@ -65,11 +75,23 @@ const (
 	ReasonNotConnected       = "not_connected"
 	ReasonCordoned           = "cordoned"
 	ReasonNamespaceNotUsable = "namespace_not_usable"
-	ReasonUnavailable        = "unavailable"
-	ReasonClusterSelector    = "cluster_selector"
-	ReasonNoCapacitySummary  = "no_capacity_summary"
-	ReasonInvalidDirectives  = "invalid_directives"
-	ReasonNoPools            = "no_pools"
+	// ReasonMissingRights: the manager's credential there lacks a right.
+	ReasonMissingRights = "missing_rights"
+	// ReasonNamespaceMissing: the Job's namespace does not exist there,
+	// and the manager may not create it.
+	ReasonNamespaceMissing = "namespace_missing"
+	// ReasonPodSecurity: the namespace there enforces a weaker Pod
+	// Security level than the manager's.
+	ReasonPodSecurity = "pod_security"
+	// ReasonNamespaceUnreadable: reading the namespace there failed.
+	ReasonNamespaceUnreadable = "namespace_unreadable"
+	// ReasonExcluded: a same-named Job jobferry did not create is there
+	// (the Job's jobferry.dev/excluded-workers).
+	ReasonExcluded          = "excluded"
+	ReasonClusterSelector   = "cluster_selector"
+	ReasonNoCapacitySummary = "no_capacity_summary"
+	ReasonInvalidDirectives = "invalid_directives"
+	ReasonNoPools           = "no_pools"
 	// ReasonNoPoolAccepts: no pool's labels and taints accept the pods.
 	ReasonNoPoolAccepts = "no_pool_accepts"
 	// ReasonInsufficientCapacity: a pool accepts the pods, but none has room.
@@ -78,7 +100,8 @@ const (
 
 // RejectionReasons lists every Decision.Codes value.
 var RejectionReasons = []string{
-	ReasonNotConnected, ReasonCordoned, ReasonNamespaceNotUsable, ReasonUnavailable, ReasonClusterSelector,
+	ReasonNotConnected, ReasonCordoned, ReasonNamespaceNotUsable, ReasonMissingRights, ReasonNamespaceMissing,
+	ReasonPodSecurity, ReasonNamespaceUnreadable, ReasonExcluded, ReasonClusterSelector,
 	ReasonNoCapacitySummary, ReasonInvalidDirectives, ReasonNoPools, ReasonNoPoolAccepts, ReasonInsufficientCapacity,
 }
 
@@ -201,14 +224,10 @@ func Admits(job *batchv1.Job, w Worker) (code, why string) {
 	if err != nil {
 		return ReasonClusterSelector, err.Error()
 	}
-	switch {
-	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
-		return ReasonNamespaceNotUsable, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace)
-	case w.Unavailable != "":
-		return ReasonUnavailable, w.Unavailable
-	case !selector.Matches(labels.Set(w.Labels)):
-		return ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
-	case w.Pools == nil:
+	if code, why := workerRejects(job, w, selector); code != "" {
+		return code, why
+	}
+	if w.Pools == nil {
 		return "", ""
 	}
 	template, err := directives.Merge(job.Spec.Template, w.Directives)
@@ -227,6 +246,38 @@ func Admits(job *batchv1.Job, w Worker) (code, why string) {
 		reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
 	}
 	return ReasonNoPoolAccepts, strings.Join(reasons, "; ")
+}
+
+// workerRejects applies the rules of placement that need neither a
+// capacity summary nor the worker taking new Jobs: namespaces the manager
+// may use, its credential's rights, the namespace there, a same-named Job
+// there, the cluster selector. It says the first that rejects w, as a code
+// and in words ("" when none does).
+func workerRejects(job *batchv1.Job, w Worker, selector labels.Selector) (code, why string) {
+	switch {
+	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
+		return ReasonNamespaceNotUsable, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace)
+	case w.MissingRights != "":
+		return ReasonMissingRights, w.MissingRights
+	case w.Namespace.Code != "":
+		return w.Namespace.Code, w.Namespace.Why
+	case slices.Contains(ExcludedWorkers(job), w.Name):
+		return ReasonExcluded, fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
+	case !selector.Matches(labels.Set(w.Labels)):
+		return ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
+	}
+	return "", ""
+}
+
+// ExcludedWorkers are the workers a Job may not go to because a same-named
+// Job jobferry did not create is there (its jobferry.dev/excluded-workers,
+// which only the manager writes).
+func ExcludedWorkers(job *batchv1.Job) []string {
+	raw := job.Annotations[v1alpha1.ExcludedWorkersAnnotation]
+	if raw == "" {
+		return nil
+	}
+	return strings.Split(raw, ",")
 }
 
 func sortedByName(workers []Worker) []Worker {
@@ -250,13 +301,11 @@ func evaluate(job *batchv1.Job, w Worker, selector labels.Selector, request core
 		return reject(ReasonNotConnected, "not connected")
 	case w.Cordoned:
 		return reject(ReasonCordoned, "cordoned")
-	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
-		return reject(ReasonNamespaceNotUsable, fmt.Sprintf("the manager may use only namespaces %s there (spec.namespaces), not %s", strings.Join(w.Namespaces, ", "), job.Namespace))
-	case w.Unavailable != "":
-		return reject(ReasonUnavailable, w.Unavailable)
-	case !selector.Matches(labels.Set(w.Labels)):
-		return reject(ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String()))
-	case w.Pools == nil:
+	}
+	if code, why := workerRejects(job, w, selector); code != "" {
+		return reject(code, why)
+	}
+	if w.Pools == nil {
 		return reject(ReasonNoCapacitySummary, "no capacity summary from the worker yet")
 	}
 	template, err := directives.Merge(job.Spec.Template, w.Directives)

@@ -159,12 +159,15 @@ func TestPlace(t *testing.T) {
 			},
 			codes: map[string]string{"a": ReasonNoPoolAccepts},
 		},
-		"disconnected, cordoned, unavailable and unsummarised workers": {
-			job: job("1", 1),
+		"disconnected, cordoned, excluded and unsummarised workers": {
+			job: job("1", 1, func(j *batchv1.Job) {
+				j.Name = "j"
+				j.Annotations = map[string]string{v1alpha1.ExcludedWorkersAnnotation: "x,c"}
+			}),
 			workers: []Worker{
 				{Name: "a", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
 				{Name: "b", Connected: true, Cordoned: true, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
-				{Name: "c", Connected: true, Unavailable: "a Job ns/j not created by jobferry exists there", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "c", Connected: true, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
 				{Name: "d", Connected: true},
 			},
 			rejected: map[string]string{
@@ -173,7 +176,23 @@ func TestPlace(t *testing.T) {
 				"c": "a Job ns/j not created by jobferry exists there",
 				"d": "no capacity summary from the worker yet",
 			},
-			codes: map[string]string{"a": ReasonNotConnected, "b": ReasonCordoned, "c": ReasonUnavailable, "d": ReasonNoCapacitySummary},
+			codes: map[string]string{"a": ReasonNotConnected, "b": ReasonCordoned, "c": ReasonExcluded, "d": ReasonNoCapacitySummary},
+		},
+		"what the manager found of the worker's credential and namespace": {
+			job: job("1", 1),
+			workers: []Worker{
+				{Name: "a", Connected: true, MissingRights: "its credential may not create jobs.batch", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "b", Connected: true, Namespace: NamespaceVerdict{ReasonNamespaceMissing, "namespace ns does not exist there"}, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "c", Connected: true, Namespace: NamespaceVerdict{ReasonPodSecurity, "its namespace ns enforces PodSecurity weaker"}, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+				{Name: "d", Connected: true, Namespace: NamespaceVerdict{ReasonNamespaceUnreadable, "reading namespace ns there failed"}, Pools: []v1alpha1.NodePool{pool("general", idle, idle)}},
+			},
+			rejected: map[string]string{
+				"a": "its credential may not create jobs.batch",
+				"b": "namespace ns does not exist there",
+				"c": "its namespace ns enforces PodSecurity weaker",
+				"d": "reading namespace ns there failed",
+			},
+			codes: map[string]string{"a": ReasonMissingRights, "b": ReasonNamespaceMissing, "c": ReasonPodSecurity, "d": ReasonNamespaceUnreadable},
 		},
 		"a worker limited to some namespaces takes Jobs from those only": {
 			job: job("1", 1, func(j *batchv1.Job) { j.Namespace = "team-a" }),
@@ -359,7 +378,13 @@ func TestAdmits(t *testing.T) {
 		"namespace not usable": {
 			job: job(nil), worker: Worker{Name: "w1", Namespaces: []string{"team-b"}}, wantCode: ReasonNamespaceNotUsable,
 		},
-		"unavailable": {job: job(nil), worker: Worker{Name: "w1", Unavailable: "excluded"}, wantCode: ReasonUnavailable},
+		"excluded: a same-named Job jobferry did not create is there": {
+			job:    job(func(j *batchv1.Job) { j.Annotations = map[string]string{v1alpha1.ExcludedWorkersAnnotation: "w1"} }),
+			worker: Worker{Name: "w1"}, wantCode: ReasonExcluded,
+		},
+		"its namespace there enforces a weaker level": {
+			job: job(nil), worker: Worker{Name: "w1", Namespace: NamespaceVerdict{ReasonPodSecurity, "weaker"}}, wantCode: ReasonPodSecurity,
+		},
 		"cluster selector no longer matches": {
 			job: job(func(j *batchv1.Job) {
 				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "zone=b"}

@@ -447,10 +447,13 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 }
 
 // workerRejects says why the Job's worker may not run its pods as they are
-// now ("" when it may): what placement checked that does not depend on free
-// capacity (dispatch.Admits), the Pod Security level of the worker's
-// namespace, and whether that namespace exists or may be created.
+// now ("" when it may): what placement checked that depends neither on free
+// capacity nor on the worker taking new Jobs (dispatch.Admits), the worker's
+// namespace included.
 func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, rem workerConn) (string, error) {
+	if !rem.mayUse(job.Namespace) {
+		return "", nil // nextStep releases it, saying why
+	}
 	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
 	if capacity := rem.capacity(ctx); capacity != nil {
 		view.Pools = capacity.Pools
@@ -458,45 +461,45 @@ func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns 
 			view.Pools = []v1alpha1.NodePool{}
 		}
 	}
-	if slices.Contains(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), wc.Name) {
-		view.Unavailable = fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
+	verdict, err := r.workerNamespaceVerdict(ctx, ns, rem, wc.Name, job.Namespace)
+	if err != nil {
+		return "", err
 	}
-	if _, why := dispatch.Admits(job, view); why != "" {
-		return why, nil
-	}
-	if !rem.mayUse(job.Namespace) {
-		return "", nil // nextStep releases it, saying why
-	}
-	why, err := r.workerNamespaceRejects(ctx, ns, rem, wc.Name, job.Namespace)
-	return why, err
+	view.Namespace = verdict
+	_, why := dispatch.Admits(job, view)
+	return why, nil
 }
 
-// workerNamespaceRejects says why the worker's namespace of the Job's name
+// workerNamespaceVerdict says why the worker's namespace of the Job's name
 // may not take its pods: it enforces a weaker Pod Security level than the
 // manager's namespace, it is missing and the manager may not create it, or
 // the credential may not read it (the worker's rights are checked again at
 // once). An error is one worth retrying.
-func (r *JobReconciler) workerNamespaceRejects(ctx context.Context, managerNS *corev1.Namespace, rem workerConn, worker, name string) (string, error) {
+func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, rem workerConn, worker, name string) (dispatch.NamespaceVerdict, error) {
 	workerNS, err := rem.namespace(ctx, name)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		r.Registry.rightsRefused(worker)
-		return fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)", name, apiMessage(err), v1alpha1.ConditionAuthorized), nil
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)",
+			name, apiMessage(err), v1alpha1.ConditionAuthorized)}, nil
 	case err != nil:
-		return "", err
+		return dispatch.NamespaceVerdict{}, err
 	}
 	// As the namespace will be when the mirror is written: jobferry creates
 	// it, or brings the labels of one it created in step, first.
 	rights := rem.namespaceRights()
 	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
 	if plan.action == namespaceMissing {
-		return fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name), nil
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
 	}
 	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
-	if why != "" && plan.ours && rights.create && !rights.relabel {
+	if why == "" {
+		return dispatch.NamespaceVerdict{}, nil
+	}
+	if plan.ours && rights.create && !rights.relabel {
 		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", relabelNamespacesRight)
 	}
-	return why, nil
+	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
 }
 
 // prepareWorkerNamespace leaves the worker's namespace of a Job as
@@ -749,14 +752,12 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing WorkerClusters: %w", err)
 	}
-	excluded := strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ",")
 	views := make([]dispatch.Worker, 0, len(list.Items))
 	for _, wc := range list.Items {
 		view := dispatch.Worker{
 			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
-		var unavailable []string
 		if rem := r.conn(wc.Name); rem != nil && rem.connected() {
 			view.Connected = true
 			if capacity := rem.capacity(ctx); capacity != nil {
@@ -766,23 +767,17 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 				}
 			}
 			if missing := rem.missingRights(); len(missing) > 0 {
-				unavailable = append(unavailable, missingMessage(missing))
+				view.MissingRights = missingMessage(missing)
 			}
 			if rem.mayUse(job.Namespace) {
-				why, err := r.workerNamespaceRejects(ctx, ns, rem, wc.Name, job.Namespace)
+				verdict, err := r.workerNamespaceVerdict(ctx, ns, rem, wc.Name, job.Namespace)
 				if err != nil {
 					// This worker alone is left out of this placement.
-					why = fmt.Sprintf("reading namespace %s there failed: %v", job.Namespace, err)
+					verdict = dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("reading namespace %s there failed: %v", job.Namespace, err)}
 				}
-				if why != "" {
-					unavailable = append(unavailable, why)
-				}
+				view.Namespace = verdict
 			}
 		}
-		if slices.Contains(excluded, wc.Name) {
-			unavailable = append(unavailable, fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name))
-		}
-		view.Unavailable = strings.Join(unavailable, "; ")
 		views = append(views, view)
 	}
 	return views, nil

@@ -63,7 +63,7 @@ var (
 	}, []string{"worker"})
 	placementRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_placement_rejections_total",
-		Help: "Workers placement turned down for a Job, by worker and reason (not_connected, cordoned, namespace_not_usable, unavailable, cluster_selector, no_capacity_summary, invalid_directives, no_pools, no_pool_accepts, insufficient_capacity).",
+		Help: "Workers placement turned down for a Job, by worker and reason (" + strings.Join(dispatch.RejectionReasons, ", ") + ").",
 	}, []string{"worker", "reason"})
 	remoteRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_workercluster_requests_total",

@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -76,7 +74,7 @@ func (w *waitingRoom) pass() uint64 {
 // the caller asks for another.
 func (w *waitingRoom) add(job *batchv1.Job, seen uint64) (missed bool) {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
-	shape := jobShape(job)
+	shape := dispatch.Shape(job)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if old, ok := w.shapeOf[key]; ok {
@@ -141,29 +139,6 @@ func (w *waitingRoom) begin() [][]types.NamespacedName {
 		out[i] = keys
 	}
 	return out
-}
-
-// jobShape is what dispatch.Place reads of a Job, hashed: two Jobs of one
-// shape are placed alike.
-func jobShape(job *batchv1.Job) string {
-	spec := job.Spec.Template.Spec
-	raw, err := json.Marshal(struct {
-		Namespace, Selector, Excluded string
-		Request                       corev1.ResourceList
-		NodeSelector                  map[string]string
-		Affinity                      *corev1.Affinity
-		Tolerations                   []corev1.Toleration
-	}{
-		job.Namespace, job.Annotations[v1alpha1.ClusterSelectorAnnotation], job.Annotations[v1alpha1.ExcludedWorkersAnnotation],
-		dispatch.JobRequest(job), spec.NodeSelector, spec.Affinity, spec.Tolerations,
-	})
-	if err != nil {
-		// These types always marshal; a Job that did not would get a
-		// shape of its own.
-		return "job/" + job.Namespace + "/" + job.Name
-	}
-	sum := sha256.Sum256(raw)
-	return string(sum[:])
 }
 
 // waitingShape is one shape's waiting Jobs, oldest first, and the workers
