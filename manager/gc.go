@@ -23,33 +23,44 @@ type OrphanCollector struct {
 	Client   client.Client
 	Registry *Registry
 	Interval time.Duration
+
+	// connected gets the workers that (re)connect (Registry.SubscribeConnected).
+	connected <-chan string
+	// workers and managerID are the Registry's (a fake in unit tests).
+	workers   connections
+	managerID string
 }
 
 // SetupWithManager runs the collector on the leader, and on every reconnect.
 func (gc *OrphanCollector) SetupWithManager(mgr ctrl.Manager) error {
-	gc.Registry.onConnected = func(worker string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		gc.collect(ctx, worker)
-	}
+	gc.connected = gc.Registry.SubscribeConnected(64)
+	gc.workers, gc.managerID = gc.Registry, gc.Registry.ManagerID
 	return mgr.Add(gc)
 }
 
-// Start runs the periodic collection until ctx ends; an Interval of 0 or less
-// collects only at start and on reconnects.
+// Start runs the collection until ctx ends: over every worker at start and
+// every Interval (an Interval of 0 or less: at start only), and over each
+// worker that (re)connects.
 func (gc *OrphanCollector) Start(ctx context.Context) error {
+	var tick <-chan time.Time
+	if gc.Interval > 0 {
+		ticker := time.NewTicker(gc.Interval)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+	for _, worker := range gc.workers.names() {
+		gc.collect(ctx, worker)
+	}
 	for {
-		for _, worker := range gc.Registry.names() {
-			gc.collect(ctx, worker)
-		}
-		if gc.Interval <= 0 {
-			<-ctx.Done()
-			return nil
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(gc.Interval):
+		case worker := <-gc.connected:
+			gc.collect(ctx, worker)
+		case <-tick:
+			for _, worker := range gc.workers.names() {
+				gc.collect(ctx, worker)
+			}
 		}
 	}
 }
@@ -57,7 +68,7 @@ func (gc *OrphanCollector) Start(ctx context.Context) error {
 // collect deletes the orphaned mirrors on one connected worker.
 func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 	log := logf.FromContext(ctx).WithValues("worker", worker)
-	rem := gc.Registry.remote(worker)
+	rem := gc.workers.conn(worker)
 	if rem == nil || !rem.connected() {
 		return
 	}
@@ -76,24 +87,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	defer orphanScans.WithLabelValues(worker).Inc()
-	live := map[types.UID]*batchv1.Job{}
-	for i := range jobs.Items {
-		if jobs.Items[i].DeletionTimestamp == nil {
-			live[jobs.Items[i].UID] = &jobs.Items[i]
-		}
-	}
-	for i := range mirrors.Items {
-		m := &mirrors.Items[i]
-		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
-		if origin == "" || m.DeletionTimestamp != nil || !mayDelete(m, gc.Registry.ManagerID, rem.originShared()) {
-			continue
-		}
-		// A mirror of a live Job is kept unless a later attempt replaced it
-		// (fencing after a worker loss). A mirror newer than the cached Job
-		// only means the cache lags.
-		if job := live[origin]; job != nil && mirror.Attempt(m) >= jobstate.Attempt(job) {
-			continue
-		}
+	for _, m := range orphans(mirrors.Items, jobs.Items, gc.managerID, rem.originShared()) {
 		deleted, err := deleteMirror(ctx, rem, worker, m)
 		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
@@ -103,6 +97,36 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 			continue
 		}
 		orphansDeleted.WithLabelValues(worker).Inc()
-		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", origin)
+		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", m.Labels[v1alpha1.OriginUIDLabel])
 	}
+}
+
+// orphans are the mirrors, among those of this installation's origin the
+// worker's cache holds, that the collector deletes: those whose manager Job
+// (among jobs, the manager's) is gone or being deleted, and those of an
+// attempt a later one replaced (fencing after a worker loss). Never one
+// being deleted, one without an origin UID, nor one this installation may
+// not delete (mayDelete: another installation's, or, once the origin is
+// shared there, one that does not say whose it is). A mirror of an attempt
+// later than the cached Job's only means the cache lags: kept.
+func orphans(mirrors, jobs []batchv1.Job, managerID string, shared bool) []*batchv1.Job {
+	live := map[types.UID]*batchv1.Job{}
+	for i := range jobs {
+		if jobs[i].DeletionTimestamp == nil {
+			live[jobs[i].UID] = &jobs[i]
+		}
+	}
+	var out []*batchv1.Job
+	for i := range mirrors {
+		m := &mirrors[i]
+		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
+		if origin == "" || m.DeletionTimestamp != nil || !mayDelete(m, managerID, shared) {
+			continue
+		}
+		if job := live[origin]; job != nil && mirror.Attempt(m) >= jobstate.Attempt(job) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -83,8 +83,9 @@ type Registry struct {
 	mirrorEvents chan event.GenericEvent
 	// workerEvents asks for a WorkerCluster reconcile (cache synced).
 	workerEvents chan event.GenericEvent
-	// onConnected is told when a worker becomes Connected.
-	onConnected func(worker string)
+	// connectedSubscribers are told, by name, of each worker that becomes
+	// Connected (SubscribeConnected; guarded by mu).
+	connectedSubscribers []chan<- string
 
 	// assume holds what placed Jobs request until the workers' summaries
 	// show it: placement adds, mirrors running and summaries end it.
@@ -298,15 +299,39 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// yet connected: look at its Jobs again, and at the unplaced ones,
 		// which may fit now.
 		r.enqueuePlaced(ctx, wc.Name, unplacedKey)
-		if r.onConnected != nil {
-			go r.onConnected(wc.Name)
-		}
+		r.tellConnected(ctx, wc.Name)
 	}
 	// A change of the worker (uncordoned, relabelled, its rights or
 	// connection back) may give waiting Jobs room; so may time, as this
 	// runs with every health probe.
 	r.wakeWaiting()
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// SubscribeConnected returns a channel that gets the name of each worker
+// that becomes Connected, for a subscriber that reads it in its own loop.
+// A subscriber that falls behind by more than buffer names misses the
+// ones after (logged): it must also look at every worker now and then.
+func (r *Registry) SubscribeConnected(buffer int) <-chan string {
+	ch := make(chan string, buffer)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.connectedSubscribers = append(r.connectedSubscribers, ch)
+	return ch
+}
+
+// tellConnected tells every subscriber that worker became Connected,
+// without waiting for any.
+func (r *Registry) tellConnected(ctx context.Context, worker string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, ch := range r.connectedSubscribers {
+		select {
+		case ch <- worker:
+		default:
+			logf.FromContext(ctx).Info("a subscriber to connected workers is behind; it is not told of this one", "worker", worker)
+		}
+	}
 }
 
 // connect brings the remote in line with the Secret and probes it.
