@@ -230,71 +230,27 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.removed.forget(wc.Name)
-	// The condition as last written, not the live connection, which may have
-	// turned healthy between two reconciles.
-	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
 	initWorkerMetrics(wc.Name)
-	cond, rem := r.connect(ctx, wc)
-	requeue := r.HealthInterval
-	if rem != nil && cond.Status != metav1.ConditionTrue {
-		requeue = backoff(rem.failures.Load())
-	}
-
-	if old := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); old == nil || old.Status != cond.Status || old.Reason != cond.Reason {
-		logf.FromContext(ctx).Info("worker connection changed", "connected", cond.Status, "reason", cond.Reason, "message", cond.Message)
-	}
-	status := wc.Status.DeepCopy()
-	cond.ObservedGeneration = wc.Generation
-	meta.SetStatusCondition(&status.Conditions, cond)
-	// Reviewed as soon as the worker answers: a credential that may not
-	// list what the manager caches leaves it Connecting, and the Authorized
-	// condition says why.
-	if rem != nil && rem.healthy.Load() {
-		authorized := r.reviewRights(ctx, rem, rem.reviewDue.Swap(false))
-		authorized.ObservedGeneration = wc.Generation
-		meta.SetStatusCondition(&status.Conditions, authorized)
-		if authorized.Status != metav1.ConditionTrue {
-			requeue = min(requeue, rightsRetry)
-		}
-	}
-	if rem != nil {
-		exclusive := originCondition(r.Origin, rem.sharedOrigin.Load())
-		exclusive.ObservedGeneration = wc.Generation
-		meta.SetStatusCondition(&status.Conditions, exclusive)
-		r.keepWarningsWatch(ctx, rem)
-		if capacity := rem.capacity(ctx); capacity != nil {
-			status.Capacity = capacity
-		}
-		credential, cond, after := r.keepCredential(ctx, wc, rem)
-		status.Credential = credential
-		if cond != nil {
-			cond.ObservedGeneration = wc.Generation
-			meta.SetStatusCondition(&status.Conditions, *cond)
-		} else {
-			meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionCredentialRenewal)
-		}
-		if after > 0 {
-			requeue = min(requeue, after)
-		}
-	}
-	dispatched, running, err := r.countJobs(ctx, wc.Name)
+	facts, err := r.workerFacts(ctx, wc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status.DispatchedJobs, status.RunningJobs = dispatched, running
-	if !equality.Semantic.DeepEqual(status, &wc.Status) {
-		wc.Status = *status
+	d := decideWorker(wc, facts, r.HealthInterval)
+	if old := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); old == nil || old.Status != facts.connected.Status || old.Reason != facts.connected.Reason {
+		logf.FromContext(ctx).Info("worker connection changed", "connected", facts.connected.Status, "reason", facts.connected.Reason, "message", facts.connected.Message)
+	}
+	if d.write {
+		wc.Status = d.status
 		if err := r.Client.Status().Update(ctx, wc); err != nil {
 			return reconcile.Result{}, fmt.Errorf("writing status of WorkerCluster %s: %w", wc.Name, err)
 		}
 	}
-	connected := cond.Status == metav1.ConditionTrue
-	setWorkerConnected(wc.Name, connected)
-	if !connected && wasConnected {
+	setWorkerConnected(wc.Name, d.connected)
+	if d.lost {
 		// Its Jobs start counting towards the worker-lost timeout.
 		r.enqueuePlaced(ctx, wc.Name)
 	}
-	if connected && !wasConnected {
+	if d.connectedNow {
 		// Mirror events seen while the caches synced found the worker not
 		// yet connected: look at its Jobs again, and at the unplaced ones,
 		// which may fit now.
@@ -305,7 +261,128 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	// connection back) may give waiting Jobs room; so may time, as this
 	// runs with every health probe.
 	r.wakeWaiting()
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	return reconcile.Result{RequeueAfter: d.requeue}, nil
+}
+
+// workerFacts are what one reconcile of a WorkerCluster finds, phase by
+// phase, for decideWorker: the connection, then — while there is one — the
+// credential's rights, another installation with the same origin, the
+// Warning Events watch, the capacity summary and the credential's renewal,
+// and the manager Jobs placed there.
+type workerFacts struct {
+	// connected is the Connected condition the connection phase found.
+	connected metav1.Condition
+	// hasConnection: a connection exists (it may not answer);
+	// probeFailures counts its failed probes in a row.
+	hasConnection bool
+	probeFailures int32
+	// authorized is the Authorized condition; nil when the rights were not
+	// reviewed (the worker does not answer).
+	authorized *metav1.Condition
+	// origin is the OriginExclusive condition; nil without a connection.
+	origin *metav1.Condition
+	// capacity is the worker's summary; nil when none is known now.
+	capacity *v1alpha1.ClusterCapacityStatus
+	// credentialKept: the credential phase ran (there is a connection);
+	// then credential, credentialCondition (nil: the token does not
+	// expire) and credentialAfter (0: no renewal due) are what it found.
+	credentialKept      bool
+	credential          *v1alpha1.CredentialStatus
+	credentialCondition *metav1.Condition
+	credentialAfter     time.Duration
+	// dispatched and running count the unfinished manager Jobs placed there.
+	dispatched, running int32
+}
+
+// workerFacts runs the phases of a WorkerCluster reconcile that read (and,
+// for the connection, rights review, Events watch and token renewal, act
+// on) the worker, and returns what they found.
+func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) (workerFacts, error) {
+	var f workerFacts
+	var rem *remote
+	f.connected, rem = r.connect(ctx, wc)
+	if rem != nil {
+		f.hasConnection, f.probeFailures = true, rem.failures.Load()
+		// Reviewed as soon as the worker answers: a credential that may
+		// not list what the manager caches leaves it Connecting, and the
+		// Authorized condition says why.
+		if rem.healthy.Load() {
+			authorized := r.reviewRights(ctx, rem, rem.reviewDue.Swap(false))
+			f.authorized = &authorized
+		}
+		origin := originCondition(r.Origin, rem.sharedOrigin.Load())
+		f.origin = &origin
+		r.keepWarningsWatch(ctx, rem)
+		f.capacity = rem.capacity(ctx)
+		f.credentialKept = true
+		f.credential, f.credentialCondition, f.credentialAfter = r.keepCredential(ctx, wc, rem)
+	}
+	var err error
+	f.dispatched, f.running, err = r.countJobs(ctx, wc.Name)
+	return f, err
+}
+
+// workerDecision is what decideWorker makes of the facts.
+type workerDecision struct {
+	// status is the WorkerCluster's new status; write: it differs from
+	// the one read.
+	status v1alpha1.WorkerClusterStatus
+	write  bool
+	// requeue is when the worker is looked at again.
+	requeue time.Duration
+	// connected: the worker is Connected now; connectedNow and lost: it
+	// became Connected, or stopped being, since the status last written
+	// (not the live connection, which may have changed between two
+	// reconciles).
+	connected, connectedNow, lost bool
+}
+
+// decideWorker is the WorkerCluster controller's decision: the status the
+// facts give (each condition with the generation it was found for; a
+// capacity summary, once seen, kept while none is known; the credential
+// condition removed once the token does not expire), whether to write it,
+// when to look again (the health interval, sooner while probes fail, rights
+// are missing or a renewal is due), and the transitions of Connected.
+func decideWorker(wc *v1alpha1.WorkerCluster, f workerFacts, healthInterval time.Duration) workerDecision {
+	d := workerDecision{requeue: healthInterval}
+	status := wc.Status.DeepCopy()
+	set := func(c metav1.Condition) {
+		c.ObservedGeneration = wc.Generation
+		meta.SetStatusCondition(&status.Conditions, c)
+	}
+	set(f.connected)
+	d.connected = f.connected.Status == metav1.ConditionTrue
+	if f.hasConnection && !d.connected {
+		d.requeue = backoff(f.probeFailures)
+	}
+	if f.authorized != nil {
+		set(*f.authorized)
+		if f.authorized.Status != metav1.ConditionTrue {
+			d.requeue = min(d.requeue, rightsRetry)
+		}
+	}
+	if f.origin != nil {
+		set(*f.origin)
+	}
+	if f.capacity != nil {
+		status.Capacity = f.capacity
+	}
+	if f.credentialKept {
+		status.Credential = f.credential
+		if f.credentialCondition != nil {
+			set(*f.credentialCondition)
+		} else {
+			meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionCredentialRenewal)
+		}
+		if f.credentialAfter > 0 {
+			d.requeue = min(d.requeue, f.credentialAfter)
+		}
+	}
+	status.DispatchedJobs, status.RunningJobs = f.dispatched, f.running
+	d.status, d.write = *status, !equality.Semantic.DeepEqual(status, &wc.Status)
+	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
+	d.connectedNow, d.lost = d.connected && !wasConnected, !d.connected && wasConnected
+	return d
 }
 
 // SubscribeConnected returns a channel that gets the name of each worker
@@ -486,6 +563,12 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			r.enqueuePlaced(ctx, rem.name, unplacedKey)
 		}
 	}
+	return authorizedCondition(state)
+}
+
+// authorizedCondition is the Authorized condition for what the last review
+// of a worker credential's rights found.
+func authorizedCondition(state *rightsState) metav1.Condition {
 	if len(state.missing) > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
 			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}
