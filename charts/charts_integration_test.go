@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 const kubeVersion = "1.36.3"
@@ -170,12 +170,12 @@ func TestIntegrationChartsInstall(t *testing.T) {
 		if err := decodeKind(manifests, "ValidatingWebhookConfiguration", &validating); err != nil {
 			t.Fatal(err)
 		}
-		selector, err := metav1.ParseToLabelSelector(manager.DefaultDispatchNamespaceSelector)
+		selector, err := metav1.ParseToLabelSelector(admission.DefaultDispatchNamespaceSelector)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reserved := append(append([]string{}, manager.AlwaysReserved...), "jobferry-system")
-		wantMutating, wantValidating := manager.WebhookConfigurations("https://unused", nil, selector, reserved)
+		reserved := append(append([]string{}, admission.AlwaysReserved...), "jobferry-system")
+		wantMutating, wantValidating := admission.WebhookConfigurations("https://unused", nil, selector, reserved)
 		ignore := func(w *admissionregistrationv1.WebhookClientConfig) {
 			*w = admissionregistrationv1.WebhookClientConfig{}
 		}
@@ -192,17 +192,17 @@ func TestIntegrationChartsInstall(t *testing.T) {
 		sortReserved(&mutating.Webhooks[0])
 		sortReserved(&wantMutating.Webhooks[0])
 		if diff := cmp.Diff(wantMutating.Webhooks, mutating.Webhooks); diff != "" {
-			t.Errorf("the chart's opt-in webhook differs from manager.WebhookConfigurations (-code +chart):\n%s", diff)
+			t.Errorf("the chart's opt-in webhook differs from admission.WebhookConfigurations (-code +chart):\n%s", diff)
 		}
 		if diff := cmp.Diff(wantValidating.Webhooks, validating.Webhooks); diff != "" {
-			t.Errorf("the chart's validating webhook differs from manager.WebhookConfigurations (-code +chart):\n%s", diff)
+			t.Errorf("the chart's validating webhook differs from admission.WebhookConfigurations (-code +chart):\n%s", diff)
 		}
 	})
 }
 
 // The charts' admission policies are the code's, for the manager's
-// ServiceAccount, bound to deny: manager.StatePolicy in the manager chart,
-// manager.NamespacePolicy in the worker chart where the manager may create
+// ServiceAccount, bound to deny: admission.StatePolicy in the manager chart,
+// admission.NamespacePolicy in the worker chart where the manager may create
 // namespaces (and none where it may not).
 func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 	const user = "system:serviceaccount:jobferry-system:jobferry-manager"
@@ -213,10 +213,10 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 		want func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 	}{
 		{"jobferry-manager", nil, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-			return manager.StatePolicy("jobferry-manager-state", user)
+			return admission.StatePolicy("jobferry-manager-state", user)
 		}},
 		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-			return manager.NamespacePolicy("jobferry-worker-manager-namespaces", user)
+			return admission.NamespacePolicy("jobferry-worker-manager-namespaces", user)
 		}},
 		{"jobferry-worker", nil, nil},
 	}

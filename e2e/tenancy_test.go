@@ -21,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 const (
@@ -126,9 +127,9 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		}
 		t.Logf("refused %s/%s: %v", job.Namespace, job.Name, err)
 	}
-	refused(dispatched(restrictedJob("team-a-local", "not-opted-in")), manager.RuleNamespaceOptIn, `namespace "team-a-local" is not opted in`, "jobferry.dev/dispatch=enabled")
-	refused(privilegedJob("team-a", "privileged"), manager.RulePodSecurity, `violates PodSecurity "restricted:latest"`, `privileged (container "main" must not set securityContext.privileged=true)`, `restricted volume types (volume "host" uses restricted volume type "hostPath")`)
-	refused(dispatched(restrictedJob("kube-system", "reserved")), manager.RuleReserved, `namespace "kube-system" is reserved`)
+	refused(dispatched(restrictedJob("team-a-local", "not-opted-in")), admission.RuleNamespaceOptIn, `namespace "team-a-local" is not opted in`, "jobferry.dev/dispatch=enabled")
+	refused(privilegedJob("team-a", "privileged"), admission.RulePodSecurity, `violates PodSecurity "restricted:latest"`, `privileged (container "main" must not set securityContext.privileged=true)`, `restricted volume types (volume "host" uses restricted volume type "hostPath")`)
+	refused(dispatched(restrictedJob("kube-system", "reserved")), admission.RuleReserved, `namespace "kube-system" is reserved`)
 
 	// Opting kube-system in does not make it dispatch: the opt-in webhook
 	// leaves its Jobs alone.
@@ -213,7 +214,7 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		}
 	}
 	t.Cleanup(restore)
-	slipped := map[string]string{"team-a-local": manager.RuleNamespaceOptIn, "team-a": manager.RulePodSecurity}
+	slipped := map[string]string{"team-a-local": admission.RuleNamespaceOptIn, "team-a": admission.RulePodSecurity}
 	jobs := map[string]*batchv1.Job{"team-a-local": dispatched(restrictedJob("team-a-local", "slipped-in")), "team-a": privilegedJob("team-a", "slipped-in")}
 	for ns, job := range jobs {
 		var created *batchv1.Job

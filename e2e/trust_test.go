@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 // Issue 23: only jobferry writes jobferry's state. These tests act as the
@@ -88,7 +89,7 @@ func statePolicyOff(ctx context.Context, t *testing.T, d *dispatchEnv, tenant ku
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, binding := manager.StatePolicy(devenv.StatePolicyName, devenv.ManagerUser)
+		_, binding := admission.StatePolicy(devenv.StatePolicyName, devenv.ManagerUser)
 		if _, err := bindings.Create(context.Background(), binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Errorf("restoring the state policy's binding: %v", err)
 		}

@@ -36,7 +36,7 @@ func trimJob(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	if isManagerJob(job) {
+	if v1alpha1.IsManagerJob(job) {
 		job.ManagedFields = nil
 		return job, nil
 	}
@@ -70,7 +70,7 @@ const unfinishedPlacementIndex = "jobferry.dev/unfinished-placement"
 func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	err := indexer.IndexField(ctx, &batchv1.Job{}, placementIndex, func(obj client.Object) []string {
 		job, ok := obj.(*batchv1.Job)
-		if !ok || !isManagerJob(job) {
+		if !ok || !v1alpha1.IsManagerJob(job) {
 			return nil
 		}
 		return []string{placementKey(job)}
@@ -80,7 +80,7 @@ func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	}
 	err = indexer.IndexField(ctx, &batchv1.Job{}, unfinishedPlacementIndex, func(obj client.Object) []string {
 		job, ok := obj.(*batchv1.Job)
-		if !ok || !isManagerJob(job) {
+		if !ok || !v1alpha1.IsManagerJob(job) {
 			return nil
 		}
 		return unfinishedPlacementKeys(job)

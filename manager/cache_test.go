@@ -46,7 +46,7 @@ func TestTrimJobKeepsManagerJobsWholeAndOthersAsIdentity(t *testing.T) {
 	if other.Name != "j" || other.Namespace != "team" || other.UID != "u1" || other.ResourceVersion != "7" {
 		t.Errorf("another controller's Job lost its identity: %+v", other.ObjectMeta)
 	}
-	if isManagerJob(other) {
+	if v1alpha1.IsManagerJob(other) {
 		t.Error("another controller's Job passes for a manager Job once trimmed")
 	}
 	if other.Annotations != nil || other.Spec.Template.Spec.Containers != nil || other.Status.Active != 0 || other.ManagedFields != nil {

@@ -39,6 +39,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -109,7 +110,7 @@ type JobReconciler struct {
 	// (InstallationID), on every mirror it creates.
 	ManagerID string
 	// Policy says which Jobs may be dispatched, and where (tenancy).
-	Policy *DispatchPolicy
+	Policy *admission.DispatchPolicy
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (StateKeys; package jobstate).
 	Keys keySource
@@ -170,7 +171,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("job").
 		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			job, ok := obj.(*batchv1.Job)
-			return ok && isManagerJob(job)
+			return ok && v1alpha1.IsManagerJob(job)
 		}), notOwnStatusWrite{})).
 		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
@@ -278,7 +279,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		job = nil
 		r.warned.forget(req.NamespacedName)
 	}
-	if job != nil && !isManagerJob(job) {
+	if job != nil && !v1alpha1.IsManagerJob(job) {
 		return reconcile.Result{}, nil
 	}
 	var memo stepMemo
@@ -411,8 +412,8 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 // down or not registered, namespaces changed since, and templates changed
 // since (while suspended): it holds at every placement, mirror create and
 // template carry, which is where readState asks.
-func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Namespace, *Refusal, error) {
-	ns, err := r.namespaces().get(ctx, job.Namespace)
+func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Namespace, *admission.Refusal, error) {
+	ns, err := r.namespaces().Get(ctx, job.Namespace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -662,7 +663,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 // directives and the Job unsuspended, in one write (placedJob). placed
 // reports a placement recorded: the mirror can be created next.
 func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
-	ns, err := r.namespaces().get(ctx, job.Namespace)
+	ns, err := r.namespaces().Get(ctx, job.Namespace)
 	if err != nil {
 		return false, reconcile.Result{}, err
 	}
@@ -793,7 +794,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		return false, reconcile.Result{Requeue: true}, nil
 	}
 	if rem.namespaceRights().create {
-		ns, err := r.namespaces().get(ctx, job.Namespace)
+		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
 			return false, reconcile.Result{}, err
 		}
@@ -921,7 +922,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	}
 	if slices.Contains(st.Changed, "template") && rem.namespaceRights().create {
 		// The new pods are held to the manager namespace's levels too.
-		ns, err := r.namespaces().get(ctx, job.Namespace)
+		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -1184,15 +1185,11 @@ func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batc
 }
 
 // namespaces reads manager namespaces (see namespaceReader).
-func (r *JobReconciler) namespaces() namespaceReader {
-	return namespaceReader{cache: r.Client, api: r.APIReader}
+func (r *JobReconciler) namespaces() admission.NamespaceReader {
+	return admission.NamespaceReader{Cache: r.Client, API: r.APIReader}
 }
 
 // conn is the connection to worker, nil when there is none.
 func (r *JobReconciler) conn(worker string) workerConn { return r.connections.conn(worker) }
-
-func isManagerJob(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.ManagedBy, "") == v1alpha1.ManagerManagedBy
-}
 
 func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

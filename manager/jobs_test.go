@@ -22,6 +22,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -63,7 +64,7 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 				return c.SubResource(sub).Update(ctx, obj, opts...)
 			},
 		}).Build()
-	policy, err := NewDispatchPolicy(labels.SelectorFromSet(labels.Set{v1alpha1.DispatchNamespaceLabel: "enabled"}), nil, false)
+	policy, err := admission.NewDispatchPolicy(labels.SelectorFromSet(labels.Set{v1alpha1.DispatchNamespaceLabel: "enabled"}), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
-		if !isManagerJob(job) {
+		if !v1alpha1.IsManagerJob(job) {
 			continue
 		}
 		worker := job.Annotations[v1alpha1.WorkerAnnotation]

@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -52,7 +53,7 @@ type jobState struct {
 	MirrorExpected bool
 	// Refusal is why the dispatch policy keeps an unplaced Job on the
 	// manager; nil when it may be dispatched.
-	Refusal *Refusal
+	Refusal *admission.Refusal
 	// Blocked holds the writes the API server rejected for the Job as it is
 	// now (refusals.go): they are not tried again until it changes.
 	Blocked map[write]bool

@@ -12,6 +12,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -155,7 +156,7 @@ func TestNextStep(t *testing.T) {
 			want:  stepComplete,
 		},
 		"a Job the policy refuses says why and is looked at again in a minute": {
-			state: jobState{Now: stepNow, Job: stepJob(), Refusal: &Refusal{Rule: RuleNamespaceOptIn, Message: "not opted in"}},
+			state: jobState{Now: stepNow, Job: stepJob(), Refusal: &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}},
 			want:  stepNotAllowed, checks: []check{wantRequeue(time.Minute), wantWaiting(ReasonNotAllowed, "rule: namespace opt-in")},
 		},
 		"a Job its user suspended waits, saying so": {
@@ -379,7 +380,7 @@ func TestNextStep(t *testing.T) {
 		"a placed Job the policy refuses now (its namespace opted out since): no mirror is created": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
-				s.Refusal = &Refusal{Rule: RulePodSecurity, Message: "violates PodSecurity"}
+				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: "violates PodSecurity"}
 				return s
 			}(),
 			want: stepNotAllowed, checks: []check{wantWaiting(ReasonNotAllowed, "rule: Pod Security")},
@@ -469,7 +470,7 @@ func TestNextStep(t *testing.T) {
 					j.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/work": "unconfined"}
 				})
 				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
-				s.Refusal = &Refusal{Rule: RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
+				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
 				return s
 			}(),
 			want: stepInvalidMirror, checks: []check{wantWhy("not carried to the mirror on w1", "rule: Pod Security", "AppArmor")},
@@ -489,7 +490,7 @@ func TestNextStep(t *testing.T) {
 		"a refused namespace does not stop a running Job's other changes": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running))
-				s.Refusal = &Refusal{Rule: RuleNamespaceOptIn, Message: "not opted in"}
+				s.Refusal = &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}
 				return s
 			}(),
 			want: stepUpdateMirror,

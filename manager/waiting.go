@@ -230,7 +230,7 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 		ns, ok := namespaces[keys[0].Namespace]
 		if !ok {
 			var err error
-			if ns, err = r.namespaces().get(ctx, keys[0].Namespace); err != nil {
+			if ns, err = r.namespaces().Get(ctx, keys[0].Namespace); err != nil {
 				return err
 			}
 			namespaces[keys[0].Namespace] = ns

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -16,6 +17,21 @@ const (
 	psaEnforce = "pod-security.kubernetes.io/enforce"
 	psaWarn    = "pod-security.kubernetes.io/warn"
 )
+
+// namespace is a namespace with labels kv (key, value, ...).
+func namespace(name string, kv ...string) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		ns.Labels[kv[i]] = kv[i+1]
+	}
+	return ns
+}
+
+func TestPodSecurityLabels(t *testing.T) {
+	if got := podSecurityLabels(namespace("a", psaEnforce, "restricted", "pod-security.kubernetes.io/warn-version", "v1.30", "team", "x")); len(got) != 2 || got["team"] != "" {
+		t.Errorf("podSecurityLabels = %v, want the two Pod Security labels only", got)
+	}
+}
 
 func TestPlanWorkerNamespace(t *testing.T) {
 	all := namespaceRights{create: true, relabel: true}

@@ -23,11 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	webhookadmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 // The rights the manager uses in its own namespace (the chart's release
@@ -76,8 +77,8 @@ func main() {
 		mutatingName     = flag.String("mutating-webhook-configuration", "jobferry-opt-in", "MutatingWebhookConfiguration whose caBundle the rotation keeps")
 		validatingName   = flag.String("validating-webhook-configuration", "jobferry-validate", "ValidatingWebhookConfiguration whose caBundle the rotation keeps")
 		metricsSecure    = flag.Bool("metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
-		dispatchNS       = flag.String("dispatch-namespace-selector", manager.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
-		reservedNS       = flag.String("reserved-namespaces", manager.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
+		dispatchNS       = flag.String("dispatch-namespace-selector", admission.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
+		reservedNS       = flag.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 		renewThreshold   = flag.Float64("credential-renewal-threshold", manager.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 		allowWeakerPSA   = flag.Bool("allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 		stateKeySecret   = flag.String("state-key-secret", manager.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
@@ -116,7 +117,7 @@ func main() {
 	}
 	reserved := append(strings.Split(*reservedNS, ","), *namespace)
 	reserved = slices.DeleteFunc(reserved, func(s string) bool { return strings.TrimSpace(s) == "" })
-	policy, err := manager.NewDispatchPolicy(dispatchSelector, reserved, *allowWeakerPSA)
+	policy, err := admission.NewDispatchPolicy(dispatchSelector, reserved, *allowWeakerPSA)
 	if err != nil {
 		fail(err, "building the dispatch policy")
 	}
@@ -151,8 +152,8 @@ func main() {
 		Cache:                         manager.CacheOptions(*namespace),
 	}
 	// With a certificate Secret, both servers serve it from memory as it
-	// changes (manager.CertSource): no handshake succeeds before it exists.
-	certs := &manager.CertSource{}
+	// changes (admission.CertSource): no handshake succeeds before it exists.
+	certs := &admission.CertSource{}
 	var webhookServer webhook.Server
 	if *webhookPort != 0 {
 		webhookOpts := webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertDir}
@@ -200,7 +201,7 @@ func main() {
 		fail(err, "adding the orphan mirror collector")
 	}
 	if *webhookPort != 0 {
-		manager.RegisterWebhooks(mgr.GetWebhookServer(), admission.NewDecoder(scheme), mgr.GetClient(), mgr.GetAPIReader(), policy)
+		admission.RegisterWebhooks(mgr.GetWebhookServer(), webhookadmission.NewDecoder(scheme), mgr.GetClient(), mgr.GetAPIReader(), policy)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		fail(err, "adding the health check")
@@ -216,7 +217,7 @@ func main() {
 				dnsNames = append(dnsNames, name)
 			}
 		}
-		if err := manager.SetupWebhookCerts(mgr, manager.WebhookCerts{
+		if err := admission.SetupWebhookCerts(mgr, admission.WebhookCerts{
 			Namespace: *namespace, Secret: *certSecret, Dir: *webhookCertDir, Rotate: *certRotation, DNSNames: dnsNames,
 			MutatingWebhook: *mutatingName, ValidatingWebhook: *validatingName,
 		}, certs, certsReady); err != nil {

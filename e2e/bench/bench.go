@@ -26,7 +26,7 @@ import (
 
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 // Config says what to run.
@@ -117,7 +117,7 @@ type Arm struct {
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
 // manager's default namespace selector asks for.
 func dispatchLabels() (map[string]string, error) {
-	set, err := labels.ConvertSelectorToLabelsMap(manager.DefaultDispatchNamespaceSelector)
+	set, err := labels.ConvertSelectorToLabelsMap(admission.DefaultDispatchNamespaceSelector)
 	if err != nil {
 		return nil, fmt.Errorf("the default dispatch namespace selector is not a set of labels: %w", err)
 	}

@@ -26,7 +26,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 // SystemNamespace holds the worker kubeconfig Secrets on the manager.
@@ -282,13 +282,13 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err != nil {
 		return err
 	}
-	dispatch, err := metav1.ParseToLabelSelector(manager.DefaultDispatchNamespaceSelector)
+	dispatch, err := metav1.ParseToLabelSelector(admission.DefaultDispatchNamespaceSelector)
 	if err != nil {
 		return err
 	}
-	reserved := append(append(slices.Clone(manager.AlwaysReserved), manager.DefaultReservedNamespaces), SystemNamespace)
-	mutating, validating := manager.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
-	policy, binding := manager.StatePolicy(StatePolicyName, ManagerUser)
+	reserved := append(append(slices.Clone(admission.AlwaysReserved), admission.DefaultReservedNamespaces), SystemNamespace)
+	mutating, validating := admission.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
+	policy, binding := admission.StatePolicy(StatePolicyName, ManagerUser)
 	for _, obj := range []client.Object{mutating, validating, policy, binding} {
 		if err := managerClient.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)

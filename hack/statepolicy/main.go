@@ -1,8 +1,8 @@
 // Command statepolicy writes the specs of jobferry's ValidatingAdmissionPolicies
 // into the charts, which fill in the manager's ServiceAccount for ManagerUser:
-// the one that keeps jobferry's state on Jobs jobferry's (manager.StatePolicy,
+// the one that keeps jobferry's state on Jobs jobferry's (admission.StatePolicy,
 // manager chart) and the one that fences the manager's rights on a worker's
-// namespaces (manager.NamespacePolicy, worker chart).
+// namespaces (admission.NamespacePolicy, worker chart).
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/manager/admission"
 )
 
 // ManagerUser stands for the manager's username in the written specs; the
@@ -27,8 +27,8 @@ var policies = []struct {
 	file, template, from string
 	policy               func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 }{
-	{"charts/jobferry-manager/files/state-policy.yaml", "templates/statepolicy.yaml", "manager.StatePolicy", manager.StatePolicy},
-	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "manager.NamespacePolicy", manager.NamespacePolicy},
+	{"charts/jobferry-manager/files/state-policy.yaml", "templates/statepolicy.yaml", "admission.StatePolicy", admission.StatePolicy},
+	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "admission.NamespacePolicy", admission.NamespacePolicy},
 }
 
 // spec is the content of policy i's file.

@@ -5,7 +5,7 @@
 // someone else wrote or changed is never taken for jobferry's.
 //
 // Two guards keep that state jobferry's. The API server refuses, by a
-// ValidatingAdmissionPolicy the manager chart ships (manager.StatePolicy),
+// ValidatingAdmissionPolicy the manager chart ships (admission.StatePolicy),
 // any request but the manager's that sets or changes one of these
 // annotations: it holds while the manager's webhooks are down. And the
 // manager seals what it writes with an HMAC under a key only it holds (a

@@ -1,4 +1,4 @@
-package manager
+package admission
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const (
 // those the cache does not know yet) to apply the dispatch policy.
 func RegisterWebhooks(server webhook.Server, decoder admission.Decoder, cache, api client.Reader, policy *DispatchPolicy) {
 	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}})
-	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, namespaces: namespaceReader{cache: cache, api: api}, policy: policy}})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, namespaces: NamespaceReader{Cache: cache, API: api}, policy: policy}})
 }
 
 // optIn runs on Job creation in namespaces labelled jobferry.dev/dispatch:
@@ -85,7 +85,7 @@ func OptIn(job *batchv1.Job) (*batchv1.Job, bool) {
 // policy refuses (see DispatchPolicy.Admit), with the rule in the message.
 type validator struct {
 	decoder    admission.Decoder
-	namespaces namespaceReader
+	namespaces NamespaceReader
 	policy     *DispatchPolicy
 }
 
@@ -97,11 +97,11 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 	if err := Validate(job); err != nil {
 		return admission.Denied(err.Error())
 	}
-	if !isManagerJob(job) {
+	if !v1alpha1.IsManagerJob(job) {
 		return admission.Allowed("")
 	}
 	job.Namespace = req.Namespace
-	ns, err := h.namespaces.get(ctx, req.Namespace)
+	ns, err := h.namespaces.Get(ctx, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -112,31 +112,31 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 	return admission.Allowed("").WithWarnings(warnings...)
 }
 
-// namespaceReader reads namespaces from the manager's cache and, for one
+// NamespaceReader reads namespaces from the manager's cache and, for one
 // the cache does not know, from the API server: a namespace created moments
 // before the Job in it may not be in the cache yet, and taking it for
 // missing would refuse the Job as "not opted in".
-type namespaceReader struct {
-	cache client.Reader
-	// api, when set, reads what the cache does not have (a list by name:
+type NamespaceReader struct {
+	Cache client.Reader
+	// API, when set, reads what the cache does not have (a list by name:
 	// the manager may list namespaces, not get them).
-	api client.Reader
+	API client.Reader
 }
 
-// get reads a namespace; nil when it does not exist.
-func (n namespaceReader) get(ctx context.Context, name string) (*corev1.Namespace, error) {
+// Get reads a namespace; nil when it does not exist.
+func (n NamespaceReader) Get(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
-	err := n.cache.Get(ctx, types.NamespacedName{Name: name}, ns)
+	err := n.Cache.Get(ctx, types.NamespacedName{Name: name}, ns)
 	switch {
 	case err == nil:
 		return ns, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
-	case n.api == nil:
+	case n.API == nil:
 		return nil, nil
 	}
 	var list corev1.NamespaceList
-	if err := n.api.List(ctx, &list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}); err != nil {
+	if err := n.API.List(ctx, &list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}); err != nil {
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
 	if len(list.Items) == 0 {

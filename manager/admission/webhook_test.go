@@ -1,4 +1,4 @@
-package manager
+package admission
 
 import (
 	"context"
@@ -116,11 +116,11 @@ func TestNamespaceReaderFallsBackToTheAPI(t *testing.T) {
 	api := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(ns).
 		WithIndex(&corev1.Namespace{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
 	ctx := context.Background()
-	got, err := namespaceReader{cache: cache, api: api}.get(ctx, "team-new")
+	got, err := NamespaceReader{Cache: cache, API: api}.Get(ctx, "team-new")
 	if err != nil || got == nil || got.Labels[v1alpha1.DispatchNamespaceLabel] != v1alpha1.DispatchEnabled {
 		t.Errorf("got %v, %v; want the namespace the API server has", got, err)
 	}
-	if got, err := (namespaceReader{cache: cache, api: api}).get(ctx, "team-none"); got != nil || err != nil {
+	if got, err := (NamespaceReader{Cache: cache, API: api}).Get(ctx, "team-none"); got != nil || err != nil {
 		t.Errorf("a namespace that does not exist: got %v, %v", got, err)
 	}
 }

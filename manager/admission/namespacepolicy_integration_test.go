@@ -1,6 +1,6 @@
 //go:build integration
 
-package manager
+package admission
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 // only as jobferry makes them and changes only the Pod Security labels of
 // those; every refusal says what it refused; other users are not affected.
 func TestIntegrationNamespacePolicy(t *testing.T) {
+	const psaEnforce = "pod-security.kubernetes.io/enforce"
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,4 +1,4 @@
-package manager
+package admission
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"

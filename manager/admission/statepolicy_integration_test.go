@@ -1,6 +1,6 @@
 //go:build integration
 
-package manager
+package admission
 
 import (
 	"context"

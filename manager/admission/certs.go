@@ -1,4 +1,4 @@
-package manager
+package admission
 
 import (
 	"bytes"
