@@ -99,7 +99,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // What to do next is decided by nextStep (step.go), a pure function of what
 // the reconcile read; the reconciler reads, asks, writes, and asks again.
 // A Job with nothing to run it completes itself (nothingtorun.go);
-// one that waits shows why in its Suspended condition (pending.go); a write
+// one that waits shows why in its Suspended condition (waitingcondition.go); a write
 // the API server refuses becomes a Warning Event on the Job (refusals.go).
 type JobReconciler struct {
 	Client   client.Client

@@ -91,7 +91,7 @@ type Registry struct {
 	// show it: placement adds, mirrors running and summaries end it.
 	assume *assumeCache
 	// waiting holds the Jobs no worker had room for; wakeSignal asks the
-	// Job controller to wake those that fit now (waiting.go).
+	// Job controller to wake those that fit now (waitingroom.go).
 	waiting    *waitingRoom
 	wakeSignal chan struct{}
 	// warnings carries the workers' Warning Events to the Job controller,
