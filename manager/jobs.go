@@ -144,11 +144,8 @@ type JobReconciler struct {
 	// warned remembers which worker Warning Events were forwarded to which
 	// Jobs, so each reason is forwarded once per pod (workerwarnings.go).
 	warned *warnedMemo
-	// finished remembers the Jobs whose finished status this manager wrote:
-	// a reconcile on a cache that has not caught up with that write, once
-	// the finished mirror is deleted, must not create the mirror again (the
-	// Job would run twice).
-	finished sync.Map // types.NamespacedName -> types.UID
+	// finished: the Jobs whose finished status this manager wrote.
+	finished finishedMemo
 	// attempts remembers the attempts this manager placed and the mirrors
 	// it created for them until the worker's cache shows them recorded
 	// (like the expectations of upstream controllers): a reconcile in
@@ -1031,8 +1028,7 @@ func (r *JobReconciler) writeJob(ctx context.Context, job *batchv1.Job) error {
 // wroteFinished: this manager wrote the Job's finished status (which the
 // cache may not show yet).
 func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
-	uid, ok := r.finished.Load(client.ObjectKeyFromObject(job))
-	return ok && uid.(types.UID) == job.UID
+	return r.finished.has(job)
 }
 
 // mirrorExpectedFor is how long a mirror this manager created is trusted to
@@ -1091,7 +1087,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
 		}
 		if jobstatus.Finished(desired) {
-			r.finished.Store(key, job.UID)
+			r.finished.wrote(job)
 		}
 		job.Status = updated.Status
 		job.ResourceVersion = updated.ResourceVersion
@@ -1106,7 +1102,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		return errRejectedCopy
 	default:
 		if hadObserved {
-			r.Registry.observed.LoadOrStore(key, observed)
+			r.Registry.observed.seen(key, observed)
 		}
 		result := "error"
 		if apierrors.IsConflict(err) {
@@ -1127,7 +1123,7 @@ var errRejectedCopy = errors.New("status copy rejected")
 // orphan collector, which deletes it once the worker is back.
 func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
 	r.refusals.forget(key)
-	r.finished.Delete(key)
+	r.finished.forget(key)
 	r.attempts.forget(key)
 	r.Registry.waiting.remove(key)
 	r.Registry.takeObserved(key)

@@ -101,11 +101,10 @@ type Registry struct {
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
-	// observed holds, per manager Job key, when a mirror change not yet
-	// copied was first seen: the start of jobferry_status_sync_lag_seconds.
-	observed sync.Map
-	// countsPending holds the workers whose Job counts are due for a refresh.
-	countsPending sync.Map
+	// observed: when the mirror changes not copied yet were seen.
+	observed observedMemo
+	// countsDue: the workers whose Job counts are due for a refresh.
+	countsDue dueWorkers
 	// removed remembers since when the WorkerClusters deleted lately are
 	// gone, for the worker-lost timeout of their Jobs.
 	removed removedWorkers
@@ -632,11 +631,11 @@ func (r *Registry) jobsChanged(worker string) {
 	if worker == "" {
 		return
 	}
-	if _, pending := r.countsPending.LoadOrStore(worker, struct{}{}); pending {
+	if !r.countsDue.mark(worker) {
 		return
 	}
 	time.AfterFunc(countsRefresh, func() {
-		r.countsPending.Delete(worker)
+		r.countsDue.done(worker)
 		r.reconcileWorker(worker)
 	})
 }
@@ -727,7 +726,7 @@ func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
 		}
 	}
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
-	r.observed.LoadOrStore(key, r.Clock.Now())
+	r.observed.seen(key, r.Clock.Now())
 	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 }
 
@@ -748,19 +747,12 @@ func (r *Registry) wakeWaiting() {
 // observedAt is when the oldest change of the mirror ns/name not copied yet
 // was seen; zero when none is known.
 func (r *Registry) observedAt(key types.NamespacedName) time.Time {
-	if v, ok := r.observed.Load(key); ok {
-		return v.(time.Time)
-	}
-	return time.Time{}
+	return r.observed.since(key)
 }
 
 // takeObserved returns and forgets when the change now copied was first seen.
 func (r *Registry) takeObserved(key types.NamespacedName) (time.Time, bool) {
-	v, ok := r.observed.LoadAndDelete(key)
-	if !ok {
-		return time.Time{}, false
-	}
-	return v.(time.Time), true
+	return r.observed.take(key)
 }
 
 // enqueue asks the Job controller to reconcile the manager Job ns/name.

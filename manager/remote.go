@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,9 +71,9 @@ type remote struct {
 	cacheFailed atomic.Pointer[error]
 	// deleted are the mirrors the manager deleted there lately.
 	deleted *deletedMirrors
-	// namespaceLabels caches, per namespace name, what a GET of it returned
-	// (its Pod Security labels matter to placement) for namespaceTTL.
-	namespaceLabels sync.Map // name -> namespaceEntry
+	// namespaces caches the worker's namespaces the manager read, for
+	// namespaceTTL.
+	namespaceCache namespaceCache
 
 	// warnings is the watch of the worker's Warning Events, while the
 	// credential may (workerwarnings.go).
@@ -109,11 +108,6 @@ func mayDelete(m *batchv1.Job, manager string, shared bool) bool {
 // reads the Job's namespace on every worker for each Job, and a burst of
 // Jobs comes mostly from few namespaces.
 const namespaceTTL = 10 * time.Second
-
-type namespaceEntry struct {
-	ns   *corev1.Namespace // nil: it does not exist
-	read time.Time
-}
 
 // remoteHandlers receive the changes seen on a worker.
 type remoteHandlers struct {
@@ -319,8 +313,8 @@ func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 // not list them — and reused for namespaceTTL.
 func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	now := r.clock.Now()
-	if e, ok := r.namespaceLabels.Load(name); ok && now.Sub(e.(namespaceEntry).read) < namespaceTTL {
-		return e.(namespaceEntry).ns, nil
+	if ns, ok := r.namespaceCache.get(name, now, namespaceTTL); ok {
+		return ns, nil
 	}
 	ns := &corev1.Namespace{}
 	if err := r.cluster.GetAPIReader().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
@@ -329,7 +323,7 @@ func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace,
 		}
 		ns = nil
 	}
-	r.namespaceLabels.Store(name, namespaceEntry{ns: ns, read: now})
+	r.namespaceCache.put(name, ns, now)
 	return ns, nil
 }
 
@@ -361,7 +355,7 @@ func (r *remote) createNamespace(ctx context.Context, ns *corev1.Namespace) (boo
 	if err != nil {
 		return false, fmt.Errorf("creating namespace %s on %s: %w", ns.Name, r.name, err)
 	}
-	r.namespaceLabels.Store(ns.Name, namespaceEntry{ns: created, read: r.clock.Now()})
+	r.namespaceCache.put(ns.Name, created, r.clock.Now())
 	return true, nil
 }
 
@@ -375,7 +369,7 @@ func (r *remote) relabelNamespace(ctx context.Context, have, want *corev1.Namesp
 		r.forgetNamespace(have.Name)
 		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, r.name, err)
 	}
-	r.namespaceLabels.Store(have.Name, namespaceEntry{ns: patched, read: r.clock.Now()})
+	r.namespaceCache.put(have.Name, patched, r.clock.Now())
 	return nil
 }
 
@@ -383,7 +377,7 @@ func (r *remote) relabelNamespace(ctx context.Context, have, want *corev1.Namesp
 // mirror create found it gone or being deleted, or a write to it failed, so
 // the next mirror create reads (and creates) it again.
 func (r *remote) forgetNamespace(name string) {
-	r.namespaceLabels.Delete(name)
+	r.namespaceCache.forget(name)
 }
 
 // uncachedJob reads a Job directly from the worker. Used only after a create

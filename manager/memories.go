@@ -1,0 +1,159 @@
+package manager
+
+import (
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The manager's small in-process memories, typed, each with the methods
+// that say what it remembers. (The larger ones have files of their own:
+// attemptMemo in attempts.go, refusalMemo in refusals.go, warnedMemo in
+// workerwarnings.go, assumeCache in assume.go, waitingRoom in
+// waitingroom.go.) A restarted manager starts with them empty; each says
+// why that is safe.
+
+// finishedMemo remembers the Jobs whose finished status this manager wrote:
+// a reconcile on a cache that has not caught up with that write, once the
+// finished mirror is deleted, must not create the mirror again (the Job
+// would run twice). After a restart the cache shows the status written.
+type finishedMemo struct {
+	mu   sync.Mutex
+	uids map[types.NamespacedName]types.UID
+}
+
+// wrote records that this manager wrote the Job's finished status.
+func (m *finishedMemo) wrote(job *batchv1.Job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.uids == nil {
+		m.uids = map[types.NamespacedName]types.UID{}
+	}
+	m.uids[client.ObjectKeyFromObject(job)] = job.UID
+}
+
+// has reports whether this manager wrote the finished status of this Job
+// (this UID: a new Job of the same name is another).
+func (m *finishedMemo) has(job *batchv1.Job) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid, ok := m.uids[client.ObjectKeyFromObject(job)]
+	return ok && uid == job.UID
+}
+
+// forget drops what is remembered of the Job key (it is gone).
+func (m *finishedMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.uids, key)
+}
+
+// observedMemo remembers, per manager Job key, when a mirror change not yet
+// copied was first seen: the start of jobferry_status_sync_lag_seconds.
+// After a restart the first change seen starts it.
+type observedMemo struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+// seen records a change seen at t, unless an older one is not copied yet.
+func (m *observedMemo) seen(key types.NamespacedName, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[types.NamespacedName]time.Time{}
+	}
+	if _, ok := m.at[key]; !ok {
+		m.at[key] = t
+	}
+}
+
+// since is when the oldest change not copied yet was seen; zero when none.
+func (m *observedMemo) since(key types.NamespacedName) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.at[key]
+}
+
+// take returns and forgets when the change now copied was first seen.
+func (m *observedMemo) take(key types.NamespacedName) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.at[key]
+	delete(m.at, key)
+	return t, ok
+}
+
+// dueWorkers remembers the workers whose Job counts are due for a refresh,
+// so a burst of Job changes asks for one. Lost with a restart, as the
+// refresh it stood for: every WorkerCluster is reconciled at start.
+type dueWorkers struct {
+	mu  sync.Mutex
+	due map[string]bool
+}
+
+// mark marks worker due and reports whether it was not already.
+func (d *dueWorkers) mark(worker string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.due[worker] {
+		return false
+	}
+	if d.due == nil {
+		d.due = map[string]bool{}
+	}
+	d.due[worker] = true
+	return true
+}
+
+// done: worker's refresh is under way.
+func (d *dueWorkers) done(worker string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.due, worker)
+}
+
+// namespaceCache remembers, per namespace name of one worker, what a GET of
+// it returned (its Pod Security labels matter to placement) and when, or
+// what jobferry's own write of it returned.
+type namespaceCache struct {
+	mu      sync.Mutex
+	entries map[string]namespaceEntry
+}
+
+type namespaceEntry struct {
+	ns   *corev1.Namespace // nil: it does not exist
+	read time.Time
+}
+
+// get returns the namespace read at most ttl before now (ok: there is one).
+func (c *namespaceCache) get(name string, now time.Time, ttl time.Duration) (ns *corev1.Namespace, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[name]
+	if !ok || now.Sub(e.read) >= ttl {
+		return nil, false
+	}
+	return e.ns, true
+}
+
+// put remembers ns (nil: it does not exist) as read at t.
+func (c *namespaceCache) put(name string, ns *corev1.Namespace, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]namespaceEntry{}
+	}
+	c.entries[name] = namespaceEntry{ns: ns, read: t}
+}
+
+// forget drops what is remembered of namespace name.
+func (c *namespaceCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, name)
+}
