@@ -357,7 +357,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != manager.ReasonWaitingForWorker ||
+		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != manager.ReasonNoWorkerFits ||
 			!strings.Contains(c.Message, "worker-1: a Job "+ns+"/clash not created by jobferry exists there") {
 			t.Errorf("after worker-2's capacity changed: placed on %q, Suspended condition %+v; want it waiting, unplaced, for the name held on worker-1",
 				waiting.Annotations[v1alpha1.WorkerAnnotation], c)

@@ -205,7 +205,7 @@ func TestWorkerCredentialWithoutRights(t *testing.T) {
 	limited.authorized(ctx, t, d, metav1.ConditionFalse)
 	pollJob(ctx, t, d.manager, ns, revoked.Name, 30*time.Second, "released and waiting", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return j.Annotations[v1alpha1.WorkerAnnotation] == "" && c != nil && c.Reason == manager.ReasonWaitingForWorker
+		return j.Annotations[v1alpha1.WorkerAnnotation] == "" && c != nil && c.Reason == manager.ReasonNoWorkerFits
 	})
 	limited.grant(ctx, t, allRules()...)
 	pollJob(ctx, t, d.manager, ns, revoked.Name, time.Minute, "Complete once granted again", func(j *batchv1.Job) bool {

@@ -678,7 +678,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker("%v", invalid))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
 	}
 	if !decision.Placed() {
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
@@ -692,7 +692,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		// every capacity summary); the Event, with the figures, goes with a
 		// change of it, not with every retry: under load every capacity
 		// change retries every waiting Job.
-		wrote, err := r.updateWaiting(ctx, job, waitingForWorker("%s", decision.Gist()))
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonNoWorkerFits, "%s", decision.Gist()))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
 		}
@@ -710,7 +710,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	if err != nil {
 		r.assume.forget(job.UID)
 		if reported(err) {
-			if werr := r.showWaiting(ctx, job, waitingForWorker("recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+			if werr := r.showWaiting(ctx, job, waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
 			}
 		}
@@ -805,7 +805,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	m, err := desiredMirror(job, s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(worker, "cannot build its mirror: %v", err))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
 	err = rem.client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
@@ -837,7 +837,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		// with it): read, and created, again on the next try.
 		rem.forgetNamespace(job.Namespace)
 		dispatchTotal.WithLabelValues(worker, "error").Inc()
-		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(worker,
+		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
@@ -878,7 +878,7 @@ var errForeign = errors.New("a Job not created by jobferry holds the name")
 // that a credential lacking them releases the Job for another worker.
 func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w write, what, worker string, err error) (reconcile.Result, error) {
 	if reported(err) {
-		if werr := r.showWaiting(ctx, job, waitingForMirror(worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
+		if werr := r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
 			return reconcile.Result{}, werr
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,20 +45,25 @@ func TestJobWaitingReasons(t *testing.T) {
 	if down.Kind != stepShowWaiting {
 		t.Fatalf("a Job on a disconnected worker: step %s, want ShowWaiting", down.Kind)
 	}
+	deleted := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)}, testStepConfig)
+	if deleted.Kind != stepShowWaiting {
+		t.Fatalf("a Job on a deleted worker: step %s, want ShowWaiting", deleted.Kind)
+	}
 	cases := []struct {
 		name       string
 		job        *batchv1.Job
 		workerDown bool
 		want       string
 	}{
+		{"placed on a worker whose WorkerCluster was deleted, nothing ran", withWaiting(deleted.Waiting), false, waitingWorkerLost},
 		{"suspended by its user", withWaiting(userSuspendedWaiting()), false, waitingUserSuspended},
 		{"refused by the dispatch policy", withWaiting(waiting{ReasonNotAllowed, "jobferry does not dispatch this Job (rule: namespace opt-in): ..."}), false, waitingNotAllowed},
-		{"no worker has room", withWaiting(waitingForWorker("%s", noFit.Gist())), false, waitingNoWorkerFits},
-		{"malformed cluster selector", withWaiting(waitingForWorker("%v", invalid)), false, waitingInvalidSelector},
-		{"placement write refused", withWaiting(waitingForWorker("recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
+		{"no worker has room", withWaiting(waitingForWorker(ReasonNoWorkerFits, "%s", noFit.Gist())), false, waitingNoWorkerFits},
+		{"malformed cluster selector", withWaiting(waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid)), false, waitingInvalidSelector},
+		{"placement write refused", withWaiting(waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
 		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
 		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
-		{"mirror refused", withWaiting(waitingForMirror("w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
+		{"mirror refused", withWaiting(waitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
 		{"running", stepJob(placed, running), false, ""},
 		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
 	}
@@ -74,7 +80,7 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 	jobs := []client.Object{
 		stepJob(func(j *batchv1.Job) {
 			j.Name = "waits"
-			j.Status, _ = pendingStatus(j.Status, waitingForWorker("%s", dispatch.NoWorkerFits), stepNow)
+			j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerFits, "%s", dispatch.NoWorkerFits), stepNow)
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
@@ -216,6 +222,23 @@ func TestWorkerMetricsStartAtZeroAndEndWithTheWorker(t *testing.T) {
 		"warnings": warningsForwarded, "orphans": orphansDeleted, "requests": remoteRequests, "connected": workerClusterConnected} {
 		if n := count(vec, "zero-test"); n != 0 {
 			t.Errorf("%s: %d series left of a deregistered worker", name, n)
+		}
+	}
+}
+
+// Every reason of the Suspended condition jobferry writes maps to one of
+// the metric's, and each of the metric's has one.
+func TestWaitingReasonsCoverTheConditions(t *testing.T) {
+	seen := map[string]bool{}
+	for reason, label := range waitingByReason {
+		if !slices.Contains(waitingReasons, label) {
+			t.Errorf("condition reason %s maps to %q, not one of the metric's reasons", reason, label)
+		}
+		seen[label] = true
+	}
+	for _, label := range waitingReasons {
+		if !seen[label] && label != waitingWorkerLost {
+			t.Errorf("the metric's reason %q comes from no condition reason", label)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func TestCompletedWithoutPods(t *testing.T) {
 	}
 	withStart := *upstream.DeepCopy()
 	withStart.StartTime = &at
-	waitingCond := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: ReasonWaitingForWorker}
+	waitingCond := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: ReasonNoWorkerFits}
 	cases := map[string]struct {
 		suspend bool
 		status  batchv1.JobStatus

@@ -68,7 +68,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			waits := []waiting{waitingForWorker("no worker fits"), waitingForWorker("no worker fits; w: needs 2 cpu"), waitingForMirror("w", "CreateMirror refused: forbidden")}
+			waits := []waiting{waitingForWorker(ReasonNoWorkerFits, "no worker fits"), waitingForWorker(ReasonNoWorkerFits, "no worker fits; w: needs 2 cpu"), waitingForMirror(ReasonWaitingForMirror, "w", "CreateMirror refused: forbidden")}
 			if userSuspended {
 				waits = []waiting{userSuspendedWaiting()}
 			}
@@ -96,7 +96,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 					t.Fatalf("step %d: the API server rejected the copied status: %v", i, err)
 				}
 				if i == 0 && !step.Suspend {
-					if cond := suspendedOf(job); cond != nil && cond.Reason == ReasonWaitingForWorker {
+					if cond := suspendedOf(job); cond != nil && cond.Reason == ReasonNoWorkerFits {
 						t.Errorf("the waiting condition survived the first copy from the mirror: %+v", cond)
 					}
 				}
@@ -118,7 +118,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job.Status, _ = pendingStatus(job.Status, waitingForWorker("no worker fits"), time.Now())
+			job.Status, _ = pendingStatus(job.Status, waitingForWorker(ReasonNoWorkerFits, "no worker fits"), time.Now())
 			if job, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}

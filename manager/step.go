@@ -469,7 +469,7 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		// the Secret is wrong): its mirrors may well run, so the Job waits
 		// for the connection, however long, rather than run twice.
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
-			return step{Kind: stepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: waitingForMirror(s.Worker,
+			return step{Kind: stepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
 				"%s (%s: %s); the Job waits for the connection rather than run elsewhere, as its mirror may run there", workerNotConnected, cond.Reason, cond.Message)}
 		}
 		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
@@ -480,7 +480,7 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		requeue := min(cfg.WorkerLostTimeout-down+time.Second, 10*time.Second)
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
 			// Placed, but nothing ran yet: say what it waits for.
-			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(s.Worker,
+			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
 				"%s; after %s it is placed elsewhere", why, cfg.WorkerLostTimeout)}
 		}
 		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}

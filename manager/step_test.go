@@ -498,7 +498,7 @@ func TestNextStep(t *testing.T) {
 		// The worker is down.
 		"a worker disconnected for less than the timeout: wait, saying so": {
 			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(time.Minute))},
-			want:  stepShowWaiting, checks: []check{wantRequeue(10 * time.Second), wantWaiting(ReasonWaitingForMirror, "not connected")},
+			want:  stepShowWaiting, checks: []check{wantRequeue(10 * time.Second), wantWaiting(ReasonWorkerNotConnected, "not connected")},
 		},
 		"a running Job on a worker disconnected briefly: wait quietly": {
 			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(15*time.Minute - 5*time.Second))},
@@ -514,7 +514,7 @@ func TestNextStep(t *testing.T) {
 		},
 		"a worker whose WorkerCluster was deleted, nothing ran: it says so": {
 			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)},
-			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonWaitingForMirror, "its WorkerCluster was deleted; after 15m0s it is placed elsewhere")},
+			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonWorkerNotConnected, "its WorkerCluster was deleted; after 15m0s it is placed elsewhere")},
 		},
 		"a worker whose WorkerCluster was deleted the timeout ago is lost": {
 			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-15 * time.Minute)},
@@ -533,7 +533,7 @@ func TestNextStep(t *testing.T) {
 				wc.Status.Conditions[0].Reason = v1alpha1.ReasonCredentialRejected
 				wc.Status.Conditions[0].Message = "refuses the credential (401 Unauthorized)"
 			})},
-			want: stepShowWaiting, checks: []check{wantWaiting(ReasonWaitingForMirror, "not connected (CredentialRejected: refuses the credential (401 Unauthorized)); the Job waits")},
+			want: stepShowWaiting, checks: []check{wantWaiting(ReasonWorkerNotConnected, "not connected (CredentialRejected: refuses the credential (401 Unauthorized)); the Job waits")},
 		},
 		"a Job that asks to wait for its lost worker waits": {
 			state: jobState{Job: stepJob(placed, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait }),

@@ -3,27 +3,36 @@ package manager
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/dispatch"
 )
 
 // Reasons of the Suspended condition jobferry writes on a manager Job that
 // has no mirror whose status could be copied, so that `kubectl get job` shows
 // it Suspended, not Running, and `kubectl describe job` says why it waits.
 // The mirror's status replaces the condition once the Job runs on a worker.
+// Each reason is one cause (the metric jobferry_jobs_waiting is read from
+// it); the message says the details.
 const (
-	// ReasonWaitingForWorker: no worker is chosen yet (none fits, the Job's
-	// cluster selector is invalid, or the placement could not be recorded).
+	// ReasonNoWorkerFits: no worker takes the Job now (the message says
+	// why each does not); it is placed once one does.
+	ReasonNoWorkerFits = "NoWorkerFits"
+	// ReasonInvalidClusterSelector: the Job's cluster selector does not
+	// parse; it waits for its user to fix it.
+	ReasonInvalidClusterSelector = ReasonInvalidSelector
+	// ReasonWaitingForWorker: a worker was chosen, but the manager's API
+	// server refused the write that records the placement.
 	ReasonWaitingForWorker = "WaitingForWorker"
+	// ReasonWorkerNotConnected: placed on a worker that is not connected
+	// now (or whose WorkerCluster was deleted); after the worker-lost
+	// timeout it is placed elsewhere.
+	ReasonWorkerNotConnected = "WorkerNotConnected"
 	// ReasonWaitingForMirror: a worker is chosen, but the mirror is not
-	// created yet (the worker is unreachable, or refused the mirror).
+	// created yet (the worker refused it or its namespace, or it cannot be
+	// built).
 	ReasonWaitingForMirror = "WaitingForMirror"
 	// reasonJobSuspended is what kube-controller-manager writes on a Job its
 	// user suspended; jobferry writes the same on one it never dispatched.
@@ -40,12 +49,16 @@ type waiting struct {
 
 func userSuspendedWaiting() waiting { return waiting{reasonJobSuspended, "Job suspended"} }
 
-func waitingForWorker(format string, args ...any) waiting {
-	return waiting{ReasonWaitingForWorker, "waiting to be dispatched to a worker cluster: " + fmt.Sprintf(format, args...)}
+// waitingForWorker: not placed yet, for reason (ReasonNoWorkerFits,
+// ReasonInvalidClusterSelector, ReasonWaitingForWorker).
+func waitingForWorker(reason, format string, args ...any) waiting {
+	return waiting{reason, "waiting to be dispatched to a worker cluster: " + fmt.Sprintf(format, args...)}
 }
 
-func waitingForMirror(worker, format string, args ...any) waiting {
-	return waiting{ReasonWaitingForMirror, fmt.Sprintf("placed on worker cluster %s; ", worker) + fmt.Sprintf(format, args...)}
+// waitingForMirror: placed on worker, its mirror not created yet for
+// reason (ReasonWorkerNotConnected, ReasonWaitingForMirror).
+func waitingForMirror(reason, worker, format string, args ...any) waiting {
+	return waiting{reason, fmt.Sprintf("placed on worker cluster %s; ", worker) + fmt.Sprintf(format, args...)}
 }
 
 // pendingStatus returns status with a True Suspended condition saying why the
@@ -104,7 +117,8 @@ func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w w
 }
 
 // Reasons of jobferry_jobs_waiting: why an unfinished manager Job does not
-// run, read back from what jobferry wrote on it (jobWaiting).
+// run, read back from the reason of the condition jobferry wrote on it
+// (jobWaiting).
 const (
 	waitingUserSuspended   = "user_suspended"
 	waitingNotAllowed      = "not_allowed"
@@ -123,9 +137,22 @@ const (
 var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
 	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused}
 
+// waitingByReason maps the reasons of the Suspended condition to the
+// metric's.
+var waitingByReason = map[string]string{
+	reasonJobSuspended:           waitingUserSuspended,
+	ReasonNotAllowed:             waitingNotAllowed,
+	ReasonNoWorkerFits:           waitingNoWorkerFits,
+	ReasonInvalidClusterSelector: waitingInvalidSelector,
+	ReasonWaitingForWorker:       waitingPlacementRefused,
+	ReasonWorkerNotConnected:     waitingWorkerLost,
+	ReasonWaitingForMirror:       waitingMirrorRefused,
+}
+
 // jobWaiting says why an unfinished manager Job does not run ("" when it
-// runs, or is finished): its worker is lost (workerDown), or the Suspended
-// condition jobferry (or the worker, for a suspended mirror) wrote says why.
+// runs, or is finished): its worker is lost (workerDown), or the reason of
+// the Suspended condition jobferry (or the worker, for a suspended mirror)
+// wrote says why.
 func jobWaiting(job *batchv1.Job, workerDown bool) string {
 	if isFinished(job) {
 		return ""
@@ -134,27 +161,8 @@ func jobWaiting(job *batchv1.Job, workerDown bool) string {
 		return waitingWorkerLost
 	}
 	for _, c := range job.Status.Conditions {
-		if c.Type != batchv1.JobSuspended || c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Reason {
-		case reasonJobSuspended:
-			return waitingUserSuspended
-		case ReasonNotAllowed:
-			return waitingNotAllowed
-		case ReasonWaitingForMirror:
-			if strings.Contains(c.Message, workerNotConnected) {
-				return waitingWorkerLost
-			}
-			return waitingMirrorRefused
-		case ReasonWaitingForWorker:
-			switch {
-			case strings.Contains(c.Message, dispatch.NoWorkerFits):
-				return waitingNoWorkerFits
-			case strings.Contains(c.Message, v1alpha1.ClusterSelectorAnnotation):
-				return waitingInvalidSelector
-			}
-			return waitingPlacementRefused
+		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
+			return waitingByReason[c.Reason]
 		}
 	}
 	return ""

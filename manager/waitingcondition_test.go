@@ -16,7 +16,7 @@ func TestPendingStatus(t *testing.T) {
 	suspended := func(status corev1.ConditionStatus, reason, message string, transition, probe time.Duration) batchv1.JobCondition {
 		return batchv1.JobCondition{Type: batchv1.JobSuspended, Status: status, Reason: reason, Message: message, LastTransitionTime: at(transition), LastProbeTime: at(probe)}
 	}
-	noFit := waiting{ReasonWaitingForWorker, "no worker fits"}
+	noFit := waiting{ReasonNoWorkerFits, "no worker fits"}
 	cases := map[string]struct {
 		status      batchv1.JobStatus
 		w           waiting
@@ -26,27 +26,27 @@ func TestPendingStatus(t *testing.T) {
 	}{
 		"a Job without conditions gets Suspended=True with the reason": {
 			w: noFit, now: 0, wantChanged: true,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, 0)},
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", 0, 0)},
 		},
 		"the same reason and message: nothing to write": {
-			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, 0)}},
+			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", 0, 0)}},
 			w:      noFit, now: time.Hour,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, 0)},
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", 0, 0)},
 		},
 		"a new message of the same reason is written, the transition kept": {
-			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "w: cordoned", 0, 0)}},
+			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "w: cordoned", 0, 0)}},
 			w:      noFit, now: time.Second, wantChanged: true,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, time.Second)},
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", 0, time.Second)},
 		},
 		"a new reason is written at once": {
 			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionTrue, reasonJobSuspended, "Job suspended", 0, 0)}},
 			w:      noFit, now: time.Second, wantChanged: true,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", 0, time.Second)},
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", 0, time.Second)},
 		},
 		"a resumed Job waiting again turns True with a new transition time": {
 			status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{suspended(corev1.ConditionFalse, "JobResumed", "Job resumed", 0, 0)}},
 			w:      noFit, now: time.Minute, wantChanged: true,
-			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonWaitingForWorker, "no worker fits", time.Minute, time.Minute)},
+			want: []batchv1.JobCondition{suspended(corev1.ConditionTrue, ReasonNoWorkerFits, "no worker fits", time.Minute, time.Minute)},
 		},
 	}
 	for name, tc := range cases {
