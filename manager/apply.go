@@ -68,7 +68,7 @@ var stepHandlers = map[stepKind]stepHandler{
 // with the next step.
 func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s jobState, st step, memo *stepMemo) (reconcile.Result, bool, error) {
 	if st.InSync {
-		r.Registry.takeObserved(key)
+		r.observed.take(key)
 	}
 	handle, ok := stepHandlers[st.Kind]
 	if !ok {

@@ -130,14 +130,30 @@ type JobReconciler struct {
 	// is copied, rather than when their manager Job is deleted (see
 	// stepConfig).
 	DeleteFinishedMirrors bool
+	// CapacitySettle is how long after a mirror's pods run a capacity
+	// summary is trusted to include them (see assumeCache).
+	CapacitySettle time.Duration
 
 	// connections are the manager's connections to its workers: the
 	// Registry's, or fakes in unit tests.
 	connections connections
 
-	// assume is the Registry's: it sees capacity summaries and mirrors'
-	// pods running, placement adds to it.
+	// jobEvents and mirrorEvents feed the work queue (jobevents.go): the
+	// Jobs to look at again, and those whose mirror changed, ahead of the
+	// others (statusPriority). wakeSignal asks for a wake-up of the Jobs
+	// in the waiting room; warnings carries the workers' Warning Events to
+	// the forwarding loop (workerwarnings.go).
+	jobEvents, mirrorEvents chan event.GenericEvent
+	wakeSignal              chan struct{}
+	warnings                chan workerWarning
+
+	// assume holds what placed Jobs request until the workers' summaries
+	// show it: placement adds, mirrors running and summaries end it.
 	assume *assumeCache
+	// waiting holds the Jobs no worker had room for (waitingroom.go).
+	waiting *waitingRoom
+	// observed: when the mirror changes not copied yet were seen.
+	observed observedMemo
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
 	refusals *refusalMemo
@@ -170,8 +186,8 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			job, ok := obj.(*batchv1.Job)
 			return ok && v1alpha1.IsManagerJob(job)
 		}), notOwnStatusWrite{})).
-		WatchesRawSource(source.Channel(r.Registry.JobEvents(), &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Channel(r.Registry.MirrorEvents(), enqueueWithPriority(statusPriority))).
+		WatchesRawSource(source.Channel(r.jobEvents, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.mirrorEvents, enqueueWithPriority(statusPriority))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r); err != nil {
 		return err
@@ -184,16 +200,24 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return mgr.Add(manager.RunnableFunc(r.forwardLoop))
 }
 
-// init completes the reconciler: its memories, and the Registry's
-// connections unless a test set others.
+// init completes the reconciler: its memories and event sources, its
+// subscription to the registry, and the Registry's connections unless a
+// test set others.
 func (r *JobReconciler) init() {
 	r.Recorder = boundNotes(r.Recorder)
-	r.assume = r.Registry.assume
+	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.waiting = newWaitingRoom()
 	r.refusals = newRefusalMemo()
 	r.warned = newWarnedMemo(r.Clock)
+	r.jobEvents = make(chan event.GenericEvent, jobEventBuffer)
+	r.mirrorEvents = make(chan event.GenericEvent, jobEventBuffer)
+	// One pending signal is enough: a wake-up reads everything afresh.
+	r.wakeSignal = make(chan struct{}, 1)
+	r.warnings = make(chan workerWarning, 1024)
 	if r.connections == nil {
 		r.connections = r.Registry
 	}
+	r.subscribe()
 }
 
 // notOwnStatusWrite lets through every change of a manager Job but one that
@@ -385,7 +409,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if m != nil && m.UID == s.MirrorUID {
 		r.attempts.forget(key)
 	}
-	s.MirrorChangeSeen = r.Registry.observedAt(key)
+	s.MirrorChangeSeen = r.observed.since(key)
 	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
 		return s, nil
 	}
@@ -539,7 +563,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	// Worker namespaces are read now, not under the placement lock.
 	r.Registry.readNamespaces(ctx, job.Namespace)
 	// A wake-up that starts from here on may not see this Job waiting yet.
-	pass := r.Registry.waiting.pass()
+	pass := r.waiting.pass()
 	asWritten := asUserWroteIt(job)
 	decision, invalid, err := r.decide(ctx, asWritten, ns)
 	if err != nil {
@@ -556,8 +580,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
 		// gives it room; the requeue is a safety net.
-		if missed := r.Registry.waiting.add(asWritten, pass); missed {
-			r.Registry.wakeWaiting()
+		if missed := r.waiting.add(asWritten, pass); missed {
+			r.wakeWaiting()
 		}
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
 		// The condition says the gist (no free amounts, which change with
@@ -591,7 +615,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	}
 	*job = *updated
 	r.attempts.placed(job)
-	r.Registry.waiting.remove(client.ObjectKeyFromObject(job))
+	r.waiting.remove(client.ObjectKeyFromObject(job))
 	memo.placement = decision.Summary()
 	r.Registry.jobsChanged(decision.Worker)
 	return true, reconcile.Result{}, nil
@@ -945,7 +969,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 // copyStatus writes the status translated from the mirror's (desired).
 func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
 	key := client.ObjectKeyFromObject(job)
-	observed, hadObserved := r.Registry.takeObserved(key)
+	observed, hadObserved := r.observed.take(key)
 	updated := job.DeepCopy()
 	updated.Status = desired
 	err := r.Client.Status().Update(ctx, updated)
@@ -974,7 +998,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		return errRejectedCopy
 	default:
 		if hadObserved {
-			r.Registry.observed.seen(key, observed)
+			r.observed.seen(key, observed)
 		}
 		result := "error"
 		if apierrors.IsConflict(err) {
@@ -997,8 +1021,8 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	r.refusals.forget(key)
 	r.finished.forget(key)
 	r.attempts.forget(key)
-	r.Registry.waiting.remove(key)
-	r.Registry.takeObserved(key)
+	r.waiting.remove(key)
+	r.observed.take(key)
 	if job == nil {
 		r.assume.forgetJob(key)
 	}

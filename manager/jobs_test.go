@@ -70,7 +70,8 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 	}
 	h.r = &JobReconciler{
 		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock, Keys: testKey,
-		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock, CapacitySettle: 2 * time.Second}),
+		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock}),
+		CapacitySettle:    2 * time.Second,
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
 		connections: h.workers,
 	}

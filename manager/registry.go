@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -71,38 +69,17 @@ type Registry struct {
 	// RenewalThreshold is the fraction of a worker token's lifetime after
 	// which the manager renews it (DefaultRenewalThreshold when 0).
 	RenewalThreshold float64
-	// CapacitySettle is how long after a mirror's pods run a capacity
-	// summary is trusted to include them (see assumeCache).
-	CapacitySettle time.Duration
 
-	// jobEvents feeds the Job controller: pending Jobs when capacity or
-	// workers change.
-	jobEvents chan event.GenericEvent
-	// mirrorEvents feeds it the manager Jobs whose mirror changed, ahead of
-	// everything else (see statusPriority).
-	mirrorEvents chan event.GenericEvent
 	// workerEvents asks for a WorkerCluster reconcile (cache synced).
 	workerEvents chan event.GenericEvent
-	// connectedSubscribers are told, by name, of each worker that becomes
-	// Connected (SubscribeConnected; guarded by mu).
-	connectedSubscribers []chan<- string
-
-	// assume holds what placed Jobs request until the workers' summaries
-	// show it: placement adds, mirrors running and summaries end it.
-	assume *assumeCache
-	// waiting holds the Jobs no worker had room for; wakeSignal asks the
-	// Job controller to wake those that fit now (waitingroom.go).
-	waiting    *waitingRoom
-	wakeSignal chan struct{}
-	// warnings carries the workers' Warning Events to the Job controller,
-	// which forwards those about its mirrors to the manager Jobs
-	// (workerwarnings.go).
-	warnings chan workerWarning
 
 	mu      sync.RWMutex
 	remotes map[string]*remote
-	// observed: when the mirror changes not copied yet were seen.
-	observed observedMemo
+	// subscribers are told what happens on the workers (Subscribe), and
+	// connectedSubscribers of each worker that becomes Connected
+	// (SubscribeConnected); both guarded by mu.
+	subscribers          []WorkerHandlers
+	connectedSubscribers []chan<- string
 	// countsDue: the workers whose Job counts are due for a refresh.
 	countsDue dueWorkers
 	// removed remembers since when the WorkerClusters deleted lately are
@@ -159,22 +136,44 @@ const rightsRetry = 3 * time.Second
 func NewRegistry(r *Registry) *Registry {
 	r.Recorder = boundNotes(r.Recorder)
 	r.remotes = map[string]*remote{}
-	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
-	r.waiting = newWaitingRoom()
-	// One pending signal is enough: a wake-up reads everything afresh.
-	r.wakeSignal = make(chan struct{}, 1)
-	r.jobEvents = make(chan event.GenericEvent, 4096)
-	r.mirrorEvents = make(chan event.GenericEvent, 4096)
 	r.workerEvents = make(chan event.GenericEvent, 64)
-	r.warnings = make(chan workerWarning, 1024)
 	return r
 }
 
-// JobEvents is the source of manager Job keys to reconcile.
-func (r *Registry) JobEvents() <-chan event.GenericEvent { return r.jobEvents }
+// WorkerHandlers are what a subscriber is told of the workers (Subscribe);
+// a nil field is not called. They run on the registry's goroutines (the
+// workers' informers, the WorkerCluster controller) and must not block,
+// but Warning, which may until ctx ends.
+type WorkerHandlers struct {
+	// MirrorChanged: a Job of this installation on worker was added,
+	// updated or deleted, as the worker's cache sees it.
+	MirrorChanged func(worker string, job *batchv1.Job)
+	// CapacityChanged: the worker's capacity summary changed.
+	CapacityChanged func(worker string)
+	// WorkerReconciled: the WorkerCluster was looked at (its connection,
+	// rights, labels or cordon may have changed; so may time).
+	WorkerReconciled func(worker string)
+	// PlacementsAffected: the Jobs placed on worker, and when unplaced the
+	// Jobs not placed, deserve a look now — the worker connected, was lost
+	// or deleted, or its credential got the rights it lacked.
+	PlacementsAffected func(ctx context.Context, worker string, unplaced bool)
+	// Warning: a Warning Event on the worker (workerwarnings.go).
+	Warning func(ctx context.Context, w workerWarning)
+}
 
-// MirrorEvents is the source of manager Job keys whose mirror changed.
-func (r *Registry) MirrorEvents() <-chan event.GenericEvent { return r.mirrorEvents }
+// Subscribe has h told of what happens on the workers from now on.
+func (r *Registry) Subscribe(h WorkerHandlers) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subscribers = append(r.subscribers, h)
+}
+
+// handlers are the subscribers' handlers now.
+func (r *Registry) handlers() []WorkerHandlers {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.subscribers)
+}
 
 // SetupWithManager registers the WorkerCluster controller, and the index of
 // manager Jobs by placement the registry and the Job controller read.
@@ -223,7 +222,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			forgetWorkerMetrics(req.Name)
 			r.removed.since(req.Name, r.Clock.Now())
 			// Its Jobs start counting towards the worker-lost timeout.
-			r.enqueuePlaced(ctx, req.Name)
+			r.placementsAffected(ctx, req.Name, false)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -247,19 +246,23 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	setWorkerConnected(wc.Name, d.connected)
 	if d.lost {
 		// Its Jobs start counting towards the worker-lost timeout.
-		r.enqueuePlaced(ctx, wc.Name)
+		r.placementsAffected(ctx, wc.Name, false)
 	}
 	if d.connectedNow {
 		// Mirror events seen while the caches synced found the worker not
 		// yet connected: look at its Jobs again, and at the unplaced ones,
 		// which may fit now.
-		r.enqueuePlaced(ctx, wc.Name, unplacedKey)
+		r.placementsAffected(ctx, wc.Name, true)
 		r.tellConnected(ctx, wc.Name)
 	}
 	// A change of the worker (uncordoned, relabelled, its rights or
 	// connection back) may give waiting Jobs room; so may time, as this
 	// runs with every health probe.
-	r.wakeWaiting()
+	for _, h := range r.handlers() {
+		if h.WorkerReconciled != nil {
+			h.WorkerReconciled(wc.Name)
+		}
+	}
 	return reconcile.Result{RequeueAfter: d.requeue}, nil
 }
 
@@ -559,7 +562,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			log.Info("worker credential lacks rights", "missing", missingMessage(missing))
 		case len(missing) == 0 && prev != nil && len(prev.missing) > 0:
 			log.Info("worker credential has every right now")
-			r.enqueuePlaced(ctx, rem.name, unplacedKey)
+			r.placementsAffected(ctx, rem.name, true)
 		}
 	}
 	return authorizedCondition(state)
@@ -717,63 +720,27 @@ func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
 		}
 		return
 	}
-	// The assumption of a Job whose pods run ends with the next summary
-	// (after the settle time), as soon as the worker shows them, however
-	// long the Job waits in the work queue.
-	if ready := ptr.Deref(job.Status.Ready, 0); jobstatus.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
-		if uid := job.Labels[v1alpha1.OriginUIDLabel]; uid != "" {
-			r.assume.running(types.UID(uid))
+	for _, h := range r.handlers() {
+		if h.MirrorChanged != nil {
+			h.MirrorChanged(worker, job)
 		}
 	}
-	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
-	r.observed.seen(key, r.Clock.Now())
-	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 }
 
 func (r *Registry) capacityChanged(worker string) {
-	r.assume.capacitySeen(worker)
-	r.wakeWaiting()
-}
-
-// wakeWaiting asks for a wake-up of the Jobs waiting for room; signals
-// sent before it runs are one.
-func (r *Registry) wakeWaiting() {
-	select {
-	case r.wakeSignal <- struct{}{}:
-	default:
+	for _, h := range r.handlers() {
+		if h.CapacityChanged != nil {
+			h.CapacityChanged(worker)
+		}
 	}
 }
 
-// observedAt is when the oldest change of the mirror ns/name not copied yet
-// was seen; zero when none is known.
-func (r *Registry) observedAt(key types.NamespacedName) time.Time {
-	return r.observed.since(key)
-}
-
-// takeObserved returns and forgets when the change now copied was first seen.
-func (r *Registry) takeObserved(key types.NamespacedName) (time.Time, bool) {
-	return r.observed.take(key)
-}
-
-// enqueue asks the Job controller to reconcile the manager Job ns/name.
-func (r *Registry) enqueue(namespace, name string) {
-	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
-}
-
-// enqueuePlaced asks for a reconcile of every manager Job placed on one of
-// the given workers, or not placed for unplacedKey, read from the
-// placement index, not by listing every Job.
-func (r *Registry) enqueuePlaced(ctx context.Context, keys ...string) {
-	for _, key := range keys {
-		var jobs batchv1.JobList
-		if err := r.Client.List(ctx, &jobs, client.MatchingFields{placementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
-			// From the cache, so this fails only while stopping; the Jobs'
-			// own requeues remain.
-			logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again", "placement", key)
-			return
-		}
-		for i := range jobs.Items {
-			r.enqueue(jobs.Items[i].Namespace, jobs.Items[i].Name)
+// placementsAffected tells the subscribers the Jobs placed on worker (and,
+// when unplaced, those not placed) deserve a look.
+func (r *Registry) placementsAffected(ctx context.Context, worker string, unplaced bool) {
+	for _, h := range r.handlers() {
+		if h.PlacementsAffected != nil {
+			h.PlacementsAffected(ctx, worker, unplaced)
 		}
 	}
 }

@@ -205,7 +205,7 @@ func (r *JobReconciler) wakeLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.Registry.wakeSignal:
+		case <-r.wakeSignal:
 			if err := r.wake(ctx); err != nil {
 				logf.FromContext(ctx).Error(err, "waking Jobs waiting for room")
 			}
@@ -216,7 +216,7 @@ func (r *JobReconciler) wakeLoop(ctx context.Context) error {
 // wake reads the waiting Jobs and the workers' room, asks toWake which fit
 // now, and enqueues those.
 func (r *JobReconciler) wake(ctx context.Context) error {
-	room := r.Registry.waiting
+	room := r.waiting
 	queues := room.begin()
 	if len(queues) == 0 {
 		return nil
@@ -240,7 +240,7 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 			if apierrors.IsNotFound(err) {
 				room.remove(keys[0])
 				// The rest of its shape is looked at in the next wake-up.
-				r.Registry.wakeWaiting()
+				r.wakeWaiting()
 				continue
 			}
 			return fmt.Errorf("reading waiting Job %s: %w", keys[0], err)
@@ -277,7 +277,7 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 	}
 	for _, key := range wake {
 		room.remove(key)
-		r.Registry.enqueue(key.Namespace, key.Name)
+		r.enqueue(key.Namespace, key.Name)
 	}
 	jobsWoken.Add(float64(len(wake)))
 	return nil

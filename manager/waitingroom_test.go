@@ -182,8 +182,8 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	if job := h.job(t); job.Annotations[v1alpha1.WorkerAnnotation] != "" {
 		t.Fatalf("placed on %s with no room", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
-	if h.r.Registry.waiting.len() != 1 {
-		t.Fatalf("%d Jobs wait in the room, want the one that found no room", h.r.Registry.waiting.len())
+	if h.r.waiting.len() != 1 {
+		t.Fatalf("%d Jobs wait in the room, want the one that found no room", h.r.waiting.len())
 	}
 	ctx := context.Background()
 	// A summary without room wakes nothing.
@@ -191,14 +191,14 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	if err := h.r.wake(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(h.r.Registry.jobEvents); n != 0 {
+	if n := len(h.r.jobEvents); n != 0 {
 		t.Fatalf("%d Jobs woken without room", n)
 	}
 	// Room frees up: the Job is woken, and placed by its reconcile.
 	h.workers["w1"].pools[0].Free = full
 	h.r.Registry.capacityChanged("w1")
 	select {
-	case <-h.r.Registry.wakeSignal:
+	case <-h.r.wakeSignal:
 	default:
 		t.Fatal("a capacity summary did not ask for a wake-up")
 	}
@@ -206,14 +206,14 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case e := <-h.r.Registry.jobEvents:
+	case e := <-h.r.jobEvents:
 		if client.ObjectKeyFromObject(e.Object) != trainKey {
 			t.Fatalf("woke %v, want %v", client.ObjectKeyFromObject(e.Object), trainKey)
 		}
 	default:
 		t.Fatal("the waiting Job was not woken once room freed up")
 	}
-	if h.r.Registry.waiting.len() != 0 {
+	if h.r.waiting.len() != 0 {
 		t.Errorf("a woken Job is still in the room")
 	}
 	h.reconcile(t)

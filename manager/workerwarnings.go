@@ -188,10 +188,20 @@ func (r *Registry) keepWarningsWatch(ctx context.Context, rem *remote) {
 	}
 }
 
-// warningSeen passes a worker's Warning Event on to the Job controller; it
-// waits rather than drop one (the informer queues behind it) until the
-// watch ends.
+// warningSeen tells the subscribers of a worker's Warning Event; each may
+// wait rather than drop one (the informer queues behind it) until the watch
+// ends.
 func (r *Registry) warningSeen(ctx context.Context, w workerWarning) {
+	for _, h := range r.handlers() {
+		if h.Warning != nil {
+			h.Warning(ctx, w)
+		}
+	}
+}
+
+// warningSeen passes a worker's Warning Event on to the forwarding loop,
+// waiting rather than dropping one until ctx ends.
+func (r *JobReconciler) warningSeen(ctx context.Context, w workerWarning) {
 	select {
 	case r.warnings <- w:
 	case <-ctx.Done():
@@ -205,7 +215,7 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case w := <-r.Registry.warnings:
+		case w := <-r.warnings:
 			if err := r.forwardWarning(ctx, w); err != nil {
 				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.worker,
 					"event", w.event.Namespace+"/"+w.event.Name)

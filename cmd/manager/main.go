@@ -255,7 +255,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	registry := manager.NewRegistry(&manager.Registry{
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: installation,
 		QPS: float32(c.workerQPS), Burst: c.workerBurst, HealthInterval: c.healthInterval, Clock: clock.RealClock{},
-		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold, CapacitySettle: c.capacitySettle,
+		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold,
 	})
 	if err := registry.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WorkerCluster controller: %w", err)
@@ -265,6 +265,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		Origin: c.origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
 		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret},
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
+		CapacitySettle: c.capacitySettle,
 	}
 	if err := jobs.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)
