@@ -617,7 +617,6 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	r.attempts.placed(job)
 	r.waiting.remove(client.ObjectKeyFromObject(job))
 	memo.placement = decision.Summary()
-	r.Registry.jobsChanged(decision.Worker)
 	return true, reconcile.Result{}, nil
 }
 
@@ -800,7 +799,6 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 		return err
 	}
 	r.assume.forget(job.UID)
-	r.Registry.jobsChanged(worker)
 	*job = *updated
 	return nil
 }
@@ -979,9 +977,6 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		if hadObserved {
 			statusSyncLag.Observe(r.Clock.Since(observed).Seconds())
 		}
-		if jobstatus.Finished(desired) != isFinished(job) || (desired.Active > 0) != (job.Status.Active > 0) {
-			r.Registry.jobsChanged(worker) // DISPATCHED and RUNNING of the worker
-		}
 		if jobstatus.Finished(desired) {
 			r.finished.wrote(job)
 		}
@@ -1044,13 +1039,11 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 		if _, err := deleteMirror(ctx, rem, worker, m); err != nil {
 			return err
 		}
-		r.Registry.jobsChanged(worker)
 	}
 	if job == nil {
 		return nil
 	}
 	r.assume.forget(job.UID)
-	r.Registry.jobsChanged(job.Annotations[v1alpha1.WorkerAnnotation])
 	return r.removeFinalizer(ctx, job)
 }
 

@@ -88,35 +88,6 @@ func (m *observedMemo) take(key types.NamespacedName) (time.Time, bool) {
 	return t, ok
 }
 
-// dueWorkers remembers the workers whose Job counts are due for a refresh,
-// so a burst of Job changes asks for one. Lost with a restart, as the
-// refresh it stood for: every WorkerCluster is reconciled at start.
-type dueWorkers struct {
-	mu  sync.Mutex
-	due map[string]bool
-}
-
-// mark marks worker due and reports whether it was not already.
-func (d *dueWorkers) mark(worker string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.due[worker] {
-		return false
-	}
-	if d.due == nil {
-		d.due = map[string]bool{}
-	}
-	d.due[worker] = true
-	return true
-}
-
-// done: worker's refresh is under way.
-func (d *dueWorkers) done(worker string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.due, worker)
-}
-
 // namespaceCache remembers, per namespace name of one worker, what a GET of
 // it returned (its Pod Security labels matter to placement) and when, or
 // what jobferry's own write of it returned.

@@ -25,17 +25,6 @@ func TestObservedMemoKeepsTheOldestChange(t *testing.T) {
 	}
 }
 
-func TestDueWorkersAskOncePerRefresh(t *testing.T) {
-	var d dueWorkers
-	if !d.mark("w1") || d.mark("w1") {
-		t.Error("a second change before the refresh asked for another")
-	}
-	d.done("w1")
-	if !d.mark("w1") {
-		t.Error("a change after the refresh did not ask for one")
-	}
-}
-
 func TestNamespaceCacheExpires(t *testing.T) {
 	var c namespaceCache
 	t0 := time.Unix(100, 0)

@@ -80,8 +80,6 @@ type Registry struct {
 	// (SubscribeConnected); both guarded by mu.
 	subscribers          []WorkerHandlers
 	connectedSubscribers []chan<- string
-	// countsDue: the workers whose Job counts are due for a refresh.
-	countsDue dueWorkers
 	// removed remembers since when the WorkerClusters deleted lately are
 	// gone, for the worker-lost timeout of their Jobs.
 	removed removedWorkers
@@ -208,6 +206,7 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 		// which would otherwise loop as fast as probes fail.
 		For(&v1alpha1.WorkerCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
+		Watches(&batchv1.Job{}, jobCountsHandler{}).
 		WatchesRawSource(source.Channel(r.workerEvents, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
@@ -626,21 +625,6 @@ func (r *Registry) readNamespaces(ctx context.Context, ns string) {
 			}
 		}
 	}
-}
-
-// jobsChanged asks for a refresh of a worker's Job counts, at most every
-// countsRefresh.
-func (r *Registry) jobsChanged(worker string) {
-	if worker == "" {
-		return
-	}
-	if !r.countsDue.mark(worker) {
-		return
-	}
-	time.AfterFunc(countsRefresh, func() {
-		r.countsDue.done(worker)
-		r.reconcileWorker(worker)
-	})
 }
 
 // reconcileWorker asks for a reconcile of the WorkerCluster worker.
