@@ -206,7 +206,7 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 		// which would otherwise loop as fast as probes fail.
 		For(&v1alpha1.WorkerCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
-		Watches(&batchv1.Job{}, jobCountsHandler{}).
+		Watches(&batchv1.Job{}, jobCountsHandler{reader: r.Client}).
 		WatchesRawSource(source.Channel(r.workerEvents, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }

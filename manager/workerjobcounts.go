@@ -33,40 +33,51 @@ func countsOf(job *batchv1.Job) jobCounts {
 // themselves, whoever changed them: a Job placed on a worker or released
 // from it, started, finished or deleted asks for that worker's reconcile
 // countsRefresh later. The work queue keeps one such request per worker,
-// so a burst of Job changes refreshes the counts once.
-type jobCountsHandler struct{}
+// so a burst of Job changes refreshes the counts once. Only a worker that
+// is a WorkerCluster (in the cache, reader) is asked for: the worker
+// annotation of a Job is what its writer says, and a reconcile of a
+// WorkerCluster that does not exist takes it for one just deleted.
+type jobCountsHandler struct {
+	reader client.Reader
+}
 
 var _ handler.EventHandler = jobCountsHandler{}
 
-func (jobCountsHandler) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	refreshCounts(q, countsOf(asJob(e.Object)))
+func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.refresh(ctx, q, countsOf(asJob(e.Object)))
 }
 
-func (jobCountsHandler) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	before, after := countsOf(asJob(e.ObjectOld)), countsOf(asJob(e.ObjectNew))
 	if before == after {
 		return
 	}
-	refreshCounts(q, before)
+	h.refresh(ctx, q, before)
 	if after.worker != before.worker {
-		refreshCounts(q, after)
+		h.refresh(ctx, q, after)
 	}
 }
 
-func (jobCountsHandler) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	refreshCounts(q, countsOf(asJob(e.Object)))
+func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.refresh(ctx, q, countsOf(asJob(e.Object)))
 }
 
 func (jobCountsHandler) Generic(context.Context, event.GenericEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 }
 
-// refreshCounts asks for a reconcile of the Job's worker, countsRefresh
-// from now (or sooner, if one is due sooner).
-func refreshCounts(q workqueue.TypedRateLimitingInterface[reconcile.Request], c jobCounts) {
+// refresh asks for a reconcile of the Job's worker, countsRefresh from now
+// (or sooner, if one is due sooner), when it is a WorkerCluster.
+func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], c jobCounts) {
 	if c.worker == "" {
 		return
 	}
-	q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: c.worker}}, countsRefresh)
+	key := types.NamespacedName{Name: c.worker}
+	if err := h.reader.Get(ctx, key, &v1alpha1.WorkerCluster{}); err != nil {
+		// Not one (or the cache cannot say): its own reconciles, every
+		// health interval, count its Jobs anyway.
+		return
+	}
+	q.AddAfter(reconcile.Request{NamespacedName: key}, countsRefresh)
 }
 
 // asJob is obj as a Job; nil when it is not one (a tombstone).

@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -46,7 +48,9 @@ func TestJobCountsHandler(t *testing.T) {
 	}
 	labelled := func(j *batchv1.Job) { j.Labels = map[string]string{"team": "a"} }
 	local := func(j *batchv1.Job) { j.Spec.ManagedBy = nil }
-	h := jobCountsHandler{}
+	workers := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(
+		&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}).Build()
+	h := jobCountsHandler{reader: workers}
 	ctx := context.Background()
 	cases := map[string]struct {
 		send func(q *recordingQueue)
@@ -70,6 +74,9 @@ func TestJobCountsHandler(t *testing.T) {
 		"deleted": {func(q *recordingQueue) { h.Delete(ctx, event.DeleteEvent{Object: on("w1", active)}, q) }, []string{"w1"}},
 		"a Job this cluster runs itself": {func(q *recordingQueue) {
 			h.Create(ctx, event.CreateEvent{Object: on("w1", local)}, q)
+		}, nil},
+		"a worker that is no WorkerCluster (as its writer says)": {func(q *recordingQueue) {
+			h.Create(ctx, event.CreateEvent{Object: on("made-up")}, q)
 		}, nil},
 	}
 	for name, tc := range cases {
