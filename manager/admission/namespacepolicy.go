@@ -39,15 +39,8 @@ func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.Validat
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
-					},
-				}},
-			},
+			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: onCreateAndUpdate("", "namespaces"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
 			},
@@ -86,12 +79,5 @@ func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.Validat
 			},
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return policy, binding
+	return policy, denyBinding(name)
 }

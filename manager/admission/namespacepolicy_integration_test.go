@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -27,27 +25,10 @@ import (
 // those; every refusal says what it refused; other users are not affected.
 func TestIntegrationNamespacePolicy(t *testing.T) {
 	const psaEnforce = "pod-security.kubernetes.io/enforce"
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	ctx := context.Background()
-	admin := kubernetes.NewForConfigOrDie(cfg)
 	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
 	policy, binding := NamespacePolicy("jobferry-manager-namespaces", managerUser)
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("the API server refused the policy: %v", err)
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	as := func(user string) kubernetes.Interface {
-		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
-		return kubernetes.NewForConfigOrDie(c)
-	}
+	admin, as := startWithPolicy(t, policy, binding)
 	manager, alice := as(managerUser), as("alice")
 	namespace := func(name string, labels map[string]string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}

@@ -32,15 +32,8 @@ func StatePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingA
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-					},
-				}},
-			},
+			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: onCreateAndUpdate("batch", "jobs"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "not-jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username != %s", celString(managerUser))},
 				{Name: "names-jobferry", Expression: namesJobferry},
@@ -77,14 +70,7 @@ func StatePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingA
 			},
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return policy, binding
+	return policy, denyBinding(name)
 }
 
 // namesJobferry lets the policy look only at Jobs that carry anything of
@@ -126,4 +112,27 @@ func celList(items []string) string {
 		quoted[i] = celString(s)
 	}
 	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// onCreateAndUpdate matches creations and updates of one resource.
+func onCreateAndUpdate(group, resource string) *admissionregistrationv1.MatchResources {
+	return &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+			},
+		}},
+	}
+}
+
+// denyBinding binds policy name cluster-wide, denying what it refuses.
+func denyBinding(name string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
 }

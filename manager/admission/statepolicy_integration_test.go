@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,27 +28,10 @@ import (
 // held-for-placement and every other change of a Job pass; the manager's
 // identity writes its state.
 func TestIntegrationStatePolicy(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	ctx := context.Background()
-	admin := kubernetes.NewForConfigOrDie(cfg)
 	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
 	policy, binding := StatePolicy("jobferry-state", managerUser)
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("the API server refused the policy: %v", err)
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	as := func(user string) kubernetes.Interface {
-		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
-		return kubernetes.NewForConfigOrDie(c)
-	}
+	admin, as := startWithPolicy(t, policy, binding)
 	// alice has every right (system:masters): only the policy stands in her way.
 	alice, manager := as("alice"), as(managerUser)
 	job := func(name string, annotations, labels map[string]string) *batchv1.Job {
@@ -166,4 +150,29 @@ func TestIntegrationStatePolicy(t *testing.T) {
 			}
 		})
 	})
+}
+
+// startWithPolicy starts a kube-apiserver with policy and its binding in
+// force, and returns its admin config and a client acting as user (with
+// every right, as system:masters: only the policy stands in their way).
+func startWithPolicy(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (admin kubernetes.Interface, as func(user string) kubernetes.Interface) {
+	t.Helper()
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin = kubernetes.NewForConfigOrDie(cfg)
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(context.Background(), policy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused the policy: %v", err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return admin, func(user string) kubernetes.Interface {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
+		return kubernetes.NewForConfigOrDie(c)
+	}
 }
