@@ -97,10 +97,12 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // spec changes to the mirror, copies the mirror's status back, and deletes
 // the mirror once its final status is copied or the manager Job is gone.
 // What to do next is decided by nextStep (step.go), a pure function of what
-// the reconcile read; the reconciler reads, asks, writes, and asks again.
-// A Job with nothing to run it completes itself (nothingtorun.go);
-// one that waits shows why in its Suspended condition (waitingcondition.go); a write
-// the API server refuses becomes a Warning Event on the Job (refusals.go).
+// the reconcile read; the reconciler reads, asks, writes (apply: one
+// handler per kind of step), and asks again. A Job with nothing to run it
+// completes itself (nothingtorun.go); one that waits shows why in its
+// Suspended condition (waitingcondition.go); a write the API server refuses
+// becomes a Warning Event on the Job (refusals.go). What it is told of the
+// workers arrives through its subscription to the registry (jobevents.go).
 type JobReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder

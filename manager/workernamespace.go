@@ -51,13 +51,13 @@ type namespacePlan struct {
 }
 
 // planWorkerNamespace decides what to do with the worker's namespace name,
-// as read (have; nil: it does not exist), so that the worker's Pod Security admission
-// holds a mirror's pods to want, the Pod Security labels of the manager's
-// namespace of the same name (podSecurityLabels). A namespace jobferry
-// creates is labelled with want and with this installation's ID
+// as read (have; nil: it does not exist), so that the worker's Pod Security
+// admission holds a mirror's pods to want, the Pod Security labels of the
+// manager's namespace of the same name (podSecurityLabels). A namespace
+// jobferry creates is labelled with want and with this installation's ID
 // (managerID), which is how it is known for jobferry's later; one labelled
 // so follows the manager's labels when they change (tightened: the worker
-// would otherwise be refused as weaker, loosened: its pods refused there).
+// would otherwise be refused as weaker; loosened: its pods refused there).
 // Namespaces someone else made are never changed.
 func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may namespaceRights) namespacePlan {
 	if have == nil {
