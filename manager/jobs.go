@@ -175,8 +175,9 @@ type JobReconciler struct {
 	placeMu sync.Mutex
 }
 
-// SetupWithManager registers the controller: manager Jobs, plus the keys the
-// registry sends when mirrors, capacity or workers change.
+// SetupWithManager registers the controller: manager Jobs, plus the keys its
+// subscription to the registry yields when mirrors, capacity or workers
+// change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.connected)); err != nil {
