@@ -273,11 +273,7 @@ func workerRejects(job *batchv1.Job, w Worker, selector labels.Selector) (code, 
 // Job jobferry did not create is there (its jobferry.dev/excluded-workers,
 // which only the manager writes).
 func ExcludedWorkers(job *batchv1.Job) []string {
-	raw := job.Annotations[v1alpha1.ExcludedWorkersAnnotation]
-	if raw == "" {
-		return nil
-	}
-	return strings.Split(raw, ",")
+	return slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
 }
 
 func sortedByName(workers []Worker) []Worker {

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 )
 
 // The steps that write the manager Job's placement: place, activate,
@@ -50,8 +50,7 @@ func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (re
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch", "%s", a.st.Why)
 	a.memo.foreign = nil
 	exclude := func(updated *batchv1.Job) {
-		excluded := slices.DeleteFunc(strings.Split(job.Annotations[v1alpha1.ExcludedWorkersAnnotation], ","), func(s string) bool { return s == "" })
-		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(excluded, worker), ",")
+		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(dispatch.ExcludedWorkers(job), worker), ",")
 	}
 	if err := r.release(ctx, job, worker, exclude); err != nil {
 		return stop(r.refused(ctx, job, writeJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))

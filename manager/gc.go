@@ -65,8 +65,14 @@ func (gc *OrphanCollector) Start(ctx context.Context) error {
 	}
 }
 
+// collectTimeout bounds one worker's collection.
+const collectTimeout = time.Minute
+
 // collect deletes the orphaned mirrors on one connected worker.
 func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
+	// One worker that does not answer holds up the others no longer.
+	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
+	defer cancel()
 	log := logf.FromContext(ctx).WithValues("worker", worker)
 	rem := gc.workers.conn(worker)
 	if rem == nil || !rem.connected() {

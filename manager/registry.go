@@ -284,10 +284,9 @@ type workerFacts struct {
 	origin *metav1.Condition
 	// capacity is the worker's summary; nil when none is known now.
 	capacity *v1alpha1.ClusterCapacityStatus
-	// credentialKept: the credential phase ran (there is a connection);
-	// then credential, credentialCondition (nil: the token does not
-	// expire) and credentialAfter (0: no renewal due) are what it found.
-	credentialKept      bool
+	// With a connection, the credential phase found credential,
+	// credentialCondition (nil: the token does not expire) and
+	// credentialAfter (0: no renewal due).
 	credential          *v1alpha1.CredentialStatus
 	credentialCondition *metav1.Condition
 	credentialAfter     time.Duration
@@ -315,7 +314,6 @@ func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) 
 		f.origin = &origin
 		r.keepWarningsWatch(ctx, rem)
 		f.capacity = rem.capacity(ctx)
-		f.credentialKept = true
 		f.credential, f.credentialCondition, f.credentialAfter = r.keepCredential(ctx, wc, rem)
 	}
 	var err error
@@ -368,7 +366,7 @@ func decideWorker(wc *v1alpha1.WorkerCluster, f workerFacts, healthInterval time
 	if f.capacity != nil {
 		status.Capacity = f.capacity
 	}
-	if f.credentialKept {
+	if f.hasConnection {
 		status.Credential = f.credential
 		if f.credentialCondition != nil {
 			set(*f.credentialCondition)

@@ -27,7 +27,7 @@ func TestDecideWorker(t *testing.T) {
 	exclusive := cond(v1alpha1.ConditionOriginExclusive, metav1.ConditionTrue, v1alpha1.ReasonOriginExclusive)
 	expiring := cond(v1alpha1.ConditionCredentialRenewal, metav1.ConditionTrue, "Renewing")
 	summary := &v1alpha1.ClusterCapacityStatus{Pools: []v1alpha1.NodePool{{Name: "general", Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}
-	healthy := workerFacts{connected: connected, hasConnection: true, authorized: &authorized, origin: &exclusive, capacity: summary, credentialKept: true}
+	healthy := workerFacts{connected: connected, hasConnection: true, authorized: &authorized, origin: &exclusive, capacity: summary}
 	with := func(f workerFacts, change func(*workerFacts)) workerFacts {
 		change(&f)
 		return f
