@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/dispatch"
 )
 
@@ -46,7 +47,7 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 // jobferry did not create holds its name on the worker.
 func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	job, worker := a.s.Job, a.s.Worker
-	dispatchTotal.WithLabelValues(worker, "conflict").Inc()
+	metrics.DispatchTotal.WithLabelValues(worker, "conflict").Inc()
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch", "%s", a.st.Why)
 	a.memo.foreign = nil
 	exclude := func(updated *batchv1.Job) {
@@ -72,7 +73,7 @@ func (r *JobReconciler) applyRedispatch(ctx context.Context, a applyScope) (reco
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
 	}
-	dispatchTotal.WithLabelValues(a.s.Worker, "lost").Inc()
+	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "lost").Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
 	return a.next()
 }
@@ -87,7 +88,7 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeJob, "dispatching the Job again", managerAPI, err))
 	}
-	dispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
+	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
 	return a.next()
 }

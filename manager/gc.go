@@ -11,6 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -84,7 +85,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	if len(mirrors.Items) == 0 {
-		orphanScans.WithLabelValues(worker).Inc()
+		metrics.OrphanScans.WithLabelValues(worker).Inc()
 		return
 	}
 	var jobs batchv1.JobList
@@ -92,7 +93,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		log.Error(err, "listing manager Jobs for garbage collection")
 		return
 	}
-	defer orphanScans.WithLabelValues(worker).Inc()
+	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
 	for _, m := range orphans(mirrors.Items, jobs.Items, gc.managerID, rem.originShared()) {
 		deleted, err := deleteMirror(ctx, rem, worker, m)
 		if err != nil {
@@ -102,7 +103,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		if !deleted {
 			continue
 		}
-		orphansDeleted.WithLabelValues(worker).Inc()
+		metrics.OrphansDeleted.WithLabelValues(worker).Inc()
 		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", m.Labels[v1alpha1.OriginUIDLabel])
 	}
 }

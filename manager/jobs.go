@@ -31,12 +31,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
@@ -180,7 +181,7 @@ type JobReconciler struct {
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := metrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.connected)); err != nil {
+	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -573,14 +574,14 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		return false, reconcile.Result{}, err
 	}
 	for worker, code := range decision.Codes {
-		placementRejections.WithLabelValues(worker, code).Inc()
+		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
 	}
 	if !decision.Placed() {
-		dispatchTotal.WithLabelValues("", "unschedulable").Inc()
+		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
 		// gives it room; the requeue is a safety net.
 		if missed := r.waiting.add(asWritten, pass); missed {
@@ -734,20 +735,20 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		// Deleted on the worker since the manager last saw it (its mirrors
 		// with it): read, and created, again on the next try.
 		rem.forgetNamespace(job.Namespace)
-		dispatchTotal.WithLabelValues(worker, "error").Inc()
+		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
-		dispatchTotal.WithLabelValues(worker, "error").Inc()
+		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		result, err := r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
 		return false, result, err
 	}
-	dispatchTotal.WithLabelValues(worker, "created").Inc()
+	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
 	r.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
 	if attempt <= 1 {
-		dispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
+		metrics.DispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
 	}
 	// One Event per dispatch: where, why there, and the mirror made.
 	placement := memo.placement
@@ -976,9 +977,9 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 	err := r.Client.Status().Update(ctx, updated)
 	switch {
 	case err == nil:
-		statusSyncTotal.WithLabelValues(worker, "written").Inc()
+		metrics.StatusSyncTotal.WithLabelValues(worker, "written").Inc()
 		if hadObserved {
-			statusSyncLag.Observe(r.Clock.Since(observed).Seconds())
+			metrics.StatusSyncLag.Observe(r.Clock.Since(observed).Seconds())
 		}
 		if jobstatus.Finished(desired) {
 			r.finished.wrote(job)
@@ -987,9 +988,9 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		job.ResourceVersion = updated.ResourceVersion
 		return nil
 	case apierrors.IsInvalid(err):
-		statusSyncTotal.WithLabelValues(worker, "rejected").Inc()
+		metrics.StatusSyncTotal.WithLabelValues(worker, "rejected").Inc()
 		for _, field := range mirror.RejectedFields(err) {
-			statusWriteRejected.WithLabelValues(field).Inc()
+			metrics.StatusWriteRejected.WithLabelValues(field).Inc()
 		}
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
 		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
@@ -1002,7 +1003,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		if apierrors.IsConflict(err) {
 			result = "conflict"
 		}
-		statusSyncTotal.WithLabelValues(worker, result).Inc()
+		metrics.StatusSyncTotal.WithLabelValues(worker, result).Inc()
 		return fmt.Errorf("copying status from %s: %w", worker, err)
 	}
 }

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // Each waiting message jobferry writes reads back as its reason.
@@ -178,50 +177,8 @@ func TestCountingTransportCountsByVerbAndCode(t *testing.T) {
 	server.Close()
 	do(http.MethodPut, "/apis/batch/v1/namespaces/a/jobs/j")
 	for _, c := range []struct{ verb, code string }{{"WATCH", "200"}, {"GET", "404"}, {"POST", "200"}, {"PUT", "error"}} {
-		if got := testutil.ToFloat64(remoteRequests.WithLabelValues("count-test", c.verb, c.code)); got != 1 {
+		if got := testutil.ToFloat64(metrics.RemoteRequests.WithLabelValues("count-test", c.verb, c.code)); got != 1 {
 			t.Errorf("%s %s counted %v times, want 1", c.verb, c.code, got)
-		}
-	}
-}
-
-// A registered worker's counters exist at 0 before its first dispatch, so
-// rate() counts that dispatch; deregistered, every series of it goes.
-func TestWorkerMetricsStartAtZeroAndEndWithTheWorker(t *testing.T) {
-	count := func(vec prometheus.Collector, worker string) int {
-		ch := make(chan prometheus.Metric, 1000)
-		vec.Collect(ch)
-		close(ch)
-		n := 0
-		for m := range ch {
-			var out dto.Metric
-			if err := m.Write(&out); err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range out.Label {
-				if l.GetName() == "worker" && l.GetValue() == worker {
-					n++
-				}
-			}
-		}
-		return n
-	}
-	initWorkerMetrics("zero-test")
-	if got := testutil.ToFloat64(dispatchTotal.WithLabelValues("zero-test", "created")); got != 0 {
-		t.Errorf("created dispatches of a new worker: %v, want 0", got)
-	}
-	if n := count(dispatchTotal, "zero-test"); n != len(dispatchResults) {
-		t.Errorf("%d dispatch series for a new worker, want %d", n, len(dispatchResults))
-	}
-	if n := count(placementRejections, "zero-test"); n != len(dispatch.RejectionReasons) {
-		t.Errorf("%d placement rejection series for a new worker, want %d", n, len(dispatch.RejectionReasons))
-	}
-	remoteRequests.WithLabelValues("zero-test", "GET", "200").Inc()
-	setWorkerConnected("zero-test", true)
-	forgetWorkerMetrics("zero-test")
-	for name, vec := range map[string]prometheus.Collector{"dispatch": dispatchTotal, "status": statusSyncTotal, "rejections": placementRejections,
-		"warnings": warningsForwarded, "orphans": orphansDeleted, "requests": remoteRequests, "connected": workerClusterConnected} {
-		if n := count(vec, "zero-test"); n != 0 {
-			t.Errorf("%s: %d series left of a deregistered worker", name, n)
 		}
 	}
 }

@@ -27,12 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -179,7 +180,7 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := metrics.Registry.Register(newCapacityCollector(r)); err != nil {
+	if err := crmetrics.Registry.Register(newCapacityCollector(r)); err != nil {
 		return fmt.Errorf("registering the worker capacity metrics: %w", err)
 	}
 	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -218,7 +219,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.drop(req.Name)
-			forgetWorkerMetrics(req.Name)
+			metrics.ForgetWorker(req.Name)
 			r.removed.since(req.Name, r.Clock.Now())
 			// Its Jobs start counting towards the worker-lost timeout.
 			r.placementsAffected(ctx, req.Name, false)
@@ -227,7 +228,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	r.removed.forget(wc.Name)
-	initWorkerMetrics(wc.Name)
+	metrics.InitWorker(wc.Name)
 	facts, err := r.workerFacts(ctx, wc)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -242,7 +243,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			return reconcile.Result{}, fmt.Errorf("writing status of WorkerCluster %s: %w", wc.Name, err)
 		}
 	}
-	setWorkerConnected(wc.Name, d.connected)
+	metrics.SetWorkerConnected(wc.Name, d.connected)
 	if d.lost {
 		// Its Jobs start counting towards the worker-lost timeout.
 		r.placementsAffected(ctx, wc.Name, false)

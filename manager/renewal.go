@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // Event reasons on a WorkerCluster for its credential.
@@ -38,21 +39,21 @@ func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluste
 		var fresh *tokenClaims
 		if fresh, renewErr = r.renewToken(ctx, wc, rem, plan, claims.Audience); renewErr == nil {
 			claims, plan = fresh, planRenewal(fresh, threshold, now)
-			credentialRenewals.WithLabelValues(wc.Name, "renewed").Inc()
+			metrics.CredentialRenewals.WithLabelValues(wc.Name, "renewed").Inc()
 			r.Recorder.Eventf(wc, nil, corev1.EventTypeNormal, ReasonCredentialRenewed, "RenewCredential",
 				"renewed the token of ServiceAccount %s/%s on the worker; it expires at %s", plan.Namespace, plan.ServiceAccount, plan.ExpiresAt.UTC().Format(time.RFC3339))
 			logf.FromContext(ctx).Info("renewed the worker token", "worker", wc.Name, "expiresAt", plan.ExpiresAt)
 		} else {
-			credentialRenewals.WithLabelValues(wc.Name, "failed").Inc()
+			metrics.CredentialRenewals.WithLabelValues(wc.Name, "failed").Inc()
 			r.Recorder.Eventf(wc, nil, corev1.EventTypeWarning, ReasonCredentialRenewalFailed, "RenewCredential",
 				"renewing the token failed: %v; the current one expires at %s", renewErr, plan.ExpiresAt.UTC().Format(time.RFC3339))
 			logf.FromContext(ctx).Error(renewErr, "renewing the worker token", "worker", wc.Name, "expiresAt", plan.ExpiresAt)
 		}
 	}
 	if plan.Expires {
-		credentialExpiry.WithLabelValues(wc.Name).Set(float64(plan.ExpiresAt.Unix()))
+		metrics.CredentialExpiry.WithLabelValues(wc.Name).Set(float64(plan.ExpiresAt.Unix()))
 	} else {
-		credentialExpiry.DeleteLabelValues(wc.Name)
+		metrics.CredentialExpiry.DeleteLabelValues(wc.Name)
 	}
 	var after time.Duration
 	switch {

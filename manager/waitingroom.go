@@ -15,6 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/dispatch"
 )
 
@@ -279,6 +280,6 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 		room.remove(key)
 		r.enqueue(key.Namespace, key.Name)
 	}
-	jobsWoken.Add(float64(len(wake)))
+	metrics.JobsWoken.Add(float64(len(wake)))
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
@@ -274,7 +275,7 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	switch r.warned.admit(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
 	case warningForward:
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
-		warningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
+		metrics.WarningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
 	case warningCapped:
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
 			"worker %s reports more Warnings about this Job's mirror and pods than are recorded here (%d at most, one per %s): "+
