@@ -37,11 +37,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -208,7 +209,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // subscription to the registry, and the Registry's connections unless a
 // test set others.
 func (r *JobReconciler) init() {
-	r.Recorder = boundNotes(r.Recorder)
+	r.Recorder = eventnote.Bound(r.Recorder)
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
 	r.waiting = newWaitingRoom()
 	r.refusals = newRefusalMemo()

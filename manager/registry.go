@@ -33,8 +33,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
+	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -133,7 +134,7 @@ const rightsRetry = 3 * time.Second
 
 // NewRegistry completes a Registry whose exported fields are set.
 func NewRegistry(r *Registry) *Registry {
-	r.Recorder = boundNotes(r.Recorder)
+	r.Recorder = eventnote.Bound(r.Recorder)
 	r.remotes = map[string]*remote{}
 	r.workerEvents = make(chan event.GenericEvent, 64)
 	return r

@@ -25,8 +25,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // Why a mirror does not run is seen on its worker: the scheduler finds no
@@ -149,7 +150,7 @@ func (r *remote) stopWarnings() {
 // Bounds of what is kept of a worker's Event: a note holds 1 KiB, and an
 // Event's reason and action are at most 128 characters in events.k8s.io.
 const (
-	maxWarningMessage = maxNoteBytes
+	maxWarningMessage = eventnote.MaxBytes
 	maxWarningWord    = 128
 )
 
@@ -353,7 +354,7 @@ func forwardedNote(worker string, ev *corev1.Event) string {
 	if ev.InvolvedObject.Kind == "Pod" {
 		object = "pod " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
 	}
-	return cutNote(fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message)))
+	return eventnote.Cut(fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message)))
 }
 
 // warningAction is the action of the forwarded Event: the worker's, when

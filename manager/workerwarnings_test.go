@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventnote"
 )
 
 func namedJob(name string, indexed bool) batchv1.Job {
@@ -119,7 +120,7 @@ func TestForwardedNote(t *testing.T) {
 	ev.InvolvedObject.Kind = "Job"
 	ev.Message = strings.Repeat("é", 600)
 	got := forwardedNote("w1", ev)
-	if len(got) > maxNoteBytes || !strings.HasPrefix(got, "worker w1, Job team-a/train-x7k2p: é") || !strings.HasSuffix(got, "...") {
+	if len(got) > eventnote.MaxBytes || !strings.HasPrefix(got, "worker w1, Job team-a/train-x7k2p: é") || !strings.HasSuffix(got, "...") {
 		t.Errorf("a long note: %d bytes, %q…", len(got), got[:60])
 	}
 	if strings.ToValidUTF8(got, "?") != got {

@@ -1,4 +1,4 @@
-package manager
+package eventnote
 
 import (
 	"strings"
@@ -10,14 +10,14 @@ import (
 
 func TestBoundedRecorderCutsNotes(t *testing.T) {
 	fake := events.NewFakeRecorder(1)
-	r := boundNotes(fake)
-	if boundNotes(r) != r {
+	r := Bound(fake)
+	if Bound(r) != r {
 		t.Error("a bounded recorder was wrapped twice")
 	}
-	r.Eventf(&batchv1.Job{}, nil, "Warning", ReasonUnschedulable, "Place", "no worker fits; %s", strings.Repeat("w-é: no room, ", 200))
+	r.Eventf(&batchv1.Job{}, nil, "Warning", "Unschedulable", "Place", "no worker fits; %s", strings.Repeat("w-é: no room, ", 200))
 	got := <-fake.Events
-	note := strings.TrimPrefix(got, "Warning "+ReasonUnschedulable+" ")
-	if len(note) > maxNoteBytes || !strings.HasPrefix(note, "no worker fits; w-é") || !strings.HasSuffix(note, "...") {
+	note := strings.TrimPrefix(got, "Warning "+"Unschedulable"+" ")
+	if len(note) > MaxBytes || !strings.HasPrefix(note, "no worker fits; w-é") || !strings.HasSuffix(note, "...") {
 		t.Errorf("note of %d bytes: %q…", len(note), note[:40])
 	}
 	if strings.ToValidUTF8(note, "?") != note {
