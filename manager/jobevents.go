@@ -13,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // What the Job controller is told of the workers (it subscribes to the
@@ -78,11 +79,11 @@ func (r *JobReconciler) enqueue(namespace, name string) {
 func (r *JobReconciler) placementsAffected(ctx context.Context, worker string, unplaced bool) {
 	keys := []string{worker}
 	if unplaced {
-		keys = append(keys, unplacedKey)
+		keys = append(keys, managercache.UnplacedKey)
 	}
 	for _, key := range keys {
 		var jobs batchv1.JobList
-		if err := r.Client.List(ctx, &jobs, client.MatchingFields{placementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.PlacementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
 			// From the cache, so this fails only while stopping; the Jobs'
 			// own requeues remain.
 			logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again", "placement", key)

@@ -35,6 +35,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/internal/workerkubeconfig"
+	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -178,7 +179,7 @@ func (r *Registry) handlers() []WorkerHandlers {
 // SetupWithManager registers the WorkerCluster controller, and the index of
 // manager Jobs by placement the registry and the Job controller read.
 func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
-	if err := indexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := crmetrics.Registry.Register(newCapacityCollector(r)); err != nil {
@@ -731,7 +732,7 @@ func (r *Registry) placementsAffected(ctx context.Context, worker string, unplac
 
 func (r *Registry) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
 	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs, client.MatchingFields{unfinishedPlacementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.UnfinishedPlacementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, 0, fmt.Errorf("listing unfinished manager Jobs placed on %s: %w", worker, err)
 	}
 	for i := range jobs.Items {

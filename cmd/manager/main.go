@@ -30,6 +30,7 @@ import (
 	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // The rights the manager uses in its own namespace (the chart's release
@@ -230,7 +231,7 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 		// A replica that stops cleanly hands over at once instead of after
 		// the lease expires.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         manager.CacheOptions(c.namespace),
+		Cache:                         managercache.CacheOptions(c.namespace),
 	}
 	var webhookServer webhook.Server
 	if c.webhookPort != 0 {

@@ -1,4 +1,7 @@
-package manager
+// Package managercache says what the manager caches of its own cluster —
+// Jobs without what it never reads — and how it indexes manager Jobs by the
+// worker they are placed on, for the Job and WorkerCluster controllers.
+package managercache
 
 import (
 	"context"
@@ -11,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // CacheOptions are the manager cluster cache's: the kubeconfig Secrets of
@@ -51,24 +55,24 @@ func trimJob(obj any) (any, error) {
 	}, nil
 }
 
-// placementIndex indexes manager Jobs by the worker they are placed on, and
-// unplacedKey for those not placed, so counting a worker's Jobs and finding
+// PlacementIndex indexes manager Jobs by the worker they are placed on, and
+// UnplacedKey for those not placed, so counting a worker's Jobs and finding
 // the Jobs a capacity change may unblock read only those.
-const placementIndex = "jobferry.dev/placement"
+const PlacementIndex = "jobferry.dev/placement"
 
-// unplacedKey is the placementIndex value of a manager Job not placed.
-const unplacedKey = "-"
+// UnplacedKey is the PlacementIndex value of a manager Job not placed.
+const UnplacedKey = "-"
 
-// unfinishedPlacementIndex indexes the unfinished manager Jobs placed on a
+// UnfinishedPlacementIndex indexes the unfinished manager Jobs placed on a
 // worker by that worker: counting a worker's Jobs reads only those, not
 // every Job it ever ran (at 5,000 Jobs that list allocated ~3 MB per worker
 // at every count, every 2 s while Jobs change).
-const unfinishedPlacementIndex = "jobferry.dev/unfinished-placement"
+const UnfinishedPlacementIndex = "jobferry.dev/unfinished-placement"
 
-// indexJobs registers placementIndex and unfinishedPlacementIndex with the
+// IndexJobs registers PlacementIndex and UnfinishedPlacementIndex with the
 // manager cluster's cache.
-func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
-	err := indexer.IndexField(ctx, &batchv1.Job{}, placementIndex, func(obj client.Object) []string {
+func IndexJobs(ctx context.Context, indexer client.FieldIndexer) error {
+	err := indexer.IndexField(ctx, &batchv1.Job{}, PlacementIndex, func(obj client.Object) []string {
 		job, ok := obj.(*batchv1.Job)
 		if !ok || !v1alpha1.IsManagerJob(job) {
 			return nil
@@ -78,7 +82,7 @@ func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	if err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
-	err = indexer.IndexField(ctx, &batchv1.Job{}, unfinishedPlacementIndex, func(obj client.Object) []string {
+	err = indexer.IndexField(ctx, &batchv1.Job{}, UnfinishedPlacementIndex, func(obj client.Object) []string {
 		job, ok := obj.(*batchv1.Job)
 		if !ok || !v1alpha1.IsManagerJob(job) {
 			return nil
@@ -95,7 +99,7 @@ func indexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 // unfinished, else nothing.
 func unfinishedPlacementKeys(job *batchv1.Job) []string {
 	worker := job.Annotations[v1alpha1.WorkerAnnotation]
-	if worker == "" || isFinished(job) {
+	if worker == "" || jobstatus.Finished(job.Status) {
 		return nil
 	}
 	return []string{worker}
@@ -105,5 +109,5 @@ func placementKey(job *batchv1.Job) string {
 	if worker := job.Annotations[v1alpha1.WorkerAnnotation]; worker != "" {
 		return worker
 	}
-	return unplacedKey
+	return UnplacedKey
 }

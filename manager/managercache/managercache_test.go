@@ -1,4 +1,4 @@
-package manager
+package managercache
 
 import (
 	"slices"
@@ -59,20 +59,23 @@ func TestPlacementKeyTellsUnplacedFromPlaced(t *testing.T) {
 	if got := placementKey(placed); got != "worker-2" {
 		t.Errorf("placed Job indexed as %q", got)
 	}
-	if got := placementKey(&batchv1.Job{}); got != unplacedKey {
-		t.Errorf("unplaced Job indexed as %q, want %q", got, unplacedKey)
+	if got := placementKey(&batchv1.Job{}); got != UnplacedKey {
+		t.Errorf("unplaced Job indexed as %q, want %q", got, UnplacedKey)
 	}
 }
 
 func TestUnfinishedPlacementKeysLeaveOutFinishedAndUnplacedJobs(t *testing.T) {
+	onW1 := func(status batchv1.JobStatus) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.WorkerAnnotation: "w1"}}, Status: status}
+	}
 	cases := []struct {
 		name string
 		job  *batchv1.Job
 		want []string
 	}{
-		{"running on w1", stepJob(placed, running), []string{"w1"}},
-		{"finished on w1", stepJob(placed, complete), nil},
-		{"unplaced", stepJob(), nil},
+		{"running on w1", onW1(batchv1.JobStatus{Active: 1}), []string{"w1"}},
+		{"finished on w1", onW1(batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}), nil},
+		{"unplaced", &batchv1.Job{}, nil},
 	}
 	for _, tc := range cases {
 		if got := unfinishedPlacementKeys(tc.job); !slices.Equal(got, tc.want) {
