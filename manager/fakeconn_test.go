@@ -34,9 +34,9 @@ type fakeConn struct {
 	// creates counts the Jobs created there, refused ones included.
 	creates *atomic.Int32
 	limited []string
-	missing []right
+	missing []Right
 	pools   []v1alpha1.NodePool
-	deleted *deletedMirrors
+	deleted *DeletedMirrors
 	// shared: another manager installation's mirror was seen there.
 	shared bool
 	// noRelabel: the credential may create namespaces, not patch them.
@@ -66,28 +66,28 @@ func newFakeConn(origin string, objs ...client.Object) *fakeConn {
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
 	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	*f = fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, deleted: newDeletedMirrors(clock.RealClock{})}
+	*f = fakeConn{c: c, origin: origin, creates: creates, pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, deleted: NewDeletedMirrors(clock.RealClock{})}
 	return f
 }
 
-func (f *fakeConn) connected() bool             { return !f.down }
-func (f *fakeConn) allowedNamespaces() []string { return f.limited }
-func (f *fakeConn) mayUse(ns string) bool {
+func (f *fakeConn) Connected() bool             { return !f.down }
+func (f *fakeConn) AllowedNamespaces() []string { return f.limited }
+func (f *fakeConn) MayUse(ns string) bool {
 	return len(f.limited) == 0 || slices.Contains(f.limited, ns)
 }
-func (f *fakeConn) namespaceRights() namespaceRights {
-	return namespaceRights{create: true, relabel: !f.noRelabel}
+func (f *fakeConn) NamespaceRights() NamespaceRights {
+	return NamespaceRights{Create: true, Relabel: !f.noRelabel}
 }
-func (f *fakeConn) missingRights() []right { return f.missing }
-func (f *fakeConn) client() client.Client  { return f.c }
+func (f *fakeConn) MissingRights() []Right { return f.missing }
+func (f *fakeConn) Client() client.Client  { return f.c }
 
-func (f *fakeConn) deletedMirrors() *deletedMirrors { return f.deleted }
+func (f *fakeConn) DeletedMirrors() *DeletedMirrors { return f.deleted }
 
-func (f *fakeConn) capacity(context.Context) *v1alpha1.ClusterCapacityStatus {
+func (f *fakeConn) Capacity(context.Context) *v1alpha1.ClusterCapacityStatus {
 	return &v1alpha1.ClusterCapacityStatus{Pools: f.pools}
 }
 
-func (f *fakeConn) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+func (f *fakeConn) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
 	if err := f.c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -95,7 +95,7 @@ func (f *fakeConn) namespace(ctx context.Context, name string) (*corev1.Namespac
 	return ns, nil
 }
 
-func (f *fakeConn) createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+func (f *fakeConn) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
 	err := f.c.Create(ctx, ns.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
 		return false, nil
@@ -103,23 +103,23 @@ func (f *fakeConn) createNamespace(ctx context.Context, ns *corev1.Namespace) (b
 	return err == nil, err
 }
 
-func (f *fakeConn) relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+func (f *fakeConn) RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
 	patched := have.DeepCopy()
 	patched.Labels = want.Labels
 	return f.c.Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{}))
 }
 
-func (f *fakeConn) forgetNamespace(string) {}
+func (f *fakeConn) ForgetNamespace(string) {}
 
-func (f *fakeConn) originShared() bool { return f.shared }
+func (f *fakeConn) OriginShared() bool { return f.shared }
 
-// mirror reads as the real cache does: only Jobs with this origin's label,
+// Mirror reads as the real cache does: only Jobs with this origin's label,
 // slimmed.
-func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+func (f *fakeConn) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	if f.lags {
 		return nil, nil
 	}
-	job, err := f.uncachedJob(ctx, key)
+	job, err := f.UncachedJob(ctx, key)
 	if apierrors.IsNotFound(err) || (err == nil && job.Labels[v1alpha1.OriginLabel] != f.origin) {
 		return nil, nil
 	}
@@ -130,7 +130,7 @@ func (f *fakeConn) mirror(ctx context.Context, key types.NamespacedName) (*batch
 	return slim.(*batchv1.Job), err
 }
 
-func (f *fakeConn) uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+func (f *fakeConn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	job := &batchv1.Job{}
 	if err := f.c.Get(ctx, key, job); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (f *fakeConn) uncachedJob(ctx context.Context, key types.NamespacedName) (*
 // fakeConnections are the workers of a unit test, by name.
 type fakeConnections map[string]*fakeConn
 
-func (f fakeConnections) conn(worker string) workerConn {
+func (f fakeConnections) conn(worker string) Conn {
 	if c, ok := f[worker]; ok {
 		return c
 	}

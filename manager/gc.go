@@ -76,11 +76,11 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 	defer cancel()
 	log := logf.FromContext(ctx).WithValues("worker", worker)
 	rem := gc.workers.conn(worker)
-	if rem == nil || !rem.connected() {
+	if rem == nil || !rem.Connected() {
 		return
 	}
 	var mirrors batchv1.JobList
-	if err := rem.client().List(ctx, &mirrors); err != nil {
+	if err := rem.Client().List(ctx, &mirrors); err != nil {
 		log.Error(err, "listing mirrors for garbage collection")
 		return
 	}
@@ -94,8 +94,8 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
-	for _, m := range orphans(mirrors.Items, jobs.Items, gc.managerID, rem.originShared()) {
-		deleted, err := deleteMirror(ctx, rem, worker, m)
+	for _, m := range orphans(mirrors.Items, jobs.Items, gc.managerID, rem.OriginShared()) {
+		deleted, err := DeleteMirror(ctx, rem, worker, m)
 		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
 			continue
@@ -127,7 +127,7 @@ func orphans(mirrors, jobs []batchv1.Job, managerID string, shared bool) []*batc
 	for i := range mirrors {
 		m := &mirrors[i]
 		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
-		if origin == "" || m.DeletionTimestamp != nil || !mayDelete(m, managerID, shared) {
+		if origin == "" || m.DeletionTimestamp != nil || !MayDelete(m, managerID, shared) {
 			continue
 		}
 		if job := live[origin]; job != nil && mirror.Attempt(m) >= jobstate.Attempt(job) {

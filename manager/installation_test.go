@@ -43,7 +43,7 @@ func TestMayDelete(t *testing.T) {
 		{"unlabelled (an earlier manager's)", legacy, false, true},
 		{"unlabelled, the origin shared: it may be theirs", legacy, true, false},
 	} {
-		if got := mayDelete(tc.m, "a", tc.shared); got != tc.want {
+		if got := MayDelete(tc.m, "a", tc.shared); got != tc.want {
 			t.Errorf("%s: mayDelete = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -53,7 +53,7 @@ func TestOriginCondition(t *testing.T) {
 	if c := originCondition("jobferry", nil); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonOriginExclusive {
 		t.Errorf("no conflict: %+v", c)
 	}
-	c := originCondition("jobferry", &originConflict{manager: "b", job: types.NamespacedName{Namespace: "team-a", Name: "train"}})
+	c := originCondition("jobferry", &OriginConflict{Manager: "b", Job: types.NamespacedName{Namespace: "team-a", Name: "train"}})
 	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonOriginShared ||
 		!strings.Contains(c.Message, `jobferry.dev/manager-id b) with the same origin "jobferry" made mirrors on this worker, such as team-a/train`) {
 		t.Errorf("a conflict: %+v", c)

@@ -27,7 +27,7 @@ const jobEventBuffer = 4096
 // subscribe has the registry tell the Job controller what happens on the
 // workers.
 func (r *JobReconciler) subscribe() {
-	r.Registry.Subscribe(WorkerHandlers{
+	r.Registry.Subscribe(Handlers{
 		MirrorChanged:      r.mirrorChanged,
 		CapacityChanged:    r.capacityChanged,
 		WorkerReconciled:   func(string) { r.wakeWaiting() },

@@ -149,7 +149,7 @@ type JobReconciler struct {
 	// the forwarding loop (workerwarnings.go).
 	jobEvents, mirrorEvents chan event.GenericEvent
 	wakeSignal              chan struct{}
-	warnings                chan workerWarning
+	warnings                chan Warning
 
 	// assume holds what placed Jobs request until the workers' summaries
 	// show it: placement adds, mirrors running and summaries end it.
@@ -218,7 +218,7 @@ func (r *JobReconciler) init() {
 	r.mirrorEvents = make(chan event.GenericEvent, jobEventBuffer)
 	// One pending signal is enough: a wake-up reads everything afresh.
 	r.wakeSignal = make(chan struct{}, 1)
-	r.warnings = make(chan workerWarning, 1024)
+	r.warnings = make(chan Warning, 1024)
 	if r.connections == nil {
 		r.connections = r.Registry
 	}
@@ -396,15 +396,15 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
 	}
 	rem := r.conn(s.Worker)
-	if rem == nil || !rem.connected() {
+	if rem == nil || !rem.Connected() {
 		return s, nil
 	}
-	s.Connection = connectionState{Connected: true, Namespaces: rem.allowedNamespaces(), MayUse: rem.mayUse(job.Namespace), MissingRights: rem.missingRights()}
-	m, err := rem.mirror(ctx, key)
+	s.Connection = connectionState{Connected: true, Namespaces: rem.AllowedNamespaces(), MayUse: rem.MayUse(job.Namespace), MissingRights: rem.MissingRights()}
+	m, err := rem.Mirror(ctx, key)
 	if err != nil {
 		return s, err
 	}
-	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !mayDelete(m, r.ManagerID, rem.originShared()) {
+	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !MayDelete(m, r.ManagerID, rem.OriginShared()) {
 		// Another installation's mirror of the same name (or one that
 		// may be): not ours to fence, so a Job not ours holds the name.
 		s.Foreign, m = m, nil
@@ -455,10 +455,10 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 	recorded := jobstate.Attempt(job)
 	for _, worker := range r.connections.names() {
 		rem := r.conn(worker)
-		if rem == nil || !rem.connected() || !rem.mayUse(job.Namespace) {
+		if rem == nil || !rem.Connected() || !rem.MayUse(job.Namespace) {
 			continue
 		}
-		m, err := rem.mirror(ctx, key)
+		m, err := rem.Mirror(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -477,12 +477,12 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 // now ("" when it may): what placement checked that depends neither on free
 // capacity nor on the worker taking new Jobs (dispatch.Admits), the worker's
 // namespace included.
-func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, rem workerConn) (string, error) {
-	if !rem.mayUse(job.Namespace) {
+func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, rem Conn) (string, error) {
+	if !rem.MayUse(job.Namespace) {
 		return "", nil // nextStep releases it, saying why
 	}
 	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
-	if capacity := rem.capacity(ctx); capacity != nil {
+	if capacity := rem.Capacity(ctx); capacity != nil {
 		view.Pools = capacity.Pools
 		if view.Pools == nil {
 			view.Pools = []v1alpha1.NodePool{}
@@ -502,8 +502,8 @@ func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns 
 // manager's namespace, it is missing and the manager may not create it, or
 // the credential may not read it (the worker's rights are checked again at
 // once). An error is one worth retrying.
-func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, rem workerConn, worker, name string) (dispatch.NamespaceVerdict, error) {
-	workerNS, err := rem.namespace(ctx, name)
+func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, rem Conn, worker, name string) (dispatch.NamespaceVerdict, error) {
+	workerNS, err := rem.Namespace(ctx, name)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		r.Registry.rightsRefused(worker)
@@ -514,7 +514,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	}
 	// As the namespace will be when the mirror is written: jobferry creates
 	// it, or brings the labels of one it created in step, first.
-	rights := rem.namespaceRights()
+	rights := rem.NamespaceRights()
 	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
 	if plan.action == namespaceMissing {
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
@@ -523,8 +523,8 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	if why == "" {
 		return dispatch.NamespaceVerdict{}, nil
 	}
-	if plan.ours && rights.create && !rights.relabel {
-		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", relabelNamespacesRight)
+	if plan.ours && rights.Create && !rights.Relabel {
+		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", RelabelNamespacesRight)
 	}
 	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
 }
@@ -533,23 +533,23 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 // planWorkerNamespace decides (created, or its Pod Security labels set to
 // the manager namespace's), before a mirror is created or its pod template
 // changed there.
-func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, rem workerConn, managerNS *corev1.Namespace, name string) error {
+func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, rem Conn, managerNS *corev1.Namespace, name string) error {
 	// Twice at most: a namespace someone made between the read and the
 	// create is read again and planned as found.
 	for range 2 {
-		have, err := rem.namespace(ctx, name)
+		have, err := rem.Namespace(ctx, name)
 		if err != nil {
 			return err
 		}
-		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, rem.namespaceRights())
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, rem.NamespaceRights())
 		switch plan.action {
 		case namespaceCreate:
-			created, err := rem.createNamespace(ctx, plan.namespace)
+			created, err := rem.CreateNamespace(ctx, plan.namespace)
 			if err != nil || created {
 				return err
 			}
 		case namespaceRelabel:
-			return rem.relabelNamespace(ctx, have, plan.namespace)
+			return rem.RelabelNamespace(ctx, have, plan.namespace)
 		default:
 			return nil
 		}
@@ -656,18 +656,18 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
-		if rem := r.conn(wc.Name); rem != nil && rem.connected() {
+		if rem := r.conn(wc.Name); rem != nil && rem.Connected() {
 			view.Connected = true
-			if capacity := rem.capacity(ctx); capacity != nil {
+			if capacity := rem.Capacity(ctx); capacity != nil {
 				view.Pools = capacity.Pools
 				if view.Pools == nil {
 					view.Pools = []v1alpha1.NodePool{}
 				}
 			}
-			if missing := rem.missingRights(); len(missing) > 0 {
-				view.MissingRights = missingMessage(missing)
+			if missing := rem.MissingRights(); len(missing) > 0 {
+				view.MissingRights = MissingMessage(missing)
 			}
-			if rem.mayUse(job.Namespace) {
+			if rem.MayUse(job.Namespace) {
 				verdict, err := r.workerNamespaceVerdict(ctx, ns, rem, wc.Name, job.Namespace)
 				if err != nil {
 					// This worker alone is left out of this placement.
@@ -690,7 +690,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	if rem == nil {
 		return false, reconcile.Result{Requeue: true}, nil
 	}
-	if rem.namespaceRights().create {
+	if rem.NamespaceRights().Create {
 		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
 			return false, reconcile.Result{}, err
@@ -707,9 +707,9 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
-	err = rem.client().Create(ctx, m)
+	err = rem.Client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
-		existing, getErr := rem.uncachedJob(ctx, client.ObjectKeyFromObject(m))
+		existing, getErr := rem.UncachedJob(ctx, client.ObjectKeyFromObject(m))
 		if getErr != nil {
 			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
@@ -721,7 +721,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
 			// A stale attempt the cache does not show yet: fenced, as the
 			// next step would once it does.
-			if _, err := deleteMirror(ctx, rem, worker, existing); err != nil {
+			if _, err := DeleteMirror(ctx, rem, worker, existing); err != nil {
 				result, err := r.refused(ctx, job, writeMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
 				return false, result, err
 			}
@@ -735,7 +735,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	if namespaceGone(err) {
 		// Deleted on the worker since the manager last saw it (its mirrors
 		// with it): read, and created, again on the next try.
-		rem.forgetNamespace(job.Namespace)
+		rem.ForgetNamespace(job.Namespace)
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
@@ -816,7 +816,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	if rem == nil {
 		return reconcile.Result{Requeue: true}, nil
 	}
-	if slices.Contains(st.Changed, "template") && rem.namespaceRights().create {
+	if slices.Contains(st.Changed, "template") && rem.NamespaceRights().Create {
 		// The new pods are held to the manager namespace's levels too.
 		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
@@ -860,12 +860,12 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 // read once, and written with that read's resourceVersion, so a change made
 // meanwhile is a conflict, not lost. The manager's credential may get and
 // update Jobs there; a spec change is rare enough for the read.
-func updateFromCache(ctx context.Context, rem workerConn, cached, updated *batchv1.Job) error {
+func updateFromCache(ctx context.Context, rem Conn, cached, updated *batchv1.Job) error {
 	patch, err := client.MergeFrom(cached).Data(updated)
 	if err != nil {
 		return err
 	}
-	current, err := rem.uncachedJob(ctx, client.ObjectKeyFromObject(cached))
+	current, err := rem.UncachedJob(ctx, client.ObjectKeyFromObject(cached))
 	if err != nil {
 		return err
 	}
@@ -885,7 +885,7 @@ func updateFromCache(ctx context.Context, rem workerConn, cached, updated *batch
 		return err
 	}
 	next.ResourceVersion = current.ResourceVersion
-	if err := rem.client().Update(ctx, next); err != nil {
+	if err := rem.Client().Update(ctx, next); err != nil {
 		return err
 	}
 	*updated = *next
@@ -1028,20 +1028,20 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	}
 	for _, worker := range r.connections.names() {
 		rem := r.conn(worker)
-		if rem == nil || !rem.connected() {
+		if rem == nil || !rem.Connected() {
 			continue
 		}
-		m, err := rem.mirror(ctx, key)
+		m, err := rem.Mirror(ctx, key)
 		if err != nil {
 			return err
 		}
 		// Every mirror of this installation with the Job's name is one of a
 		// Job that no longer exists, or of this one while it is deleted.
 		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) ||
-			(job == nil && !mayDelete(m, r.ManagerID, rem.originShared())) {
+			(job == nil && !MayDelete(m, r.ManagerID, rem.OriginShared())) {
 			continue
 		}
-		if _, err := deleteMirror(ctx, rem, worker, m); err != nil {
+		if _, err := DeleteMirror(ctx, rem, worker, m); err != nil {
 			return err
 		}
 	}
@@ -1070,7 +1070,7 @@ func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batc
 	if rem == nil {
 		return fmt.Errorf("deleting mirror %s/%s: no connection to %s", m.Namespace, m.Name, worker)
 	}
-	_, err := deleteMirror(ctx, rem, worker, m)
+	_, err := DeleteMirror(ctx, rem, worker, m)
 	return err
 }
 
@@ -1080,6 +1080,6 @@ func (r *JobReconciler) namespaces() admission.NamespaceReader {
 }
 
 // conn is the connection to worker, nil when there is none.
-func (r *JobReconciler) conn(worker string) workerConn { return r.connections.conn(worker) }
+func (r *JobReconciler) conn(worker string) Conn { return r.connections.conn(worker) }
 
 func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

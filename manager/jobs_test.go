@@ -109,7 +109,7 @@ func (h *jobsHarness) job(t *testing.T) *batchv1.Job {
 // mirror is the mirror on worker; nil when there is none.
 func (h *jobsHarness) mirror(t *testing.T, worker string) *batchv1.Job {
 	t.Helper()
-	m, err := h.workers[worker].mirror(context.Background(), trainKey)
+	m, err := h.workers[worker].Mirror(context.Background(), trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
 		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
 	}
-	m, err := h.workers["w1"].uncachedJob(context.Background(), trainKey)
+	m, err := h.workers["w1"].UncachedJob(context.Background(), trainKey)
 	if err != nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
 		t.Fatalf("mirror %v: want a running mirror of the Job on w1", m)
 	}
@@ -264,7 +264,7 @@ func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	if m := h.mirror(t, "w2"); m == nil {
 		t.Errorf("no mirror on w2")
 	}
-	if j, err := h.workers["w1"].uncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
+	if j, err := h.workers["w1"].UncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
 		t.Errorf("the Job on w1 that is not jobferry's was touched: %v, %v", j, err)
 	}
 	if got := strings.Join(h.events(), ","); got != ReasonNameConflict+","+ReasonDispatched {

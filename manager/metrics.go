@@ -129,10 +129,10 @@ func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, worker := range c.conns.names() {
 		conn := c.conns.conn(worker)
-		if conn == nil || !conn.connected() {
+		if conn == nil || !conn.Connected() {
 			continue
 		}
-		summary := conn.capacity(context.Background())
+		summary := conn.Capacity(context.Background())
 		if summary == nil {
 			continue
 		}

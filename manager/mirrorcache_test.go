@@ -43,11 +43,11 @@ func TestUpdateFromCache(t *testing.T) {
 	h.reconcile(t)
 	ctx := context.Background()
 	w := h.workers["w1"]
-	full, err := w.uncachedJob(ctx, trainKey)
+	full, err := w.UncachedJob(ctx, trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := w.mirror(ctx, trainKey)
+	cached, err := w.Mirror(ctx, trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestUpdateFromCache(t *testing.T) {
 	if err := updateFromCache(ctx, w, cached, updated); err != nil {
 		t.Fatal(err)
 	}
-	after, err := w.uncachedJob(ctx, trainKey)
+	after, err := w.UncachedJob(ctx, trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestUpdateFromCache(t *testing.T) {
 	if err := updateFromCache(ctx, w, cached, stale); err != nil {
 		t.Fatal(err)
 	}
-	final, err := w.uncachedJob(ctx, trainKey)
+	final, err := w.UncachedJob(ctx, trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,12 @@ import (
 // cache takes to see the deletion.
 const deletedMirrorMemory = time.Minute
 
-// deletedMirrors remembers, per worker, the mirrors (by UID) this manager
+// DeletedMirrors remembers, per worker, the mirrors (by UID) this manager
 // deleted, so a reconcile or an orphan collection that reads a cache not
 // showing the deletion yet does not send a second DELETE (a 404 or a failed
 // precondition, but a request the worker's API server pays for all the
 // same: 0.13–0.31 per Job when every manager Job of a bench was deleted).
-type deletedMirrors struct {
+type DeletedMirrors struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	at    map[types.UID]time.Time
@@ -32,20 +32,20 @@ type deletedMirrors struct {
 	pruneAt int
 }
 
-func newDeletedMirrors(clk clock.PassiveClock) *deletedMirrors {
-	return &deletedMirrors{clock: clk, at: map[types.UID]time.Time{}, pruneAt: 1024}
+func NewDeletedMirrors(clk clock.PassiveClock) *DeletedMirrors {
+	return &DeletedMirrors{clock: clk, at: map[types.UID]time.Time{}, pruneAt: 1024}
 }
 
-// recently reports whether the mirror uid was deleted within
+// Recently reports whether the mirror uid was deleted within
 // deletedMirrorMemory.
-func (d *deletedMirrors) recently(uid types.UID) bool {
+func (d *DeletedMirrors) Recently(uid types.UID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at, ok := d.at[uid]
 	return ok && d.clock.Since(at) < deletedMirrorMemory
 }
 
-func (d *deletedMirrors) remember(uid types.UID) {
+func (d *DeletedMirrors) Remember(uid types.UID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clock.Now()
@@ -61,20 +61,20 @@ func (d *deletedMirrors) remember(uid types.UID) {
 	d.pruneAt = max(1024, 2*len(d.at))
 }
 
-// deleteMirror deletes exactly this mirror (UID precondition) and, through
+// DeleteMirror deletes exactly this mirror (UID precondition) and, through
 // background propagation, its pods, unless this manager deleted it already;
 // deleted says whether it sent the request.
-func deleteMirror(ctx context.Context, rem workerConn, worker string, m *batchv1.Job) (deleted bool, err error) {
-	memo := rem.deletedMirrors()
-	if memo.recently(m.UID) {
+func DeleteMirror(ctx context.Context, rem Conn, worker string, m *batchv1.Job) (deleted bool, err error) {
+	memo := rem.DeletedMirrors()
+	if memo.Recently(m.UID) {
 		return false, nil
 	}
-	err = rem.client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
+	err = rem.Client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return false, fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, worker, err)
 	}
 	// Gone, or (NotFound, Conflict) gone already or replaced: either way
 	// this UID needs no other request.
-	memo.remember(m.UID)
+	memo.Remember(m.UID)
 	return true, nil
 }

@@ -30,13 +30,13 @@ func TestDeleteMirrorSendsOneRequestPerMirror(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		}}).Build()
 	clk := clocktesting.NewFakeClock(stepNow)
-	conn := &fakeConn{c: c, deleted: newDeletedMirrors(clk)}
+	conn := &fakeConn{c: c, deleted: NewDeletedMirrors(clk)}
 
 	for i, want := range []struct {
 		deleted  bool
 		requests int32
 	}{{true, 1}, {false, 1}, {false, 1}} {
-		deleted, err := deleteMirror(ctx, conn, "w1", m)
+		deleted, err := DeleteMirror(ctx, conn, "w1", m)
 		if err != nil || deleted != want.deleted || deletes.Load() != want.requests {
 			t.Errorf("delete %d: deleted=%v err=%v, %d requests; want deleted=%v, %d requests", i+1, deleted, err, deletes.Load(), want.deleted, want.requests)
 		}
@@ -45,23 +45,23 @@ func TestDeleteMirrorSendsOneRequestPerMirror(t *testing.T) {
 	// A minute on, the memory is gone: a mirror still listed is asked for
 	// again (the worker answers NotFound, which is no error).
 	clk.Step(deletedMirrorMemory)
-	if deleted, err := deleteMirror(ctx, conn, "w1", m); err != nil || !deleted || deletes.Load() != 2 {
+	if deleted, err := DeleteMirror(ctx, conn, "w1", m); err != nil || !deleted || deletes.Load() != 2 {
 		t.Errorf("after the memory: deleted=%v err=%v, %d requests; want a second request", deleted, err, deletes.Load())
 	}
 }
 
 func TestDeletedMirrorsDropsExpiredEntries(t *testing.T) {
 	clk := clocktesting.NewFakeClock(stepNow)
-	d := newDeletedMirrors(clk)
+	d := NewDeletedMirrors(clk)
 	for i := range 1000 {
-		d.remember(uidOf(i))
+		d.Remember(uidOf(i))
 	}
 	clk.Step(deletedMirrorMemory)
 	for i := 1000; i < 1030; i++ {
-		d.remember(uidOf(i))
+		d.Remember(uidOf(i))
 	}
-	if len(d.at) != 30 || d.recently(uidOf(1)) || !d.recently(uidOf(1029)) {
-		t.Errorf("%d remembered, old one recent=%v; want the 30 new ones only", len(d.at), d.recently(uidOf(1)))
+	if len(d.at) != 30 || d.Recently(uidOf(1)) || !d.Recently(uidOf(1029)) {
+		t.Errorf("%d remembered, old one recent=%v; want the 30 new ones only", len(d.at), d.Recently(uidOf(1)))
 	}
 }
 

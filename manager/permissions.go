@@ -14,15 +14,15 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// right is one request the manager makes of a worker's API server: in one
+// Right is one request the manager makes of a worker's API server: in one
 // namespace, or in all ("") for a namespaced resource; on one object (name)
 // when the credential may be limited to it.
-type right struct {
+type Right struct {
 	verb, group, resource string
 	namespace, name       string
 }
 
-func (r right) String() string {
+func (r Right) String() string {
 	s := r.verb + " " + r.resource
 	if r.group != "" {
 		s += "." + r.group
@@ -46,21 +46,21 @@ func (r right) String() string {
 // mirrors, and reads the namespaces they go to (get: their Pod
 // Security labels). With namespaces (the worker chart's namespaced mode) the
 // Job and namespace rights are needed in those only.
-func requiredRights(namespaces []string) []right {
+func requiredRights(namespaces []string) []Right {
 	scopes := rightScopes(namespaces)
-	var out []right
+	var out []Right
 	for _, ns := range scopes {
 		for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
-			out = append(out, right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
+			out = append(out, Right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
 		}
 	}
 	for _, verb := range []string{"list", "watch"} {
-		out = append(out, right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
+		out = append(out, Right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
 	}
 	for _, ns := range scopes {
 		// A namespace is its own namespace for RBAC: a Role in it may allow
 		// getting it.
-		out = append(out, right{verb: "get", resource: "namespaces", namespace: ns, name: ns})
+		out = append(out, Right{verb: "get", resource: "namespaces", namespace: ns, name: ns})
 	}
 	return out
 }
@@ -74,27 +74,27 @@ func rightScopes(namespaces []string) []string {
 	return namespaces
 }
 
-// createNamespacesRight is optional: with it (and a credential for
+// CreateNamespacesRight is optional: with it (and a credential for
 // every namespace) the manager creates a missing namespace for a mirror;
 // without it, a worker lacking the Job's namespace is not chosen for it.
-var createNamespacesRight = right{verb: "create", resource: "namespaces"}
+var CreateNamespacesRight = Right{verb: "create", resource: "namespaces"}
 
-// relabelNamespacesRight is optional with it: with it the manager keeps the
+// RelabelNamespacesRight is optional with it: with it the manager keeps the
 // Pod Security labels of the namespaces it created in step with the
 // manager's (planWorkerNamespace); without it, such a namespace left weaker
 // than the manager's takes no more Jobs, saying so. The worker chart fences
 // it with an admission policy: those namespaces only, those labels only.
-var relabelNamespacesRight = right{verb: "patch", resource: "namespaces"}
+var RelabelNamespacesRight = Right{verb: "patch", resource: "namespaces"}
 
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
 // to the manager Jobs (workerwarnings.go); without them Jobs still run, and
 // their worker-side failure reasons are seen only on the worker.
-func warningEventsRights(namespaces []string) []right {
-	var out []right
+func warningEventsRights(namespaces []string) []Right {
+	var out []Right
 	for _, ns := range rightScopes(namespaces) {
 		for _, verb := range []string{"list", "watch"} {
-			out = append(out, right{verb: verb, resource: "events", namespace: ns})
+			out = append(out, Right{verb: verb, resource: "events", namespace: ns})
 		}
 	}
 	return out
@@ -105,20 +105,20 @@ func warningEventsRights(namespaces []string) []right {
 // it proceeds within seconds of being granted it.
 const rightsCheckInterval = time.Minute
 
-// rightsState is what the last check of a worker's credential found.
-type rightsState struct {
-	checked time.Time
-	// missing are required rights the credential lacks.
-	missing []right
-	// namespaces: what the credential may do to namespaces.
-	namespaces namespaceRights
-	// mayWatchWarnings: the credential may list and watch Events wherever
+// RightsState is what the last check of a worker's credential found.
+type RightsState struct {
+	Checked time.Time
+	// Missing are required rights the credential lacks.
+	Missing []Right
+	// Namespaces: what the credential may do to Namespaces.
+	Namespaces NamespaceRights
+	// MayWatchWarnings: the credential may list and watch Events wherever
 	// the manager keeps mirrors (warningEventsRights).
-	mayWatchWarnings bool
+	MayWatchWarnings bool
 }
 
-// missingMessage names the missing rights for a condition or an Event.
-func missingMessage(missing []right) string {
+// MissingMessage names the missing rights for a condition or an Event.
+func MissingMessage(missing []Right) string {
 	names := make([]string, len(missing))
 	for i, r := range missing {
 		names[i] = r.String()
@@ -126,17 +126,17 @@ func missingMessage(missing []right) string {
 	return "its credential may not " + strings.Join(names, ", ")
 }
 
-// mayCreateMirrors: no right missing to create Jobs in namespace ns.
-func mayCreateMirrors(missing []right, ns string) bool {
-	return !slices.ContainsFunc(missing, func(r right) bool {
+// MayCreateMirrors: no right missing to create Jobs in namespace ns.
+func MayCreateMirrors(missing []Right, ns string) bool {
+	return !slices.ContainsFunc(missing, func(r Right) bool {
 		return r.verb == "create" && r.resource == "jobs" && (r.namespace == "" || r.namespace == ns)
 	})
 }
 
 // reviewRights asks the worker, with one SelfSubjectAccessReview per right,
 // which of the rights its credential lacks.
-func reviewRights(ctx context.Context, c kubernetes.Interface, rights []right) ([]right, error) {
-	var missing []right
+func reviewRights(ctx context.Context, c kubernetes.Interface, rights []Right) ([]Right, error) {
+	var missing []Right
 	for _, r := range rights {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource, Namespace: r.namespace, Name: r.name},

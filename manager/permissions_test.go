@@ -12,7 +12,7 @@ import (
 )
 
 func TestRequiredRights(t *testing.T) {
-	names := func(rights []right) []string {
+	names := func(rights []Right) []string {
 		var out []string
 		for _, r := range rights {
 			out = append(out, r.String())
@@ -28,8 +28,8 @@ func TestRequiredRights(t *testing.T) {
 	if diff := cmp.Diff(cluster, names(requiredRights(nil))); diff != "" {
 		t.Errorf("every namespace (-want +got):\n%s", diff)
 	}
-	if createNamespacesRight.String() != "create namespaces" {
-		t.Errorf("the optional right is %q", createNamespacesRight)
+	if CreateNamespacesRight.String() != "create namespaces" {
+		t.Errorf("the optional right is %q", CreateNamespacesRight)
 	}
 	namespaced := []string{
 		"get jobs.batch in a", "list jobs.batch in a", "watch jobs.batch in a", "create jobs.batch in a", "update jobs.batch in a", "delete jobs.batch in a",
@@ -47,8 +47,8 @@ func TestRequiredRights(t *testing.T) {
 		t.Errorf("the optional Events rights, namespaces a and b (-want +got):\n%s", diff)
 	}
 	missing := requiredRights([]string{"a", "b"})[9:10] // create jobs.batch in b
-	if !mayCreateMirrors(missing, "a") || mayCreateMirrors(missing, "b") {
-		t.Errorf("mayCreateMirrors with %v missing: a %t, b %t; want true, false", names(missing), mayCreateMirrors(missing, "a"), mayCreateMirrors(missing, "b"))
+	if !MayCreateMirrors(missing, "a") || MayCreateMirrors(missing, "b") {
+		t.Errorf("mayCreateMirrors with %v missing: a %t, b %t; want true, false", names(missing), MayCreateMirrors(missing, "a"), MayCreateMirrors(missing, "b"))
 	}
 }
 
@@ -70,7 +70,7 @@ func TestReviewRights(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "its credential may not create jobs.batch in team-a, update jobs.batch in team-a, delete jobs.batch in team-a"
-	if got := missingMessage(missing); got != want {
+	if got := MissingMessage(missing); got != want {
 		t.Errorf("missingMessage = %q, want %q", got, want)
 	}
 	// The namespace of a namespaced mode is asked about as RBAC sees it.

@@ -77,11 +77,11 @@ type Registry struct {
 	workerEvents chan event.GenericEvent
 
 	mu      sync.RWMutex
-	remotes map[string]*remote
+	remotes map[string]*Connection
 	// subscribers are told what happens on the workers (Subscribe), and
 	// connectedSubscribers of each worker that becomes Connected
 	// (SubscribeConnected); both guarded by mu.
-	subscribers          []WorkerHandlers
+	subscribers          []Handlers
 	connectedSubscribers []chan<- string
 	// removed remembers since when the WorkerClusters deleted lately are
 	// gone, for the worker-lost timeout of their Jobs.
@@ -136,16 +136,16 @@ const rightsRetry = 3 * time.Second
 // NewRegistry completes a Registry whose exported fields are set.
 func NewRegistry(r *Registry) *Registry {
 	r.Recorder = eventnote.Bound(r.Recorder)
-	r.remotes = map[string]*remote{}
+	r.remotes = map[string]*Connection{}
 	r.workerEvents = make(chan event.GenericEvent, 64)
 	return r
 }
 
-// WorkerHandlers are what a subscriber is told of the workers (Subscribe);
+// Handlers are what a subscriber is told of the workers (Subscribe);
 // a nil field is not called. They run on the registry's goroutines (the
 // workers' informers, the WorkerCluster controller) and must not block,
 // but Warning, which may until ctx ends.
-type WorkerHandlers struct {
+type Handlers struct {
 	// MirrorChanged: a Job of this installation on worker was added,
 	// updated or deleted, as the worker's cache sees it.
 	MirrorChanged func(worker string, job *batchv1.Job)
@@ -159,18 +159,18 @@ type WorkerHandlers struct {
 	// or deleted, or its credential got the rights it lacked.
 	PlacementsAffected func(ctx context.Context, worker string, unplaced bool)
 	// Warning: a Warning Event on the worker (workerwarnings.go).
-	Warning func(ctx context.Context, w workerWarning)
+	Warning func(ctx context.Context, w Warning)
 }
 
 // Subscribe has h told of what happens on the workers from now on.
-func (r *Registry) Subscribe(h WorkerHandlers) {
+func (r *Registry) Subscribe(h Handlers) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.subscribers = append(r.subscribers, h)
 }
 
 // handlers are the subscribers' handlers now.
-func (r *Registry) handlers() []WorkerHandlers {
+func (r *Registry) handlers() []Handlers {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return slices.Clone(r.subscribers)
@@ -302,7 +302,7 @@ type workerFacts struct {
 // on) the worker, and returns what they found.
 func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) (workerFacts, error) {
 	var f workerFacts
-	var rem *remote
+	var rem *Connection
 	f.connected, rem = r.connect(ctx, wc)
 	if rem != nil {
 		f.hasConnection, f.probeFailures = true, rem.failures.Load()
@@ -316,7 +316,7 @@ func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) 
 		origin := originCondition(r.Origin, rem.sharedOrigin.Load())
 		f.origin = &origin
 		r.keepWarningsWatch(ctx, rem)
-		f.capacity = rem.capacity(ctx)
+		f.capacity = rem.Capacity(ctx)
 		f.credential, f.credentialCondition, f.credentialAfter = r.keepCredential(ctx, wc, rem)
 	}
 	var err error
@@ -414,8 +414,8 @@ func (r *Registry) tellConnected(ctx context.Context, worker string) {
 }
 
 // connect brings the remote in line with the Secret and probes it.
-func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *remote) {
-	notConnected := func(reason, format string, args ...any) (metav1.Condition, *remote) {
+func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
+	notConnected := func(reason, format string, args ...any) (metav1.Condition, *Connection) {
 		r.drop(wc.Name)
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
 	}
@@ -499,7 +499,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 
 // originCondition is the OriginExclusive condition, from the first mirror
 // of another installation with the same origin seen (nil: none).
-func originCondition(origin string, conflict *originConflict) metav1.Condition {
+func originCondition(origin string, conflict *OriginConflict) metav1.Condition {
 	if conflict == nil {
 		return metav1.Condition{Type: v1alpha1.ConditionOriginExclusive, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOriginExclusive,
 			Message: fmt.Sprintf("no mirror of another jobferry manager with origin %q seen on this worker", origin)}
@@ -507,7 +507,7 @@ func originCondition(origin string, conflict *originConflict) metav1.Condition {
 	return metav1.Condition{Type: v1alpha1.ConditionOriginExclusive, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonOriginShared,
 		Message: fmt.Sprintf("another jobferry manager (%s %s) with the same origin %q made mirrors on this worker, such as %s: "+
 			"give each manager its own origin (--origin, chart value origin); meanwhile this manager deletes none of them, nor any mirror there that does not say which manager made it",
-			v1alpha1.ManagerIDLabel, conflict.manager, origin, conflict.job)}
+			v1alpha1.ManagerIDLabel, conflict.Manager, origin, conflict.Job)}
 }
 
 // connectionHash identifies what a worker connection is built from: the
@@ -528,10 +528,10 @@ func connectionHash(kubeconfig []byte, token string, namespaces []string) string
 // When rights that were missing have all been granted, the Jobs placed on
 // the worker and the unplaced ones are looked at again at once, not after
 // their back-off.
-func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) metav1.Condition {
+func (r *Registry) reviewRights(ctx context.Context, rem *Connection, force bool) metav1.Condition {
 	log := logf.FromContext(ctx).WithValues("worker", rem.name)
 	prev := rem.rights.Load()
-	due := force || prev == nil || len(prev.missing) > 0 || r.Clock.Since(prev.checked) >= rightsCheckInterval
+	due := force || prev == nil || len(prev.Missing) > 0 || r.Clock.Since(prev.Checked) >= rightsCheckInterval
 	state := prev
 	if due {
 		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -539,7 +539,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 		rights := requiredRights(rem.namespaces)
 		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
 		if wantNamespaces {
-			rights = append(rights, createNamespacesRight, relabelNamespacesRight)
+			rights = append(rights, CreateNamespacesRight, RelabelNamespacesRight)
 		}
 		optional := warningEventsRights(rem.namespaces)
 		rights = append(rights, optional...)
@@ -549,18 +549,18 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
 				Message: err.Error()}
 		}
-		namespaces := namespaceRights{create: wantNamespaces && !slices.Contains(missing, createNamespacesRight)}
-		namespaces.relabel = namespaces.create && !slices.Contains(missing, relabelNamespacesRight)
-		mayWatch := !slices.ContainsFunc(missing, func(r right) bool { return slices.Contains(optional, r) })
-		missing = slices.DeleteFunc(missing, func(r right) bool {
-			return r == createNamespacesRight || r == relabelNamespacesRight || slices.Contains(optional, r)
+		namespaces := NamespaceRights{Create: wantNamespaces && !slices.Contains(missing, CreateNamespacesRight)}
+		namespaces.Relabel = namespaces.Create && !slices.Contains(missing, RelabelNamespacesRight)
+		mayWatch := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(optional, r) })
+		missing = slices.DeleteFunc(missing, func(r Right) bool {
+			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r)
 		})
-		state = &rightsState{checked: r.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch}
+		state = &RightsState{Checked: r.Clock.Now(), Missing: missing, Namespaces: namespaces, MayWatchWarnings: mayWatch}
 		rem.rights.Store(state)
 		switch {
-		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
-			log.Info("worker credential lacks rights", "missing", missingMessage(missing))
-		case len(missing) == 0 && prev != nil && len(prev.missing) > 0:
+		case len(missing) > 0 && (prev == nil || len(prev.Missing) == 0):
+			log.Info("worker credential lacks rights", "missing", MissingMessage(missing))
+		case len(missing) == 0 && prev != nil && len(prev.Missing) > 0:
 			log.Info("worker credential has every right now")
 			r.placementsAffected(ctx, rem.name, true)
 		}
@@ -570,22 +570,22 @@ func (r *Registry) reviewRights(ctx context.Context, rem *remote, force bool) me
 
 // authorizedCondition is the Authorized condition for what the last review
 // of a worker credential's rights found.
-func authorizedCondition(state *rightsState) metav1.Condition {
-	if len(state.missing) > 0 {
+func authorizedCondition(state *RightsState) metav1.Condition {
+	if len(state.Missing) > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
-			Message: missingMessage(state.missing) + "; no Job is placed here until it may"}
+			Message: MissingMessage(state.Missing) + "; no Job is placed here until it may"}
 	}
 	var message string
 	switch {
-	case state.namespaces.relabel:
+	case state.Namespaces.Relabel:
 		message = "the credential has every right jobferry needs, and may create namespaces for mirrors and keep their Pod Security labels in step with the manager's"
-	case state.namespaces.create:
-		message = "the credential has every right jobferry needs, and may create namespaces for mirrors; it may not " + relabelNamespacesRight.String() +
+	case state.Namespaces.Create:
+		message = "the credential has every right jobferry needs, and may create namespaces for mirrors; it may not " + RelabelNamespacesRight.String() +
 			", so a namespace it created that the manager's Pod Security has since outgrown takes no more Jobs"
 	default:
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
 	}
-	if !state.mayWatchWarnings {
+	if !state.MayWatchWarnings {
 		message += "; it may not list and watch Events, so the Warning Events of mirrors and their pods (FailedScheduling, evictions) do not reach the manager Jobs"
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
@@ -594,14 +594,14 @@ func authorizedCondition(state *rightsState) metav1.Condition {
 // recheckRights reviews a worker's rights now, after a write there was
 // refused as forbidden, and has its condition rewritten; it returns the
 // rights found missing.
-func (r *Registry) recheckRights(ctx context.Context, worker string) []right {
+func (r *Registry) recheckRights(ctx context.Context, worker string) []Right {
 	rem := r.remote(worker)
-	if rem == nil || !rem.connected() {
+	if rem == nil || !rem.Connected() {
 		return nil
 	}
 	r.reviewRights(ctx, rem, true)
 	r.reconcileWorker(worker)
-	return rem.missingRights()
+	return rem.MissingRights()
 }
 
 // rightsRefused has a worker's rights reviewed at its next reconcile, now
@@ -620,8 +620,8 @@ func (r *Registry) rightsRefused(worker string) {
 // does not answer is left to placement, which reads it again.
 func (r *Registry) readNamespaces(ctx context.Context, ns string) {
 	for _, name := range r.names() {
-		if rem := r.remote(name); rem != nil && rem.connected() && rem.mayUse(ns) {
-			if _, err := rem.namespace(ctx, ns); err != nil {
+		if rem := r.remote(name); rem != nil && rem.Connected() && rem.MayUse(ns) {
+			if _, err := rem.Namespace(ctx, ns); err != nil {
 				logf.FromContext(ctx).V(1).Info("reading a worker namespace before placement", "worker", name, "error", err.Error())
 			}
 		}
@@ -642,7 +642,7 @@ func backoff(n int32) time.Duration {
 	return min(d, time.Minute)
 }
 
-func (r *Registry) replace(name string, rem *remote) {
+func (r *Registry) replace(name string, rem *Connection) {
 	r.mu.Lock()
 	old := r.remotes[name]
 	r.remotes[name] = rem
@@ -663,7 +663,7 @@ func (r *Registry) drop(name string) {
 }
 
 // remote returns the connection to a worker, nil when there is none.
-func (r *Registry) remote(name string) *remote {
+func (r *Registry) remote(name string) *Connection {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.remotes[name]
@@ -671,7 +671,7 @@ func (r *Registry) remote(name string) *remote {
 
 // conn is the connection to a worker as the Job controller uses it; nil
 // when there is none.
-func (r *Registry) conn(name string) workerConn {
+func (r *Registry) conn(name string) Conn {
 	if rem := r.remote(name); rem != nil {
 		return rem
 	}
@@ -691,7 +691,7 @@ func (r *Registry) names() []string {
 
 func (r *Registry) connected(name string) bool {
 	rem := r.remote(name)
-	return rem != nil && rem.connected()
+	return rem != nil && rem.Connected()
 }
 
 func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
@@ -699,8 +699,8 @@ func (r *Registry) mirrorChanged(worker string, job *batchv1.Job) {
 		// Another installation's, with the same origin: nothing of this
 		// manager's, but the WorkerCluster says so.
 		rem := r.remote(worker)
-		if rem != nil && rem.sharedOrigin.CompareAndSwap(nil, &originConflict{manager: job.Labels[v1alpha1.ManagerIDLabel],
-			job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}}) {
+		if rem != nil && rem.sharedOrigin.CompareAndSwap(nil, &OriginConflict{Manager: job.Labels[v1alpha1.ManagerIDLabel],
+			Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}}) {
 			r.reconcileWorker(worker)
 		}
 		return

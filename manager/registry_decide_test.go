@@ -148,28 +148,28 @@ func TestDecideWorker(t *testing.T) {
 // The Authorized condition for each outcome of a rights review.
 func TestAuthorizedCondition(t *testing.T) {
 	cases := map[string]struct {
-		state  rightsState
+		state  RightsState
 		status metav1.ConditionStatus
 		says   []string
 	}{
 		"a required right missing": {
-			state:  rightsState{missing: []right{{verb: "create", resource: "jobs", group: "batch"}}, mayWatchWarnings: true},
+			state:  RightsState{Missing: []Right{{verb: "create", resource: "jobs", group: "batch"}}, MayWatchWarnings: true},
 			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
 		},
 		"every right, namespaces created and kept in step": {
-			state:  rightsState{namespaces: namespaceRights{create: true, relabel: true}, mayWatchWarnings: true},
+			state:  RightsState{Namespaces: NamespaceRights{Create: true, Relabel: true}, MayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"may create namespaces for mirrors and keep their Pod Security labels in step"},
 		},
 		"namespaces created, not relabelled": {
-			state:  rightsState{namespaces: namespaceRights{create: true}, mayWatchWarnings: true},
+			state:  RightsState{Namespaces: NamespaceRights{Create: true}, MayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"it may not patch namespaces", "takes no more Jobs"},
 		},
 		"no namespaces created": {
-			state:  rightsState{mayWatchWarnings: true},
+			state:  RightsState{MayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"it creates no namespace there, so Jobs go only to namespaces that exist"},
 		},
 		"no Events": {
-			state:  rightsState{},
+			state:  RightsState{},
 			status: metav1.ConditionTrue, says: []string{"it may not list and watch Events"},
 		},
 	}

@@ -26,10 +26,10 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// remote is the manager's connection to one worker: a client whose reads come
+// Connection is the manager's connection to one worker: a client whose reads come
 // from a cache holding only this installation's mirrors and the worker's
 // ClusterCapacity, so reconciles never spend API calls on reads.
-type remote struct {
+type Connection struct {
 	name   string
 	config *rest.Config
 	// token authenticates every request; a renewal swaps it in place.
@@ -57,20 +57,20 @@ type remote struct {
 	lastErr  atomic.Value // string
 	// rights is what the last review of the credential's rights found; nil
 	// until the first one.
-	rights atomic.Pointer[rightsState]
+	rights atomic.Pointer[RightsState]
 	// reviewDue: a request was refused as forbidden since the last review
 	// of the rights, so the next one is due at once.
 	reviewDue atomic.Bool
 	// sharedOrigin is the first Job with this manager's origin that another
 	// manager installation made there, once one is seen (nil until then).
-	sharedOrigin atomic.Pointer[originConflict]
+	sharedOrigin atomic.Pointer[OriginConflict]
 
 	// cacheFailed is why the worker's caches stopped while the connection
 	// was open (nil while they run, and after it is closed): the registry
 	// then builds the connection again.
 	cacheFailed atomic.Pointer[error]
 	// deleted are the mirrors the manager deleted there lately.
-	deleted *deletedMirrors
+	deleted *DeletedMirrors
 	// namespaces caches the worker's namespaces the manager read, for
 	// namespaceTTL.
 	namespaceCache namespaceCache
@@ -80,23 +80,23 @@ type remote struct {
 	warnings warningsWatch
 }
 
-// originConflict is a Job another manager installation with this
+// OriginConflict is a Job another manager installation with this
 // manager's origin made on a worker.
-type originConflict struct {
-	manager string
-	job     types.NamespacedName
+type OriginConflict struct {
+	Manager string
+	Job     types.NamespacedName
 }
 
-// originShared: a mirror of another manager installation with this
+// OriginShared: a mirror of another manager installation with this
 // manager's origin was seen there.
-func (r *remote) originShared() bool { return r.sharedOrigin.Load() != nil }
+func (r *Connection) OriginShared() bool { return r.sharedOrigin.Load() != nil }
 
-// mayDelete says whether a Job with this installation's origin label on a
+// MayDelete says whether a Job with this installation's origin label on a
 // worker may be deleted as one of this manager's mirrors (by fencing, by
 // the orphan collector, with its deleted manager Job): not when another
 // installation made it, nor, once another installation's mirror was seen
 // there (shared), when it does not say which made it.
-func mayDelete(m *batchv1.Job, manager string, shared bool) bool {
+func MayDelete(m *batchv1.Job, manager string, shared bool) bool {
 	id, labelled := m.Labels[v1alpha1.ManagerIDLabel]
 	if labelled {
 		return id == manager
@@ -122,44 +122,44 @@ type remoteHandlers struct {
 	cacheFailed func(worker string)
 }
 
-// workerConn is what the Job controller uses of a connection to a worker:
+// Conn is what the Job controller uses of a connection to a worker:
 // reads from the worker's caches, writes to its API server. *remote is the
 // real one; unit tests use a fake (fakeconn_test.go).
-type workerConn interface {
-	connected() bool
-	// allowedNamespaces are the only namespaces the manager may use there
+type Conn interface {
+	Connected() bool
+	// AllowedNamespaces are the only namespaces the manager may use there
 	// (WorkerCluster spec.namespaces); empty: every namespace.
-	allowedNamespaces() []string
-	mayUse(ns string) bool
-	namespaceRights() namespaceRights
-	missingRights() []right
-	capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
-	namespace(ctx context.Context, name string) (*corev1.Namespace, error)
-	mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
-	uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
-	createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
-	relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
-	forgetNamespace(name string)
-	client() client.Client
-	// deletedMirrors are the mirrors this manager deleted there lately.
-	deletedMirrors() *deletedMirrors
-	// originShared: another manager installation with this manager's
+	AllowedNamespaces() []string
+	MayUse(ns string) bool
+	NamespaceRights() NamespaceRights
+	MissingRights() []Right
+	Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
+	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
+	ForgetNamespace(name string)
+	Client() client.Client
+	// DeletedMirrors are the mirrors this manager deleted there lately.
+	DeletedMirrors() *DeletedMirrors
+	// OriginShared: another manager installation with this manager's
 	// origin made mirrors there.
-	originShared() bool
+	OriginShared() bool
 }
 
 // connections finds the connection to a worker by name.
 type connections interface {
 	// conn is nil when there is none.
-	conn(worker string) workerConn
+	conn(worker string) Conn
 	names() []string
 }
 
-func (r *remote) allowedNamespaces() []string { return r.namespaces }
+func (r *Connection) AllowedNamespaces() []string { return r.namespaces }
 
-func (r *remote) deletedMirrors() *deletedMirrors { return r.deleted }
+func (r *Connection) DeletedMirrors() *DeletedMirrors { return r.deleted }
 
-func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*remote, error) {
+func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*Connection, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		// No managedFields: nothing reads them, and the worker's Job
@@ -186,7 +186,7 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: newDeletedMirrors(clk)}
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk)}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -237,10 +237,10 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 	return r, nil
 }
 
-func (r *remote) stop() { r.cancel() }
+func (r *Connection) stop() { r.cancel() }
 
 // probe asks the worker's API server whether it is ready.
-func (r *remote) probe(ctx context.Context) error {
+func (r *Connection) probe(ctx context.Context) error {
 	_, err := r.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
 		r.healthy.Store(false)
@@ -254,33 +254,33 @@ func (r *remote) probe(ctx context.Context) error {
 	return nil
 }
 
-// connected: the worker answers and the caches are in sync.
-func (r *remote) connected() bool { return r.synced.Load() && r.healthy.Load() }
+// Connected: the worker answers and the caches are in sync.
+func (r *Connection) Connected() bool { return r.synced.Load() && r.healthy.Load() }
 
-// missingRights lists the rights the credential lacked at the last review.
-func (r *remote) missingRights() []right {
+// MissingRights lists the rights the credential lacked at the last review.
+func (r *Connection) MissingRights() []Right {
 	if state := r.rights.Load(); state != nil {
-		return state.missing
+		return state.Missing
 	}
 	return nil
 }
 
-// client reads from the cache and writes to the worker's API server.
-func (r *remote) client() client.Client { return r.cluster.GetClient() }
+// Client reads from the cache and writes to the worker's API server.
+func (r *Connection) Client() client.Client { return r.cluster.GetClient() }
 
-// mirror returns this installation's Job ns/name on the worker, from the
+// Mirror returns this installation's Job ns/name on the worker, from the
 // cache; callers check connected() first, as an unsynced cache would block.
-func (r *remote) mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+func (r *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	if !r.synced.Load() {
 		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
 	}
-	if !r.mayUse(key.Namespace) {
+	if !r.MayUse(key.Namespace) {
 		// The cache holds only the namespaces the manager may use there;
 		// there is no mirror it could see (or touch) elsewhere.
 		return nil, nil
 	}
 	job := &batchv1.Job{}
-	if err := r.client().Get(ctx, key, job); err != nil {
+	if err := r.Client().Get(ctx, key, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -289,15 +289,15 @@ func (r *remote) mirror(ctx context.Context, key types.NamespacedName) (*batchv1
 	return job, nil
 }
 
-// capacity returns the worker's last published summary, if any. Before the
+// Capacity returns the worker's last published summary, if any. Before the
 // cache has synced there is none: a read would block until it syncs, which
 // for an unreachable worker is never.
-func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
+func (r *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 	if !r.synced.Load() {
 		return nil
 	}
 	cc := &v1alpha1.ClusterCapacity{}
-	if err := r.client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
+	if err := r.Client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// A read of the synced cache; the summary is unknown until
 			// the next read, as when the worker has not written one.
@@ -308,10 +308,10 @@ func (r *remote) capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
 	return &cc.Status
 }
 
-// namespace returns the worker's namespace of that name (nil when it does
+// Namespace returns the worker's Namespace of that name (nil when it does
 // not exist), read with a GET — the manager's credential may get namespaces,
 // not list them — and reused for namespaceTTL.
-func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+func (r *Connection) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	now := r.clock.Now()
 	if ns, ok := r.namespaceCache.get(name, now, namespaceTTL); ok {
 		return ns, nil
@@ -327,29 +327,29 @@ func (r *remote) namespace(ctx context.Context, name string) (*corev1.Namespace,
 	return ns, nil
 }
 
-// mayUse: the manager may use namespace ns on the worker.
-func (r *remote) mayUse(ns string) bool {
+// MayUse: the manager may use namespace ns on the worker.
+func (r *Connection) MayUse(ns string) bool {
 	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, ns)
 }
 
-// namespaceRights are what the last review found the credential may do
+// NamespaceRights are what the last review found the credential may do
 // to namespaces there (none until the first review).
-func (r *remote) namespaceRights() namespaceRights {
+func (r *Connection) NamespaceRights() NamespaceRights {
 	state := r.rights.Load()
 	if state == nil {
-		return namespaceRights{}
+		return NamespaceRights{}
 	}
-	return state.namespaces
+	return state.Namespaces
 }
 
-// createNamespace creates the namespace planWorkerNamespace made, and says
+// CreateNamespace creates the namespace planWorkerNamespace made, and says
 // whether it did: one made in the meantime by someone else is not taken as
 // jobferry's (false, and the next read sees it as it is).
-func (r *remote) createNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+func (r *Connection) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
 	created := ns.DeepCopy()
-	err := r.client().Create(ctx, created)
+	err := r.Client().Create(ctx, created)
 	if apierrors.IsAlreadyExists(err) {
-		r.forgetNamespace(ns.Name)
+		r.ForgetNamespace(ns.Name)
 		return false, nil
 	}
 	if err != nil {
@@ -359,31 +359,31 @@ func (r *remote) createNamespace(ctx context.Context, ns *corev1.Namespace) (boo
 	return true, nil
 }
 
-// relabelNamespace patches the labels of namespace have to those of want
+// RelabelNamespace patches the labels of namespace have to those of want
 // (planWorkerNamespace's relabelled namespace), failing if the namespace
 // changed since it was read.
-func (r *remote) relabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+func (r *Connection) RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
 	patched := have.DeepCopy()
 	patched.Labels = want.Labels
-	if err := r.client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
-		r.forgetNamespace(have.Name)
+	if err := r.Client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
+		r.ForgetNamespace(have.Name)
 		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, r.name, err)
 	}
 	r.namespaceCache.put(have.Name, patched, r.clock.Now())
 	return nil
 }
 
-// forgetNamespace forgets what the manager read of namespace name there: a
+// ForgetNamespace forgets what the manager read of namespace name there: a
 // mirror create found it gone or being deleted, or a write to it failed, so
 // the next mirror create reads (and creates) it again.
-func (r *remote) forgetNamespace(name string) {
+func (r *Connection) ForgetNamespace(name string) {
 	r.namespaceCache.forget(name)
 }
 
-// uncachedJob reads a Job directly from the worker. Used only after a create
+// UncachedJob reads a Job directly from the worker. Used only after a create
 // answered AlreadyExists, to tell our own mirror (not yet in the cache) from a
 // same-named Job jobferry must not touch.
-func (r *remote) uncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+func (r *Connection) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	job := &batchv1.Job{}
 	if err := r.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ const (
 // keepCredential renews the worker's token when planRenewal says it is due,
 // and returns the credential status and condition to write, and how soon to
 // look again (0: no renewal to schedule).
-func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *remote) (*v1alpha1.CredentialStatus, *metav1.Condition, time.Duration) {
+func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *Connection) (*v1alpha1.CredentialStatus, *metav1.Condition, time.Duration) {
 	threshold := r.RenewalThreshold
 	if threshold == 0 {
 		threshold = DefaultRenewalThreshold
@@ -72,7 +72,7 @@ func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluste
 // into the kubeconfig Secret and swaps it into the live connection. The
 // Secret is written first: it is what a restarted manager reads, and until
 // it holds the new token the old one stays in use.
-func (r *Registry) renewToken(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *remote, plan renewalPlan, audiences []string) (*tokenClaims, error) {
+func (r *Registry) renewToken(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *Connection, plan renewalPlan, audiences []string) (*tokenClaims, error) {
 	if !rem.healthy.Load() {
 		return nil, errors.New("the worker does not answer")
 	}

@@ -25,7 +25,7 @@ import (
 // answers TokenRequest with issue (or fails with issueErr).
 type renewalFixture struct {
 	registry *Registry
-	remote   *remote
+	remote   *Connection
 	recorder *events.FakeRecorder
 	wc       *v1alpha1.WorkerCluster
 	worker   *kubefake.Clientset
@@ -63,7 +63,7 @@ func newRenewalFixture(t *testing.T, iat, now time.Time, issueErr error) *renewa
 		Client:    fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(secret).Build(),
 		Namespace: "jobferry-system", Clock: clocktesting.NewFakeClock(now), Recorder: f.recorder, RenewalThreshold: 0.5,
 	})
-	f.remote = &remote{name: "w", token: &swappableToken{}, health: f.worker}
+	f.remote = &Connection{name: "w", token: &swappableToken{}, health: f.worker}
 	f.remote.token.set(token)
 	f.remote.healthy.Store(true)
 	return f

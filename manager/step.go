@@ -103,7 +103,7 @@ type connectionState struct {
 	// MayUse: the Job's namespace is one the manager may use there.
 	MayUse bool
 	// MissingRights are the rights the last review found missing.
-	MissingRights []right
+	MissingRights []Right
 }
 
 // stepConfig holds the settings nextStep applies.
@@ -391,9 +391,9 @@ func nextWithoutMirror(s jobState) step {
 		// The WorkerCluster's namespaces changed since the placement.
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
 			s.Worker, strings.Join(s.Connection.Namespaces, ", "))}
-	case !mayCreateMirrors(s.Connection.MissingRights, job.Namespace):
+	case !MayCreateMirrors(s.Connection.MissingRights, job.Namespace):
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
-			s.Worker, missingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
+			s.Worker, MissingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
 	case s.WorkerRejects != "":
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
 	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:

@@ -201,7 +201,7 @@ func TestNextStep(t *testing.T) {
 		"the worker's credential may not create Jobs there: released": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
-				s.Connection.MissingRights = []right{{verb: "create", group: "batch", resource: "jobs"}}
+				s.Connection.MissingRights = []Right{{verb: "create", group: "batch", resource: "jobs"}}
 				return s
 			}(),
 			want: stepRelease, checks: []check{wantWhy("w1:", "placed again", v1alpha1.ConditionAuthorized)},

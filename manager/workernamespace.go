@@ -10,16 +10,16 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// namespaceRights are what the worker credential may do to namespaces
+// NamespaceRights are what the worker credential may do to namespaces
 // (reviewed with the other rights: see reviewRights).
-type namespaceRights struct {
-	// create: the manager creates a missing namespace for a mirror.
-	create bool
-	// relabel: the manager keeps the Pod Security labels of the namespaces
+type NamespaceRights struct {
+	// Create: the manager creates a missing namespace for a mirror.
+	Create bool
+	// Relabel: the manager keeps the Pod Security labels of the namespaces
 	// it created in step with the manager's (patch namespaces; the worker
 	// chart's admission policy lets it change nothing else, and only on
 	// those namespaces).
-	relabel bool
+	Relabel bool
 }
 
 // namespaceAction is what jobferry does to the worker's namespace of a
@@ -59,9 +59,9 @@ type namespacePlan struct {
 // so follows the manager's labels when they change (tightened: the worker
 // would otherwise be refused as weaker; loosened: its pods refused there).
 // Namespaces someone else made are never changed.
-func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may namespaceRights) namespacePlan {
+func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may NamespaceRights) namespacePlan {
 	if have == nil {
-		if !may.create {
+		if !may.Create {
 			return namespacePlan{action: namespaceMissing}
 		}
 		labels := maps.Clone(want)
@@ -76,7 +76,7 @@ func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]st
 		}}
 	}
 	ours := managerID != "" && have.Labels[v1alpha1.ManagerIDLabel] == managerID
-	if !ours || !may.create || !may.relabel || podSecurityInStep(have.Labels, want) {
+	if !ours || !may.Create || !may.Relabel || podSecurityInStep(have.Labels, want) {
 		return namespacePlan{action: namespaceAsIs, namespace: have, ours: ours}
 	}
 	relabelled := have.DeepCopy()

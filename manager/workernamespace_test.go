@@ -34,12 +34,12 @@ func TestPodSecurityLabels(t *testing.T) {
 }
 
 func TestPlanWorkerNamespace(t *testing.T) {
-	all := namespaceRights{create: true, relabel: true}
+	all := NamespaceRights{Create: true, Relabel: true}
 	restricted := map[string]string{psaEnforce: "restricted"}
 	cases := map[string]struct {
 		have   *corev1.Namespace
 		want   map[string]string
-		may    namespaceRights
+		may    NamespaceRights
 		action namespaceAction
 		ours   bool
 		// labels of the namespace as the plan leaves it
@@ -50,7 +50,7 @@ func TestPlanWorkerNamespace(t *testing.T) {
 			labels: map[string]string{psaEnforce: "restricted", v1alpha1.ManagerIDLabel: "m1"},
 		},
 		"missing, the manager's namespace without Pod Security labels": {
-			may: namespaceRights{create: true}, action: namespaceCreate, ours: true,
+			may: NamespaceRights{Create: true}, action: namespaceCreate, ours: true,
 			labels: map[string]string{v1alpha1.ManagerIDLabel: "m1"},
 		},
 		"missing and jobferry may not create it": {
@@ -70,7 +70,7 @@ func TestPlanWorkerNamespace(t *testing.T) {
 			action: namespaceRelabel, ours: true, labels: map[string]string{v1alpha1.ManagerIDLabel: "m1"},
 		},
 		"ours, but the credential may not patch namespaces": {
-			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.ManagerIDLabel, "m1"), want: restricted, may: namespaceRights{create: true},
+			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.ManagerIDLabel, "m1"), want: restricted, may: NamespaceRights{Create: true},
 			action: namespaceAsIs, ours: true, labels: map[string]string{psaEnforce: "baseline", v1alpha1.ManagerIDLabel: "m1"},
 		},
 		"another installation's: never changed": {

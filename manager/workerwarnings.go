@@ -40,10 +40,10 @@ import (
 // is it, is it still this Job's attempt, what does the Event say) are pure
 // functions; forwardWarning does the reads and the write.
 
-// workerWarning is one Warning Event seen on a worker.
-type workerWarning struct {
-	worker string
-	event  *corev1.Event
+// Warning is one Warning Event seen on a worker.
+type Warning struct {
+	Worker string
+	Event  *corev1.Event
 }
 
 // warningsWatch is a connection's watch of its worker's Warning Events.
@@ -56,7 +56,7 @@ type warningsWatch struct {
 // namespaces, or all) and hands each added or updated one, slimmed, to seen,
 // unless the watch runs already. It ends with the connection or
 // stopWarnings.
-func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) error {
+func (r *Connection) watchWarnings(seen func(ctx context.Context, w Warning)) error {
 	r.warnings.mu.Lock()
 	defer r.warnings.mu.Unlock()
 	if r.warnings.cancel != nil {
@@ -82,7 +82,7 @@ func (r *remote) watchWarnings(seen func(ctx context.Context, w workerWarning)) 
 // list gives it), each Event slimmed as it arrives. Events before the watch
 // started are not forwarded; a reason a worker keeps reporting (the
 // scheduler's, each retry) is forwarded when it next changes.
-func watchWarningEvents(ctx context.Context, cs kubernetes.Interface, worker, ns string, seen func(ctx context.Context, w workerWarning)) {
+func watchWarningEvents(ctx context.Context, cs kubernetes.Interface, worker, ns string, seen func(ctx context.Context, w Warning)) {
 	log := logf.FromContext(ctx).WithValues("worker", worker, "namespace", ns)
 	selector := fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String()
 	lw := &toolscache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -115,7 +115,7 @@ func watchWarningEvents(ctx context.Context, cs kubernetes.Interface, worker, ns
 // forwardWarningEvents hands the watch's Events to seen until it ends; the
 // watch ends with an error when the API server no longer has the
 // resourceVersion it resumes from.
-func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worker string, seen func(ctx context.Context, w workerWarning)) error {
+func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worker string, seen func(ctx context.Context, w Warning)) error {
 	defer w.Stop()
 	for {
 		select {
@@ -128,7 +128,7 @@ func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worke
 			switch e.Type {
 			case watch.Added, watch.Modified:
 				if ev, ok := e.Object.(*corev1.Event); ok {
-					seen(ctx, workerWarning{worker: worker, event: slimEvent(ev)})
+					seen(ctx, Warning{Worker: worker, Event: slimEvent(ev)})
 				}
 			case watch.Error:
 				return apierrors.FromObject(e.Object)
@@ -138,7 +138,7 @@ func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worke
 }
 
 // stopWarnings ends the watch, if it runs: the credential may no longer.
-func (r *remote) stopWarnings() {
+func (r *Connection) stopWarnings() {
 	r.warnings.mu.Lock()
 	defer r.warnings.mu.Unlock()
 	if r.warnings.cancel != nil {
@@ -177,13 +177,13 @@ func cutUTF8(s string, n int) string {
 // credential may list and watch Events and its caches are in sync (so the
 // mirrors the Events are about are known), and stops it when the credential
 // may no longer.
-func (r *Registry) keepWarningsWatch(ctx context.Context, rem *remote) {
+func (r *Registry) keepWarningsWatch(ctx context.Context, rem *Connection) {
 	state := rem.rights.Load()
 	switch {
 	case state == nil:
-	case !state.mayWatchWarnings:
+	case !state.MayWatchWarnings:
 		rem.stopWarnings()
-	case rem.connected():
+	case rem.Connected():
 		if err := rem.watchWarnings(r.warningSeen); err != nil {
 			logf.FromContext(ctx).Error(err, "watching the worker's Warning Events", "worker", rem.name)
 		}
@@ -193,7 +193,7 @@ func (r *Registry) keepWarningsWatch(ctx context.Context, rem *remote) {
 // warningSeen tells the subscribers of a worker's Warning Event; each may
 // wait rather than drop one (the informer queues behind it) until the watch
 // ends.
-func (r *Registry) warningSeen(ctx context.Context, w workerWarning) {
+func (r *Registry) warningSeen(ctx context.Context, w Warning) {
 	for _, h := range r.handlers() {
 		if h.Warning != nil {
 			h.Warning(ctx, w)
@@ -203,7 +203,7 @@ func (r *Registry) warningSeen(ctx context.Context, w workerWarning) {
 
 // warningSeen passes a worker's Warning Event on to the forwarding loop,
 // waiting rather than dropping one until ctx ends.
-func (r *JobReconciler) warningSeen(ctx context.Context, w workerWarning) {
+func (r *JobReconciler) warningSeen(ctx context.Context, w Warning) {
 	select {
 	case r.warnings <- w:
 	case <-ctx.Done():
@@ -219,8 +219,8 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 			return nil
 		case w := <-r.warnings:
 			if err := r.forwardWarning(ctx, w); err != nil {
-				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.worker,
-					"event", w.event.Namespace+"/"+w.event.Name)
+				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.Worker,
+					"event", w.Event.Namespace+"/"+w.Event.Name)
 			}
 		}
 	}
@@ -229,12 +229,12 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 // forwardWarning records a worker's Warning Event on the manager Job whose
 // mirror (or a pod of it) it is about, the first time that pod or mirror
 // has that reason.
-func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) error {
-	ev := w.event
-	conn := r.connections.conn(w.worker)
+func (r *JobReconciler) forwardWarning(ctx context.Context, w Warning) error {
+	ev := w.Event
+	conn := r.connections.conn(w.Worker)
 	// Whoever created the Event had rights in its namespace, not in the
 	// one it names: it may speak only of that namespace's objects.
-	if conn == nil || !conn.connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.mayUse(ev.Namespace) {
+	if conn == nil || !conn.Connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.MayUse(ev.Namespace) {
 		return nil
 	}
 	var m *batchv1.Job
@@ -242,11 +242,11 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	case "Pod":
 		mirrors, err := candidateMirrors(ctx, conn, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
 		if err != nil {
-			return fmt.Errorf("finding the mirror of pod %s/%s on worker %s: %w", ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, w.worker, err)
+			return fmt.Errorf("finding the mirror of pod %s/%s on worker %s: %w", ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, w.Worker, err)
 		}
 		m = ownerMirror(ev.InvolvedObject.Name, mirrors)
 	case "Job":
-		found, err := conn.mirror(ctx, types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name})
+		found, err := conn.Mirror(ctx, types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name})
 		if err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	if err != nil {
 		return err
 	}
-	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.worker) {
+	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.Worker) {
 		return nil
 	}
 	if isFinished(job) {
@@ -275,12 +275,12 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workerWarning) err
 	}
 	switch r.warned.admit(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
 	case warningForward:
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.worker, ev))
-		metrics.WarningsForwarded.WithLabelValues(w.worker, ev.InvolvedObject.Kind).Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
+		metrics.WarningsForwarded.WithLabelValues(w.Worker, ev.InvolvedObject.Kind).Inc()
 	case warningCapped:
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
 			"worker %s reports more Warnings about this Job's mirror and pods than are recorded here (%d at most, one per %s): "+
-				"the rest are on the worker (kubectl jobferry describe job shows them)", w.worker, maxWarnedPerJob, warnedEvery)
+				"the rest are on the worker (kubectl jobferry describe job shows them)", w.Worker, maxWarnedPerJob, warnedEvery)
 	}
 	return nil
 }
@@ -292,18 +292,18 @@ const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 // candidateMirrors reads the mirrors that could own a pod of that name:
 // those named as its name says (candidateMirrorNames), one cache read each;
 // when the name may have been cut short, every mirror in the namespace.
-func candidateMirrors(ctx context.Context, conn workerConn, ns, pod string) ([]batchv1.Job, error) {
+func candidateMirrors(ctx context.Context, conn Conn, ns, pod string) ([]batchv1.Job, error) {
 	names, cut := candidateMirrorNames(pod)
 	if cut {
 		list := &batchv1.JobList{}
-		if err := conn.client().List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := conn.Client().List(ctx, list, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
 		return list.Items, nil
 	}
 	var out []batchv1.Job
 	for _, name := range names {
-		m, err := conn.mirror(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		m, err := conn.Mirror(ctx, types.NamespacedName{Namespace: ns, Name: name})
 		if err != nil {
 			return nil, err
 		}

@@ -129,8 +129,8 @@ func TestForwardedNote(t *testing.T) {
 }
 
 // warningOf is a Warning Event on worker about a pod or Job in team-a.
-func warningOf(worker, kind, name, reason, message string) workerWarning {
-	return workerWarning{worker: worker, event: &corev1.Event{
+func warningOf(worker, kind, name, reason, message string) Warning {
+	return Warning{Worker: worker, Event: &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: "team-a", Name: name + "." + reason},
 		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: "team-a", Name: name},
 		Type:           corev1.EventTypeWarning, Reason: reason, Message: message,
@@ -147,7 +147,7 @@ func TestForwardWarning(t *testing.T) {
 	h.reconcile(t)
 	h.events()
 	ctx := context.Background()
-	forward := func(w workerWarning) []string {
+	forward := func(w Warning) []string {
 		t.Helper()
 		if err := h.r.forwardWarning(ctx, w); err != nil {
 			t.Fatal(err)
@@ -178,9 +178,9 @@ func TestForwardWarning(t *testing.T) {
 		t.Errorf("the reason of another pod of the Job: recorded %q", got)
 	}
 	mirrorUID := h.mirror(t, "w1").UID
-	jobWarning := func(uid types.UID, reason string) workerWarning {
+	jobWarning := func(uid types.UID, reason string) Warning {
 		w := warningOf("w1", "Job", "train", reason, "Job has reached the specified backoff limit")
-		w.event.InvolvedObject.UID = uid
+		w.Event.InvolvedObject.UID = uid
 		return w
 	}
 	if got := forward(jobWarning(mirrorUID, "BackoffLimitExceeded")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
@@ -188,10 +188,10 @@ func TestForwardWarning(t *testing.T) {
 	}
 	// What a worker-namespace user may forge (issue 23 item 3).
 	otherNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about team-a")
-	otherNamespace.event.Namespace = "default"
+	otherNamespace.Event.Namespace = "default"
 	noNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about no namespace")
-	noNamespace.event.Namespace, noNamespace.event.InvolvedObject.Namespace = "default", ""
-	for _, w := range []workerWarning{
+	noNamespace.Event.Namespace, noNamespace.Event.InvolvedObject.Namespace = "default", ""
+	for _, w := range []Warning{
 		warningOf("w1", "Pod", "other-x7k2p", "FailedScheduling", "a pod of no mirror"),
 		warningOf("w1", "Node", "node-1", "NodeNotReady", "not a pod"),
 		warningOf("w2", "Pod", "train-x7k2p", "Failed", "a worker without a connection"),
@@ -200,7 +200,7 @@ func TestForwardWarning(t *testing.T) {
 		jobWarning("another-jobs-uid", "DeadlineExceeded"),
 	} {
 		if got := forward(w); len(got) != 0 {
-			t.Errorf("%s %s: recorded %q", w.event.InvolvedObject.Kind, w.event.InvolvedObject.Name, got)
+			t.Errorf("%s %s: recorded %q", w.Event.InvolvedObject.Kind, w.Event.InvolvedObject.Name, got)
 		}
 	}
 	// A stale attempt: the Job was placed again since.
