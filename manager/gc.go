@@ -28,7 +28,7 @@ type OrphanCollector struct {
 	// connected gets the workers that (re)connect (Registry.SubscribeConnected).
 	connected <-chan string
 	// workers and managerID are the Registry's (a fake in unit tests).
-	workers   connections
+	workers   workerPool
 	managerID string
 }
 
@@ -49,7 +49,7 @@ func (gc *OrphanCollector) Start(ctx context.Context) error {
 		defer ticker.Stop()
 		tick = ticker.C
 	}
-	for _, worker := range gc.workers.names() {
+	for _, worker := range gc.workers.Names() {
 		gc.collect(ctx, worker)
 	}
 	for {
@@ -59,7 +59,7 @@ func (gc *OrphanCollector) Start(ctx context.Context) error {
 		case worker := <-gc.connected:
 			gc.collect(ctx, worker)
 		case <-tick:
-			for _, worker := range gc.workers.names() {
+			for _, worker := range gc.workers.Names() {
 				gc.collect(ctx, worker)
 			}
 		}
@@ -75,7 +75,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
 	log := logf.FromContext(ctx).WithValues("worker", worker)
-	rem := gc.workers.conn(worker)
+	rem := gc.workers.Conn(worker)
 	if rem == nil || !rem.Connected() {
 		return
 	}

@@ -105,14 +105,14 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	job := gcJob("u1", 1)
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&job).Build()
 	up, down := newFakeConn("jobferry", &live, &gone), newFakeConn("jobferry", &other)
-	down.down = true
+	down.Down = true
 	gc := &OrphanCollector{Client: manager, workers: fakeConnections{"w1": up, "w2": down}, managerID: "m1"}
 	for _, w := range []string{"w1", "w2"} {
 		gc.collect(ctx, w)
 	}
 	names := func(c *fakeConn) []string {
 		var list batchv1.JobList
-		if err := c.c.List(ctx, &list); err != nil {
+		if err := c.API.List(ctx, &list); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -128,7 +128,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	if diff := cmp.Diff([]string{"x"}, names(down)); diff != "" {
 		t.Errorf("mirrors left on the disconnected worker (-want +got):\n%s", diff)
 	}
-	if err := up.c.Get(ctx, client.ObjectKeyFromObject(&gone), &batchv1.Job{}); err == nil {
+	if err := up.API.Get(ctx, client.ObjectKeyFromObject(&gone), &batchv1.Job{}); err == nil {
 		t.Error("the gone Job's mirror is still there")
 	}
 }
@@ -147,7 +147,7 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
-			err := w1.c.Get(ctx, client.ObjectKeyFromObject(&m), &batchv1.Job{})
+			err := w1.API.Get(ctx, client.ObjectKeyFromObject(&m), &batchv1.Job{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 		t.Fatalf("the orphan there at start was not collected: %v", err)
 	}
 	// No Interval: only a reconnect brings the next collection.
-	if err := w1.c.Create(ctx, &second); err != nil {
+	if err := w1.API.Create(ctx, &second); err != nil {
 		t.Fatal(err)
 	}
 	connected <- "w1"

@@ -70,7 +70,7 @@ func TestAnotherInstallationsMirrorIsLeftAlone(t *testing.T) {
 	theirs := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", Labels: map[string]string{
 		v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: "their-job", v1alpha1.DispatchAttemptLabel: "1", v1alpha1.ManagerIDLabel: "manager-b",
 	}}}
-	if err := h.workers["w1"].c.Create(ctx, theirs); err != nil {
+	if err := h.workers["w1"].API.Create(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
 	// Their Job has no manager Job here: the reconcile of its key deletes

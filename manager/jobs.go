@@ -140,7 +140,7 @@ type JobReconciler struct {
 
 	// connections are the manager's connections to its workers: the
 	// Registry's, or fakes in unit tests.
-	connections connections
+	connections workerPool
 
 	// jobEvents and mirrorEvents feed the work queue (jobevents.go): the
 	// Jobs to look at again, and those whose mirror changed, ahead of the
@@ -182,7 +182,7 @@ type JobReconciler struct {
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.connected)); err != nil {
+	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -453,7 +453,7 @@ func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Na
 func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
 	recorded := jobstate.Attempt(job)
-	for _, worker := range r.connections.names() {
+	for _, worker := range r.connections.Names() {
 		rem := r.conn(worker)
 		if rem == nil || !rem.Connected() || !rem.MayUse(job.Namespace) {
 			continue
@@ -506,7 +506,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	workerNS, err := rem.Namespace(ctx, name)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		r.Registry.rightsRefused(worker)
+		r.Registry.RightsRefused(worker)
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)",
 			name, apiMessage(err), v1alpha1.ConditionAuthorized)}, nil
 	case err != nil:
@@ -566,7 +566,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		return false, reconcile.Result{}, err
 	}
 	// Worker namespaces are read now, not under the placement lock.
-	r.Registry.readNamespaces(ctx, job.Namespace)
+	r.Registry.ReadNamespaces(ctx, job.Namespace)
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.waiting.pass()
 	asWritten := asUserWroteIt(job)
@@ -784,7 +784,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 	}
 	result, rerr := r.refused(ctx, job, w, what, workerAPI(worker), err)
 	if classify(err) == forbidden {
-		if missing := r.Registry.recheckRights(ctx, worker); len(missing) > 0 {
+		if missing := r.Registry.RecheckRights(ctx, worker); len(missing) > 0 {
 			// The next step releases the Job for another worker.
 			return reconcile.Result{Requeue: true}, nil
 		}
@@ -832,7 +832,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	}
 	if err != nil {
 		if classify(err) == forbidden {
-			r.Registry.recheckRights(ctx, worker)
+			r.Registry.RecheckRights(ctx, worker)
 		}
 		return r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
 	}
@@ -1026,7 +1026,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	if job == nil {
 		r.assume.forgetJob(key)
 	}
-	for _, worker := range r.connections.names() {
+	for _, worker := range r.connections.Names() {
 		rem := r.conn(worker)
 		if rem == nil || !rem.Connected() {
 			continue
@@ -1080,6 +1080,6 @@ func (r *JobReconciler) namespaces() admission.NamespaceReader {
 }
 
 // conn is the connection to worker, nil when there is none.
-func (r *JobReconciler) conn(worker string) Conn { return r.connections.conn(worker) }
+func (r *JobReconciler) conn(worker string) Conn { return r.connections.Conn(worker) }
 
 func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

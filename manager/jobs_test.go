@@ -122,7 +122,7 @@ func (h *jobsHarness) report(t *testing.T, worker string, status func(*batchv1.J
 	t.Helper()
 	m := h.mirror(t, worker)
 	status(m)
-	if err := h.workers[worker].c.Status().Update(context.Background(), m); err != nil {
+	if err := h.workers[worker].API.Status().Update(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	h.r.Registry.mirrorChanged(worker, m)
@@ -147,7 +147,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 
 	// The worker's cache shows the mirror only after the reconciles that
 	// the placement's own update events cause.
-	h.workers["w1"].lags = true
+	h.workers["w1"].Lags = true
 	h.reconcile(t)
 	job := h.job(t)
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
@@ -176,9 +176,9 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	// The placement's own update event reconciles the Job again before the
 	// worker's cache shows the mirror: nothing is created twice.
 	h.reconcile(t)
-	h.workers["w1"].lags = false
-	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].creates.Load() != 1 {
-		t.Errorf("the mirror was created again (%d creates): %v", h.workers["w1"].creates.Load(), m2)
+	h.workers["w1"].Lags = false
+	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].Creates.Load() != 1 {
+		t.Errorf("the mirror was created again (%d creates): %v", h.workers["w1"].Creates.Load(), m2)
 	}
 	if got := h.events(); len(got) != 0 {
 		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
@@ -252,7 +252,7 @@ func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
 func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
 	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "someone-else"}}
-	if err := h.workers["w1"].c.Create(context.Background(), foreign); err != nil {
+	if err := h.workers["w1"].API.Create(context.Background(), foreign); err != nil {
 		t.Fatal(err)
 	}
 	h.create(t, stepJob())
@@ -290,7 +290,7 @@ func TestJobReconcilerDeletesTheMirrorOfADeletedJob(t *testing.T) {
 
 func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
-	h.workers["w2"].down = true
+	h.workers["w2"].Down = true
 	h.create(t, stepJob())
 	h.reconcile(t)
 	h.report(t, "w1", running)
@@ -301,7 +301,7 @@ func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	}
 
 	// w1 goes away, w2 comes back; after the timeout the Job moves.
-	h.workers["w1"].down, h.workers["w2"].down = true, false
+	h.workers["w1"].Down, h.workers["w2"].Down = true, false
 	wc := &v1alpha1.WorkerCluster{}
 	if err := h.manager.Get(context.Background(), types.NamespacedName{Name: "w1"}, wc); err != nil {
 		t.Fatal(err)

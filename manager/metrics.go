@@ -101,11 +101,11 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 // capacityCollector serves the pools of each connected worker's last
 // capacity summary, at scrape time from the worker caches.
 type capacityCollector struct {
-	conns                               connections
+	conns                               workerPool
 	allocatable, requested, free, nodes *prometheus.Desc
 }
 
-func newCapacityCollector(conns connections) *capacityCollector {
+func newCapacityCollector(conns workerPool) *capacityCollector {
 	labels := []string{"worker", "pool", "resource"}
 	return &capacityCollector{conns: conns,
 		allocatable: prometheus.NewDesc("jobferry_workercluster_pool_allocatable",
@@ -127,8 +127,8 @@ func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, worker := range c.conns.names() {
-		conn := c.conns.conn(worker)
+	for _, worker := range c.conns.Names() {
+		conn := c.conns.Conn(worker)
 		if conn == nil || !conn.Connected() {
 			continue
 		}

@@ -127,12 +127,12 @@ jobferry_jobs{phase="Succeeded",worker="(unregistered)"} 1
 
 func TestCapacityCollectorServesEachConnectedWorkersPools(t *testing.T) {
 	conns := fakeConnections{"w1": newFakeConn("jobferry"), "w2": newFakeConn("jobferry")}
-	conns["w1"].pools = []v1alpha1.NodePool{{Name: "gpu", Nodes: 2,
+	conns["w1"].Pools = []v1alpha1.NodePool{{Name: "gpu", Nodes: 2,
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "example.com/gpu": resource.MustParse("8")},
 		Requested:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), "example.com/gpu": resource.MustParse("2")},
 		Free:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2500m"), "example.com/gpu": resource.MustParse("6")},
 	}}
-	conns["w2"].down = true
+	conns["w2"].Down = true
 	want := `
 # HELP jobferry_workercluster_pool_free Allocatable minus requested resources of a worker's node pool, from its ClusterCapacity.
 # TYPE jobferry_workercluster_pool_free gauge

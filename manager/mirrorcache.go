@@ -16,7 +16,7 @@ import (
 // who may create Jobs in the worker namespace.
 const maxCachedTemplateMetadata = 64 << 10
 
-// slimMirror keeps of a Job in a worker's cache (any Job with this
+// SlimMirror keeps of a Job in a worker's cache (any Job with this
 // installation's origin label, the manager's mirrors and whatever else
 // carries the label) what the manager reads, and nothing else: its identity
 // and jobferry's labels; the spec fields a change of the manager Job is
@@ -26,7 +26,7 @@ const maxCachedTemplateMetadata = 64 << 10
 // Job large, and the manager never reads them from a worker: it writes the
 // mirror from the manager Job, and updates it with patches of the fields it
 // compares.
-func slimMirror(obj any) (any, error) {
+func SlimMirror(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil

@@ -20,7 +20,7 @@ func TestSlimMirror(t *testing.T) {
 	job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAYLOAD", Value: strings.Repeat("p", 1<<20)}}
 	job.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "general"}
 	job.Spec.Template.Annotations = map[string]string{"big": strings.Repeat("a", maxCachedTemplateMetadata)}
-	obj, err := slimMirror(job)
+	obj, err := SlimMirror(job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestUpdateFromCache(t *testing.T) {
 	// Changed on the worker since the cache read it: kept, as only what the
 	// manager changed is written.
 	after.Spec.BackoffLimit = ptr.To[int32](9)
-	if err := w.c.Update(ctx, after); err != nil {
+	if err := w.API.Update(ctx, after); err != nil {
 		t.Fatal(err)
 	}
 	stale := cached.DeepCopy()

@@ -30,7 +30,7 @@ func TestDeleteMirrorSendsOneRequestPerMirror(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		}}).Build()
 	clk := clocktesting.NewFakeClock(stepNow)
-	conn := &fakeConn{c: c, deleted: NewDeletedMirrors(clk)}
+	conn := &fakeConn{API: c, Deleted: NewDeletedMirrors(clk)}
 
 	for i, want := range []struct {
 		deleted  bool

@@ -220,11 +220,11 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	wc := &v1alpha1.WorkerCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.drop(req.Name)
+			r.Drop(req.Name)
 			metrics.ForgetWorker(req.Name)
 			r.removed.since(req.Name, r.Clock.Now())
 			// Its Jobs start counting towards the worker-lost timeout.
-			r.placementsAffected(ctx, req.Name, false)
+			r.PlacementsAffected(ctx, req.Name, false)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -248,14 +248,14 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	metrics.SetWorkerConnected(wc.Name, d.connected)
 	if d.lost {
 		// Its Jobs start counting towards the worker-lost timeout.
-		r.placementsAffected(ctx, wc.Name, false)
+		r.PlacementsAffected(ctx, wc.Name, false)
 	}
 	if d.connectedNow {
 		// Mirror events seen while the caches synced found the worker not
 		// yet connected: look at its Jobs again, and at the unplaced ones,
 		// which may fit now.
-		r.placementsAffected(ctx, wc.Name, true)
-		r.tellConnected(ctx, wc.Name)
+		r.PlacementsAffected(ctx, wc.Name, true)
+		r.TellConnected(ctx, wc.Name)
 	}
 	// A change of the worker (uncordoned, relabelled, its rights or
 	// connection back) may give waiting Jobs room; so may time, as this
@@ -303,21 +303,21 @@ type workerFacts struct {
 func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) (workerFacts, error) {
 	var f workerFacts
 	var rem *Connection
-	f.connected, rem = r.connect(ctx, wc)
+	f.connected, rem = r.Connect(ctx, wc)
 	if rem != nil {
 		f.hasConnection, f.probeFailures = true, rem.failures.Load()
 		// Reviewed as soon as the worker answers: a credential that may
 		// not list what the manager caches leaves it Connecting, and the
 		// Authorized condition says why.
 		if rem.healthy.Load() {
-			authorized := r.reviewRights(ctx, rem, rem.reviewDue.Swap(false))
+			authorized := r.ReviewRights(ctx, rem, rem.reviewDue.Swap(false))
 			f.authorized = &authorized
 		}
 		origin := originCondition(r.Origin, rem.sharedOrigin.Load())
 		f.origin = &origin
-		r.keepWarningsWatch(ctx, rem)
+		r.KeepWarningsWatch(ctx, rem)
 		f.capacity = rem.Capacity(ctx)
-		f.credential, f.credentialCondition, f.credentialAfter = r.keepCredential(ctx, wc, rem)
+		f.credential, f.credentialCondition, f.credentialAfter = r.KeepCredential(ctx, wc, rem)
 	}
 	var err error
 	f.dispatched, f.running, err = r.countJobs(ctx, wc.Name)
@@ -399,9 +399,9 @@ func (r *Registry) SubscribeConnected(buffer int) <-chan string {
 	return ch
 }
 
-// tellConnected tells every subscriber that worker became Connected,
+// TellConnected tells every subscriber that worker became Connected,
 // without waiting for any.
-func (r *Registry) tellConnected(ctx context.Context, worker string) {
+func (r *Registry) TellConnected(ctx context.Context, worker string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, ch := range r.connectedSubscribers {
@@ -413,10 +413,10 @@ func (r *Registry) tellConnected(ctx context.Context, worker string) {
 	}
 }
 
-// connect brings the remote in line with the Secret and probes it.
-func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
+// Connect brings the remote in line with the Secret and probes it.
+func (r *Registry) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
 	notConnected := func(reason, format string, args ...any) (metav1.Condition, *Connection) {
-		r.drop(wc.Name)
+		r.Drop(wc.Name)
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
@@ -450,7 +450,7 @@ func (r *Registry) connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (met
 	}
 	if rem != nil && rem.cacheFailed.Load() != nil {
 		logf.FromContext(ctx).Error(*rem.cacheFailed.Load(), "the caches of the worker stopped; connecting again", "worker", wc.Name)
-		r.drop(wc.Name)
+		r.Drop(wc.Name)
 		rem = nil
 	}
 	if rem == nil || rem.kubeconfigHash != hash {
@@ -523,12 +523,12 @@ func connectionHash(kubeconfig []byte, token string, namespaces []string) string
 	return hex.EncodeToString(sum[:])
 }
 
-// reviewRights checks the credential's rights when due (see
+// ReviewRights checks the credential's rights when due (see
 // rightsCheckInterval) or when forced, and returns the Authorized condition.
 // When rights that were missing have all been granted, the Jobs placed on
 // the worker and the unplaced ones are looked at again at once, not after
 // their back-off.
-func (r *Registry) reviewRights(ctx context.Context, rem *Connection, force bool) metav1.Condition {
+func (r *Registry) ReviewRights(ctx context.Context, rem *Connection, force bool) metav1.Condition {
 	log := logf.FromContext(ctx).WithValues("worker", rem.name)
 	prev := rem.rights.Load()
 	due := force || prev == nil || len(prev.Missing) > 0 || r.Clock.Since(prev.Checked) >= rightsCheckInterval
@@ -562,7 +562,7 @@ func (r *Registry) reviewRights(ctx context.Context, rem *Connection, force bool
 			log.Info("worker credential lacks rights", "missing", MissingMessage(missing))
 		case len(missing) == 0 && prev != nil && len(prev.Missing) > 0:
 			log.Info("worker credential has every right now")
-			r.placementsAffected(ctx, rem.name, true)
+			r.PlacementsAffected(ctx, rem.name, true)
 		}
 	}
 	return authorizedCondition(state)
@@ -591,23 +591,23 @@ func authorizedCondition(state *RightsState) metav1.Condition {
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
 }
 
-// recheckRights reviews a worker's rights now, after a write there was
+// RecheckRights reviews a worker's rights now, after a write there was
 // refused as forbidden, and has its condition rewritten; it returns the
 // rights found missing.
-func (r *Registry) recheckRights(ctx context.Context, worker string) []Right {
+func (r *Registry) RecheckRights(ctx context.Context, worker string) []Right {
 	rem := r.remote(worker)
 	if rem == nil || !rem.Connected() {
 		return nil
 	}
-	r.reviewRights(ctx, rem, true)
+	r.ReviewRights(ctx, rem, true)
 	r.reconcileWorker(worker)
 	return rem.MissingRights()
 }
 
-// rightsRefused has a worker's rights reviewed at its next reconcile, now
+// RightsRefused has a worker's rights reviewed at its next reconcile, now
 // due: a read there was refused. Unlike recheckRights it does not wait for
 // the review, so a caller holding the placement lock is not held up by it.
-func (r *Registry) rightsRefused(worker string) {
+func (r *Registry) RightsRefused(worker string) {
 	rem := r.remote(worker)
 	if rem == nil || rem.reviewDue.Swap(true) {
 		return
@@ -615,11 +615,11 @@ func (r *Registry) rightsRefused(worker string) {
 	r.reconcileWorker(worker)
 }
 
-// readNamespaces refreshes, on every connected worker the manager may use
+// ReadNamespaces refreshes, on every connected worker the manager may use
 // it on, what it knows of namespace ns (see remote.namespace). A worker that
 // does not answer is left to placement, which reads it again.
-func (r *Registry) readNamespaces(ctx context.Context, ns string) {
-	for _, name := range r.names() {
+func (r *Registry) ReadNamespaces(ctx context.Context, ns string) {
+	for _, name := range r.Names() {
 		if rem := r.remote(name); rem != nil && rem.Connected() && rem.MayUse(ns) {
 			if _, err := rem.Namespace(ctx, ns); err != nil {
 				logf.FromContext(ctx).V(1).Info("reading a worker namespace before placement", "worker", name, "error", err.Error())
@@ -652,7 +652,7 @@ func (r *Registry) replace(name string, rem *Connection) {
 	}
 }
 
-func (r *Registry) drop(name string) {
+func (r *Registry) Drop(name string) {
 	r.mu.Lock()
 	old := r.remotes[name]
 	delete(r.remotes, name)
@@ -669,17 +669,17 @@ func (r *Registry) remote(name string) *Connection {
 	return r.remotes[name]
 }
 
-// conn is the connection to a worker as the Job controller uses it; nil
+// Conn is the connection to a worker as the Job controller uses it; nil
 // when there is none.
-func (r *Registry) conn(name string) Conn {
+func (r *Registry) Conn(name string) Conn {
 	if rem := r.remote(name); rem != nil {
 		return rem
 	}
 	return nil
 }
 
-// names lists the workers the registry holds a connection for.
-func (r *Registry) names() []string {
+// Names lists the workers the registry holds a connection for.
+func (r *Registry) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]string, 0, len(r.remotes))
@@ -689,7 +689,7 @@ func (r *Registry) names() []string {
 	return out
 }
 
-func (r *Registry) connected(name string) bool {
+func (r *Registry) Connected(name string) bool {
 	rem := r.remote(name)
 	return rem != nil && rem.Connected()
 }
@@ -720,9 +720,9 @@ func (r *Registry) capacityChanged(worker string) {
 	}
 }
 
-// placementsAffected tells the subscribers the Jobs placed on worker (and,
+// PlacementsAffected tells the subscribers the Jobs placed on worker (and,
 // when unplaced, those not placed) deserve a look.
-func (r *Registry) placementsAffected(ctx context.Context, worker string, unplaced bool) {
+func (r *Registry) PlacementsAffected(ctx context.Context, worker string, unplaced bool) {
 	for _, h := range r.handlers() {
 		if h.PlacementsAffected != nil {
 			h.PlacementsAffected(ctx, worker, unplaced)

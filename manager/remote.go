@@ -148,11 +148,11 @@ type Conn interface {
 	OriginShared() bool
 }
 
-// connections finds the connection to a worker by name.
-type connections interface {
-	// conn is nil when there is none.
-	conn(worker string) Conn
-	names() []string
+// workerPool finds the connection to a worker by name.
+type workerPool interface {
+	// Conn is nil when there is none.
+	Conn(worker string) Conn
+	Names() []string
 }
 
 func (r *Connection) AllowedNamespaces() []string { return r.namespaces }
@@ -165,7 +165,7 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 		// No managedFields: nothing reads them, and the worker's Job
 		// controller adds an entry with each status write it makes.
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: slimMirror},
+			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: SlimMirror},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
 		}}
 		if len(namespaces) > 0 {

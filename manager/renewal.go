@@ -23,10 +23,10 @@ const (
 	ReasonCredentialRenewalFailed = "CredentialRenewalFailed"
 )
 
-// keepCredential renews the worker's token when planRenewal says it is due,
+// KeepCredential renews the worker's token when planRenewal says it is due,
 // and returns the credential status and condition to write, and how soon to
 // look again (0: no renewal to schedule).
-func (r *Registry) keepCredential(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *Connection) (*v1alpha1.CredentialStatus, *metav1.Condition, time.Duration) {
+func (r *Registry) KeepCredential(ctx context.Context, wc *v1alpha1.WorkerCluster, rem *Connection) (*v1alpha1.CredentialStatus, *metav1.Condition, time.Duration) {
 	threshold := r.RenewalThreshold
 	if threshold == 0 {
 		threshold = DefaultRenewalThreshold

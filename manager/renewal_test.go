@@ -86,7 +86,7 @@ func TestKeepCredentialNotDue(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(time.Minute), nil)
 	before := f.remote.token.get()
-	status, cond, after := f.registry.keepCredential(t.Context(), f.wc, f.remote)
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
 	if len(f.requests) != 0 || f.remote.token.get() != before {
 		t.Fatalf("a token at 10%% of its lifetime was renewed (threshold 50%%)")
 	}
@@ -103,7 +103,7 @@ func TestKeepCredentialRenews(t *testing.T) {
 	now := iat.Add(6 * time.Minute)
 	f := newRenewalFixture(t, iat, now, nil)
 	old := f.remote.token.get()
-	status, cond, after := f.registry.keepCredential(t.Context(), f.wc, f.remote)
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
 	if len(f.requests) != 1 {
 		t.Fatalf("%d TokenRequests, want 1", len(f.requests))
 	}
@@ -132,7 +132,7 @@ func TestKeepCredentialRenewalFails(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), errors.New(`serviceaccounts "jobferry-manager" is forbidden`))
 	old := f.remote.token.get()
-	_, cond, after := f.registry.keepCredential(t.Context(), f.wc, f.remote)
+	_, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
 	if f.remote.token.get() != old || f.secretToken(t) != old {
 		t.Fatal("a failed renewal changed the token")
 	}
@@ -155,7 +155,7 @@ func TestKeepCredentialLeavesASecretSomeoneRewrote(t *testing.T) {
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), nil)
 	f.remote.token.set(fakeJWT(t, saClaims("jobferry-system", "jobferry-manager", iat.Add(-time.Minute), iat.Add(9*time.Minute))))
 	secretBefore := f.secretToken(t)
-	_, cond, _ := f.registry.keepCredential(t.Context(), f.wc, f.remote)
+	_, cond, _ := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
 	if f.secretToken(t) != secretBefore {
 		t.Error("the renewal overwrote a Secret written since the connection read it")
 	}
@@ -168,7 +168,7 @@ func TestKeepCredentialWithoutExpiry(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat, nil)
 	f.remote.token.set("static-token")
-	status, cond, after := f.registry.keepCredential(t.Context(), f.wc, f.remote)
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
 	if status != nil || cond != nil || after != 0 || len(f.requests) != 0 {
 		t.Errorf("a static token: status %+v, condition %+v, after %s, %d requests", status, cond, after, len(f.requests))
 	}

@@ -142,8 +142,8 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			h := newJobsHarness(t, "w1")
 			h.r.ManagerID = "m1"
 			w := h.workers["w1"]
-			w.noRelabel = tc.noRelabel
-			if err := w.c.Create(ctx, tc.workerNS); err != nil {
+			w.NoRelabel = tc.noRelabel
+			if err := w.API.Create(ctx, tc.workerNS); err != nil {
 				t.Fatal(err)
 			}
 			managerNS := &corev1.Namespace{}
@@ -158,7 +158,7 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			h.reconcile(t)
 
 			got := &corev1.Namespace{}
-			if err := w.c.Get(ctx, types.NamespacedName{Name: "team-a"}, got); err != nil {
+			if err := w.API.Get(ctx, types.NamespacedName{Name: "team-a"}, got); err != nil {
 				t.Fatal(err)
 			}
 			if got.Labels[psaEnforce] != tc.wantLevel {

@@ -173,11 +173,11 @@ func cutUTF8(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "")
 }
 
-// keepWarningsWatch runs the watch of a worker's Warning Events while its
+// KeepWarningsWatch runs the watch of a worker's Warning Events while its
 // credential may list and watch Events and its caches are in sync (so the
 // mirrors the Events are about are known), and stops it when the credential
 // may no longer.
-func (r *Registry) keepWarningsWatch(ctx context.Context, rem *Connection) {
+func (r *Registry) KeepWarningsWatch(ctx context.Context, rem *Connection) {
 	state := rem.rights.Load()
 	switch {
 	case state == nil:
@@ -231,7 +231,7 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 // has that reason.
 func (r *JobReconciler) forwardWarning(ctx context.Context, w Warning) error {
 	ev := w.Event
-	conn := r.connections.conn(w.Worker)
+	conn := r.connections.Conn(w.Worker)
 	// Whoever created the Event had rights in its namespace, not in the
 	// one it names: it may speak only of that namespace's objects.
 	if conn == nil || !conn.Connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.MayUse(ev.Namespace) {
