@@ -30,7 +30,7 @@ func (r *JobReconciler) subscribe() {
 	r.Registry.Subscribe(Handlers{
 		MirrorChanged:      r.mirrorChanged,
 		CapacityChanged:    r.capacityChanged,
-		WorkerReconciled:   func(string) { r.wakeWaiting() },
+		WorkerReconciled:   r.workerReconciled,
 		PlacementsAffected: r.placementsAffected,
 		Warning:            r.warningSeen,
 	})
@@ -56,6 +56,15 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 // end, and waiting Jobs may fit.
 func (r *JobReconciler) capacityChanged(worker string) {
 	r.assume.capacitySeen(worker)
+	r.wakeWaiting()
+}
+
+// workerReconciled: a WorkerCluster was looked at, so it exists (again); a
+// change of it (uncordoned, relabelled, its rights or connection back) may
+// give waiting Jobs room, and so may time, as this runs with every health
+// probe.
+func (r *JobReconciler) workerReconciled(worker string) {
+	r.removed.forget(worker)
 	r.wakeWaiting()
 }
 

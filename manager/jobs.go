@@ -164,6 +164,9 @@ type JobReconciler struct {
 	// warned remembers which worker Warning Events were forwarded to which
 	// Jobs, so each reason is forwarded once per pod (workerwarnings.go).
 	warned *warnedMemo
+	// removed: since when the WorkerClusters of Jobs placed on deleted
+	// workers are known to be gone.
+	removed removedWorkers
 	// finished: the Jobs whose finished status this manager wrote.
 	finished finishedMemo
 	// attempts remembers the attempts this manager placed and the mirrors
@@ -391,7 +394,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.Worker}, wc); err == nil {
 		s.WorkerCluster = wc
 	} else if apierrors.IsNotFound(err) {
-		s.WorkerGoneSince = r.Registry.workerGoneSince(s.Worker)
+		s.WorkerGoneSince = r.removed.since(s.Worker, r.Clock.Now())
 	} else {
 		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
 	}

@@ -128,3 +128,34 @@ func (c *namespaceCache) forget(name string) {
 	defer c.mu.Unlock()
 	delete(c.entries, name)
 }
+
+// removedWorkers remembers when deleted WorkerClusters were first seen gone:
+// their mirrors may still run there, so their Jobs are dispatched elsewhere
+// only once the worker-lost timeout has passed since, as for a lost worker.
+// A manager that starts after the deletion counts from its first look.
+type removedWorkers struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// since records now as when worker was seen gone, unless known, and returns
+// the time recorded.
+func (m *removedWorkers) since(worker string, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[string]time.Time{}
+	}
+	if at, ok := m.at[worker]; ok {
+		return at
+	}
+	m.at[worker] = now
+	return now
+}
+
+// forget: worker exists (again).
+func (m *removedWorkers) forget(worker string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.at, worker)
+}

@@ -83,46 +83,6 @@ type Registry struct {
 	// (SubscribeConnected); both guarded by mu.
 	subscribers          []Handlers
 	connectedSubscribers []chan<- string
-	// removed remembers since when the WorkerClusters deleted lately are
-	// gone, for the worker-lost timeout of their Jobs.
-	removed removedWorkers
-}
-
-// removedWorkers remembers when deleted WorkerClusters were first seen gone:
-// their mirrors may still run there, so their Jobs are dispatched elsewhere
-// only once the worker-lost timeout has passed since, as for a lost worker.
-// A manager that starts after the deletion counts from its first look.
-type removedWorkers struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-// since records now as when worker was seen gone, unless known, and returns
-// the time recorded.
-func (m *removedWorkers) since(worker string, now time.Time) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.at == nil {
-		m.at = map[string]time.Time{}
-	}
-	if at, ok := m.at[worker]; ok {
-		return at
-	}
-	m.at[worker] = now
-	return now
-}
-
-// forget: worker exists (again).
-func (m *removedWorkers) forget(worker string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.at, worker)
-}
-
-// workerGoneSince is since when the WorkerCluster worker is known to be
-// gone (now, if this is the first look).
-func (r *Registry) workerGoneSince(worker string) time.Time {
-	return r.removed.since(worker, r.Clock.Now())
 }
 
 // countsRefresh bounds how often a worker's status is rewritten for its Job
@@ -210,7 +170,7 @@ func (r *Registry) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.WorkerCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
 		Watches(&batchv1.Job{}, jobCountsHandler{reader: r.Client}).
-		WatchesRawSource(source.Channel(r.workerEvents, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Requests(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
@@ -222,14 +182,12 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		if apierrors.IsNotFound(err) {
 			r.Drop(req.Name)
 			metrics.ForgetWorker(req.Name)
-			r.removed.since(req.Name, r.Clock.Now())
 			// Its Jobs start counting towards the worker-lost timeout.
 			r.PlacementsAffected(ctx, req.Name, false)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
 	}
-	r.removed.forget(wc.Name)
 	metrics.InitWorker(wc.Name)
 	facts, err := r.workerFacts(ctx, wc)
 	if err != nil {
@@ -260,11 +218,7 @@ func (r *Registry) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	// A change of the worker (uncordoned, relabelled, its rights or
 	// connection back) may give waiting Jobs room; so may time, as this
 	// runs with every health probe.
-	for _, h := range r.handlers() {
-		if h.WorkerReconciled != nil {
-			h.WorkerReconciled(wc.Name)
-		}
-	}
+	r.WorkerReconciled(wc.Name)
 	return reconcile.Result{RequeueAfter: d.requeue}, nil
 }
 
@@ -305,15 +259,15 @@ func (r *Registry) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) 
 	var rem *Connection
 	f.connected, rem = r.Connect(ctx, wc)
 	if rem != nil {
-		f.hasConnection, f.probeFailures = true, rem.failures.Load()
+		f.hasConnection, f.probeFailures = true, rem.Failures()
 		// Reviewed as soon as the worker answers: a credential that may
 		// not list what the manager caches leaves it Connecting, and the
 		// Authorized condition says why.
-		if rem.healthy.Load() {
-			authorized := r.ReviewRights(ctx, rem, rem.reviewDue.Swap(false))
+		if rem.Healthy() {
+			authorized := r.ReviewRights(ctx, rem, rem.TakeReviewDue())
 			f.authorized = &authorized
 		}
-		origin := originCondition(r.Origin, rem.sharedOrigin.Load())
+		origin := originCondition(r.Origin, rem.OriginConflict())
 		f.origin = &origin
 		r.KeepWarningsWatch(ctx, rem)
 		f.capacity = rem.Capacity(ctx)
@@ -719,6 +673,21 @@ func (r *Registry) capacityChanged(worker string) {
 		}
 	}
 }
+
+// WorkerReconciled tells the subscribers the WorkerCluster worker was
+// looked at.
+func (r *Registry) WorkerReconciled(worker string) {
+	for _, h := range r.handlers() {
+		if h.WorkerReconciled != nil {
+			h.WorkerReconciled(worker)
+		}
+	}
+}
+
+// Requests are the WorkerClusters the pool asks its controller to look at:
+// a worker's caches synced or stopped, another installation's mirror was
+// seen there, or a request there was refused as forbidden.
+func (r *Registry) Requests() <-chan event.GenericEvent { return r.workerEvents }
 
 // PlacementsAffected tells the subscribers the Jobs placed on worker (and,
 // when unplaced, those not placed) deserve a look.

@@ -254,6 +254,20 @@ func (r *Connection) probe(ctx context.Context) error {
 	return nil
 }
 
+// Healthy: the last probe found the worker ready.
+func (r *Connection) Healthy() bool { return r.healthy.Load() }
+
+// Failures counts the probes that failed in a row.
+func (r *Connection) Failures() int32 { return r.failures.Load() }
+
+// TakeReviewDue says whether a request there was refused as forbidden
+// since it was last asked, so the rights are reviewed at once.
+func (r *Connection) TakeReviewDue() bool { return r.reviewDue.Swap(false) }
+
+// OriginConflict is the first mirror of another installation with this
+// manager's origin seen there (nil: none).
+func (r *Connection) OriginConflict() *OriginConflict { return r.sharedOrigin.Load() }
+
 // Connected: the worker answers and the caches are in sync.
 func (r *Connection) Connected() bool { return r.synced.Load() && r.healthy.Load() }
 
