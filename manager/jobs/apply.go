@@ -1,0 +1,126 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// applyScope is what one step is applied with: the Job's key, the state
+// readState read, nextStep's decision and the reconcile's memo.
+type applyScope struct {
+	key  types.NamespacedName
+	s    jobState
+	st   step
+	memo *stepMemo
+}
+
+// done ends the reconcile, looked at again when the step says.
+func (a applyScope) done(err error) (reconcile.Result, bool, error) {
+	return reconcile.Result{RequeueAfter: a.st.RequeueAfter}, false, err
+}
+
+// next goes on with the next step: the Job (or its mirror) changed.
+func (a applyScope) next() (reconcile.Result, bool, error) { return reconcile.Result{}, true, nil }
+
+// stop ends the reconcile with result.
+func stop(result reconcile.Result, err error) (reconcile.Result, bool, error) {
+	return result, false, err
+}
+
+// stepHandler applies one kind of step: the writes, Events, metrics and
+// memory updates it stands for.
+type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reconcile.Result, bool, error)
+
+// stepHandlers are the handlers of every kind of step, each in the file of
+// its concern: notices here, placement writes in applyplacement.go, mirror
+// writes in applymirror.go.
+var stepHandlers = map[stepKind]stepHandler{
+	stepNone:           (*JobReconciler).applyNone,
+	stepFinalize:       (*JobReconciler).applyFinalize,
+	stepNotAllowed:     (*JobReconciler).applyNotAllowed,
+	stepShowWaiting:    (*JobReconciler).applyShowWaiting,
+	stepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
+	stepUntrusted:      (*JobReconciler).applyUntrusted,
+	stepStray:          (*JobReconciler).applyStray,
+	stepComplete:       (*JobReconciler).applyComplete,
+	stepPlace:          (*JobReconciler).applyPlace,
+	stepActivate:       (*JobReconciler).applyActivate,
+	stepRecord:         (*JobReconciler).applyRecord,
+	stepNameConflict:   (*JobReconciler).applyNameConflict,
+	stepRelease:        (*JobReconciler).applyRelease,
+	stepRedispatch:     (*JobReconciler).applyRedispatch,
+	stepMirrorNotOurs:  (*JobReconciler).applyMirrorReplaced,
+	stepMirrorGone:     (*JobReconciler).applyMirrorReplaced,
+	stepCreateMirror:   (*JobReconciler).applyCreateMirror,
+	stepFence:          (*JobReconciler).applyFence,
+	stepUpdateMirror:   (*JobReconciler).applyUpdateMirror,
+	stepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
+	stepCopyStatus:     (*JobReconciler).applyCopyStatus,
+	stepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
+}
+
+// apply does what nextStep decided, and says whether the reconcile goes on
+// with the next step.
+func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s jobState, st step, memo *stepMemo) (reconcile.Result, bool, error) {
+	if st.InSync {
+		r.observed.take(key)
+	}
+	handle, ok := stepHandlers[st.Kind]
+	if !ok {
+		return reconcile.Result{}, false, fmt.Errorf("no handler for step %s", st.Kind)
+	}
+	return handle(r, ctx, applyScope{key: key, s: s, st: st, memo: memo})
+}
+
+// applyNone: nothing to write; a finished Job's assumed capacity ends.
+func (r *JobReconciler) applyNone(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
+	if job := a.s.Job; job != nil && a.s.Worker != "" && (isFinished(job) || a.s.WroteFinished) {
+		r.assume.forget(job.UID)
+	}
+	return a.done(nil)
+}
+
+func (r *JobReconciler) applyFinalize(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	return a.done(r.finalize(ctx, a.key, a.s.Job))
+}
+
+// applyNotAllowed shows why the dispatch policy keeps the Job, with an
+// Event when that is news.
+func (r *JobReconciler) applyNotAllowed(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	wrote, err := r.updateWaiting(ctx, a.s.Job, a.st.Waiting)
+	if wrote {
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", a.st.Waiting.message)
+	}
+	return a.done(err)
+}
+
+func (r *JobReconciler) applyShowWaiting(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	return a.done(r.showWaiting(ctx, a.s.Job, a.st.Waiting))
+}
+
+func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
+	return a.done(nil)
+}
+
+// applyUntrusted says, once per version of the Job, that its jobferry
+// state is not jobferry's; nothing else is done with it.
+func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	r.refusals.remember(a.s.Job, noticeUntrusted)
+	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeUntrusted.reason, noticeUntrusted.action, "%s", a.st.Why)
+	return a.done(nil)
+}
+
+// applyStray says, once per version of the Job, that a mirror its state
+// does not account for runs on a worker.
+func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
+	r.refusals.remember(a.s.Job, noticeStray)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeStray.reason, noticeStray.action, "%s", a.st.Why)
+	return a.done(nil)
+}

@@ -1,0 +1,105 @@
+package jobs
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/managercache"
+)
+
+// What the Job controller is told of the workers (it subscribes to the
+// registry: WorkerHandlers) and how that reaches its work queue: the keys
+// of the manager Jobs to look at, those whose mirror changed ahead of the
+// others, and the wake-up of the Jobs waiting for room.
+
+// jobEventBuffer is how many keys wait for the work queue's source.
+const jobEventBuffer = 4096
+
+// subscribe has the registry tell the Job controller what happens on the
+// workers.
+func (r *JobReconciler) subscribe() {
+	r.Registry.Subscribe(workers.Handlers{
+		MirrorChanged:      r.mirrorChanged,
+		CapacityChanged:    r.capacityChanged,
+		WorkerReconciled:   r.workerReconciled,
+		PlacementsAffected: r.placementsAffected,
+		Warning:            r.warningSeen,
+	})
+}
+
+// mirrorChanged: a mirror changed on worker. The assumption of a Job whose
+// pods run ends with the next summary (after the settle time), as soon as
+// the worker shows them, however long the Job waits in the work queue; the
+// Job is looked at ahead of the others, and the change's time starts the
+// status copy's lag.
+func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
+	if ready := ptr.Deref(job.Status.Ready, 0); jobstatus.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
+		if uid := job.Labels[v1alpha1.OriginUIDLabel]; uid != "" {
+			r.assume.running(types.UID(uid))
+		}
+	}
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
+	r.observed.seen(key, r.Clock.Now())
+	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+}
+
+// capacityChanged: a worker's summary changed; what was assumed of it may
+// end, and waiting Jobs may fit.
+func (r *JobReconciler) capacityChanged(worker string) {
+	r.assume.capacitySeen(worker)
+	r.wakeWaiting()
+}
+
+// workerReconciled: a WorkerCluster was looked at, so it exists (again); a
+// change of it (uncordoned, relabelled, its rights or connection back) may
+// give waiting Jobs room, and so may time, as this runs with every health
+// probe.
+func (r *JobReconciler) workerReconciled(worker string) {
+	r.removed.forget(worker)
+	r.wakeWaiting()
+}
+
+// wakeWaiting asks for a wake-up of the Jobs waiting for room; signals
+// sent before it runs are one.
+func (r *JobReconciler) wakeWaiting() {
+	select {
+	case r.wakeSignal <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue asks for a reconcile of the manager Job ns/name.
+func (r *JobReconciler) enqueue(namespace, name string) {
+	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
+}
+
+// placementsAffected asks for a reconcile of every manager Job placed on
+// worker and, when unplaced, of those not placed, read from the placement
+// index, not by listing every Job.
+func (r *JobReconciler) placementsAffected(ctx context.Context, worker string, unplaced bool) {
+	keys := []string{worker}
+	if unplaced {
+		keys = append(keys, managercache.UnplacedKey)
+	}
+	for _, key := range keys {
+		var jobs batchv1.JobList
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.PlacementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+			// From the cache, so this fails only while stopping; the Jobs'
+			// own requeues remain.
+			logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again", "placement", key)
+			return
+		}
+		for i := range jobs.Items {
+			r.enqueue(jobs.Items[i].Namespace, jobs.Items[i].Name)
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package jobs
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// jobsHarness is a JobReconciler on a fake manager cluster and fake
+// workers: the whole dispatch of a Job, in milliseconds and without a server.
+type jobsHarness struct {
+	r        *JobReconciler
+	manager  client.Client
+	workers  fakeConnections
+	clock    *clocktesting.FakeClock
+	recorder *events.FakeRecorder
+	// updates and statusUpdates count the manager Job writes.
+	updates, statusUpdates atomic.Int32
+}
+
+func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
+	t.Helper()
+	h := &jobsHarness{clock: clocktesting.NewFakeClock(stepNow), recorder: events.NewFakeRecorder(100), workers: fakeConnections{}}
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: "enabled"}}}}
+	for _, w := range workers {
+		objs = append(objs, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: w}, Status: v1alpha1.WorkerClusterStatus{
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Hour))}}}})
+		h.workers[w] = newFakeConn("jobferry")
+	}
+	h.manager = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).
+		WithStatusSubresource(&batchv1.Job{}, &v1alpha1.WorkerCluster{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if _, ok := obj.(*batchv1.Job); ok {
+					h.updates.Add(1)
+				}
+				return c.Update(ctx, obj, opts...)
+			},
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
+					h.statusUpdates.Add(1)
+				}
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+		}).Build()
+	policy, err := admission.NewDispatchPolicy(labels.SelectorFromSet(labels.Set{v1alpha1.DispatchNamespaceLabel: "enabled"}), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = &JobReconciler{
+		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock, Keys: testKey,
+		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock}),
+		CapacitySettle:    2 * time.Second,
+		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
+		connections: h.workers,
+	}
+	h.r.init()
+	return h
+}
+
+var trainKey = types.NamespacedName{Namespace: "team-a", Name: "train"}
+
+func (h *jobsHarness) create(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	if err := h.manager.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *jobsHarness) reconcile(t *testing.T) reconcile.Result {
+	t.Helper()
+	result, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: trainKey})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return result
+}
+
+func (h *jobsHarness) job(t *testing.T) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := h.manager.Get(context.Background(), trainKey, job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// mirror is the mirror on worker; nil when there is none.
+func (h *jobsHarness) mirror(t *testing.T, worker string) *batchv1.Job {
+	t.Helper()
+	m, err := h.workers[worker].Mirror(context.Background(), trainKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// report sets the mirror's status as the worker's Job controller would and
+// tells the manager, as the worker's informer does.
+func (h *jobsHarness) report(t *testing.T, worker string, status func(*batchv1.Job)) {
+	t.Helper()
+	m := h.mirror(t, worker)
+	status(m)
+	if err := h.workers[worker].API.Status().Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	h.r.Registry.mirrorChanged(worker, m)
+}
+
+// events are the reasons of the Events recorded so far.
+func (h *jobsHarness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, strings.Fields(e)[1])
+		default:
+			return out
+		}
+	}
+}
+
+func TestJobReconcilerDispatchesAJob(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.create(t, stepJob())
+
+	// The worker's cache shows the mirror only after the reconciles that
+	// the placement's own update events cause.
+	h.workers["w1"].Lags = true
+	h.reconcile(t)
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
+		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
+	}
+	m, err := h.workers["w1"].UncachedJob(context.Background(), trainKey)
+	if err != nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
+		t.Fatalf("mirror %v: want a running mirror of the Job on w1", m)
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonDispatched {
+		t.Errorf("events %v, want one %s", got, ReasonDispatched)
+	}
+	if h.updates.Load() != 2 || h.statusUpdates.Load() != 0 {
+		t.Errorf("manager writes: %d updates, %d status updates; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.updates.Load(), h.statusUpdates.Load())
+	}
+	job = h.job(t)
+	if job.Annotations[v1alpha1.MirrorUIDAnnotation] != string(m.UID) {
+		t.Errorf("recorded mirror UID %q, want %s", job.Annotations[v1alpha1.MirrorUIDAnnotation], m.UID)
+	}
+	if v, names := jobstate.Verify(job, jobstate.Key(testKey)); v != jobstate.Trusted {
+		t.Errorf("the state the manager wrote verifies as %s (%v)", v, names)
+	}
+	if _, ok := m.Annotations[v1alpha1.WorkerAnnotation]; ok {
+		t.Errorf("the mirror carries the manager's state: %v", m.Annotations)
+	}
+	// The placement's own update event reconciles the Job again before the
+	// worker's cache shows the mirror: nothing is created twice.
+	h.reconcile(t)
+	h.workers["w1"].Lags = false
+	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].Creates.Load() != 1 {
+		t.Errorf("the mirror was created again (%d creates): %v", h.workers["w1"].Creates.Load(), m2)
+	}
+	if got := h.events(); len(got) != 0 {
+		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
+	}
+
+	// The mirror's creation was seen long before its pods start, and left
+	// nothing to copy: it does not shorten the next change's batch wait.
+	h.r.Registry.mirrorChanged("w1", m)
+	h.reconcile(t)
+	h.clock.Step(10 * time.Second)
+	// The worker starts the pod: the copy waits for the batch period, but
+	// the assumed capacity is released from the mirror's event already.
+	h.report(t, "w1", running)
+	h.clock.Step(2 * time.Second)
+	h.r.Registry.capacityChanged("w1")
+	if assumed := h.r.assume.assumed("w1"); len(assumed) != 0 {
+		t.Errorf("the running Job is still assumed on w1 after a summary: %v", assumed)
+	}
+	h.clock.Step(-2 * time.Second)
+	if result := h.reconcile(t); result.RequeueAfter != time.Second {
+		t.Errorf("a running mirror's change is looked at again after %s, want the batch period", result.RequeueAfter)
+	}
+	if h.statusUpdates.Load() != 0 {
+		t.Errorf("the running status was copied before the batch period")
+	}
+	h.clock.Step(time.Second)
+	h.reconcile(t)
+	if job := h.job(t); job.Status.Active != 1 || job.Status.StartTime == nil {
+		t.Errorf("status after the batch period: %+v, want the running status", job.Status)
+	}
+
+	// It completes: the final status is copied at once; the mirror stays
+	// (with its pods and logs) until the manager Job is deleted.
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	job = h.job(t)
+	if !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("status %+v, want Complete", job.Status)
+	}
+	if m := h.mirror(t, "w1"); m == nil {
+		t.Errorf("the finished mirror was deleted while its manager Job exists")
+	}
+	if h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
+		t.Errorf("manager writes: %d updates, %d status updates; want 2 and 2", h.updates.Load(), h.statusUpdates.Load())
+	}
+	// Nothing is left to do, and nothing runs again.
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); m == nil || h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
+		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.updates.Load(), h.statusUpdates.Load())
+	}
+}
+
+func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.r.DeleteFinishedMirrors = true
+	h.create(t, stepJob())
+	h.reconcile(t)
+	if h.mirror(t, "w1") == nil {
+		t.Fatal("no mirror on w1")
+	}
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("status %+v, want Complete", job.Status)
+	}
+	if m := h.mirror(t, "w1"); m != nil {
+		t.Errorf("the finished mirror was not deleted once its final status was copied")
+	}
+}
+
+func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
+	h := newJobsHarness(t, "w1", "w2")
+	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "someone-else"}}
+	if err := h.workers["w1"].API.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	h.create(t, stepJob())
+	h.reconcile(t)
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w2" || job.Annotations[v1alpha1.ExcludedWorkersAnnotation] != "w1" {
+		t.Errorf("annotations %v: want placed on w2 with w1 excluded", job.Annotations)
+	}
+	if m := h.mirror(t, "w2"); m == nil {
+		t.Errorf("no mirror on w2")
+	}
+	if j, err := h.workers["w1"].UncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
+		t.Errorf("the Job on w1 that is not jobferry's was touched: %v, %v", j, err)
+	}
+	if got := strings.Join(h.events(), ","); got != ReasonNameConflict+","+ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, ReasonNameConflict, ReasonDispatched)
+	}
+}
+
+func TestJobReconcilerDeletesTheMirrorOfADeletedJob(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.create(t, stepJob())
+	h.reconcile(t)
+	if h.mirror(t, "w1") == nil {
+		t.Fatal("no mirror")
+	}
+	if err := h.manager.Delete(context.Background(), h.job(t)); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); m != nil {
+		t.Errorf("the mirror of the deleted Job is still there")
+	}
+}
+
+func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers["w2"].Down = true
+	h.create(t, stepJob())
+	h.reconcile(t)
+	h.report(t, "w1", running)
+	h.clock.Step(time.Second)
+	h.reconcile(t)
+	if h.job(t).Status.Active != 1 {
+		t.Fatal("the Job does not run on w1")
+	}
+
+	// w1 goes away, w2 comes back; after the timeout the Job moves.
+	h.workers["w1"].Down, h.workers["w2"].Down = true, false
+	wc := &v1alpha1.WorkerCluster{}
+	if err := h.manager.Get(context.Background(), types.NamespacedName{Name: "w1"}, wc); err != nil {
+		t.Fatal(err)
+	}
+	wc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(h.clock.Now())}}
+	if err := h.manager.Status().Update(context.Background(), wc); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.clock.Step(time.Minute)
+	if result := h.reconcile(t); result.RequeueAfter != 10*time.Second || h.job(t).Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+		t.Errorf("a blip moved the Job (requeue %s)", result.RequeueAfter)
+	}
+	h.clock.Step(15 * time.Minute)
+	h.reconcile(t)
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w2" || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
+		t.Errorf("annotations %v: want attempt 2 on w2", job.Annotations)
+	}
+	if m := h.mirror(t, "w2"); m == nil || mirror.Attempt(m) != 2 {
+		t.Errorf("mirror on w2: %v, want attempt 2", m)
+	}
+	if got := strings.Join(h.events(), ","); got != ReasonWorkerLost+","+ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, ReasonWorkerLost, ReasonDispatched)
+	}
+	if job.Status.StartTime == nil || !job.Status.StartTime.Time.Equal(stepNow.Add(-time.Minute)) {
+		t.Errorf("the start time of the first attempt was lost: %+v", job.Status)
+	}
+}
+
+func TestJobReconcilerCarriesSuspendToTheMirror(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.create(t, stepJob())
+	h.reconcile(t)
+	job := h.job(t)
+	job.Spec.Suspend = ptr.To(true)
+	if err := h.manager.Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	h.events()
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); !ptr.Deref(m.Spec.Suspend, false) {
+		t.Errorf("the mirror was not suspended")
+	}
+	if got := strings.Join(h.events(), ","); got != ReasonMirrorSuspended {
+		t.Errorf("events %s, want %s", got, ReasonMirrorSuspended)
+	}
+}

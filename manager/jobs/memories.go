@@ -1,0 +1,120 @@
+package jobs
+
+import (
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The manager's small in-process memories, typed, each with the methods
+// that say what it remembers. (The larger ones have files of their own:
+// attemptMemo in attempts.go, refusalMemo in refusals.go, warnedMemo in
+// workerwarnings.go, assumeCache in assume.go, waitingRoom in
+// waitingroom.go.) A restarted manager starts with them empty; each says
+// why that is safe.
+
+// finishedMemo remembers the Jobs whose finished status this manager wrote:
+// a reconcile on a cache that has not caught up with that write, once the
+// finished mirror is deleted, must not create the mirror again (the Job
+// would run twice). After a restart the cache shows the status written.
+type finishedMemo struct {
+	mu   sync.Mutex
+	uids map[types.NamespacedName]types.UID
+}
+
+// wrote records that this manager wrote the Job's finished status.
+func (m *finishedMemo) wrote(job *batchv1.Job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.uids == nil {
+		m.uids = map[types.NamespacedName]types.UID{}
+	}
+	m.uids[client.ObjectKeyFromObject(job)] = job.UID
+}
+
+// has reports whether this manager wrote the finished status of this Job
+// (this UID: a new Job of the same name is another).
+func (m *finishedMemo) has(job *batchv1.Job) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uid, ok := m.uids[client.ObjectKeyFromObject(job)]
+	return ok && uid == job.UID
+}
+
+// forget drops what is remembered of the Job key (it is gone).
+func (m *finishedMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.uids, key)
+}
+
+// observedMemo remembers, per manager Job key, when a mirror change not yet
+// copied was first seen: the start of jobferry_status_sync_lag_seconds.
+// After a restart the first change seen starts it.
+type observedMemo struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+// seen records a change seen at t, unless an older one is not copied yet.
+func (m *observedMemo) seen(key types.NamespacedName, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[types.NamespacedName]time.Time{}
+	}
+	if _, ok := m.at[key]; !ok {
+		m.at[key] = t
+	}
+}
+
+// since is when the oldest change not copied yet was seen; zero when none.
+func (m *observedMemo) since(key types.NamespacedName) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.at[key]
+}
+
+// take returns and forgets when the change now copied was first seen.
+func (m *observedMemo) take(key types.NamespacedName) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.at[key]
+	delete(m.at, key)
+	return t, ok
+}
+
+// removedWorkers remembers when deleted WorkerClusters were first seen gone:
+// their mirrors may still run there, so their Jobs are dispatched elsewhere
+// only once the worker-lost timeout has passed since, as for a lost worker.
+// A manager that starts after the deletion counts from its first look.
+type removedWorkers struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// since records now as when worker was seen gone, unless known, and returns
+// the time recorded.
+func (m *removedWorkers) since(worker string, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[string]time.Time{}
+	}
+	if at, ok := m.at[worker]; ok {
+		return at
+	}
+	m.at[worker] = now
+	return now
+}
+
+// forget: worker exists (again).
+func (m *removedWorkers) forget(worker string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.at, worker)
+}

@@ -1,0 +1,143 @@
+package jobs
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/metrics"
+)
+
+// Each waiting message jobferry writes reads back as its reason.
+func TestJobWaitingReasons(t *testing.T) {
+	withWaiting := func(w waiting) *batchv1.Job {
+		job := stepJob()
+		job.Status, _ = pendingStatus(job.Status, w, stepNow)
+		return job
+	}
+	full := []dispatch.Worker{{Name: "w1", Connected: true, Pools: []v1alpha1.NodePool{{Name: "general",
+		Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}, Free: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}}}
+	noFit, err := dispatch.Place(stepJob(), full)
+	if err != nil || noFit.Placed() {
+		t.Fatalf("placed %v, %v on a full worker", noFit, err)
+	}
+	_, invalid := dispatch.Place(stepJob(func(j *batchv1.Job) { j.Annotations[v1alpha1.ClusterSelectorAnnotation] = "region in (eu" }), full)
+	if invalid == nil {
+		t.Fatal("a malformed cluster selector was accepted")
+	}
+	down := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: &v1alpha1.WorkerCluster{Status: v1alpha1.WorkerClusterStatus{
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Minute))}}}}}, testStepConfig)
+	if down.Kind != stepShowWaiting {
+		t.Fatalf("a Job on a disconnected worker: step %s, want ShowWaiting", down.Kind)
+	}
+	deleted := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)}, testStepConfig)
+	if deleted.Kind != stepShowWaiting {
+		t.Fatalf("a Job on a deleted worker: step %s, want ShowWaiting", deleted.Kind)
+	}
+	cases := []struct {
+		name       string
+		job        *batchv1.Job
+		workerDown bool
+		want       string
+	}{
+		{"placed on a worker whose WorkerCluster was deleted, nothing ran", withWaiting(deleted.Waiting), false, waitingWorkerLost},
+		{"suspended by its user", withWaiting(userSuspendedWaiting()), false, waitingUserSuspended},
+		{"refused by the dispatch policy", withWaiting(waiting{ReasonNotAllowed, "jobferry does not dispatch this Job (rule: namespace opt-in): ..."}), false, waitingNotAllowed},
+		{"no worker has room", withWaiting(waitingForWorker(ReasonNoWorkerFits, "%s", noFit.Gist())), false, waitingNoWorkerFits},
+		{"malformed cluster selector", withWaiting(waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid)), false, waitingInvalidSelector},
+		{"placement write refused", withWaiting(waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
+		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
+		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
+		{"mirror refused", withWaiting(waitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
+		{"running", stepJob(placed, running), false, ""},
+		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := jobWaiting(tc.job, tc.workerDown); got != tc.want {
+				t.Errorf("reason %q, want %q (conditions %+v)", got, tc.want, tc.job.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
+	jobs := []client.Object{
+		stepJob(func(j *batchv1.Job) {
+			j.Name = "waits"
+			j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerFits, "%s", dispatch.NoWorkerFits), stepNow)
+		}),
+		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
+		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
+		stepJob(placed, complete, func(j *batchv1.Job) {
+			j.Name = "elsewhere"
+			j.Annotations[v1alpha1.WorkerAnnotation] = "no-such-worker"
+		}),
+	}
+	objs := append([]client.Object{&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}}, jobs...)
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	for _, j := range jobs {
+		if err := c.Status().Update(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collector := newJobsCollector(c, func(worker string) bool { return worker == "w2" })
+	want := `
+# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused.
+# TYPE jobferry_jobs_waiting gauge
+jobferry_jobs_waiting{reason="invalid_selector"} 0
+jobferry_jobs_waiting{reason="mirror_refused"} 0
+jobferry_jobs_waiting{reason="no_worker_fits"} 1
+jobferry_jobs_waiting{reason="not_allowed"} 0
+jobferry_jobs_waiting{reason="placement_refused"} 0
+jobferry_jobs_waiting{reason="user_suspended"} 0
+jobferry_jobs_waiting{reason="worker_lost"} 1
+`
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(want), "jobferry_jobs_waiting"); err != nil {
+		t.Error(err)
+	}
+	// The worker label takes registered workers' names only: a Job's
+	// annotation is no bounded set of values.
+	wantJobs := `
+# HELP jobferry_jobs Manager Jobs by worker (empty while unplaced, (unregistered) for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).
+# TYPE jobferry_jobs gauge
+jobferry_jobs{phase="Pending",worker=""} 1
+jobferry_jobs{phase="Running",worker="w1"} 1
+jobferry_jobs{phase="Running",worker="w2"} 1
+jobferry_jobs{phase="Succeeded",worker="(unregistered)"} 1
+`
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(wantJobs), "jobferry_jobs"); err != nil {
+		t.Error(err)
+	}
+}
+
+// Every reason of the Suspended condition jobferry writes maps to one of
+// the metric's, and each of the metric's has one.
+func TestWaitingReasonsCoverTheConditions(t *testing.T) {
+	seen := map[string]bool{}
+	for reason, label := range waitingByReason {
+		if !slices.Contains(waitingReasons, label) {
+			t.Errorf("condition reason %s maps to %q, not one of the metric's reasons", reason, label)
+		}
+		seen[label] = true
+	}
+	for _, label := range waitingReasons {
+		if !seen[label] && label != waitingWorkerLost {
+			t.Errorf("the metric's reason %q comes from no condition reason", label)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// nothingToRun: a Job with completions 0 is complete before it starts.
+// Upstream's sync checks succeeded >= completions before anything else, so
+// such a Job completes at once, suspended or not; jobferry completes it on
+// the manager without placing it (there is nothing a worker could run).
+func nothingToRun(job *batchv1.Job) bool {
+	return job.Spec.Completions != nil && *job.Spec.Completions == 0
+}
+
+// completedWithoutPods is the status kube-controller-manager writes on a Job
+// with nothing to run, in one write: SuccessCriteriaMet and Complete
+// (CompletionsReached), the completion time, and a startTime unless the Job
+// is suspended (the API server exempts exactly that case from "a finished Job
+// has a startTime").
+func completedWithoutPods(job *batchv1.Job, now time.Time) batchv1.JobStatus {
+	out := *job.Status.DeepCopy()
+	at := metav1.NewTime(now)
+	if out.StartTime == nil && !ptr.Deref(job.Spec.Suspend, false) {
+		out.StartTime = &at
+	}
+	out.Active = 0
+	out.Ready = ptr.To[int32](0)
+	out.Terminating = ptr.To[int32](0)
+	out.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+	reached := func(t batchv1.JobConditionType) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached,
+			Message: "Reached expected number of succeeded pods", LastProbeTime: at, LastTransitionTime: at}
+	}
+	// A Suspended condition jobferry wrote while the Job waited goes: upstream
+	// never writes one on a Job it completes at once.
+	var conditions []batchv1.JobCondition
+	for _, c := range out.Conditions {
+		if c.Type != batchv1.JobSuspended {
+			conditions = append(conditions, c)
+		}
+	}
+	out.Conditions = append(conditions, reached(batchv1.JobSuccessCriteriaMet), reached(batchv1.JobComplete))
+	out.CompletionTime = &at
+	return out
+}
+
+// completeWithoutPods finishes a Job with nothing to run as upstream would:
+// a Job held only for placement is first released (the user did not ask for
+// it to be suspended, so it starts and completes), then its status is written.
+func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job) error {
+	if needsActivation(job) {
+		updated := job.DeepCopy()
+		updated.Spec.Suspend = ptr.To(false)
+		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
+		if err := r.writeJob(ctx, updated); err != nil {
+			return fmt.Errorf("releasing a Job with nothing to run: %w", err)
+		}
+		job = updated
+	}
+	updated := job.DeepCopy()
+	updated.Status = completedWithoutPods(job, r.Clock.Now())
+	if err := r.Client.Status().Update(ctx, updated); err != nil {
+		return fmt.Errorf("completing a Job with nothing to run: %w", err)
+	}
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
+	return nil
+}

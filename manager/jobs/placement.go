@@ -1,0 +1,132 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/directives"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// placedJob is the manager Job as the one write that dispatches it leaves
+// it: placed on worker with the next attempt, the worker's directives in
+// its template (KEP-2926; the template is still mutable while the webhook
+// holds it) and unsuspended — or, when the template may no longer change,
+// the directives recorded as going into the mirror only. The placement is
+// written before the mirror exists, so a manager that restarts in between
+// finds it and creates the mirror where it was meant.
+func placedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+	updated, err := activatedJob(job, worker, scheduling)
+	if err != nil {
+		return nil, err
+	}
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(jobstate.Attempt(job)+1))
+	// The attempt's mirror is recorded once created.
+	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
+	return updated, nil
+}
+
+// activatedJob is the Job with worker's directives injected and, when the
+// webhook held it for placement, unsuspended.
+func activatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+	updated := job.DeepCopy()
+	if needsActivation(job) && mirror.TemplateMutable(job) {
+		user := userScheduling(job)
+		merged, err := directives.Merge(withScheduling(job.Spec.Template, user), scheduling)
+		if err != nil {
+			return nil, fmt.Errorf("merging %s's directives into the pod template: %w", worker, err)
+		}
+		data, err := json.Marshal(user)
+		if err != nil {
+			return nil, err
+		}
+		updated.Spec.Template = merged
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.UserSchedulingAnnotation, string(data))
+		delete(updated.Annotations, v1alpha1.InjectedDirectivesAnnotation)
+	} else {
+		data, err := json.Marshal(scheduling)
+		if err != nil {
+			return nil, err
+		}
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
+	}
+	if needsActivation(job) {
+		updated.Spec.Suspend = ptr.To(false)
+		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
+	}
+	return updated, nil
+}
+
+// releasedJob is the manager Job placed again: its placement undone and,
+// when jobferry unsuspended it and nothing ran yet, held for placement
+// again, so the next worker's directives go onto the user's template
+// rather than onto the first worker's.
+func releasedJob(job *batchv1.Job) *batchv1.Job {
+	updated := job.DeepCopy()
+	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
+	_, injected := job.Annotations[v1alpha1.UserSchedulingAnnotation]
+	if injected && !ptr.Deref(job.Spec.Suspend, false) && job.Status.StartTime == nil && job.Status.Active == 0 {
+		updated.Spec.Suspend = ptr.To(true)
+		updated.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true"
+	}
+	return updated
+}
+
+// userScheduling is the scheduling part of the Job's pod template as its
+// user wrote it: recorded when a worker's directives were merged in, the
+// template itself otherwise.
+func userScheduling(job *batchv1.Job) v1alpha1.SchedulingDirectives {
+	if raw, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; ok {
+		var d v1alpha1.SchedulingDirectives
+		if json.Unmarshal([]byte(raw), &d) == nil {
+			return d
+		}
+	}
+	spec := job.Spec.Template.Spec
+	d := v1alpha1.SchedulingDirectives{NodeSelector: spec.NodeSelector, Tolerations: spec.Tolerations}
+	if spec.Affinity != nil {
+		d.NodeAffinity = spec.Affinity.NodeAffinity
+	}
+	return *d.DeepCopy()
+}
+
+// withScheduling is template with its nodeSelector, tolerations and node
+// affinity replaced by d's.
+func withScheduling(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirectives) corev1.PodTemplateSpec {
+	out := *template.DeepCopy()
+	d = *d.DeepCopy()
+	out.Spec.NodeSelector, out.Spec.Tolerations = d.NodeSelector, d.Tolerations
+	if d.NodeAffinity != nil || out.Spec.Affinity != nil {
+		if out.Spec.Affinity == nil {
+			out.Spec.Affinity = &corev1.Affinity{}
+		}
+		out.Spec.Affinity.NodeAffinity = d.NodeAffinity
+		if *out.Spec.Affinity == (corev1.Affinity{}) {
+			out.Spec.Affinity = nil
+		}
+	}
+	return out
+}
+
+// asUserWroteIt is the Job as placement evaluates it: held for placement,
+// with the pod template's scheduling as its user wrote it, whatever an
+// earlier placement merged in.
+func asUserWroteIt(job *batchv1.Job) *batchv1.Job {
+	if _, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; !ok || !needsActivation(job) || !mirror.TemplateMutable(job) {
+		// A Job that ran keeps the template it ran with.
+		return job
+	}
+	out := job.DeepCopy()
+	out.Spec.Template = withScheduling(job.Spec.Template, userScheduling(job))
+	return out
+}

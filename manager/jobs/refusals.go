@@ -1,0 +1,193 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// A write jobferry makes for a manager Job, named for the Warning Event a
+// refusal gives (reason) and for what must change before it is tried again.
+type write struct {
+	// action names the write in the Event (events.k8s.io action).
+	action string
+	// reason is the Event reason when the API server refuses it.
+	reason string
+	// retryOnGeneration: only a new spec (generation) can make a refused
+	// write succeed; otherwise any change of the Job (resourceVersion) can.
+	retryOnGeneration bool
+}
+
+var (
+	writePlacement  = write{action: "Place", reason: "PlacementRejected"}
+	writeActivation = write{action: "Activate", reason: "ActivationRejected"}
+	writeNamespace  = write{action: "PrepareNamespace", reason: "NamespaceRejected"}
+	writeMirror     = write{action: "CreateMirror", reason: "MirrorRejected"}
+	// The mirror's spec follows the manager Job's spec, so only a new spec
+	// can turn a refused update into an accepted one.
+	writeMirrorSpec = write{action: "UpdateMirror", reason: "MirrorUpdateRejected", retryOnGeneration: true}
+	writeMirrorGone = write{action: "workers.DeleteMirror", reason: "MirrorDeleteRejected"}
+	writeJob        = write{action: "Update", reason: "UpdateRejected"}
+	// Not writes, but notices given once per version of the Job: its
+	// jobferry state is not jobferry's; a mirror its state does not account
+	// for exists on a worker.
+	noticeUntrusted = write{action: "Verify", reason: ReasonUntrustedState}
+	noticeStray     = write{action: "Dispatch", reason: ReasonStrayMirror}
+)
+
+// forbiddenRetry is when a write refused as forbidden is tried again: rights
+// can be granted without the Job changing. A worker whose rights appear
+// re-enqueues its Jobs at once (see Registry), so this is a safety net.
+const forbiddenRetry = time.Minute
+
+// refusal says how the API server refused a write.
+type refusal int
+
+const (
+	// transient: worth retrying with back-off (timeouts, unavailability).
+	transient refusal = iota
+	// conflict: lost a race with another write; retried quietly and soon.
+	conflict
+	// forbidden: the credential lacks the right; retried slowly.
+	forbidden
+	// rejected: the request itself is unacceptable (invalid, too large);
+	// retried only once the Job has changed.
+	rejected
+)
+
+// classify sorts an API error by what retrying it can achieve.
+func classify(err error) refusal {
+	switch {
+	case apierrors.IsConflict(err):
+		return conflict
+	case apierrors.IsForbidden(err):
+		return forbidden
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err),
+		apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err), apierrors.IsUnsupportedMediaType(err):
+		return rejected
+	default:
+		return transient
+	}
+}
+
+// reported: refused tells the user about this error with a Warning Event.
+func reported(err error) bool {
+	kind := classify(err)
+	return kind == forbidden || kind == rejected
+}
+
+// apiMessage is the API server's own words for a refusal.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// refused turns a failed write into what the user sees and when it is tried
+// again: a Warning Event with the API server's message for a refusal that
+// retrying alone cannot fix, and no hot loop — a rejected write waits for the
+// Job to change, a forbidden one for forbiddenRetry. Conflicts retry quietly;
+// anything else is returned, with what failed, for the work queue's back-off.
+// what describes the request ("creating the mirror"), where the API server.
+func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w write, what, where string, err error) (reconcile.Result, error) {
+	kind := classify(err)
+	switch kind {
+	case conflict:
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	case transient:
+		return reconcile.Result{}, fmt.Errorf("%s: %w", what, err)
+	}
+	logf.FromContext(ctx).Info("write refused", "action", w.action, "what", what, "cluster", where, "error", err.Error())
+	if kind == forbidden {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.reason, w.action,
+			"%s refused %s as forbidden: %s; retrying when the rights change, at the latest in %s", where, what, apiMessage(err), forbiddenRetry)
+		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
+	}
+	r.refusals.remember(job, w)
+	until := "the Job changes"
+	if w.retryOnGeneration {
+		until = "the Job's spec changes"
+	}
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.reason, w.action,
+		"%s rejected %s: %s; not retried until %s", where, what, apiMessage(err), until)
+	return reconcile.Result{}, nil
+}
+
+// refusalMemo remembers writes the API server rejected, per manager Job and
+// write, with the Job's resourceVersion (or generation) at the time, so the
+// same write is not made again until the Job changes — capacity changes
+// re-enqueue every unplaced Job, which would otherwise retry it each time.
+// Entries are keyed by namespace/name, so the Job's key alone (all a
+// reconcile of a deleted Job has) forgets them.
+type refusalMemo struct {
+	mu    sync.Mutex
+	byJob map[types.NamespacedName]map[string]string // Job -> action -> version
+}
+
+func newRefusalMemo() *refusalMemo {
+	return &refusalMemo{byJob: map[types.NamespacedName]map[string]string{}}
+}
+
+// versionFor identifies the Job as a refused write saw it; the UID tells a
+// Job from a later one of the same name.
+func versionFor(job *batchv1.Job, w write) string {
+	if w.retryOnGeneration {
+		return string(job.UID) + "/generation/" + strconv.FormatInt(job.Generation, 10)
+	}
+	return resourceVersionOf(job, job.ResourceVersion)
+}
+
+func resourceVersionOf(job *batchv1.Job, rv string) string {
+	return string(job.UID) + "/resourceVersion/" + rv
+}
+
+func (m *refusalMemo) remember(job *batchv1.Job, w write) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	if m.byJob[key] == nil {
+		m.byJob[key] = map[string]string{}
+	}
+	m.byJob[key][w.action] = versionFor(job, w)
+}
+
+// blocked reports whether w was rejected for the Job as it is now.
+func (m *refusalMemo) blocked(job *batchv1.Job, w write) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.byJob[client.ObjectKeyFromObject(job)][w.action]
+	return ok && v == versionFor(job, w)
+}
+
+// followOwnWrite keeps refusals in force across jobferry's own status write
+// (saying why the Job waits), which changes the resourceVersion but nothing
+// a refused write depends on.
+func (m *refusalMemo) followOwnWrite(job *batchv1.Job, newVersion string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := client.ObjectKeyFromObject(job)
+	for action, v := range m.byJob[key] {
+		if v == resourceVersionOf(job, job.ResourceVersion) {
+			m.byJob[key][action] = resourceVersionOf(job, newVersion)
+		}
+	}
+}
+
+func (m *refusalMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byJob, key)
+}

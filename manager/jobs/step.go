@@ -1,0 +1,511 @@
+package jobs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// jobState is everything one reconcile knows about a manager Job, read from
+// caches before anything is decided (Kueue's workload.go reads a workload's
+// whole group the same way): nextStep decides from it alone.
+type jobState struct {
+	// Job is the manager Job; nil once it is gone.
+	Job *batchv1.Job
+	Now time.Time
+	// Worker is the worker the Job is placed on ("" when unplaced).
+	Worker string
+	// WorkerCluster is that worker's object; nil when it no longer exists.
+	WorkerCluster *v1alpha1.WorkerCluster
+	// WorkerGoneSince is since when the WorkerCluster is known to be gone
+	// (set only when it is).
+	WorkerGoneSince time.Time
+	// Connection is the manager's connection to Worker.
+	Connection connectionState
+	// Mirror is this installation's Job of the same name on Worker, from the
+	// worker's cache; nil when there is none (or the worker is down).
+	Mirror *batchv1.Job
+	// Foreign is a same-named Job on Worker that jobferry did not create,
+	// found when the worker refused the mirror as already existing.
+	Foreign *batchv1.Job
+	// MirrorChangeSeen is when the oldest change of the mirror not copied
+	// yet was seen; zero when none is known.
+	MirrorChangeSeen time.Time
+	// WroteFinished: this manager wrote the Job's finished status, which the
+	// cache may not show yet.
+	WroteFinished bool
+	// MirrorExpected: this manager created the mirror of the Job's current
+	// attempt moments ago, and the worker's cache does not show it yet.
+	MirrorExpected bool
+	// Refusal is why the dispatch policy keeps an unplaced Job on the
+	// manager; nil when it may be dispatched.
+	Refusal *admission.Refusal
+	// Blocked holds the writes the API server rejected for the Job as it is
+	// now (refusals.go): they are not tried again until it changes.
+	Blocked map[write]bool
+
+	// Untrusted names jobferry's annotations on the Job when they do not
+	// match their seal: state the manager did not write, or changed since
+	// (jobstate.Verify). Nothing is done for such a Job.
+	Untrusted []string
+	// Legacy: state an earlier manager wrote without a seal, on a Job older
+	// than the key: sealed as it is before anything else.
+	Legacy bool
+	// MirrorUID is the UID of the mirror jobferry created for the current
+	// attempt, as recorded on the Job ("" until recorded).
+	MirrorUID types.UID
+	// CreatedMirrorUID is the UID of the mirror this manager created for
+	// the current attempt moments ago (its memory), until it is recorded.
+	CreatedMirrorUID types.UID
+	// AdoptMirror: an unrecorded mirror of the current attempt is taken as
+	// the one jobferry created: this manager created none for the attempt
+	// (it restarted between creating one and recording its UID), or the Job
+	// is older than the key (its manager recorded no UIDs).
+	AdoptMirror bool
+	// Stray is a mirror of this Job, on some worker, of a later attempt than
+	// the Job records and not created by this manager: read only before a
+	// mirror could be created (placement, creation).
+	Stray *strayMirror
+	// WorkerRejects says why the Job's worker may not run its pods as they
+	// are now (dispatch.Admits, the worker namespace's Pod Security, the
+	// namespace's existence): read before a mirror is created or a changed
+	// template carried to it, "" when it may.
+	WorkerRejects string
+}
+
+// strayMirror is a mirror found on a worker that the Job's state does not
+// account for.
+type strayMirror struct {
+	Worker  string
+	Attempt int
+	UID     types.UID
+}
+
+// connectionState is what the manager knows of its connection to a worker.
+type connectionState struct {
+	Connected bool
+	// Namespaces, when set, are the only namespaces the credential may use.
+	Namespaces []string
+	// MayUse: the Job's namespace is one the manager may use there.
+	MayUse bool
+	// MissingRights are the rights the last review found missing.
+	MissingRights []workers.Right
+}
+
+// stepConfig holds the settings nextStep applies.
+type stepConfig struct {
+	Origin string
+	// ManagerID identifies this installation on the workers.
+	ManagerID string
+	// WorkerLostTimeout: how long a worker may stay disconnected before its
+	// unfinished Jobs are dispatched elsewhere.
+	WorkerLostTimeout time.Duration
+	// StatusBatchPeriod: how long a change of a running mirror may wait to
+	// be copied with the ones after it. A final status is copied at once.
+	StatusBatchPeriod time.Duration
+	// DeleteFinishedMirrors deletes a finished mirror (and its pods, and
+	// their logs) once its final status is copied. By default it stays on
+	// the worker until the manager Job is deleted (by its user, its
+	// ttlSecondsAfterFinished or its CronJob), as a Job submitted there
+	// directly would stay: the clean-up costs the worker the same writes
+	// either way, and the logs stay readable meanwhile.
+	DeleteFinishedMirrors bool
+}
+
+// stepKind names what a reconcile does next for a manager Job.
+type stepKind int
+
+const (
+	// stepNone: nothing to do (maybe look again after RequeueAfter).
+	stepNone stepKind = iota
+	// stepFinalize: the Job is gone or being deleted: delete its mirror and
+	// let it go.
+	stepFinalize
+	// stepComplete: completions is 0; complete it on the manager.
+	stepComplete
+	// stepNotAllowed: the dispatch policy keeps it on the manager (Waiting).
+	stepNotAllowed
+	// stepShowWaiting: write Waiting into the Suspended condition.
+	stepShowWaiting
+	// stepPlace: choose a worker and record it (dispatch.Place).
+	stepPlace
+	// stepCreateMirror: create the mirror on the Job's worker.
+	stepCreateMirror
+	// stepNameConflict: a Job jobferry did not create holds the name on the
+	// worker; exclude the worker and place the Job again.
+	stepNameConflict
+	// stepRelease: the worker may not take the Job after all (Why); place it
+	// again.
+	stepRelease
+	// stepFence: Mirror is of an earlier Job or attempt; delete it.
+	stepFence
+	// stepActivate: a Job placed by an earlier version, still held: inject
+	// the directives and unsuspend it.
+	stepActivate
+	// stepUpdateMirror: carry the manager Job's new spec (Changed) to its
+	// mirror (Mirror is the updated mirror).
+	stepUpdateMirror
+	// stepInvalidMirror: the new spec cannot become a mirror (Why).
+	stepInvalidMirror
+	// stepCopyStatus: write Status, translated from the mirror's.
+	stepCopyStatus
+	// stepDeleteMirror: the final status is copied; delete the mirror.
+	stepDeleteMirror
+	// stepWorkerLostWait: the worker is lost, and the Job asks to wait for it.
+	stepWorkerLostWait
+	// stepRedispatch: the worker is lost; place the Job elsewhere.
+	stepRedispatch
+	// stepUntrusted: jobferry's state on the Job is not its own (Why): do
+	// nothing for it, and say so once per version of the Job.
+	stepUntrusted
+	// stepRecord: write (and seal) jobferry's state: the UID of the mirror
+	// just created (MirrorUID), or the unsealed state of an earlier manager.
+	stepRecord
+	// stepMirrorNotOurs: the Job holding the mirror's name and labels on the
+	// worker is not the one jobferry created (Why): its status is not
+	// copied, and the Job is dispatched again as a new attempt.
+	stepMirrorNotOurs
+	// stepMirrorGone: the mirror was deleted on the worker, not by jobferry
+	// (Why): the Job is dispatched again as a new attempt.
+	stepMirrorGone
+	// stepStray: a mirror of this Job that its state does not account for
+	// runs on a worker (Why): nothing is placed or created meanwhile.
+	stepStray
+)
+
+var stepNames = map[stepKind]string{
+	stepNone: "None", stepFinalize: "Finalize", stepComplete: "Complete", stepNotAllowed: "NotAllowed",
+	stepShowWaiting: "ShowWaiting", stepPlace: "Place", stepCreateMirror: "CreateMirror",
+	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
+	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
+	stepDeleteMirror: "workers.DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
+	stepUntrusted: "Untrusted", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
+	stepStray: "Stray",
+}
+
+func (k stepKind) String() string { return stepNames[k] }
+
+// step is nextStep's decision: what to do, and what with.
+type step struct {
+	Kind stepKind
+	// Why explains the step, for an Event or the Waiting message.
+	Why string
+	// Waiting is what stepShowWaiting and stepNotAllowed write.
+	Waiting waiting
+	// Status is what stepCopyStatus writes; Final when it finishes the Job.
+	Status batchv1.JobStatus
+	Final  bool
+	// Mirror is the mirror to fence or delete, or the updated one to write.
+	Mirror *batchv1.Job
+	// Changed names the spec fields stepUpdateMirror carries.
+	Changed []string
+	// MirrorUID is what stepRecord records as the mirror's UID ("" to
+	// seal the state as it is).
+	MirrorUID types.UID
+	// Down is how long the worker has been disconnected.
+	Down time.Duration
+	// RequeueAfter, when set, is when to look at the Job again.
+	RequeueAfter time.Duration
+	// InSync: the manager Job shows the mirror's status; a change seen
+	// before (the mirror's creation, its spec) left nothing to copy, so it
+	// does not start the wait of the next one (StatusBatchPeriod).
+	InSync bool
+}
+
+// nextStep decides what to do next for one manager Job, from what was read
+// about it. It is pure: the reconciler reads, calls it, writes what it says,
+// and asks again with what it wrote.
+func nextStep(s jobState, cfg stepConfig) step {
+	job := s.Job
+	if job == nil || job.DeletionTimestamp != nil {
+		return step{Kind: stepFinalize}
+	}
+	if len(s.Untrusted) > 0 {
+		// Whatever the annotations say, they are not jobferry's decisions:
+		// acting on them could run the Job where it may not run, or twice.
+		if s.Blocked[noticeUntrusted] {
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepUntrusted, Why: fmt.Sprintf(
+			"jobferry's state on this Job (annotations %s) was not written by jobferry's manager, or was changed since: "+
+				"jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
+				"until what jobferry wrote is restored; delete the Job to stop it", strings.Join(s.Untrusted, ", "))}
+	}
+	if s.Legacy {
+		return step{Kind: stepRecord}
+	}
+	if s.Worker == "" {
+		return nextUnplaced(s)
+	}
+	if !s.Connection.Connected {
+		return nextWorkerDown(s, cfg)
+	}
+	m := s.Mirror
+	if m != nil && (!mirror.IsMirrorOf(m, cfg.Origin, job.UID) || mirror.Attempt(m) < jobstate.Attempt(job)) {
+		// A stale mirror: of an earlier manager Job of the same name (gone,
+		// since names are unique), or of an earlier attempt of this one (the
+		// worker was lost, came back and was chosen again). It is fenced:
+		// deleted, its status never copied.
+		if m.DeletionTimestamp != nil {
+			return step{Kind: stepNone, RequeueAfter: time.Second}
+		}
+		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second}
+	}
+	if m == nil {
+		return nextWithoutMirror(s)
+	}
+	if m.UID != s.MirrorUID {
+		if s.MirrorUID == "" && (m.UID == s.CreatedMirrorUID || s.AdoptMirror) {
+			return step{Kind: stepRecord, MirrorUID: m.UID}
+		}
+		// Its labels are anyone's to write who may create Jobs in that
+		// namespace; its UID is the worker's own.
+		return step{Kind: stepMirrorNotOurs, Why: fmt.Sprintf(
+			"the Job %s/%s on %s carries this Job's mirror labels (attempt %d) but is not the mirror jobferry created (UID %s, not %s): "+
+				"its status is not copied, and this Job is dispatched again as attempt %d",
+			m.Namespace, m.Name, s.Worker, mirror.Attempt(m), m.UID, recordedOrNone(s.MirrorUID), jobstate.Attempt(job)+1)}
+	}
+	if needsActivation(job) {
+		return step{Kind: stepActivate}
+	}
+	if !jobstatus.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
+		if st, ok := nextMirrorSpec(s, cfg); ok {
+			return st
+		}
+	}
+	desired := mirror.Status(job, m.Status)
+	if !equality.Semantic.DeepEqual(desired, job.Status) {
+		final := jobstatus.Finished(desired)
+		if wait := batchWait(s, cfg); !final && wait > 0 {
+			// Changes of a running mirror (pods created, ready) go out
+			// together, like upstream's batched Job status updates.
+			return step{Kind: stepNone, RequeueAfter: wait}
+		}
+		return step{Kind: stepCopyStatus, Status: desired, Final: final}
+	}
+	if jobstatus.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
+		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
+	}
+	return step{Kind: stepNone, InSync: true}
+}
+
+// batchWait is how long the copy of a running mirror's change still waits.
+func batchWait(s jobState, cfg stepConfig) time.Duration {
+	if s.MirrorChangeSeen.IsZero() {
+		return 0
+	}
+	return cfg.StatusBatchPeriod - s.Now.Sub(s.MirrorChangeSeen)
+}
+
+func nextUnplaced(s jobState) step {
+	job := s.Job
+	switch {
+	case isFinished(job):
+		return step{Kind: stepNone}
+	case nothingToRun(job):
+		if s.Blocked[writeJob] {
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepComplete}
+	case s.Refusal != nil:
+		// Looked at again in a minute: an administrator may opt the
+		// namespace in meanwhile.
+		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
+	case userSuspended(job):
+		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
+	case s.Stray != nil:
+		return strayStep(s)
+	case s.Blocked[writePlacement]:
+		// The user was told; the same write would be rejected again.
+		return step{Kind: stepNone}
+	}
+	return step{Kind: stepPlace}
+}
+
+// strayStep: a mirror of the Job that its state does not account for runs
+// on a worker (its state was removed, or someone made a Job with its labels
+// there): placing it again could run it twice.
+func strayStep(s jobState) step {
+	if s.Blocked[noticeStray] {
+		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
+	}
+	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
+		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed, "+
+			"or someone created a Job with its labels there; nothing is dispatched for it while that Job exists",
+		s.Stray.Attempt, s.Stray.UID, s.Stray.Worker, jobstate.Attempt(s.Job))}
+}
+
+// recordedOrNone names a recorded mirror UID for a message.
+func recordedOrNone(uid types.UID) string {
+	if uid == "" {
+		return "none recorded"
+	}
+	return string(uid)
+}
+
+func nextWithoutMirror(s jobState) step {
+	job := s.Job
+	switch {
+	case isFinished(job) || s.WroteFinished:
+		// The finished mirror is deleted already.
+		return step{Kind: stepNone}
+	case s.MirrorExpected && s.MirrorUID == "" && s.CreatedMirrorUID != "":
+		// Recorded at once, not when the worker's cache shows it.
+		return step{Kind: stepRecord, MirrorUID: s.CreatedMirrorUID}
+	case s.MirrorExpected:
+		// Its add event reconciles the Job again; creating it again would
+		// only be refused as existing.
+		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
+	case s.MirrorUID != "":
+		// jobferry created it and did not delete it (a manager that deletes
+		// a mirror either moves the Job on or finished it).
+		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
+			"its mirror on %s (UID %s) was deleted there, not by jobferry (by someone on the worker, or with its namespace): this Job is dispatched again as attempt %d",
+			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
+	case s.Stray != nil:
+		return strayStep(s)
+	case s.Refusal != nil:
+		// The policy holds at every mirror create, however the Job came to
+		// be placed.
+		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
+	case s.Foreign != nil:
+		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
+			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}
+	case !s.Connection.MayUse:
+		// The WorkerCluster's namespaces changed since the placement.
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
+			s.Worker, strings.Join(s.Connection.Namespaces, ", "))}
+	case !workers.MayCreateMirrors(s.Connection.MissingRights, job.Namespace):
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
+			s.Worker, workers.MissingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
+	case s.WorkerRejects != "":
+		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
+	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:
+		return step{Kind: stepNone}
+	case s.WorkerCluster == nil:
+		// Deleted since the placement; its connection goes with it.
+		return step{Kind: stepNone, RequeueAfter: time.Second}
+	}
+	return step{Kind: stepCreateMirror}
+}
+
+// nextMirrorSpec: the user changed the running manager Job's spec
+// (parallelism, completions, deadline, suspend, ...; see mirror.SpecUpdate)
+// and the mirror must follow.
+func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
+	// SpecUpdate compares the pod template only while the mirror's may
+	// change; otherwise the manager Job's spec as it is will do, and the
+	// mirror is not built on every status change.
+	desired := &batchv1.Job{Spec: s.Job.Spec}
+	if mirror.TemplateMutable(s.Mirror) {
+		if s.WorkerCluster == nil {
+			return step{}, false
+		}
+		var err error
+		if desired, err = desiredMirror(s.Job, s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
+		}
+	}
+	updated, changed := mirror.SpecUpdate(desired, s.Mirror)
+	if len(changed) == 0 {
+		return step{}, false
+	}
+	if slices.Contains(changed, "template") {
+		// A suspended Job's template may change (KEP-2926): the policy and
+		// the worker's pools judge the new one before it reaches the worker.
+		switch {
+		case s.Refusal != nil:
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: jobferry does not dispatch it (rule: %s): %s",
+				s.Worker, s.Refusal.Rule, s.Refusal.Message)}, true
+		case s.WorkerRejects != "":
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: %s", s.Worker, s.WorkerRejects)}, true
+		}
+	}
+	return step{Kind: stepUpdateMirror, Mirror: updated, Changed: changed}, true
+}
+
+// nextWorkerDown decides for a Job whose worker is not connected: nothing
+// until the worker has been disconnected for WorkerLostTimeout (a transient
+// blip must not rerun anything), then a re-dispatch with the next attempt —
+// unless the Job asked to wait for its worker. The mirror left on the lost
+// worker is fenced: its status is never read again, and the collector
+// deletes it when the worker returns.
+func nextWorkerDown(s jobState, cfg stepConfig) step {
+	job := s.Job
+	if isFinished(job) {
+		// Only the finished mirror is left to delete: the Job is looked at
+		// again when its worker reconnects (Registry).
+		return step{Kind: stepNone}
+	}
+	down, why := time.Duration(0), workerNotConnected
+	cond := &metav1.Condition{}
+	if s.WorkerCluster != nil {
+		cond = meta.FindStatusCondition(s.WorkerCluster.Status.Conditions, v1alpha1.ConditionConnected)
+	}
+	switch {
+	case s.WorkerCluster == nil:
+		// Deleted: its mirrors may still run there, unseen.
+		down, why = s.Now.Sub(s.WorkerGoneSince), "its WorkerCluster was deleted"
+	case cond == nil || cond.Status == metav1.ConditionTrue:
+		// Connected, or not yet judged: the connection comes back shortly.
+	case cond.Reason != v1alpha1.ReasonUnreachable:
+		// It answers (the credential is refused, the caches cannot sync,
+		// the Secret is wrong): its mirrors may well run, so the Job waits
+		// for the connection, however long, rather than run twice.
+		if job.Status.StartTime == nil && job.Status.Active == 0 {
+			return step{Kind: stepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
+				"%s (%s: %s); the Job waits for the connection rather than run elsewhere, as its mirror may run there", workerNotConnected, cond.Reason, cond.Message)}
+		}
+		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
+	default:
+		down = s.Now.Sub(cond.LastTransitionTime.Time)
+	}
+	if down < cfg.WorkerLostTimeout {
+		requeue := min(cfg.WorkerLostTimeout-down+time.Second, 10*time.Second)
+		if job.Status.StartTime == nil && job.Status.Active == 0 {
+			// Placed, but nothing ran yet: say what it waits for.
+			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
+				"%s; after %s it is placed elsewhere", why, cfg.WorkerLostTimeout)}
+		}
+		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}
+	}
+	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
+		return step{Kind: stepWorkerLostWait, Down: down, RequeueAfter: time.Minute, Why: fmt.Sprintf(
+			"worker %s has been unreachable for %s; this Job asks to wait for it (%s: %s) and is not run elsewhere",
+			s.Worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)}
+	}
+	return step{Kind: stepRedispatch, Down: down, Why: fmt.Sprintf(
+		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
+		s.Worker, down.Round(time.Second), jobstate.Attempt(job)+1)}
+}
+
+// desiredMirror is the mirror of the manager Job as it is now, for the
+// worker wc: what the mirror is created as and kept in step with.
+func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
+	id := mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1), Manager: manager}
+	m, err := mirror.Build(jobstate.Without(job), id, wc.Spec.JobController, &wc.Spec.Scheduling)
+	if err != nil {
+		return nil, err
+	}
+	if needsActivation(job) {
+		// Held only by the webhook, to wait for placement: the mirror runs.
+		m.Spec.Suspend = ptr.To(false)
+	}
+	return m, nil
+}

@@ -1,0 +1,576 @@
+package jobs
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/admission"
+)
+
+var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+var testStepConfig = stepConfig{Origin: "jobferry", ManagerID: "manager-a", WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second}
+
+// stepJob is a manager Job as the webhook admits it: held for placement.
+func stepJob(mutate ...func(*batchv1.Job)) *batchv1.Job {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "uid-1",
+			Annotations: map[string]string{v1alpha1.HeldForPlacementAnnotation: "true"}},
+		Spec: batchv1.JobSpec{
+			ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true),
+			Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "work", Image: "example/work:1"}}}},
+		},
+	}
+	for _, m := range mutate {
+		m(job)
+	}
+	return job
+}
+
+// placed is a Job as placedJob leaves it on worker w1.
+func placed(job *batchv1.Job) {
+	job.Annotations[v1alpha1.WorkerAnnotation] = "w1"
+	job.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1"
+	delete(job.Annotations, v1alpha1.HeldForPlacementAnnotation)
+	job.Spec.Suspend = ptr.To(false)
+}
+
+func running(job *batchv1.Job) {
+	job.Status.StartTime = &metav1.Time{Time: stepNow.Add(-time.Minute)}
+	job.Status.Active = 1
+	job.Status.Ready = ptr.To[int32](1)
+	job.Status.Terminating = ptr.To[int32](0)
+	job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+}
+
+func complete(job *batchv1.Job) {
+	at := metav1.NewTime(stepNow.Add(-time.Second))
+	job.Status.StartTime = &metav1.Time{Time: stepNow.Add(-time.Minute)}
+	job.Status.CompletionTime = &at
+	job.Status.Active, job.Status.Succeeded = 0, 1
+	job.Status.Ready, job.Status.Terminating = ptr.To[int32](0), ptr.To[int32](0)
+	job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+	}
+}
+
+// mirrorOf is the mirror of job as the worker shows it, with the worker's
+// status applied by mutate.
+func mirrorOf(t *testing.T, job *batchv1.Job, mutate ...func(*batchv1.Job)) *batchv1.Job {
+	t.Helper()
+	m, err := desiredMirror(job, workerCluster(), testStepConfig.Origin, testStepConfig.ManagerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UID = "mirror-uid"
+	m.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: "mirror-uid"}}
+	for _, f := range mutate {
+		f(m)
+	}
+	return m
+}
+
+func workerCluster(mutate ...func(*v1alpha1.WorkerCluster)) *v1alpha1.WorkerCluster {
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}
+	for _, f := range mutate {
+		f(wc)
+	}
+	return wc
+}
+
+func disconnectedFor(d time.Duration) func(*v1alpha1.WorkerCluster) {
+	return func(wc *v1alpha1.WorkerCluster) {
+		wc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(stepNow.Add(-d))}}
+	}
+}
+
+// connectedState is the state of a Job placed on w1, which is connected.
+func connectedState(job *batchv1.Job, m *batchv1.Job) jobState {
+	s := jobState{Job: job, Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(),
+		Connection: connectionState{Connected: true, MayUse: true}, Mirror: m}
+	if m != nil {
+		s.MirrorUID = m.UID
+	}
+	return s
+}
+
+func TestNextStep(t *testing.T) {
+	type check func(t *testing.T, st step)
+	wantWhy := func(parts ...string) check {
+		return func(t *testing.T, st step) {
+			for _, p := range parts {
+				if !strings.Contains(st.Why, p) {
+					t.Errorf("Why %q does not say %q", st.Why, p)
+				}
+			}
+		}
+	}
+	wantRequeue := func(d time.Duration) check {
+		return func(t *testing.T, st step) {
+			if st.RequeueAfter != d {
+				t.Errorf("RequeueAfter = %s, want %s", st.RequeueAfter, d)
+			}
+		}
+	}
+	wantWaiting := func(reason, part string) check {
+		return func(t *testing.T, st step) {
+			if st.Waiting.reason != reason || !strings.Contains(st.Waiting.message, part) {
+				t.Errorf("Waiting = %+v, want reason %s saying %q", st.Waiting, reason, part)
+			}
+		}
+	}
+	staleAttempt := stepJob(placed, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2" })
+	cases := map[string]struct {
+		state  jobState
+		config func(*stepConfig)
+		want   stepKind
+		checks []check
+	}{
+		// Gone or going.
+		"a Job that is gone: its mirror is deleted": {
+			state: jobState{Now: stepNow}, want: stepFinalize,
+		},
+		"a Job being deleted: its mirror is deleted": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} })},
+			want:  stepFinalize,
+		},
+		// Unplaced.
+		"a held Job is placed": {
+			state: jobState{Now: stepNow, Job: stepJob()}, want: stepPlace,
+		},
+		"a Job with completions 0 completes on the manager": {
+			state: jobState{Now: stepNow, Job: stepJob(func(j *batchv1.Job) { j.Spec.Completions = ptr.To[int32](0) })},
+			want:  stepComplete,
+		},
+		"a Job the policy refuses says why and is looked at again in a minute": {
+			state: jobState{Now: stepNow, Job: stepJob(), Refusal: &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}},
+			want:  stepNotAllowed, checks: []check{wantRequeue(time.Minute), wantWaiting(ReasonNotAllowed, "rule: namespace opt-in")},
+		},
+		"a Job its user suspended waits, saying so": {
+			state: jobState{Now: stepNow, Job: stepJob(func(j *batchv1.Job) { delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation) })},
+			want:  stepShowWaiting, checks: []check{wantWaiting(reasonJobSuspended, "Job suspended")},
+		},
+		"a Job whose placement was rejected is not placed again until it changes": {
+			state: jobState{Now: stepNow, Job: stepJob(), Blocked: map[write]bool{writePlacement: true}},
+			want:  stepNone,
+		},
+		"an unplaced finished Job: nothing to do": {
+			state: jobState{Now: stepNow, Job: stepJob(complete)}, want: stepNone,
+		},
+		// Placed, no mirror yet.
+		"placed: the mirror is created": {
+			state: connectedState(stepJob(placed), nil), want: stepCreateMirror,
+		},
+		"a mirror this manager just created, not in the worker's cache yet: wait for it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.MirrorExpected = true
+				return s
+			}(),
+			want: stepNone, checks: []check{wantRequeue(5 * time.Second)},
+		},
+		"a same-named Job not created by jobferry: name conflict": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Foreign = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "someone-else"}}
+				return s
+			}(),
+			want: stepNameConflict, checks: []check{wantWhy("not created by jobferry exists on w1", "placed elsewhere")},
+		},
+		"the worker no longer takes the Job's namespace: released": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Connection.MayUse, s.Connection.Namespaces = false, []string{"team-b"}
+				return s
+			}(),
+			want: stepRelease, checks: []check{wantWhy("takes Jobs from namespaces team-b only")},
+		},
+		"the worker's credential may not create Jobs there: released": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Connection.MissingRights = []workers.Right{{verb: "create", group: "batch", resource: "jobs"}}
+				return s
+			}(),
+			want: stepRelease, checks: []check{wantWhy("w1:", "placed again", v1alpha1.ConditionAuthorized)},
+		},
+		"a mirror the worker rejected is not created again until the Job changes": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Blocked = map[write]bool{writeMirror: true}
+				return s
+			}(),
+			want: stepNone,
+		},
+		"the finished Job's mirror is gone: nothing to do": {
+			state: connectedState(stepJob(placed, complete), nil), want: stepNone,
+		},
+		"the cache lags behind the finished status this manager wrote: no second mirror": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.WroteFinished = true
+				return s
+			}(),
+			want: stepNone,
+		},
+		// Fencing.
+		"a mirror of an earlier attempt is fenced": {
+			state: connectedState(staleAttempt, mirrorOf(t, stepJob(placed))),
+			want:  stepFence, checks: []check{wantRequeue(time.Second)},
+		},
+		"a mirror of an earlier Job of the same name is fenced": {
+			state: connectedState(stepJob(placed), mirrorOf(t, stepJob(placed, func(j *batchv1.Job) { j.UID = "uid-0" }))),
+			want:  stepFence,
+		},
+		"a fenced mirror being deleted: wait for it": {
+			state: connectedState(staleAttempt, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.DeletionTimestamp = &metav1.Time{Time: stepNow} })),
+			want:  stepNone, checks: []check{wantRequeue(time.Second)},
+		},
+		// Running.
+		"placed by an earlier version and still held: activated": {
+			state: connectedState(stepJob(func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w1" }), mirrorOf(t, stepJob(placed))),
+			want:  stepActivate,
+		},
+		"the user suspends the Job: the mirror is suspended": {
+			state: connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }), mirrorOf(t, stepJob(placed, running), running)),
+			want:  stepUpdateMirror,
+			checks: []check{func(t *testing.T, st step) {
+				if !ptr.Deref(st.Mirror.Spec.Suspend, false) || len(st.Changed) != 1 || st.Changed[0] != "suspend" {
+					t.Errorf("mirror update suspend=%v changed=%v, want suspend only", st.Mirror.Spec.Suspend, st.Changed)
+				}
+			}},
+		},
+		"a new parallelism is carried to the mirror": {
+			state: connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running)),
+			want:  stepUpdateMirror,
+			checks: []check{func(t *testing.T, st step) {
+				if ptr.Deref(st.Mirror.Spec.Parallelism, 0) != 3 {
+					t.Errorf("mirror parallelism = %v, want 3", st.Mirror.Spec.Parallelism)
+				}
+			}},
+		},
+		"a spec change the worker rejected is not carried again": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running))
+				s.Blocked = map[write]bool{writeMirrorSpec: true}
+				return s
+			}(),
+			want: stepNone,
+		},
+		"a template that cannot take the worker's directives: invalid mirror": {
+			state: func() jobState {
+				job := stepJob(placed, func(j *batchv1.Job) {
+					j.Spec.Suspend = ptr.To(true)
+					j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "cpu"}
+				})
+				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
+				s.WorkerCluster = workerCluster(func(wc *v1alpha1.WorkerCluster) {
+					wc.Spec.Scheduling.NodeSelector = map[string]string{"pool": "gpu"}
+				})
+				return s
+			}(),
+			want: stepInvalidMirror, checks: []check{wantWhy("cannot carry the new spec to the mirror on w1", "conflicts")},
+		},
+		"the mirror's pods started: the copy waits for the batch period": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed), running))
+				s.MirrorChangeSeen = stepNow.Add(-300 * time.Millisecond)
+				return s
+			}(),
+			want: stepNone, checks: []check{wantRequeue(700 * time.Millisecond)},
+		},
+		"after the batch period the running status is copied": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed), running))
+				s.MirrorChangeSeen = stepNow.Add(-time.Second)
+				return s
+			}(),
+			want: stepCopyStatus,
+			checks: []check{func(t *testing.T, st step) {
+				if st.Final || st.Status.Active != 1 || st.Status.StartTime == nil {
+					t.Errorf("copied status final=%t active=%d startTime=%v, want a running status", st.Final, st.Status.Active, st.Status.StartTime)
+				}
+			}},
+		},
+		"a final status is copied at once": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), complete))
+				s.MirrorChangeSeen = stepNow.Add(-10 * time.Millisecond)
+				return s
+			}(),
+			want: stepCopyStatus,
+			checks: []check{func(t *testing.T, st step) {
+				if !st.Final || !jobstatus.ConditionTrue(st.Status, batchv1.JobComplete) || !jobstatus.ConditionTrue(st.Status, batchv1.JobSuccessCriteriaMet) {
+					t.Errorf("copied status final=%t conditions=%v, want Complete with SuccessCriteriaMet", st.Final, st.Status.Conditions)
+				}
+			}},
+		},
+		"the same status on both sides: nothing to do, and no change waiting": {
+			state: connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), running)),
+			want:  stepNone,
+			checks: []check{func(t *testing.T, st step) {
+				if !st.InSync {
+					t.Errorf("InSync is false: the change seen would start the next batch wait")
+				}
+			}},
+		},
+		"the final status is copied: the mirror stays until the Job is deleted": {
+			state: connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
+			want:  stepNone,
+		},
+		"the final status is copied, finished mirrors are deleted: the mirror is deleted": {
+			state:  connectedState(stepJob(placed, complete), mirrorOf(t, stepJob(placed), complete)),
+			config: func(c *stepConfig) { c.DeleteFinishedMirrors = true },
+			want:   stepDeleteMirror,
+		},
+		// jobferry's state is jobferry's (issue 23 item 1): a tenant who
+		// writes it steers nothing.
+		"state not written by the manager (a placement, a raised attempt): nothing is done, and it says so": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, running), Untrusted: []string{v1alpha1.WorkerAnnotation, v1alpha1.StateSealAnnotation}},
+			want:  stepUntrusted, checks: []check{wantWhy("annotations jobferry.dev/worker, jobferry.dev/state-seal", "does not act on it", "delete the Job")},
+		},
+		"untrusted state already reported for this version of the Job: quiet": {
+			state: jobState{Now: stepNow, Job: stepJob(placed), Untrusted: []string{v1alpha1.WorkerAnnotation}, Blocked: map[write]bool{noticeUntrusted: true}},
+			want:  stepNone, checks: []check{wantRequeue(0)},
+		},
+		"a Job being deleted is let go whatever its state": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} }), Untrusted: []string{v1alpha1.WorkerAnnotation}},
+			want:  stepFinalize,
+		},
+		"state an earlier manager wrote unsealed: sealed first": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, running), Legacy: true}, want: stepRecord,
+			checks: []check{func(t *testing.T, st step) {
+				if st.MirrorUID != "" {
+					t.Errorf("records mirror UID %q, want the state sealed as it is", st.MirrorUID)
+				}
+			}},
+		},
+		"its state removed while its mirror runs on a worker: not placed again": {
+			state: jobState{Now: stepNow, Job: stepJob(func(j *batchv1.Job) {
+				j.Spec.Suspend = ptr.To(false)
+				delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
+			}),
+				Stray: &strayMirror{Worker: "w2", Attempt: 1, UID: "mirror-uid"}},
+			want: stepStray, checks: []check{wantWhy("attempt 1, UID mirror-uid", "on w2", "records attempt 0", "nothing is dispatched"), wantRequeue(30 * time.Second)},
+		},
+		"a stray mirror already reported: no new Event, looked at again": {
+			state: jobState{Now: stepNow, Job: stepJob(), Stray: &strayMirror{Worker: "w2", Attempt: 1}, Blocked: map[write]bool{noticeStray: true}},
+			want:  stepNone, checks: []check{wantRequeue(30 * time.Second)},
+		},
+		"placed, but a later attempt's mirror it does not record runs elsewhere: no mirror created": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Stray = &strayMirror{Worker: "w2", Attempt: 4, UID: "other"}
+				return s
+			}(),
+			want: stepStray,
+		},
+		"a placed Job the policy refuses now (its namespace opted out since): no mirror is created": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: "violates PodSecurity"}
+				return s
+			}(),
+			want: stepNotAllowed, checks: []check{wantWaiting(ReasonNotAllowed, "rule: Pod Security")},
+		},
+		"placed, but the worker no longer admits its pods: placed again": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.WorkerRejects = `its namespace team-a enforces PodSecurity "baseline:latest", weaker than "restricted:latest" on the manager`
+				return s
+			}(),
+			want: stepRelease, checks: []check{wantWhy("may no longer take this Job", "baseline")},
+		},
+		// The mirror is the one jobferry created (issue 23 item 6).
+		"the mirror just created is recorded before the worker's cache shows it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.MirrorExpected, s.CreatedMirrorUID = true, "created-uid"
+				return s
+			}(),
+			want: stepRecord, checks: []check{func(t *testing.T, st step) {
+				if st.MirrorUID != "created-uid" {
+					t.Errorf("records %q, want created-uid", st.MirrorUID)
+				}
+			}},
+		},
+		"the mirror this manager created shows in the cache unrecorded: recorded": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.CreatedMirrorUID = "", "mirror-uid"
+				return s
+			}(),
+			want: stepRecord,
+		},
+		"a mirror an earlier manager created, on a Job older than the key: adopted": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.AdoptMirror = "", true
+				return s
+			}(),
+			want: stepRecord,
+		},
+		"a Job with the mirror's labels but another UID: not copied, dispatched again": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), complete, func(m *batchv1.Job) { m.UID = "impostor" }))
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepMirrorNotOurs, checks: []check{wantWhy("team-a/train on w1", "UID impostor, not mirror-uid", "not copied", "attempt 2")},
+		},
+		"an unrecorded Job with the mirror's labels, while this manager created another: not ours": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.CreatedMirrorUID = "", "created-uid"
+				return s
+			}(),
+			want: stepMirrorNotOurs, checks: []check{wantWhy("none recorded")},
+		},
+		"a manager restarted between creating the mirror and recording it: adopted": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed)))
+				s.MirrorUID, s.AdoptMirror = "", true
+				return s
+			}(),
+			want: stepRecord,
+		},
+		"the mirror deleted on the worker: an Event and a new attempt, not a silent restart": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepMirrorGone, checks: []check{wantWhy("(UID mirror-uid) was deleted there", "attempt 2")},
+		},
+		"a finished Job's mirror deleted: nothing to do": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, complete), nil)
+				s.MirrorUID = "mirror-uid"
+				return s
+			}(),
+			want: stepNone,
+		},
+		// Template carries hold to the policy (issue 23 item 4).
+		"a suspended Job's template changed to one the policy refuses: not carried": {
+			state: func() jobState {
+				job := stepJob(placed, func(j *batchv1.Job) {
+					j.Spec.Suspend = ptr.To(true)
+					j.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/work": "unconfined"}
+				})
+				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
+				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
+				return s
+			}(),
+			want: stepInvalidMirror, checks: []check{wantWhy("not carried to the mirror on w1", "rule: Pod Security", "AppArmor")},
+		},
+		"a suspended Job's template changed to one no pool of the worker accepts: not carried": {
+			state: func() jobState {
+				job := stepJob(placed, func(j *batchv1.Job) {
+					j.Spec.Suspend = ptr.To(true)
+					j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+				})
+				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
+				s.WorkerRejects = "pool general: labels do not match the nodeSelector or required node affinity"
+				return s
+			}(),
+			want: stepInvalidMirror, checks: []check{wantWhy("not carried", "pool general")},
+		},
+		"a refused namespace does not stop a running Job's other changes": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running))
+				s.Refusal = &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}
+				return s
+			}(),
+			want: stepUpdateMirror,
+		},
+		// The worker is down.
+		"a worker disconnected for less than the timeout: wait, saying so": {
+			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(time.Minute))},
+			want:  stepShowWaiting, checks: []check{wantRequeue(10 * time.Second), wantWaiting(ReasonWorkerNotConnected, "not connected")},
+		},
+		"a running Job on a worker disconnected briefly: wait quietly": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(15*time.Minute - 5*time.Second))},
+			want:  stepNone, checks: []check{wantRequeue(6 * time.Second)},
+		},
+		"a worker lost for the timeout: dispatched elsewhere with the next attempt": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(20 * time.Minute))},
+			want:  stepRedispatch, checks: []check{wantWhy("unreachable for 20m0s", "attempt 2")},
+		},
+		"a worker whose WorkerCluster was deleted lately: its mirror may run, the Job waits": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)},
+			want:  stepNone, checks: []check{wantRequeue(10 * time.Second)},
+		},
+		"a worker whose WorkerCluster was deleted, nothing ran: it says so": {
+			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)},
+			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonWorkerNotConnected, "its WorkerCluster was deleted; after 15m0s it is placed elsewhere")},
+		},
+		"a worker whose WorkerCluster was deleted the timeout ago is lost": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-15 * time.Minute)},
+			want:  stepRedispatch,
+		},
+		"a worker that refuses the credential answers: its Job waits for it, however long": {
+			state: jobState{Job: stepJob(placed, running), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(func(wc *v1alpha1.WorkerCluster) {
+				disconnectedFor(time.Hour)(wc)
+				wc.Status.Conditions[0].Reason = v1alpha1.ReasonCredentialRejected
+			})},
+			want: stepNone, checks: []check{wantRequeue(10 * time.Second)},
+		},
+		"a Job placed on a worker that refuses the credential, nothing ran: it says why": {
+			state: jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(func(wc *v1alpha1.WorkerCluster) {
+				disconnectedFor(time.Hour)(wc)
+				wc.Status.Conditions[0].Reason = v1alpha1.ReasonCredentialRejected
+				wc.Status.Conditions[0].Message = "refuses the credential (401 Unauthorized)"
+			})},
+			want: stepShowWaiting, checks: []check{wantWaiting(ReasonWorkerNotConnected, "not connected (CredentialRejected: refuses the credential (401 Unauthorized)); the Job waits")},
+		},
+		"a Job that asks to wait for its lost worker waits": {
+			state: jobState{Job: stepJob(placed, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait }),
+				Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(time.Hour))},
+			want: stepWorkerLostWait, checks: []check{wantRequeue(time.Minute), wantWhy("asks to wait")},
+		},
+		"a finished Job on a lost worker: nothing until it is back": {
+			state: jobState{Job: stepJob(placed, complete), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(time.Hour))},
+			want:  stepNone, checks: []check{wantRequeue(0)},
+		},
+	}
+	covered := map[stepKind]bool{}
+	for _, tc := range cases {
+		covered[tc.want] = true
+	}
+	for kind := range stepNames {
+		if !covered[kind] {
+			t.Errorf("no case decides %s", kind)
+		}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := tc.state.Job.DeepCopy()
+			cfg := testStepConfig
+			if tc.config != nil {
+				tc.config(&cfg)
+			}
+			st := nextStep(tc.state, cfg)
+			if st.Kind != tc.want {
+				t.Fatalf("step %s (%+v), want %s", st.Kind, st, tc.want)
+			}
+			for _, c := range tc.checks {
+				c(t, st)
+			}
+			if tc.state.Job != nil && tc.state.Job.String() != before.String() {
+				t.Errorf("nextStep modified the Job")
+			}
+		})
+	}
+}

@@ -1,0 +1,224 @@
+package jobs
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// The attacks of issue 23 on the reconciler, with the manager's own guard
+// alone (no admission policy in a unit test): a tenant who writes
+// jobferry's annotations, a worker-namespace user who replaces or deletes a
+// mirror.
+
+// runningOn dispatches the Job to its only fitting worker and reports it
+// running there.
+func runningOn(t *testing.T, h *jobsHarness, worker string) *batchv1.Job {
+	t.Helper()
+	h.create(t, stepJob())
+	h.reconcile(t)
+	h.report(t, worker, running)
+	h.clock.Step(time.Second)
+	h.reconcile(t)
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != worker || job.Status.Active != 1 {
+		t.Fatalf("not running on %s: %v %+v", worker, job.Annotations, job.Status)
+	}
+	h.events()
+	return job
+}
+
+// tamper changes the manager Job as its author may: an update of its
+// annotations.
+func tamper(t *testing.T, h *jobsHarness, change func(*batchv1.Job)) {
+	t.Helper()
+	job := h.job(t)
+	change(job)
+	if err := h.manager.Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTenantMovingARunningJobMovesNothing(t *testing.T) {
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers["w2"].Down = true
+	runningOn(t, h, "w1")
+	h.workers["w2"].Down = false
+	m := h.mirror(t, "w1")
+
+	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w2" })
+	h.reconcile(t)
+	h.reconcile(t)
+	if m2 := h.mirror(t, "w2"); m2 != nil {
+		t.Errorf("a mirror was created on w2, where the tenant moved the Job: the Job runs twice")
+	}
+	if now := h.mirror(t, "w1"); now == nil || now.UID != m.UID {
+		t.Errorf("the mirror on w1 was touched: %v", now)
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonUntrustedState {
+		t.Errorf("events %v, want one %s (the second reconcile of the same version says nothing more)", got, ReasonUntrustedState)
+	}
+	// What jobferry wrote, restored: the Job goes on.
+	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w1" })
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("after the restore the final status was not copied: %+v", job.Status)
+	}
+}
+
+func TestTenantRaisingTheAttemptRestartsNothing(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	m := h.mirror(t, "w1")
+	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2" })
+	h.reconcile(t)
+	if now := h.mirror(t, "w1"); now == nil || now.UID != m.UID || h.workers["w1"].Creates.Load() != 1 {
+		t.Errorf("the running mirror was fenced or recreated (%d creates): %v", h.workers["w1"].Creates.Load(), now)
+	}
+}
+
+func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.workers["w1"].Pools = nil // w1 has no room: only a forged placement would put the Job there
+	h.create(t, stepJob(func(j *batchv1.Job) {
+		j.CreationTimestamp = metav1.NewTime(stepNow)
+		j.Annotations[v1alpha1.WorkerAnnotation] = "w1"
+		j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1"
+		j.Spec.Suspend = ptr.To(false)
+		delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
+	}))
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); m != nil || h.workers["w1"].Creates.Load() != 0 {
+		t.Errorf("a mirror was created where the tenant placed the Job")
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonUntrustedState {
+		t.Errorf("events %v, want %s", got, ReasonUntrustedState)
+	}
+}
+
+func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers["w2"].Down = true
+	runningOn(t, h, "w1")
+	h.workers["w2"].Down = false
+	tamper(t, h, func(j *batchv1.Job) {
+		for _, name := range []string{v1alpha1.WorkerAnnotation, v1alpha1.DispatchAttemptAnnotation, v1alpha1.MirrorUIDAnnotation,
+			v1alpha1.UserSchedulingAnnotation, v1alpha1.InjectedDirectivesAnnotation, v1alpha1.StateSealAnnotation} {
+			delete(j.Annotations, name)
+		}
+	})
+	// A manager that starts afresh remembers nothing of what it created.
+	h.r.attempts = attemptMemo{}
+	h.reconcile(t)
+	if m := h.mirror(t, "w2"); m != nil || h.workers["w2"].Creates.Load() != 0 {
+		t.Errorf("the Job stripped of its state was dispatched again to w2")
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonStrayMirror {
+		t.Errorf("events %v, want %s", got, ReasonStrayMirror)
+	}
+}
+
+func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	// A worker-namespace user deletes the mirror and creates a Job with its
+	// labels, reporting success.
+	ctx := context.Background()
+	w := h.workers["w1"]
+	m := h.mirror(t, "w1")
+	if err := w.API.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	impostor := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels}, Spec: m.Spec}
+	if err := w.API.Create(ctx, impostor); err != nil {
+		t.Fatal(err)
+	}
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	job := h.job(t)
+	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Fatalf("the impostor's success was copied")
+	}
+	events := h.events()
+	if len(events) == 0 || events[0] != ReasonMirrorNotOurs {
+		t.Errorf("events %v, want %s first", events, ReasonMirrorNotOurs)
+	}
+	if job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
+		t.Errorf("attempt %q, want the Job dispatched again as attempt 2", job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+}
+
+func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	m := h.mirror(t, "w1")
+	if err := h.workers["w1"].API.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	h.r.attempts = attemptMemo{}
+	h.reconcile(t)
+	job := h.job(t)
+	now := h.mirror(t, "w1")
+	if now == nil || now.UID == m.UID || mirror.Attempt(now) != 2 || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
+		t.Errorf("after the deletion: mirror %v, Job attempt %q; want attempt 2 created anew", now, job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+	if got := strings.Join(h.events(), ","); got != ReasonMirrorDeleted+","+ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, ReasonMirrorDeleted, ReasonDispatched)
+	}
+}
+
+// A worker user who deletes the mirror and, in the moment between the
+// manager's placement of the next attempt and its create, makes a Job with
+// that attempt's labels, is not taken for its mirror: the manager placed
+// that attempt itself, so the only mirror of it is the one it creates.
+func TestJobWithTheNextAttemptsLabelsIsNotAdopted(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	ctx := context.Background()
+	w := h.workers["w1"]
+	m := h.mirror(t, "w1")
+	if err := w.API.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var impostor *batchv1.Job
+	w.BeforeCreate = func(next *batchv1.Job) {
+		impostor = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: next.Namespace, Name: next.Name, Labels: next.Labels, UID: "impostor"}}
+		if err := w.API.Create(ctx, impostor); err != nil {
+			t.Error(err)
+		}
+	}
+	h.reconcile(t)
+	if impostor == nil || impostor.Labels[v1alpha1.DispatchAttemptLabel] != "2" {
+		t.Fatalf("no Job was planted before attempt 2's create: %v", impostor)
+	}
+	job := h.job(t)
+	if recorded := job.Annotations[v1alpha1.MirrorUIDAnnotation]; recorded == "impostor" {
+		t.Fatalf("the planted Job was recorded as the mirror of attempt %s", job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+	// Seen as not the mirror (or, by a cache that does not show it yet, as
+	// a Job of someone else's holding the name).
+	if got := strings.Join(h.events(), ","); !strings.HasPrefix(got, ReasonMirrorDeleted+",") ||
+		(!strings.Contains(got, ReasonMirrorNotOurs) && !strings.Contains(got, ReasonNameConflict)) {
+		t.Errorf("events %s: want %s, then %s or %s for the planted Job", got, ReasonMirrorDeleted, ReasonMirrorNotOurs, ReasonNameConflict)
+	}
+	// The next attempt fences it (its labels say attempt 2), and runs a
+	// mirror of the manager's own.
+	for range 3 {
+		h.reconcile(t)
+	}
+	job = h.job(t)
+	now := h.mirror(t, "w1")
+	if now == nil || now.UID == "impostor" || string(now.UID) != job.Annotations[v1alpha1.MirrorUIDAnnotation] {
+		t.Errorf("mirror %v, recorded %q: want a mirror the manager created, recorded", now, job.Annotations[v1alpha1.MirrorUIDAnnotation])
+	}
+}

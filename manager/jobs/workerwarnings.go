@@ -1,0 +1,351 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/metrics"
+)
+
+// Why a mirror does not run is seen on its worker: the scheduler finds no
+// node (FailedScheduling), a kubelet cannot start a container, a pod is
+// evicted, the Job controller gives up. The manager watches each worker's
+// Warning Events (when its credential may: warningEventsRights) and records
+// those about its mirrors and their pods as Warning Events on the manager
+// Jobs, naming the worker and the pod, once per reason per pod, so
+// `kubectl describe job` on the manager says why. The decisions (whose pod
+// is it, is it still this Job's attempt, what does the Event say) are pure
+// functions; forwardWarning does the reads and the write.
+
+// warningSeen passes a worker's Warning Event on to the forwarding loop,
+// waiting rather than dropping one until ctx ends.
+func (r *JobReconciler) warningSeen(ctx context.Context, w workers.Warning) {
+	select {
+	case r.warnings <- w:
+	case <-ctx.Done():
+	}
+}
+
+// forwardLoop forwards the workers' Warning Events, on the leader (whose
+// Registry alone connects to the workers).
+func (r *JobReconciler) forwardLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case w := <-r.warnings:
+			if err := r.forwardWarning(ctx, w); err != nil {
+				logf.FromContext(ctx).Error(err, "forwarding a worker's workers.Warning Event", "worker", w.Worker,
+					"event", w.Event.Namespace+"/"+w.Event.Name)
+			}
+		}
+	}
+}
+
+// forwardWarning records a worker's Warning Event on the manager Job whose
+// mirror (or a pod of it) it is about, the first time that pod or mirror
+// has that reason.
+func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) error {
+	ev := w.Event
+	conn := r.connections.Conn(w.Worker)
+	// Whoever created the Event had rights in its namespace, not in the
+	// one it names: it may speak only of that namespace's objects.
+	if conn == nil || !conn.Connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.MayUse(ev.Namespace) {
+		return nil
+	}
+	var m *batchv1.Job
+	switch ev.InvolvedObject.Kind {
+	case "Pod":
+		mirrors, err := candidateMirrors(ctx, conn, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name)
+		if err != nil {
+			return fmt.Errorf("finding the mirror of pod %s/%s on worker %s: %w", ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, w.Worker, err)
+		}
+		m = ownerMirror(ev.InvolvedObject.Name, mirrors)
+	case "Job":
+		found, err := conn.Mirror(ctx, types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name})
+		if err != nil {
+			return err
+		}
+		if found != nil && ev.InvolvedObject.UID == found.UID {
+			m = found
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, key, job); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	sealKey, err := r.Keys.Key(ctx)
+	if err != nil {
+		return err
+	}
+	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.Worker) {
+		return nil
+	}
+	if isFinished(job) {
+		r.warned.forget(key)
+		return nil
+	}
+	switch r.warned.admit(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
+	case warningForward:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
+		metrics.WarningsForwarded.WithLabelValues(w.Worker, ev.InvolvedObject.Kind).Inc()
+	case warningCapped:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
+			"worker %s reports more Warnings about this Job's mirror and pods than are recorded here (%d at most, one per %s): "+
+				"the rest are on the worker (kubectl jobferry describe job shows them)", w.Worker, maxWarnedPerJob, warnedEvery)
+	}
+	return nil
+}
+
+// ReasonWorkerWarningsCapped: a Job got as many of its worker's Warnings
+// as it may; the next ones are not recorded on it.
+const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
+
+// candidateMirrors reads the mirrors that could own a pod of that name:
+// those named as its name says (candidateMirrorNames), one cache read each;
+// when the name may have been cut short, every mirror in the namespace.
+func candidateMirrors(ctx context.Context, conn workers.Conn, ns, pod string) ([]batchv1.Job, error) {
+	names, cut := candidateMirrorNames(pod)
+	if cut {
+		list := &batchv1.JobList{}
+		if err := conn.Client().List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+	var out []batchv1.Job
+	for _, name := range names {
+		m, err := conn.Mirror(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			out = append(out, *m)
+		}
+	}
+	return out, nil
+}
+
+// candidateMirrorNames are the names of the Jobs a pod of that name could
+// belong to (see podNamedFor): "j" for "j-x7k2p", and also "j" for an
+// Indexed Job's "j-3-x7k2p" besides "j-3". cut: the generated name reached
+// its length limit, so the Job's name may be longer than what is left of it.
+func candidateMirrorNames(pod string) (names []string, cut bool) {
+	if len(pod) <= randomSuffixLength {
+		return nil, false
+	}
+	base := pod[:len(pod)-randomSuffixLength]
+	if len(base) >= maxGeneratedBase {
+		return nil, true
+	}
+	job, ok := strings.CutSuffix(base, "-")
+	if !ok || job == "" {
+		return nil, false
+	}
+	names = append(names, job)
+	if i := strings.LastIndexByte(job, '-'); i > 0 && strings.Trim(job[i+1:], "0123456789") == "" && i+1 < len(job) {
+		names = append(names, job[:i])
+	}
+	return names, false
+}
+
+// currentAttempt: mirror m on worker is the mirror jobferry created for the
+// manager Job's current attempt (a stale attempt left on a worker that came
+// back is not, nor a Job someone made with its labels).
+func currentAttempt(job, m *batchv1.Job, worker string) bool {
+	return m.Labels[v1alpha1.OriginUIDLabel] == string(job.UID) &&
+		job.Annotations[v1alpha1.WorkerAnnotation] == worker &&
+		m.Labels[v1alpha1.DispatchAttemptLabel] == job.Annotations[v1alpha1.DispatchAttemptAnnotation] &&
+		job.Annotations[v1alpha1.MirrorUIDAnnotation] == string(m.UID)
+}
+
+// forwardedNote says where the worker's Event happened and what it said:
+// "worker worker-1, pod team-a/train-x7k2p: 0/2 nodes are available: ...".
+func forwardedNote(worker string, ev *corev1.Event) string {
+	object := "Job " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	if ev.InvolvedObject.Kind == "Pod" {
+		object = "pod " + ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	}
+	return eventnote.Cut(fmt.Sprintf("worker %s, %s: %s", worker, object, strings.TrimSpace(ev.Message)))
+}
+
+// warningAction is the action of the forwarded Event: the worker's, when
+// its reporter said one (the scheduler says Scheduling), else Run.
+func warningAction(ev *corev1.Event) string {
+	if ev.Action != "" {
+		return ev.Action
+	}
+	return "Run"
+}
+
+// randomSuffixLength and maxGeneratedBase are how the API server completes
+// a generateName: the base cut to 58 characters, then 5 random ones
+// (k8s.io/apiserver's SimpleNameGenerator).
+const (
+	randomSuffixLength = 5
+	maxGeneratedBase   = 63 - randomSuffixLength
+)
+
+// ownerMirror returns the mirror a pod of that name belongs to. Both Job
+// controllers name the pods of Job j "j-" plus 5 random characters, or, for
+// an Indexed Job, "j-<index>-" plus 5; an Event names its pod, not the
+// pod's owner, and the manager may not read pods. When no mirror or more
+// than one could own the pod (an Indexed Job a's pod a-1-x7k2p and a
+// NonIndexed Job a-1's) it returns nil: a reason is not forwarded to a Job
+// it may not be about.
+func ownerMirror(pod string, mirrors []batchv1.Job) *batchv1.Job {
+	var owner *batchv1.Job
+	for i := range mirrors {
+		if !podNamedFor(pod, &mirrors[i]) {
+			continue
+		}
+		if owner != nil {
+			return nil
+		}
+		owner = &mirrors[i]
+	}
+	return owner
+}
+
+// podNamedFor: a pod of Job j could have that name.
+func podNamedFor(pod string, j *batchv1.Job) bool {
+	if len(pod) <= randomSuffixLength || !lowerAlphanumeric(pod[len(pod)-randomSuffixLength:]) {
+		return false
+	}
+	base := pod[:len(pod)-randomSuffixLength]
+	prefix := j.Name + "-"
+	if j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion {
+		return base == truncate(prefix, maxGeneratedBase)
+	}
+	if len(prefix) >= maxGeneratedBase {
+		return base == prefix[:maxGeneratedBase]
+	}
+	rest, ok := strings.CutPrefix(base, prefix)
+	if !ok {
+		return false
+	}
+	// "<index>-", or the index cut short with the base.
+	index, dashed := strings.CutSuffix(rest, "-")
+	if !dashed && len(base) < maxGeneratedBase {
+		return false
+	}
+	return index != "" && strings.Trim(index, "0123456789") == ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func lowerAlphanumeric(s string) bool {
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// warnedMemo remembers, per manager Job, which (object, reason) pairs were
+// forwarded, so each is forwarded once, and bounds how many and how fast:
+// what a worker reports is anyone's to write who may create Events or pods
+// in the Job's worker namespace. An entry ends when the Job finishes or is
+// deleted, or is replaced by a new Job of the same name. It lives in
+// memory: a new leader forwards each pair at most once more.
+type warnedMemo struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	byJob map[types.NamespacedName]*warnedJob
+}
+
+// maxWarnedPerJob and warnedEvery bound the worker Warnings recorded on one
+// manager Job: so many in all, and one per period after a first burst.
+const (
+	maxWarnedPerJob = 32
+	warnedEvery     = 5 * time.Second
+	warnedBurst     = 8
+)
+
+type warnedJob struct {
+	uid     types.UID
+	keys    map[string]struct{}
+	limiter flowcontrol.PassiveRateLimiter
+	capped  bool
+}
+
+func newWarnedMemo(clk clock.PassiveClock) *warnedMemo {
+	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}}
+}
+
+// warningDecision is what to do with one of a worker's Warnings.
+type warningDecision int
+
+const (
+	// warningSkip: forwarded before, or over the Job's rate.
+	warningSkip warningDecision = iota
+	// warningForward: forward it.
+	warningForward
+	// warningCapped: the Job reached its cap; say so, once.
+	warningCapped
+)
+
+// admit decides about the Warning what about Job key (of uid), and records
+// it when it is forwarded. One over the rate is not recorded as forwarded:
+// if the worker reports it again later, it may go then.
+func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string) warningDecision {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.byJob[key]
+	if !ok || w.uid != uid {
+		w = &warnedJob{uid: uid, keys: map[string]struct{}{},
+			limiter: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(float32(time.Second)/float32(warnedEvery), warnedBurst, m.clock)}
+		m.byJob[key] = w
+	}
+	if _, seen := w.keys[what]; seen || w.capped {
+		return warningSkip
+	}
+	if len(w.keys) >= maxWarnedPerJob {
+		w.capped = true
+		return warningCapped
+	}
+	if !w.limiter.TryAccept() {
+		return warningSkip
+	}
+	w.keys[what] = struct{}{}
+	return warningForward
+}
+
+func (m *warnedMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byJob, key)
+}

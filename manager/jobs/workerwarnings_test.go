@@ -1,0 +1,285 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventnote"
+)
+
+func namedJob(name string, indexed bool) batchv1.Job {
+	j := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+	if indexed {
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	}
+	return j
+}
+
+func TestPodNamedFor(t *testing.T) {
+	long := strings.Repeat("a", 60) // "aaa…a-" is cut to 58 characters
+	cases := []struct {
+		name    string
+		pod     string
+		job     batchv1.Job
+		matches bool
+	}{
+		{"non-indexed", "train-x7k2p", namedJob("train", false), true},
+		{"non-indexed, another Job's pod", "trains-x7k2p", namedJob("train", false), false},
+		{"non-indexed, an index in the name is another Job's", "train-1-x7k2p", namedJob("train", false), false},
+		{"suffix of upper case is no generated one", "train-X7K2P", namedJob("train", false), false},
+		{"suffix too short", "train-x7k2", namedJob("train", false), false},
+		{"name too short", "x7k2p", namedJob("train", false), false},
+		{"indexed", "train-12-x7k2p", namedJob("train", true), true},
+		{"indexed, no index", "train-x7k2p", namedJob("train", true), false},
+		{"indexed, index not a number", "train-ab-x7k2p", namedJob("train", true), false},
+		{"long non-indexed name cut to 58", long[:57] + "-x7k2p", namedJob(long, false), false},
+		{"long non-indexed name cut to 58 (match)", long[:58] + "x7k2p", namedJob(long, false), true},
+		{"long indexed name cut to 58", long[:58] + "x7k2p", namedJob(long, true), true},
+		{"indexed, index cut short", strings.Repeat("b", 50) + "-1234567x7k2p", namedJob(strings.Repeat("b", 50), true), true},
+		{"indexed, index not cut but no dash", strings.Repeat("b", 10) + "-12x7k2p", namedJob(strings.Repeat("b", 10), true), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := podNamedFor(c.pod, &c.job); got != c.matches {
+				t.Errorf("podNamedFor(%q, Job %q) = %v, want %v", c.pod, c.job.Name, got, c.matches)
+			}
+		})
+	}
+}
+
+func TestOwnerMirror(t *testing.T) {
+	mirrors := []batchv1.Job{namedJob("a", true), namedJob("a-1", false), namedJob("train", false)}
+	if got := ownerMirror("train-x7k2p", mirrors); got == nil || got.Name != "train" {
+		t.Errorf("train-x7k2p: got %v, want train", got)
+	}
+	// Job a's pod of index 1, or Job a-1's pod: either could be, so neither.
+	if got := ownerMirror("a-1-x7k2p", mirrors); got != nil {
+		t.Errorf("a-1-x7k2p: got %s, want none (ambiguous)", got.Name)
+	}
+	if got := ownerMirror("a-2-x7k2p", mirrors); got == nil || got.Name != "a" {
+		t.Errorf("a-2-x7k2p: got %v, want a", got)
+	}
+	if got := ownerMirror("other-x7k2p", mirrors); got != nil {
+		t.Errorf("other-x7k2p: got %s, want none", got.Name)
+	}
+}
+
+func TestCandidateMirrorNames(t *testing.T) {
+	long := strings.Repeat("a", 58)
+	cases := []struct {
+		pod   string
+		names []string
+		cut   bool
+	}{
+		{"train-x7k2p", []string{"train"}, false},
+		{"train-12-x7k2p", []string{"train-12", "train"}, false},
+		{"a-b-x7k2p", []string{"a-b"}, false},
+		{"-x7k2p", nil, false},
+		{"x7k2p", nil, false},
+		{long + "x7k2p", nil, true},
+	}
+	for _, c := range cases {
+		names, cut := candidateMirrorNames(c.pod)
+		if strings.Join(names, ",") != strings.Join(c.names, ",") || cut != c.cut {
+			t.Errorf("candidateMirrorNames(%q) = %q, %v; want %q, %v", c.pod, names, cut, c.names, c.cut)
+		}
+	}
+	// Every case of TestPodNamedFor that matches is found among the
+	// candidates, or by the cut name's listing.
+	for _, j := range []batchv1.Job{namedJob("train", false), namedJob("train", true), namedJob(strings.Repeat("b", 50), true)} {
+		for _, pod := range []string{"train-x7k2p", "train-12-x7k2p", strings.Repeat("b", 50) + "-1234567x7k2p"} {
+			if !podNamedFor(pod, &j) {
+				continue
+			}
+			names, cut := candidateMirrorNames(pod)
+			if !cut && !slices.Contains(names, j.Name) {
+				t.Errorf("pod %s of Job %s: candidates %q miss the Job", pod, j.Name, names)
+			}
+		}
+	}
+}
+
+func TestForwardedNote(t *testing.T) {
+	ev := &corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "team-a", Name: "train-x7k2p"},
+		Message: "0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}. \n"}
+	if got, want := forwardedNote("w1", ev), "worker w1, pod team-a/train-x7k2p: 0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}."; got != want {
+		t.Errorf("note %q, want %q", got, want)
+	}
+	ev.InvolvedObject.Kind = "Job"
+	ev.Message = strings.Repeat("é", 600)
+	got := forwardedNote("w1", ev)
+	if len(got) > eventnote.MaxBytes || !strings.HasPrefix(got, "worker w1, Job team-a/train-x7k2p: é") || !strings.HasSuffix(got, "...") {
+		t.Errorf("a long note: %d bytes, %q…", len(got), got[:60])
+	}
+	if strings.ToValidUTF8(got, "?") != got {
+		t.Errorf("the cut note is not valid UTF-8")
+	}
+}
+
+// warningOf is a Warning Event on worker about a pod or Job in team-a.
+func warningOf(worker, kind, name, reason, message string) workers.Warning {
+	return workers.Warning{Worker: worker, Event: &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: "team-a", Name: name + "." + reason},
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: "team-a", Name: name},
+		Type:           corev1.EventTypeWarning, Reason: reason, Message: message,
+	}}
+}
+
+// A dispatched Job's mirror pods that cannot be scheduled, or are evicted,
+// and the mirror's own Warning: each reason of each pod reaches the manager
+// Job once, naming the worker and the pod; Events about other Jobs' pods,
+// about a stale attempt or after the Job finished do not.
+func TestForwardWarning(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	h.create(t, stepJob())
+	h.reconcile(t)
+	h.events()
+	ctx := context.Background()
+	forward := func(w workers.Warning) []string {
+		t.Helper()
+		if err := h.r.forwardWarning(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for {
+			select {
+			case e := <-h.recorder.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+	want := "workers.Warning FailedScheduling worker w1, pod team-a/train-x7k2p: 0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}."
+	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}.")); len(got) != 1 || got[0] != want {
+		t.Fatalf("a pod's FailedScheduling: recorded %q, want %q", got, want)
+	}
+	// The scheduler tries again and says so (the Event's count and message
+	// change): not again.
+	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/3 nodes are available")); len(got) != 0 {
+		t.Errorf("the same reason of the same pod again: recorded %q", got)
+	}
+	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "Evicted", "The node was low on resource: memory.")); len(got) != 1 || !strings.HasPrefix(got[0], "workers.Warning Evicted worker w1, pod team-a/train-x7k2p: ") {
+		t.Errorf("another reason of the pod: recorded %q", got)
+	}
+	if got := forward(warningOf("w1", "Pod", "train-b4n9q", "FailedScheduling", "0/2 nodes are available")); len(got) != 1 {
+		t.Errorf("the reason of another pod of the Job: recorded %q", got)
+	}
+	mirrorUID := h.mirror(t, "w1").UID
+	jobWarning := func(uid types.UID, reason string) workers.Warning {
+		w := warningOf("w1", "Job", "train", reason, "Job has reached the specified backoff limit")
+		w.Event.InvolvedObject.UID = uid
+		return w
+	}
+	if got := forward(jobWarning(mirrorUID, "BackoffLimitExceeded")); len(got) != 1 || !strings.HasPrefix(got[0], "workers.Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
+		t.Errorf("the mirror's own Warning: recorded %q", got)
+	}
+	// What a worker-namespace user may forge (issue 23 item 3).
+	otherNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about team-a")
+	otherNamespace.Event.Namespace = "default"
+	noNamespace := warningOf("w1", "Pod", "train-q1w2e", "FailedScheduling", "forged in default about no namespace")
+	noNamespace.Event.Namespace, noNamespace.Event.InvolvedObject.Namespace = "default", ""
+	for _, w := range []workers.Warning{
+		warningOf("w1", "Pod", "other-x7k2p", "FailedScheduling", "a pod of no mirror"),
+		warningOf("w1", "Node", "node-1", "NodeNotReady", "not a pod"),
+		warningOf("w2", "Pod", "train-x7k2p", "Failed", "a worker without a connection"),
+		otherNamespace, noNamespace,
+		jobWarning("", "DeadlineExceeded"),
+		jobWarning("another-jobs-uid", "DeadlineExceeded"),
+	} {
+		if got := forward(w); len(got) != 0 {
+			t.Errorf("%s %s: recorded %q", w.Event.InvolvedObject.Kind, w.Event.InvolvedObject.Name, got)
+		}
+	}
+	// A stale attempt: the Job was placed again since.
+	job := h.job(t)
+	job.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2"
+	if err := h.manager.Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if got := forward(warningOf("w1", "Pod", "train-z9z9z", "FailedScheduling", "from the old attempt")); len(got) != 0 {
+		t.Errorf("a stale attempt's pod: recorded %q", got)
+	}
+	if h.r.warned.len() != 1 {
+		t.Errorf("%d Jobs remembered, want 1", h.r.warned.len())
+	}
+	// Deleted: the Job's memory goes with its reconcile.
+	if err := h.manager.Delete(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.r.Reconcile(ctx, reconcile.Request{NamespacedName: trainKey}); err != nil {
+		t.Fatal(err)
+	}
+	if h.r.warned.len() != 0 {
+		t.Errorf("the deleted Job's forwarded reasons are still remembered")
+	}
+}
+
+func TestWarnedMemo(t *testing.T) {
+	clk := clocktesting.NewFakeClock(stepNow)
+	m := newWarnedMemo(clk)
+	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
+	if m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningForward || m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningSkip {
+		t.Error("the first time is forwarded, the second is not")
+	}
+	// A new Job of the same name starts afresh.
+	if m.admit(key, "uid-2", "Pod/p/FailedScheduling") != warningForward {
+		t.Error("a new Job of the same name inherited the old one's memory")
+	}
+	m.forget(key)
+	if m.len() != 0 || m.admit(key, "uid-2", "Pod/p/FailedScheduling") != warningForward {
+		t.Error("forget left the Job remembered")
+	}
+}
+
+// A worker user who makes a pod name or reason per Event gets a burst
+// through, then one per period, then nothing but one notice.
+func TestWarnedMemoBounds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(stepNow)
+	m := newWarnedMemo(clk)
+	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
+	forwarded, capped := 0, 0
+	admit := func(i int) {
+		switch m.admit(key, "uid-1", fmt.Sprintf("Pod/train-%05d/Forged", i)) {
+		case warningForward:
+			forwarded++
+		case warningCapped:
+			capped++
+		}
+	}
+	for i := range 100 {
+		admit(i)
+	}
+	if forwarded != warnedBurst || capped != 0 {
+		t.Errorf("a burst of 100: %d forwarded, %d capped; want the burst of %d", forwarded, capped, warnedBurst)
+	}
+	for i := range 1000 {
+		clk.Step(warnedEvery)
+		admit(100 + i)
+	}
+	if forwarded != maxWarnedPerJob || capped != 1 {
+		t.Errorf("over time: %d forwarded, %d capped notices; want %d and 1", forwarded, capped, maxWarnedPerJob)
+	}
+	if n := len(m.byJob[key].keys); n != maxWarnedPerJob {
+		t.Errorf("%d keys remembered, want at most %d", n, maxWarnedPerJob)
+	}
+}
+
+// len is how many Jobs the memo holds, for tests.
+func (m *warnedMemo) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byJob)
+}

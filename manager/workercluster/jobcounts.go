@@ -1,0 +1,88 @@
+package workercluster
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+)
+
+// jobCounts is what a manager Job adds to its worker's DISPATCHED and
+// RUNNING columns (countJobs): the worker it is placed on, whether it is
+// unfinished, whether a pod of it is active.
+type jobCounts struct {
+	worker             string
+	unfinished, active bool
+}
+
+func countsOf(job *batchv1.Job) jobCounts {
+	if job == nil || !v1alpha1.IsManagerJob(job) {
+		return jobCounts{}
+	}
+	return jobCounts{worker: job.Annotations[v1alpha1.WorkerAnnotation], unfinished: !jobstatus.Finished(job.Status), active: job.Status.Active > 0}
+}
+
+// jobCountsHandler has the WorkerCluster controller follow the manager Jobs
+// themselves, whoever changed them: a Job placed on a worker or released
+// from it, started, finished or deleted asks for that worker's reconcile
+// countsRefresh later. The work queue keeps one such request per worker,
+// so a burst of Job changes refreshes the counts once. Only a worker that
+// is a WorkerCluster (in the cache, reader) is asked for: the worker
+// annotation of a Job is what its writer says, and a reconcile of a
+// WorkerCluster that does not exist takes it for one just deleted.
+type jobCountsHandler struct {
+	reader client.Reader
+}
+
+var _ handler.EventHandler = jobCountsHandler{}
+
+func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.refresh(ctx, q, countsOf(asJob(e.Object)))
+}
+
+func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	before, after := countsOf(asJob(e.ObjectOld)), countsOf(asJob(e.ObjectNew))
+	if before == after {
+		return
+	}
+	h.refresh(ctx, q, before)
+	if after.worker != before.worker {
+		h.refresh(ctx, q, after)
+	}
+}
+
+func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.refresh(ctx, q, countsOf(asJob(e.Object)))
+}
+
+func (jobCountsHandler) Generic(context.Context, event.GenericEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+}
+
+// refresh asks for a reconcile of the Job's worker, countsRefresh from now
+// (or sooner, if one is due sooner), when it is a WorkerCluster.
+func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], c jobCounts) {
+	if c.worker == "" {
+		return
+	}
+	key := types.NamespacedName{Name: c.worker}
+	if err := h.reader.Get(ctx, key, &v1alpha1.WorkerCluster{}); err != nil {
+		// Not one (or the cache cannot say): its own reconciles, every
+		// health interval, count its Jobs anyway.
+		return
+	}
+	q.AddAfter(reconcile.Request{NamespacedName: key}, countsRefresh)
+}
+
+// asJob is obj as a Job; nil when it is not one (a tombstone).
+func asJob(obj client.Object) *batchv1.Job {
+	job, _ := obj.(*batchv1.Job)
+	return job
+}

@@ -1,0 +1,53 @@
+package workers
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// The Authorized condition for each outcome of a rights review.
+func TestAuthorizedCondition(t *testing.T) {
+	cases := map[string]struct {
+		state  RightsState
+		status metav1.ConditionStatus
+		says   []string
+	}{
+		"a required right missing": {
+			state:  RightsState{Missing: []Right{{verb: "create", resource: "jobs", group: "batch"}}, MayWatchWarnings: true},
+			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
+		},
+		"every right, namespaces created and kept in step": {
+			state:  RightsState{Namespaces: NamespaceRights{Create: true, Relabel: true}, MayWatchWarnings: true},
+			status: metav1.ConditionTrue, says: []string{"may create namespaces for mirrors and keep their Pod Security labels in step"},
+		},
+		"namespaces created, not relabelled": {
+			state:  RightsState{Namespaces: NamespaceRights{Create: true}, MayWatchWarnings: true},
+			status: metav1.ConditionTrue, says: []string{"it may not patch namespaces", "takes no more Jobs"},
+		},
+		"no namespaces created": {
+			state:  RightsState{MayWatchWarnings: true},
+			status: metav1.ConditionTrue, says: []string{"it creates no namespace there, so Jobs go only to namespaces that exist"},
+		},
+		"no Events": {
+			state:  RightsState{},
+			status: metav1.ConditionTrue, says: []string{"it may not list and watch Events"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := authorizedCondition(&tc.state)
+			if c.Type != v1alpha1.ConditionAuthorized || c.Status != tc.status {
+				t.Errorf("%s=%s, want %s", c.Type, c.Status, tc.status)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(c.Message, s) {
+					t.Errorf("message %q does not say %q", c.Message, s)
+				}
+			}
+		})
+	}
+}

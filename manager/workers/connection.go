@@ -1,0 +1,406 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Connection is the manager's connection to one worker: a client whose reads come
+// from a cache holding only this installation's mirrors and the worker's
+// ClusterCapacity, so reconciles never spend API calls on reads.
+type Connection struct {
+	name   string
+	config *rest.Config
+	// token authenticates every request; a renewal swaps it in place.
+	token   *swappableToken
+	cluster cluster.Cluster
+	health  kubernetes.Interface
+	// ctx lives as long as the connection; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	clock  clock.Clock
+	// kubeconfigHash identifies the Secret content (and namespaces) the
+	// remote was built from, so a changed Secret rebuilds it and an
+	// unchanged one does not; a new token of the same ServiceAccount does
+	// not count as a change (see identity), it is swapped into token.
+	kubeconfigHash string
+	// namespaces, when set, are the only namespaces the manager may use
+	// there (WorkerCluster spec.namespaces): the cache watches mirrors in
+	// those only, and no namespace is ever created.
+	namespaces []string
+
+	synced  atomic.Bool
+	healthy atomic.Bool
+	// failures counts consecutive failed health probes, for backoff.
+	failures atomic.Int32
+	lastErr  atomic.Value // string
+	// rights is what the last review of the credential's rights found; nil
+	// until the first one.
+	rights atomic.Pointer[RightsState]
+	// reviewDue: a request was refused as forbidden since the last review
+	// of the rights, so the next one is due at once.
+	reviewDue atomic.Bool
+	// sharedOrigin is the first Job with this manager's origin that another
+	// manager installation made there, once one is seen (nil until then).
+	sharedOrigin atomic.Pointer[OriginConflict]
+
+	// cacheFailed is why the worker's caches stopped while the connection
+	// was open (nil while they run, and after it is closed): the registry
+	// then builds the connection again.
+	cacheFailed atomic.Pointer[error]
+	// deleted are the mirrors the manager deleted there lately.
+	deleted *DeletedMirrors
+	// namespaces caches the worker's namespaces the manager read, for
+	// namespaceTTL.
+	namespaceCache namespaceCache
+
+	// warnings is the watch of the worker's Warning Events, while the
+	// credential may (workerwarnings.go).
+	warnings warningsWatch
+}
+
+// OriginConflict is a Job another manager installation with this
+// manager's origin made on a worker.
+type OriginConflict struct {
+	Manager string
+	Job     types.NamespacedName
+}
+
+// OriginShared: a mirror of another manager installation with this
+// manager's origin was seen there.
+func (r *Connection) OriginShared() bool { return r.sharedOrigin.Load() != nil }
+
+// MayDelete says whether a Job with this installation's origin label on a
+// worker may be deleted as one of this manager's mirrors (by fencing, by
+// the orphan collector, with its deleted manager Job): not when another
+// installation made it, nor, once another installation's mirror was seen
+// there (shared), when it does not say which made it.
+func MayDelete(m *batchv1.Job, manager string, shared bool) bool {
+	id, labelled := m.Labels[v1alpha1.ManagerIDLabel]
+	if labelled {
+		return id == manager
+	}
+	return !shared
+}
+
+// namespaceTTL is how long a worker namespace read is reused: placement
+// reads the Job's namespace on every worker for each Job, and a burst of
+// Jobs comes mostly from few namespaces.
+const namespaceTTL = 10 * time.Second
+
+// remoteHandlers receive the changes seen on a worker.
+type remoteHandlers struct {
+	// mirrorChanged gets every added, updated or deleted mirror.
+	mirrorChanged func(worker string, job *batchv1.Job)
+	// capacityChanged fires when the worker's ClusterCapacity changes.
+	capacityChanged func(worker string)
+	// synced fires once the caches hold the worker's state.
+	synced func(worker string)
+	// cacheFailed fires when the caches stop with an error before the
+	// connection is closed (remote.cacheFailed says why).
+	cacheFailed func(worker string)
+}
+
+// Conn is what the Job controller uses of a connection to a worker:
+// reads from the worker's caches, writes to its API server. *remote is the
+// real one; unit tests use a fake (fakeconn_test.go).
+type Conn interface {
+	Connected() bool
+	// AllowedNamespaces are the only namespaces the manager may use there
+	// (WorkerCluster spec.namespaces); empty: every namespace.
+	AllowedNamespaces() []string
+	MayUse(ns string) bool
+	NamespaceRights() NamespaceRights
+	MissingRights() []Right
+	Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
+	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
+	ForgetNamespace(name string)
+	Client() client.Client
+	// DeletedMirrors are the mirrors this manager deleted there lately.
+	DeletedMirrors() *DeletedMirrors
+	// OriginShared: another manager installation with this manager's
+	// origin made mirrors there.
+	OriginShared() bool
+}
+
+// workerPool finds the connection to a worker by name.
+type workerPool interface {
+	// Conn is nil when there is none.
+	Conn(worker string) Conn
+	Names() []string
+}
+
+func (r *Connection) AllowedNamespaces() []string { return r.namespaces }
+
+func (r *Connection) DeletedMirrors() *DeletedMirrors { return r.deleted }
+
+func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*Connection, error) {
+	c, err := cluster.New(cfg, func(o *cluster.Options) {
+		o.Scheme = scheme
+		// No managedFields: nothing reads them, and the worker's Job
+		// controller adds an entry with each status write it makes.
+		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: SlimMirror},
+			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
+		}}
+		if len(namespaces) > 0 {
+			// Namespaced objects (mirrors) in these namespaces only; the
+			// credential may list nothing else.
+			o.Cache.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range namespaces {
+				o.Cache.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
+	}
+	healthCfg := rest.CopyConfig(cfg)
+	healthCfg.Timeout = 5 * time.Second
+	health, err := kubernetes.NewForConfig(healthCfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk)}
+	r.lastErr.Store("")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.ctx, r.cancel = ctx, cancel
+	jobs, err := c.GetCache().GetInformer(ctx, &batchv1.Job{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	onJob := func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if job, ok := obj.(*batchv1.Job); ok {
+			h.mirrorChanged(name, job)
+		}
+	}
+	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onJob, UpdateFunc: func(_, obj any) { onJob(obj) }, DeleteFunc: onJob,
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	capacity, err := c.GetCache().GetInformer(ctx, &v1alpha1.ClusterCapacity{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	onCapacity := func(any) { h.capacityChanged(name) }
+	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: onCapacity, UpdateFunc: func(_, obj any) { onCapacity(obj) }, DeleteFunc: onCapacity,
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			r.cacheFailed.Store(&err)
+			h.cacheFailed(name)
+		}
+	}()
+	go func() {
+		if c.GetCache().WaitForCacheSync(ctx) {
+			r.synced.Store(true)
+			h.synced(name)
+		}
+	}()
+	return r, nil
+}
+
+func (r *Connection) stop() { r.cancel() }
+
+// probe asks the worker's API server whether it is ready.
+func (r *Connection) probe(ctx context.Context) error {
+	_, err := r.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		r.healthy.Store(false)
+		r.failures.Add(1)
+		r.lastErr.Store(err.Error())
+		return err
+	}
+	r.healthy.Store(true)
+	r.failures.Store(0)
+	r.lastErr.Store("")
+	return nil
+}
+
+// Healthy: the last probe found the worker ready.
+func (r *Connection) Healthy() bool { return r.healthy.Load() }
+
+// Failures counts the probes that failed in a row.
+func (r *Connection) Failures() int32 { return r.failures.Load() }
+
+// TakeReviewDue says whether a request there was refused as forbidden
+// since it was last asked, so the rights are reviewed at once.
+func (r *Connection) TakeReviewDue() bool { return r.reviewDue.Swap(false) }
+
+// OriginConflict is the first mirror of another installation with this
+// manager's origin seen there (nil: none).
+func (r *Connection) OriginConflict() *OriginConflict { return r.sharedOrigin.Load() }
+
+// Connected: the worker answers and the caches are in sync.
+func (r *Connection) Connected() bool { return r.synced.Load() && r.healthy.Load() }
+
+// MissingRights lists the rights the credential lacked at the last review.
+func (r *Connection) MissingRights() []Right {
+	if state := r.rights.Load(); state != nil {
+		return state.Missing
+	}
+	return nil
+}
+
+// Client reads from the cache and writes to the worker's API server.
+func (r *Connection) Client() client.Client { return r.cluster.GetClient() }
+
+// Mirror returns this installation's Job ns/name on the worker, from the
+// cache; callers check connected() first, as an unsynced cache would block.
+func (r *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	if !r.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
+	}
+	if !r.MayUse(key.Namespace) {
+		// The cache holds only the namespaces the manager may use there;
+		// there is no mirror it could see (or touch) elsewhere.
+		return nil, nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Client().Get(ctx, key, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return job, nil
+}
+
+// Capacity returns the worker's last published summary, if any. Before the
+// cache has synced there is none: a read would block until it syncs, which
+// for an unreachable worker is never.
+func (r *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
+	if !r.synced.Load() {
+		return nil
+	}
+	cc := &v1alpha1.ClusterCapacity{}
+	if err := r.Client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			// A read of the synced cache; the summary is unknown until
+			// the next read, as when the worker has not written one.
+			logf.FromContext(ctx).Error(err, "reading the capacity summary from the cache", "worker", r.name)
+		}
+		return nil
+	}
+	return &cc.Status
+}
+
+// Namespace returns the worker's Namespace of that name (nil when it does
+// not exist), read with a GET — the manager's credential may get namespaces,
+// not list them — and reused for namespaceTTL.
+func (r *Connection) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	now := r.clock.Now()
+	if ns, ok := r.namespaceCache.get(name, now, namespaceTTL); ok {
+		return ns, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.cluster.GetAPIReader().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, r.name, err)
+		}
+		ns = nil
+	}
+	r.namespaceCache.put(name, ns, now)
+	return ns, nil
+}
+
+// MayUse: the manager may use namespace ns on the worker.
+func (r *Connection) MayUse(ns string) bool {
+	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, ns)
+}
+
+// NamespaceRights are what the last review found the credential may do
+// to namespaces there (none until the first review).
+func (r *Connection) NamespaceRights() NamespaceRights {
+	state := r.rights.Load()
+	if state == nil {
+		return NamespaceRights{}
+	}
+	return state.Namespaces
+}
+
+// CreateNamespace creates the namespace planWorkerNamespace made, and says
+// whether it did: one made in the meantime by someone else is not taken as
+// jobferry's (false, and the next read sees it as it is).
+func (r *Connection) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	created := ns.DeepCopy()
+	err := r.Client().Create(ctx, created)
+	if apierrors.IsAlreadyExists(err) {
+		r.ForgetNamespace(ns.Name)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("creating namespace %s on %s: %w", ns.Name, r.name, err)
+	}
+	r.namespaceCache.put(ns.Name, created, r.clock.Now())
+	return true, nil
+}
+
+// RelabelNamespace patches the labels of namespace have to those of want
+// (planWorkerNamespace's relabelled namespace), failing if the namespace
+// changed since it was read.
+func (r *Connection) RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+	patched := have.DeepCopy()
+	patched.Labels = want.Labels
+	if err := r.Client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
+		r.ForgetNamespace(have.Name)
+		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, r.name, err)
+	}
+	r.namespaceCache.put(have.Name, patched, r.clock.Now())
+	return nil
+}
+
+// ForgetNamespace forgets what the manager read of namespace name there: a
+// mirror create found it gone or being deleted, or a write to it failed, so
+// the next mirror create reads (and creates) it again.
+func (r *Connection) ForgetNamespace(name string) {
+	r.namespaceCache.forget(name)
+}
+
+// UncachedJob reads a Job directly from the worker. Used only after a create
+// answered AlreadyExists, to tell our own mirror (not yet in the cache) from a
+// same-named Job jobferry must not touch.
+func (r *Connection) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	if err := r.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
+		return nil, err
+	}
+	return job, nil
+}

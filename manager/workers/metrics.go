@@ -1,0 +1,93 @@
+package workers
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jobferry/jobferry/manager/metrics"
+)
+
+// capacityCollector serves the pools of each connected worker's last
+// capacity summary, at scrape time from the worker caches.
+type capacityCollector struct {
+	conns                               Lookup
+	allocatable, requested, free, nodes *prometheus.Desc
+}
+
+// Lookup finds the connection to a worker by name: the Pool, or a fake in
+// tests.
+type Lookup interface {
+	// Conn is nil when there is none.
+	Conn(worker string) Conn
+	Names() []string
+}
+
+// NewCapacityCollector serves the pools of each connected worker's last
+// capacity summary (jobferry_workercluster_pool_*).
+func NewCapacityCollector(conns Lookup) prometheus.Collector { return newCapacityCollector(conns) }
+
+func newCapacityCollector(conns Lookup) *capacityCollector {
+	labels := []string{"worker", "pool", "resource"}
+	return &capacityCollector{conns: conns,
+		allocatable: prometheus.NewDesc("jobferry_workercluster_pool_allocatable",
+			"Allocatable resources of a worker's node pool (cpu in cores, memory and storage in bytes, pods and others in units), from its ClusterCapacity.", labels, nil),
+		requested: prometheus.NewDesc("jobferry_workercluster_pool_requested",
+			"Resources requested by the pods on a worker's node pool, terminating ones included, from its ClusterCapacity.", labels, nil),
+		free: prometheus.NewDesc("jobferry_workercluster_pool_free",
+			"Allocatable minus requested resources of a worker's node pool, from its ClusterCapacity.", labels, nil),
+		nodes: prometheus.NewDesc("jobferry_workercluster_pool_nodes",
+			"Schedulable, ready nodes of a worker's node pool.", []string{"worker", "pool"}, nil),
+	}
+}
+
+func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.allocatable
+	ch <- c.requested
+	ch <- c.free
+	ch <- c.nodes
+}
+
+func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, worker := range c.conns.Names() {
+		conn := c.conns.Conn(worker)
+		if conn == nil || !conn.Connected() {
+			continue
+		}
+		summary := conn.Capacity(context.Background())
+		if summary == nil {
+			continue
+		}
+		for _, p := range summary.Pools {
+			ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(p.Nodes), worker, p.Name)
+			for desc, list := range map[*prometheus.Desc]corev1.ResourceList{c.allocatable: p.Allocatable, c.requested: p.Requested, c.free: p.Free} {
+				for name, q := range list {
+					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), worker, p.Name, string(name))
+				}
+			}
+		}
+	}
+}
+
+// countingTransport counts a worker client's requests by verb and code.
+type countingTransport struct {
+	worker string
+	next   http.RoundTripper
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	verb := req.Method
+	if verb == http.MethodGet && req.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	}
+	resp, err := t.next.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	metrics.RemoteRequests.WithLabelValues(t.worker, verb, code).Inc()
+	return resp, err
+}

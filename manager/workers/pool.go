@@ -1,0 +1,454 @@
+package workers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/internal/workerkubeconfig"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// The rights the registry uses on the manager cluster (see jobs.go); the
+// kubeconfig Secrets are read in the manager's namespace (cmd/manager).
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=list;watch
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters/status,verbs=update
+
+// Pool connects the manager to its workers: for each WorkerCluster it
+// reads the kubeconfig Secret, refuses unsafe kubeconfigs, keeps a remote
+// client and cache, probes the worker's health with backoff, and reports all
+// of it in the Connected condition. A rotated Secret rebuilds the connection.
+type Pool struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Namespace holds the kubeconfig Secrets.
+	Namespace string
+	Origin    string
+	// ManagerID identifies this installation on the workers
+	// (InstallationID).
+	ManagerID string
+	// QPS and Burst of each worker's client: high, so dispatch is never
+	// throttled by the client (MultiKueue's 5 QPS capped it at ~1 Job/s).
+	QPS            float32
+	Burst          int
+	HealthInterval time.Duration
+	Clock          clock.Clock
+	// CreateNamespaces: the manager creates mirrors' namespaces on workers,
+	// so their credentials need that right too.
+	CreateNamespaces bool
+	// Recorder reports credential renewals on the WorkerCluster.
+	Recorder events.EventRecorder
+	// RenewalThreshold is the fraction of a worker token's lifetime after
+	// which the manager renews it (DefaultRenewalThreshold when 0).
+	RenewalThreshold float64
+
+	// workerEvents asks for a WorkerCluster reconcile (cache synced).
+	workerEvents chan event.GenericEvent
+
+	mu      sync.RWMutex
+	remotes map[string]*Connection
+	// subscribers are told what happens on the workers (Subscribe), and
+	// connectedSubscribers of each worker that becomes Connected
+	// (SubscribeConnected); both guarded by mu.
+	subscribers          []Handlers
+	connectedSubscribers []chan<- string
+}
+
+// NewPool completes a Pool whose exported fields are set.
+func NewPool(r *Pool) *Pool {
+	r.Recorder = eventnote.Bound(r.Recorder)
+	r.remotes = map[string]*Connection{}
+	r.workerEvents = make(chan event.GenericEvent, 64)
+	return r
+}
+
+// Handlers are what a subscriber is told of the workers (Subscribe);
+// a nil field is not called. They run on the registry's goroutines (the
+// workers' informers, the WorkerCluster controller) and must not block,
+// but Warning, which may until ctx ends.
+type Handlers struct {
+	// MirrorChanged: a Job of this installation on worker was added,
+	// updated or deleted, as the worker's cache sees it.
+	MirrorChanged func(worker string, job *batchv1.Job)
+	// CapacityChanged: the worker's capacity summary changed.
+	CapacityChanged func(worker string)
+	// WorkerReconciled: the WorkerCluster was looked at (its connection,
+	// rights, labels or cordon may have changed; so may time).
+	WorkerReconciled func(worker string)
+	// PlacementsAffected: the Jobs placed on worker, and when unplaced the
+	// Jobs not placed, deserve a look now — the worker connected, was lost
+	// or deleted, or its credential got the rights it lacked.
+	PlacementsAffected func(ctx context.Context, worker string, unplaced bool)
+	// Warning: a Warning Event on the worker (workerwarnings.go).
+	Warning func(ctx context.Context, w Warning)
+}
+
+// Subscribe has h told of what happens on the workers from now on.
+func (r *Pool) Subscribe(h Handlers) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subscribers = append(r.subscribers, h)
+}
+
+// handlers are the subscribers' handlers now.
+func (r *Pool) handlers() []Handlers {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.subscribers)
+}
+
+// SubscribeConnected returns a channel that gets the name of each worker
+// that becomes Connected, for a subscriber that reads it in its own loop.
+// A subscriber that falls behind by more than buffer names misses the
+// ones after (logged): it must also look at every worker now and then.
+func (r *Pool) SubscribeConnected(buffer int) <-chan string {
+	ch := make(chan string, buffer)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.connectedSubscribers = append(r.connectedSubscribers, ch)
+	return ch
+}
+
+// TellConnected tells every subscriber that worker became Connected,
+// without waiting for any.
+func (r *Pool) TellConnected(ctx context.Context, worker string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, ch := range r.connectedSubscribers {
+		select {
+		case ch <- worker:
+		default:
+			logf.FromContext(ctx).Info("a subscriber to connected workers is behind; it is not told of this one", "worker", worker)
+		}
+	}
+}
+
+// Connect brings the remote in line with the Secret and probes it.
+func (r *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
+	notConnected := func(reason, format string, args ...any) (metav1.Condition, *Connection) {
+		r.Drop(wc.Name)
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
+	}
+	ref := wc.Spec.KubeConfig.SecretRef
+	key := ref.KeyOrDefault()
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", r.Namespace, ref.Name)
+		}
+		return notConnected(v1alpha1.ReasonSecretUnreadable, "reading Secret %s/%s: %v", r.Namespace, ref.Name, err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", r.Namespace, ref.Name, key)
+	}
+	// The connection is rebuilt when the kubeconfig or the namespaces the
+	// manager may use there change (they scope the cache); a new token for
+	// the same ServiceAccount (a renewal, or the worker joined again) is
+	// swapped into the live connection instead.
+	// A kubeconfig that cannot be read has no token here; it is refused
+	// below with the reason.
+	token, _ := kubeconfigToken(data)
+	hash := connectionHash(data, token, wc.Spec.Namespaces)
+
+	r.mu.RLock()
+	rem := r.remotes[wc.Name]
+	r.mu.RUnlock()
+	if rem != nil && rem.kubeconfigHash == hash && rem.token.get() != token {
+		rem.token.set(token)
+		logf.FromContext(ctx).Info("using the worker's new token in the live connection", "worker", wc.Name)
+	}
+	if rem != nil && rem.cacheFailed.Load() != nil {
+		logf.FromContext(ctx).Error(*rem.cacheFailed.Load(), "the caches of the worker stopped; connecting again", "worker", wc.Name)
+		r.Drop(wc.Name)
+		rem = nil
+	}
+	if rem == nil || rem.kubeconfigHash != hash {
+		cfg, err := workerkubeconfig.RESTConfig(data)
+		if err != nil {
+			return notConnected(workerkubeconfig.Reason(err), "Secret %s/%s, key %s: %v", r.Namespace, ref.Name, key, err)
+		}
+		cfg.QPS, cfg.Burst = r.QPS, r.Burst
+		cfg.UserAgent = "jobferry-manager/" + r.Origin
+		swappable := &swappableToken{}
+		swappable.install(cfg)
+		worker := wc.Name
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
+		rem, err = newRemote(wc.Name, cfg, swappable, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
+			mirrorChanged:   r.mirrorChanged,
+			capacityChanged: r.capacityChanged,
+			synced:          r.reconcileWorker,
+			cacheFailed:     r.reconcileWorker,
+		})
+		if err != nil {
+			// Building the cache asks the server for its API resources.
+			return notConnected(v1alpha1.ReasonUnreachable, "%s: %v", cfg.Host, err)
+		}
+		r.replace(wc.Name, rem)
+		logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
+	}
+	probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rem.probe(probeCtx); err != nil {
+		if apierrors.IsUnauthorized(err) {
+			// It answers: its mirrors may well run. Not a lost worker.
+			return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCredentialRejected,
+				Message: fmt.Sprintf("%s refuses the credential in Secret %s/%s (401 Unauthorized): its token is invalid or has expired; `kubectl jobferry join %s` writes a new one",
+					rem.config.Host, r.Namespace, ref.Name, wc.Name)}, rem
+		}
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable,
+			Message: fmt.Sprintf("%s: %v (%d failed probes)", rem.config.Host, err, rem.failures.Load())}, rem
+	}
+	if !rem.synced.Load() {
+		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonConnecting,
+			Message: "the worker answers; waiting for its caches to sync"}, rem
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
+		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+}
+
+// connectionHash identifies what a worker connection is built from: the
+// kubeconfig with its token replaced by whom it authenticates, and the
+// namespaces the manager may use there.
+func connectionHash(kubeconfig []byte, token string, namespaces []string) string {
+	if token != "" {
+		if replaced, err := withToken(kubeconfig, identity(token)); err == nil {
+			kubeconfig = replaced
+		}
+	}
+	sum := sha256.Sum256(append(slices.Clone(kubeconfig), []byte("\x00"+strings.Join(namespaces, ","))...))
+	return hex.EncodeToString(sum[:])
+}
+
+// ReviewRights checks the credential's rights when due (see
+// rightsCheckInterval) or when forced, and returns the Authorized condition.
+// When rights that were missing have all been granted, the Jobs placed on
+// the worker and the unplaced ones are looked at again at once, not after
+// their back-off.
+func (r *Pool) ReviewRights(ctx context.Context, rem *Connection, force bool) metav1.Condition {
+	log := logf.FromContext(ctx).WithValues("worker", rem.name)
+	prev := rem.rights.Load()
+	due := force || prev == nil || len(prev.Missing) > 0 || r.Clock.Since(prev.Checked) >= rightsCheckInterval
+	state := prev
+	if due {
+		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rights := requiredRights(rem.namespaces)
+		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
+		if wantNamespaces {
+			rights = append(rights, CreateNamespacesRight, RelabelNamespacesRight)
+		}
+		optional := warningEventsRights(rem.namespaces)
+		rights = append(rights, optional...)
+		missing, err := reviewRights(reviewCtx, rem.health, rights)
+		if err != nil {
+			log.Error(err, "reviewing the worker credential's rights")
+			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
+				Message: err.Error()}
+		}
+		namespaces := NamespaceRights{Create: wantNamespaces && !slices.Contains(missing, CreateNamespacesRight)}
+		namespaces.Relabel = namespaces.Create && !slices.Contains(missing, RelabelNamespacesRight)
+		mayWatch := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(optional, r) })
+		missing = slices.DeleteFunc(missing, func(r Right) bool {
+			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r)
+		})
+		state = &RightsState{Checked: r.Clock.Now(), Missing: missing, Namespaces: namespaces, MayWatchWarnings: mayWatch}
+		rem.rights.Store(state)
+		switch {
+		case len(missing) > 0 && (prev == nil || len(prev.Missing) == 0):
+			log.Info("worker credential lacks rights", "missing", MissingMessage(missing))
+		case len(missing) == 0 && prev != nil && len(prev.Missing) > 0:
+			log.Info("worker credential has every right now")
+			r.PlacementsAffected(ctx, rem.name, true)
+		}
+	}
+	return authorizedCondition(state)
+}
+
+// authorizedCondition is the Authorized condition for what the last review
+// of a worker credential's rights found.
+func authorizedCondition(state *RightsState) metav1.Condition {
+	if len(state.Missing) > 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
+			Message: MissingMessage(state.Missing) + "; no Job is placed here until it may"}
+	}
+	var message string
+	switch {
+	case state.Namespaces.Relabel:
+		message = "the credential has every right jobferry needs, and may create namespaces for mirrors and keep their Pod Security labels in step with the manager's"
+	case state.Namespaces.Create:
+		message = "the credential has every right jobferry needs, and may create namespaces for mirrors; it may not " + RelabelNamespacesRight.String() +
+			", so a namespace it created that the manager's Pod Security has since outgrown takes no more Jobs"
+	default:
+		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
+	}
+	if !state.MayWatchWarnings {
+		message += "; it may not list and watch Events, so the Warning Events of mirrors and their pods (FailedScheduling, evictions) do not reach the manager Jobs"
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
+}
+
+// RecheckRights reviews a worker's rights now, after a write there was
+// refused as forbidden, and has its condition rewritten; it returns the
+// rights found missing.
+func (r *Pool) RecheckRights(ctx context.Context, worker string) []Right {
+	rem := r.remote(worker)
+	if rem == nil || !rem.Connected() {
+		return nil
+	}
+	r.ReviewRights(ctx, rem, true)
+	r.reconcileWorker(worker)
+	return rem.MissingRights()
+}
+
+// RightsRefused has a worker's rights reviewed at its next reconcile, now
+// due: a read there was refused. Unlike recheckRights it does not wait for
+// the review, so a caller holding the placement lock is not held up by it.
+func (r *Pool) RightsRefused(worker string) {
+	rem := r.remote(worker)
+	if rem == nil || rem.reviewDue.Swap(true) {
+		return
+	}
+	r.reconcileWorker(worker)
+}
+
+// ReadNamespaces refreshes, on every connected worker the manager may use
+// it on, what it knows of namespace ns (see remote.namespace). A worker that
+// does not answer is left to placement, which reads it again.
+func (r *Pool) ReadNamespaces(ctx context.Context, ns string) {
+	for _, name := range r.Names() {
+		if rem := r.remote(name); rem != nil && rem.Connected() && rem.MayUse(ns) {
+			if _, err := rem.Namespace(ctx, ns); err != nil {
+				logf.FromContext(ctx).V(1).Info("reading a worker namespace before placement", "worker", name, "error", err.Error())
+			}
+		}
+	}
+}
+
+// reconcileWorker asks for a reconcile of the WorkerCluster worker.
+func (r *Pool) reconcileWorker(worker string) {
+	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+}
+
+func (r *Pool) replace(name string, rem *Connection) {
+	r.mu.Lock()
+	old := r.remotes[name]
+	r.remotes[name] = rem
+	r.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+}
+
+func (r *Pool) Drop(name string) {
+	r.mu.Lock()
+	old := r.remotes[name]
+	delete(r.remotes, name)
+	r.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+}
+
+// remote returns the connection to a worker, nil when there is none.
+func (r *Pool) remote(name string) *Connection {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.remotes[name]
+}
+
+// Conn is the connection to a worker as the Job controller uses it; nil
+// when there is none.
+func (r *Pool) Conn(name string) Conn {
+	if rem := r.remote(name); rem != nil {
+		return rem
+	}
+	return nil
+}
+
+// Names lists the workers the registry holds a connection for.
+func (r *Pool) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.remotes))
+	for name := range r.remotes {
+		out = append(out, name)
+	}
+	return out
+}
+
+func (r *Pool) Connected(name string) bool {
+	rem := r.remote(name)
+	return rem != nil && rem.Connected()
+}
+
+func (r *Pool) mirrorChanged(worker string, job *batchv1.Job) {
+	if mirror.OtherManager(job, r.ManagerID) {
+		// Another installation's, with the same origin: nothing of this
+		// manager's, but the WorkerCluster says so.
+		rem := r.remote(worker)
+		if rem != nil && rem.sharedOrigin.CompareAndSwap(nil, &OriginConflict{Manager: job.Labels[v1alpha1.ManagerIDLabel],
+			Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}}) {
+			r.reconcileWorker(worker)
+		}
+		return
+	}
+	for _, h := range r.handlers() {
+		if h.MirrorChanged != nil {
+			h.MirrorChanged(worker, job)
+		}
+	}
+}
+
+func (r *Pool) capacityChanged(worker string) {
+	for _, h := range r.handlers() {
+		if h.CapacityChanged != nil {
+			h.CapacityChanged(worker)
+		}
+	}
+}
+
+// WorkerReconciled tells the subscribers the WorkerCluster worker was
+// looked at.
+func (r *Pool) WorkerReconciled(worker string) {
+	for _, h := range r.handlers() {
+		if h.WorkerReconciled != nil {
+			h.WorkerReconciled(worker)
+		}
+	}
+}
+
+// Requests are the WorkerClusters the pool asks its controller to look at:
+// a worker's caches synced or stopped, another installation's mirror was
+// seen there, or a request there was refused as forbidden.
+func (r *Pool) Requests() <-chan event.GenericEvent { return r.workerEvents }
+
+// PlacementsAffected tells the subscribers the Jobs placed on worker (and,
+// when unplaced, those not placed) deserve a look.
+func (r *Pool) PlacementsAffected(ctx context.Context, worker string, unplaced bool) {
+	for _, h := range r.handlers() {
+		if h.PlacementsAffected != nil {
+			h.PlacementsAffected(ctx, worker, unplaced)
+		}
+	}
+}

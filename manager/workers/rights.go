@@ -1,0 +1,165 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// Right is one request the manager makes of a worker's API server: in one
+// namespace, or in all ("") for a namespaced resource; on one object (name)
+// when the credential may be limited to it.
+type Right struct {
+	verb, group, resource string
+	namespace, name       string
+}
+
+func (r Right) String() string {
+	s := r.verb + " " + r.resource
+	if r.group != "" {
+		s += "." + r.group
+	}
+	if r.name != "" {
+		s += " " + r.name
+	}
+	switch {
+	case r.namespace != "" && r.resource != "namespaces":
+		s += " in " + r.namespace
+	case r.namespace == "" && (r.resource == "jobs" || r.resource == "events"):
+		s += " in all namespaces"
+	}
+	return s
+}
+
+// requiredRights lists what the manager must be allowed on a worker: it
+// caches its mirrors (list, watch jobs; get one only to tell its own from a
+// same-named Job after a refused create) and the capacity summary (list,
+// watch the ClusterCapacity named cluster), creates, updates and deletes
+// mirrors, and reads the namespaces they go to (get: their Pod
+// Security labels). With namespaces (the worker chart's namespaced mode) the
+// Job and namespace rights are needed in those only.
+func requiredRights(namespaces []string) []Right {
+	scopes := rightScopes(namespaces)
+	var out []Right
+	for _, ns := range scopes {
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
+			out = append(out, Right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
+		}
+	}
+	for _, verb := range []string{"list", "watch"} {
+		out = append(out, Right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
+	}
+	for _, ns := range scopes {
+		// A namespace is its own namespace for RBAC: a Role in it may allow
+		// getting it.
+		out = append(out, Right{verb: "get", resource: "namespaces", namespace: ns, name: ns})
+	}
+	return out
+}
+
+// rightScopes are the namespaces rights are needed in: those the manager may
+// use there, or all ("").
+func rightScopes(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{""}
+	}
+	return namespaces
+}
+
+// CreateNamespacesRight is optional: with it (and a credential for
+// every namespace) the manager creates a missing namespace for a mirror;
+// without it, a worker lacking the Job's namespace is not chosen for it.
+var CreateNamespacesRight = Right{verb: "create", resource: "namespaces"}
+
+// RelabelNamespacesRight is optional with it: with it the manager keeps the
+// Pod Security labels of the namespaces it created in step with the
+// manager's (planWorkerNamespace); without it, such a namespace left weaker
+// than the manager's takes no more Jobs, saying so. The worker chart fences
+// it with an admission policy: those namespaces only, those labels only.
+var RelabelNamespacesRight = Right{verb: "patch", resource: "namespaces"}
+
+// warningEventsRights are optional too: with them the manager watches the
+// worker's Warning Events and forwards those of its mirrors and their pods
+// to the manager Jobs (workerwarnings.go); without them Jobs still run, and
+// their worker-side failure reasons are seen only on the worker.
+func warningEventsRights(namespaces []string) []Right {
+	var out []Right
+	for _, ns := range rightScopes(namespaces) {
+		for _, verb := range []string{"list", "watch"} {
+			out = append(out, Right{verb: verb, resource: "events", namespace: ns})
+		}
+	}
+	return out
+}
+
+// rightsCheckInterval is how often a worker whose credential had every right
+// is checked again; one lacking a right is checked at every health probe, so
+// it proceeds within seconds of being granted it.
+const rightsCheckInterval = time.Minute
+
+// RightsState is what the last check of a worker's credential found.
+type RightsState struct {
+	Checked time.Time
+	// Missing are required rights the credential lacks.
+	Missing []Right
+	// Namespaces: what the credential may do to Namespaces.
+	Namespaces NamespaceRights
+	// MayWatchWarnings: the credential may list and watch Events wherever
+	// the manager keeps mirrors (warningEventsRights).
+	MayWatchWarnings bool
+}
+
+// MissingMessage names the missing rights for a condition or an Event.
+func MissingMessage(missing []Right) string {
+	names := make([]string, len(missing))
+	for i, r := range missing {
+		names[i] = r.String()
+	}
+	return "its credential may not " + strings.Join(names, ", ")
+}
+
+// MayCreateMirrors: no right missing to create Jobs in namespace ns.
+func MayCreateMirrors(missing []Right, ns string) bool {
+	return !slices.ContainsFunc(missing, func(r Right) bool {
+		return r.verb == "create" && r.resource == "jobs" && (r.namespace == "" || r.namespace == ns)
+	})
+}
+
+// reviewRights asks the worker, with one SelfSubjectAccessReview per right,
+// which of the rights its credential lacks.
+func reviewRights(ctx context.Context, c kubernetes.Interface, rights []Right) ([]Right, error) {
+	var missing []Right
+	for _, r := range rights {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource, Namespace: r.namespace, Name: r.name},
+		}}
+		got, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("asking whether the credential may %s: %w", r, err)
+		}
+		if !got.Status.Allowed {
+			missing = append(missing, r)
+		}
+	}
+	return missing, nil
+}
+
+// NamespaceRights are what the worker credential may do to namespaces
+// (reviewed with the other rights: see reviewRights).
+type NamespaceRights struct {
+	// Create: the manager creates a missing namespace for a mirror.
+	Create bool
+	// Relabel: the manager keeps the Pod Security labels of the namespaces
+	// it created in step with the manager's (patch namespaces; the worker
+	// chart's admission policy lets it change nothing else, and only on
+	// those namespaces).
+	Relabel bool
+}
