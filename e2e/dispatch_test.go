@@ -5,12 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"

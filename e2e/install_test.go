@@ -5,13 +5,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,7 +31,8 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager"
+	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	managerworkers "github.com/jobferry/jobferry/manager/workers"
 )
 
 // The install path, proven on real control planes: both charts installed
@@ -357,7 +359,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != manager.ReasonNoWorkerFits ||
+		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != managerjobs.ReasonNoWorkerFits ||
 			!strings.Contains(c.Message, "worker-1: a Job "+ns+"/clash not created by jobferry exists there") {
 			t.Errorf("after worker-2's capacity changed: placed on %q, Suspended condition %+v; want it waiting, unplaced, for the name held on worker-1",
 				waiting.Annotations[v1alpha1.WorkerAnnotation], c)
@@ -469,15 +471,15 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Errorf("CredentialRenewal %s: %s", cond.Reason, cond.Message)
 		}
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			events, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=worker-1,reason=" + manager.ReasonCredentialRenewalFailed})
+			events, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=worker-1,reason=" + managerworkers.ReasonCredentialRenewalFailed})
 			return err == nil && len(events.Items) > 0 && events.Items[0].Type == corev1.EventTypeWarning, err
 		})
 		if err != nil {
-			t.Errorf("no Warning Event %s on WorkerCluster worker-1: %v", manager.ReasonCredentialRenewalFailed, err)
+			t.Errorf("no Warning Event %s on WorkerCluster worker-1: %v", managerworkers.ReasonCredentialRenewalFailed, err)
 		}
 		// The next attempt, refused the same way, counts in the same Event
 		// (a series: the manager's one use of its right to patch Events).
-		waitEventCount(ctx, t, admin, metav1.NamespaceDefault, "worker-1", manager.ReasonCredentialRenewalFailed, 2, time.Minute)
+		waitEventCount(ctx, t, admin, metav1.NamespaceDefault, "worker-1", managerworkers.ReasonCredentialRenewalFailed, 2, time.Minute)
 		job := sleepJob(optedIn(), "while-renewal-fails", time.Second)
 		d.dispatchTo(ctx, t, job, "worker-1")
 		pollJob(ctx, t, admin, job.Namespace, job.Name, time.Minute, "Complete", complete)

@@ -21,9 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // suspendTrace records the distinct (Suspended condition, startTime) states a

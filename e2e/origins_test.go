@@ -16,7 +16,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager"
+	managerjobs "github.com/jobferry/jobferry/manager/jobs"
 )
 
 // Two managers, on two manager clusters, both left with the default origin,
@@ -85,7 +85,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 	if _, err := b.manager.BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, "shared", time.Second), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	event := waitEvent(ctx, t, b.manager, ns, "shared", manager.ReasonNameConflict, time.Minute, "not created by jobferry exists on worker-1")
+	event := waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonNameConflict, time.Minute, "not created by jobferry exists on worker-1")
 	t.Logf("manager B's Job of the same name: %s: %s", event.Reason, event.Message)
 	now, err := a.workers["worker-1"].BatchV1().Jobs(ns).Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil || string(now.UID) != mirrorUIDA || now.DeletionTimestamp != nil {
@@ -95,7 +95,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 		t.Errorf("manager B deleted %v mirrors on worker-1 as orphans", got)
 	}
 	job, err := a.manager.BatchV1().Jobs(ns).Get(ctx, "shared", metav1.GetOptions{})
-	if err != nil || job.Status.Active != 1 || strings.Contains(eventReasons(ctx, t, a.manager, ns, "shared"), manager.ReasonMirrorDeleted) {
+	if err != nil || job.Status.Active != 1 || strings.Contains(eventReasons(ctx, t, a.manager, ns, "shared"), managerjobs.ReasonMirrorDeleted) {
 		t.Errorf("manager A's Job: active %d, events %s (%v)", job.Status.Active, eventReasons(ctx, t, a.manager, ns, "shared"), err)
 	}
 }

@@ -30,7 +30,11 @@ import (
 	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
+	"github.com/jobferry/jobferry/manager/orphans"
+	"github.com/jobferry/jobferry/manager/workercluster"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // The rights the manager uses in its own namespace (the chart's release
@@ -137,9 +141,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
 	dispatchNS := fs.String("dispatch-namespace-selector", admission.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
 	reservedNS := fs.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
-	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", manager.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
+	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", workers.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 	fs.BoolVar(&c.allowWeakerPSA, "allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
-	fs.StringVar(&c.stateKeySecret, "state-key-secret", manager.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
+	fs.StringVar(&c.stateKeySecret, "state-key-secret", jobs.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -249,30 +253,37 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 	return opts, webhookServer
 }
 
-// addControllers adds what runs on the leader: the WorkerCluster registry,
-// the Job controller (fed by the registry) and the orphan collector.
+// addControllers wires what runs on the leader: the pool of worker
+// connections, kept by the WorkerCluster controller; the Job controller and
+// the orphan collector, told of the workers by the pool; and the index of
+// manager Jobs by placement the Job and WorkerCluster controllers read.
 func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy) error {
+	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
+	}
 	recorder := mgr.GetEventRecorder("jobferry-manager")
-	registry := manager.NewRegistry(&manager.Registry{
+	pool := workers.NewPool(&workers.Pool{
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: installation,
-		QPS: float32(c.workerQPS), Burst: c.workerBurst, HealthInterval: c.healthInterval, Clock: clock.RealClock{},
+		QPS: float32(c.workerQPS), Burst: c.workerBurst, Clock: clock.RealClock{},
 		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold,
 	})
-	if err := registry.SetupWithManager(mgr); err != nil {
+	workerClusters := &workercluster.Reconciler{Client: mgr.GetClient(), Pool: pool, HealthInterval: c.healthInterval}
+	if err := workerClusters.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WorkerCluster controller: %w", err)
 	}
-	jobs := &manager.JobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Registry: registry,
+	jobReconciler := &jobs.JobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Workers: pool,
 		Origin: c.origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
-		Keys:        &manager.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret},
+		Keys:        &jobs.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret},
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
 		CapacitySettle: c.capacitySettle,
 	}
-	if err := jobs.SetupWithManager(mgr); err != nil {
+	if err := jobReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)
 	}
-	gc := &manager.OrphanCollector{Client: mgr.GetClient(), Registry: registry, Interval: c.gcInterval}
-	if err := gc.SetupWithManager(mgr); err != nil {
+	collector := &orphans.Collector{Client: mgr.GetClient(), Workers: pool, ManagerID: installation, Interval: c.gcInterval,
+		Connected: pool.SubscribeConnected(64)}
+	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)
 	}
 	return nil

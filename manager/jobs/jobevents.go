@@ -14,6 +14,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/managercache"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // What the Job controller is told of the workers (it subscribes to the
@@ -27,7 +28,7 @@ const jobEventBuffer = 4096
 // subscribe has the registry tell the Job controller what happens on the
 // workers.
 func (r *JobReconciler) subscribe() {
-	r.Registry.Subscribe(workers.Handlers{
+	r.Workers.Subscribe(workers.Handlers{
 		MirrorChanged:      r.mirrorChanged,
 		CapacityChanged:    r.capacityChanged,
 		WorkerReconciled:   r.workerReconciled,

@@ -43,6 +43,7 @@ import (
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -108,8 +109,10 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 type JobReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Registry *Registry
-	Origin   string
+	// Workers are the connections to the worker clusters (workers.Pool),
+	// and what the Job controller is told of them.
+	Workers Workers
+	Origin  string
 	// ManagerID identifies this installation on the workers
 	// (InstallationID), on every mirror it creates.
 	ManagerID string
@@ -137,10 +140,6 @@ type JobReconciler struct {
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
-
-	// connections are the manager's connections to its workers: the
-	// Registry's, or fakes in unit tests.
-	connections workerPool
 
 	// jobEvents and mirrorEvents feed the work queue (jobevents.go): the
 	// Jobs to look at again, and those whose mirror changed, ahead of the
@@ -185,7 +184,7 @@ type JobReconciler struct {
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Registry.Connected)); err != nil {
+	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Workers.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -209,8 +208,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // init completes the reconciler: its memories and event sources, its
-// subscription to the registry, and the Registry's connections unless a
-// test set others.
+// subscription to the pool.
 func (r *JobReconciler) init() {
 	r.Recorder = eventnote.Bound(r.Recorder)
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
@@ -222,9 +220,6 @@ func (r *JobReconciler) init() {
 	// One pending signal is enough: a wake-up reads everything afresh.
 	r.wakeSignal = make(chan struct{}, 1)
 	r.warnings = make(chan workers.Warning, 1024)
-	if r.connections == nil {
-		r.connections = r.Registry
-	}
 	r.subscribe()
 }
 
@@ -456,7 +451,7 @@ func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Na
 func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
 	recorded := jobstate.Attempt(job)
-	for _, worker := range r.connections.Names() {
+	for _, worker := range r.Workers.Names() {
 		rem := r.conn(worker)
 		if rem == nil || !rem.Connected() || !rem.MayUse(job.Namespace) {
 			continue
@@ -509,7 +504,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	workerNS, err := rem.Namespace(ctx, name)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		r.Registry.RightsRefused(worker)
+		r.Workers.RightsRefused(worker)
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)",
 			name, apiMessage(err), v1alpha1.ConditionAuthorized)}, nil
 	case err != nil:
@@ -569,7 +564,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		return false, reconcile.Result{}, err
 	}
 	// Worker namespaces are read now, not under the placement lock.
-	r.Registry.ReadNamespaces(ctx, job.Namespace)
+	r.Workers.ReadNamespaces(ctx, job.Namespace)
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.waiting.pass()
 	asWritten := asUserWroteIt(job)
@@ -787,7 +782,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 	}
 	result, rerr := r.refused(ctx, job, w, what, workerAPI(worker), err)
 	if classify(err) == forbidden {
-		if missing := r.Registry.RecheckRights(ctx, worker); len(missing) > 0 {
+		if missing := r.Workers.RecheckRights(ctx, worker); len(missing) > 0 {
 			// The next step releases the Job for another worker.
 			return reconcile.Result{Requeue: true}, nil
 		}
@@ -835,7 +830,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	}
 	if err != nil {
 		if classify(err) == forbidden {
-			r.Registry.RecheckRights(ctx, worker)
+			r.Workers.RecheckRights(ctx, worker)
 		}
 		return r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
 	}
@@ -1029,7 +1024,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	if job == nil {
 		r.assume.forgetJob(key)
 	}
-	for _, worker := range r.connections.Names() {
+	for _, worker := range r.Workers.Names() {
 		rem := r.conn(worker)
 		if rem == nil || !rem.Connected() {
 			continue
@@ -1083,6 +1078,23 @@ func (r *JobReconciler) namespaces() admission.NamespaceReader {
 }
 
 // conn is the connection to worker, nil when there is none.
-func (r *JobReconciler) conn(worker string) workers.Conn { return r.connections.Conn(worker) }
+func (r *JobReconciler) conn(worker string) workers.Conn { return r.Workers.Conn(worker) }
+
+// Workers is what the Job controller uses of the pool of connections to the
+// workers: workers.Pool, or workerstest.Pool in unit tests.
+type Workers interface {
+	workers.Lookup
+	Connected(worker string) bool
+	// Subscribe has the controller told what happens on the workers.
+	Subscribe(workers.Handlers)
+	// RecheckRights reviews a worker's rights after a write there was
+	// refused as forbidden, and returns those missing.
+	RecheckRights(ctx context.Context, worker string) []workers.Right
+	// RightsRefused has the rights reviewed soon: a read was refused.
+	RightsRefused(worker string)
+	// ReadNamespaces refreshes what is known of namespace ns on every
+	// worker, before placement.
+	ReadNamespaces(ctx context.Context, ns string)
+}
 
 func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

@@ -24,6 +24,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/workers/workerstest"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -32,7 +33,7 @@ import (
 type jobsHarness struct {
 	r        *JobReconciler
 	manager  client.Client
-	workers  fakeConnections
+	workers  *workerstest.Pool
 	clock    *clocktesting.FakeClock
 	recorder *events.FakeRecorder
 	// updates and statusUpdates count the manager Job writes.
@@ -41,12 +42,12 @@ type jobsHarness struct {
 
 func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 	t.Helper()
-	h := &jobsHarness{clock: clocktesting.NewFakeClock(stepNow), recorder: events.NewFakeRecorder(100), workers: fakeConnections{}}
+	h := &jobsHarness{clock: clocktesting.NewFakeClock(stepNow), recorder: events.NewFakeRecorder(100), workers: workerstest.NewPool(nil)}
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: "enabled"}}}}
 	for _, w := range workers {
 		objs = append(objs, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: w}, Status: v1alpha1.WorkerClusterStatus{
 			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Hour))}}}})
-		h.workers[w] = newFakeConn("jobferry")
+		h.workers.Conns[w] = workerstest.NewConn("jobferry")
 	}
 	h.manager = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).
 		WithStatusSubresource(&batchv1.Job{}, &v1alpha1.WorkerCluster{}).
@@ -70,10 +71,9 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 	}
 	h.r = &JobReconciler{
 		Client: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock, Keys: testKey,
-		Registry:          NewRegistry(&Registry{Client: h.manager, Clock: h.clock}),
 		CapacitySettle:    2 * time.Second,
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
-		connections: h.workers,
+		Workers: h.workers,
 	}
 	h.r.init()
 	return h
@@ -109,7 +109,7 @@ func (h *jobsHarness) job(t *testing.T) *batchv1.Job {
 // mirror is the mirror on worker; nil when there is none.
 func (h *jobsHarness) mirror(t *testing.T, worker string) *batchv1.Job {
 	t.Helper()
-	m, err := h.workers[worker].Mirror(context.Background(), trainKey)
+	m, err := h.workers.Conns[worker].Mirror(context.Background(), trainKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +122,10 @@ func (h *jobsHarness) report(t *testing.T, worker string, status func(*batchv1.J
 	t.Helper()
 	m := h.mirror(t, worker)
 	status(m)
-	if err := h.workers[worker].API.Status().Update(context.Background(), m); err != nil {
+	if err := h.workers.Conns[worker].API.Status().Update(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	h.r.Registry.mirrorChanged(worker, m)
+	h.workers.MirrorChanged(worker, m)
 }
 
 // events are the reasons of the Events recorded so far.
@@ -147,13 +147,13 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 
 	// The worker's cache shows the mirror only after the reconciles that
 	// the placement's own update events cause.
-	h.workers["w1"].Lags = true
+	h.workers.Conns["w1"].Lags = true
 	h.reconcile(t)
 	job := h.job(t)
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
 		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
 	}
-	m, err := h.workers["w1"].UncachedJob(context.Background(), trainKey)
+	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)
 	if err != nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
 		t.Fatalf("mirror %v: want a running mirror of the Job on w1", m)
 	}
@@ -176,9 +176,9 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	// The placement's own update event reconciles the Job again before the
 	// worker's cache shows the mirror: nothing is created twice.
 	h.reconcile(t)
-	h.workers["w1"].Lags = false
-	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers["w1"].Creates.Load() != 1 {
-		t.Errorf("the mirror was created again (%d creates): %v", h.workers["w1"].Creates.Load(), m2)
+	h.workers.Conns["w1"].Lags = false
+	if m2 := h.mirror(t, "w1"); m2 == nil || m2.UID != m.UID || h.workers.Conns["w1"].Creates.Load() != 1 {
+		t.Errorf("the mirror was created again (%d creates): %v", h.workers.Conns["w1"].Creates.Load(), m2)
 	}
 	if got := h.events(); len(got) != 0 {
 		t.Errorf("a reconcile before the cache saw the mirror recorded %v", got)
@@ -186,14 +186,14 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 
 	// The mirror's creation was seen long before its pods start, and left
 	// nothing to copy: it does not shorten the next change's batch wait.
-	h.r.Registry.mirrorChanged("w1", m)
+	h.workers.MirrorChanged("w1", m)
 	h.reconcile(t)
 	h.clock.Step(10 * time.Second)
 	// The worker starts the pod: the copy waits for the batch period, but
 	// the assumed capacity is released from the mirror's event already.
 	h.report(t, "w1", running)
 	h.clock.Step(2 * time.Second)
-	h.r.Registry.capacityChanged("w1")
+	h.workers.CapacityChanged("w1")
 	if assumed := h.r.assume.assumed("w1"); len(assumed) != 0 {
 		t.Errorf("the running Job is still assumed on w1 after a summary: %v", assumed)
 	}
@@ -252,7 +252,7 @@ func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
 func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
 	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "someone-else"}}
-	if err := h.workers["w1"].API.Create(context.Background(), foreign); err != nil {
+	if err := h.workers.Conns["w1"].API.Create(context.Background(), foreign); err != nil {
 		t.Fatal(err)
 	}
 	h.create(t, stepJob())
@@ -264,7 +264,7 @@ func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	if m := h.mirror(t, "w2"); m == nil {
 		t.Errorf("no mirror on w2")
 	}
-	if j, err := h.workers["w1"].UncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
+	if j, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
 		t.Errorf("the Job on w1 that is not jobferry's was touched: %v, %v", j, err)
 	}
 	if got := strings.Join(h.events(), ","); got != ReasonNameConflict+","+ReasonDispatched {
@@ -290,7 +290,7 @@ func TestJobReconcilerDeletesTheMirrorOfADeletedJob(t *testing.T) {
 
 func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
-	h.workers["w2"].Down = true
+	h.workers.Conns["w2"].Down = true
 	h.create(t, stepJob())
 	h.reconcile(t)
 	h.report(t, "w1", running)
@@ -301,7 +301,7 @@ func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	}
 
 	// w1 goes away, w2 comes back; after the timeout the Job moves.
-	h.workers["w1"].Down, h.workers["w2"].Down = true, false
+	h.workers.Conns["w1"].Down, h.workers.Conns["w2"].Down = true, false
 	wc := &v1alpha1.WorkerCluster{}
 	if err := h.manager.Get(context.Background(), types.NamespacedName{Name: "w1"}, wc); err != nil {
 		t.Fatal(err)
@@ -350,3 +350,12 @@ func TestJobReconcilerCarriesSuspendToTheMirror(t *testing.T) {
 		t.Errorf("events %s, want %s", got, ReasonMirrorSuspended)
 	}
 }
+
+// fixedKey is a key source holding one key.
+type fixedKey jobstate.Key
+
+func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
+
+// testKey seals the state of the unit tests' Jobs; it was made long before
+// any of them.
+var testKey = fixedKey{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: stepNow.Add(-24 * time.Hour)}

@@ -3,18 +3,14 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
-	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // unregisteredWorker is the worker label of Jobs placed on a worker no
@@ -30,6 +26,12 @@ type jobsCollector struct {
 	connected func(worker string) bool
 	jobs      *prometheus.Desc
 	waiting   *prometheus.Desc
+}
+
+// NewJobsCollector serves jobferry_jobs and jobferry_jobs_waiting from
+// reader (the manager's cache), connected saying which workers are.
+func NewJobsCollector(reader client.Reader, connected func(string) bool) prometheus.Collector {
+	return newJobsCollector(reader, connected)
 }
 
 func newJobsCollector(reader client.Reader, connected func(string) bool) *jobsCollector {
@@ -90,4 +92,3 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), reason)
 	}
 }
-

@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +17,6 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
-	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // Each waiting message jobferry writes reads back as its reason.

@@ -14,7 +14,7 @@ func TestUpdateFromCache(t *testing.T) {
 	h.create(t, stepJob())
 	h.reconcile(t)
 	ctx := context.Background()
-	w := h.workers["w1"]
+	w := h.workers.Conns["w1"]
 	full, err := w.UncachedJob(ctx, trainKey)
 	if err != nil {
 		t.Fatal(err)
@@ -56,4 +56,3 @@ func TestUpdateFromCache(t *testing.T) {
 		t.Errorf("backoffLimit %d, parallelism %d: want the worker's 9 kept and 5 carried", *final.Spec.BackoffLimit, *final.Spec.Parallelism)
 	}
 }
-

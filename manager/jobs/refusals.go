@@ -37,7 +37,7 @@ var (
 	// The mirror's spec follows the manager Job's spec, so only a new spec
 	// can turn a refused update into an accepted one.
 	writeMirrorSpec = write{action: "UpdateMirror", reason: "MirrorUpdateRejected", retryOnGeneration: true}
-	writeMirrorGone = write{action: "workers.DeleteMirror", reason: "MirrorDeleteRejected"}
+	writeMirrorGone = write{action: "DeleteMirror", reason: "MirrorDeleteRejected"}
 	writeJob        = write{action: "Update", reason: "UpdateRejected"}
 	// Not writes, but notices given once per version of the Job: its
 	// jobferry state is not jobferry's; a mirror its state does not account

@@ -17,6 +17,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -192,7 +193,7 @@ var stepNames = map[stepKind]string{
 	stepShowWaiting: "ShowWaiting", stepPlace: "Place", stepCreateMirror: "CreateMirror",
 	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
 	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
-	stepDeleteMirror: "workers.DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
+	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
 	stepUntrusted: "Untrusted", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
 	stepStray: "Stray",
 }

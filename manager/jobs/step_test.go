@@ -13,6 +13,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -201,7 +202,7 @@ func TestNextStep(t *testing.T) {
 		"the worker's credential may not create Jobs there: released": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
-				s.Connection.MissingRights = []workers.Right{{verb: "create", group: "batch", resource: "jobs"}}
+				s.Connection.MissingRights = []workers.Right{{Verb: "create", Group: "batch", Resource: "jobs"}}
 				return s
 			}(),
 			want: stepRelease, checks: []check{wantWhy("w1:", "placed again", v1alpha1.ConditionAuthorized)},

@@ -50,9 +50,9 @@ func tamper(t *testing.T, h *jobsHarness, change func(*batchv1.Job)) {
 
 func TestTenantMovingARunningJobMovesNothing(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
-	h.workers["w2"].Down = true
+	h.workers.Conns["w2"].Down = true
 	runningOn(t, h, "w1")
-	h.workers["w2"].Down = false
+	h.workers.Conns["w2"].Down = false
 	m := h.mirror(t, "w1")
 
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w2" })
@@ -82,14 +82,14 @@ func TestTenantRaisingTheAttemptRestartsNothing(t *testing.T) {
 	m := h.mirror(t, "w1")
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2" })
 	h.reconcile(t)
-	if now := h.mirror(t, "w1"); now == nil || now.UID != m.UID || h.workers["w1"].Creates.Load() != 1 {
-		t.Errorf("the running mirror was fenced or recreated (%d creates): %v", h.workers["w1"].Creates.Load(), now)
+	if now := h.mirror(t, "w1"); now == nil || now.UID != m.UID || h.workers.Conns["w1"].Creates.Load() != 1 {
+		t.Errorf("the running mirror was fenced or recreated (%d creates): %v", h.workers.Conns["w1"].Creates.Load(), now)
 	}
 }
 
 func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.workers["w1"].Pools = nil // w1 has no room: only a forged placement would put the Job there
+	h.workers.Conns["w1"].Pools = nil // w1 has no room: only a forged placement would put the Job there
 	h.create(t, stepJob(func(j *batchv1.Job) {
 		j.CreationTimestamp = metav1.NewTime(stepNow)
 		j.Annotations[v1alpha1.WorkerAnnotation] = "w1"
@@ -98,7 +98,7 @@ func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
 		delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
 	}))
 	h.reconcile(t)
-	if m := h.mirror(t, "w1"); m != nil || h.workers["w1"].Creates.Load() != 0 {
+	if m := h.mirror(t, "w1"); m != nil || h.workers.Conns["w1"].Creates.Load() != 0 {
 		t.Errorf("a mirror was created where the tenant placed the Job")
 	}
 	if got := h.events(); strings.Join(got, ",") != ReasonUntrustedState {
@@ -108,9 +108,9 @@ func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
 
 func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
-	h.workers["w2"].Down = true
+	h.workers.Conns["w2"].Down = true
 	runningOn(t, h, "w1")
-	h.workers["w2"].Down = false
+	h.workers.Conns["w2"].Down = false
 	tamper(t, h, func(j *batchv1.Job) {
 		for _, name := range []string{v1alpha1.WorkerAnnotation, v1alpha1.DispatchAttemptAnnotation, v1alpha1.MirrorUIDAnnotation,
 			v1alpha1.UserSchedulingAnnotation, v1alpha1.InjectedDirectivesAnnotation, v1alpha1.StateSealAnnotation} {
@@ -120,7 +120,7 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	// A manager that starts afresh remembers nothing of what it created.
 	h.r.attempts = attemptMemo{}
 	h.reconcile(t)
-	if m := h.mirror(t, "w2"); m != nil || h.workers["w2"].Creates.Load() != 0 {
+	if m := h.mirror(t, "w2"); m != nil || h.workers.Conns["w2"].Creates.Load() != 0 {
 		t.Errorf("the Job stripped of its state was dispatched again to w2")
 	}
 	if got := h.events(); strings.Join(got, ",") != ReasonStrayMirror {
@@ -134,7 +134,7 @@ func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
 	// A worker-namespace user deletes the mirror and creates a Job with its
 	// labels, reporting success.
 	ctx := context.Background()
-	w := h.workers["w1"]
+	w := h.workers.Conns["w1"]
 	m := h.mirror(t, "w1")
 	if err := w.API.Delete(ctx, m); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	runningOn(t, h, "w1")
 	m := h.mirror(t, "w1")
-	if err := h.workers["w1"].API.Delete(context.Background(), m); err != nil {
+	if err := h.workers.Conns["w1"].API.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	h.r.attempts = attemptMemo{}
@@ -185,7 +185,7 @@ func TestJobWithTheNextAttemptsLabelsIsNotAdopted(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	runningOn(t, h, "w1")
 	ctx := context.Background()
-	w := h.workers["w1"]
+	w := h.workers.Conns["w1"]
 	m := h.mirror(t, "w1")
 	if err := w.API.Delete(ctx, m); err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func TestWaitingRoom(t *testing.T) {
 func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	full := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
-	h.workers["w1"].Pools = []v1alpha1.NodePool{{Name: "general", Allocatable: full,
+	h.workers.Conns["w1"].Pools = []v1alpha1.NodePool{{Name: "general", Allocatable: full,
 		Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("110")}}}
 	h.create(t, stepJob(func(j *batchv1.Job) {
 		j.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
@@ -187,7 +187,7 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	}
 	ctx := context.Background()
 	// A summary without room wakes nothing.
-	h.r.Registry.capacityChanged("w1")
+	h.workers.CapacityChanged("w1")
 	if err := h.r.wake(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +195,8 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 		t.Fatalf("%d Jobs woken without room", n)
 	}
 	// Room frees up: the Job is woken, and placed by its reconcile.
-	h.workers["w1"].Pools[0].Free = full
-	h.r.Registry.capacityChanged("w1")
+	h.workers.Conns["w1"].Pools[0].Free = full
+	h.workers.CapacityChanged("w1")
 	select {
 	case <-h.r.wakeSignal:
 	default:

@@ -8,6 +8,7 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // namespaceAction is what jobferry does to the worker's namespace of a

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 const (
@@ -141,7 +142,7 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			ctx := context.Background()
 			h := newJobsHarness(t, "w1")
 			h.r.ManagerID = "m1"
-			w := h.workers["w1"]
+			w := h.workers.Conns["w1"]
 			w.NoRelabel = tc.noRelabel
 			if err := w.API.Create(ctx, tc.workerNS); err != nil {
 				t.Fatal(err)

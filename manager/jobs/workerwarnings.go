@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,15 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +19,7 @@ import (
 	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // Why a mirror does not run is seen on its worker: the scheduler finds no
@@ -58,7 +50,7 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 			return nil
 		case w := <-r.warnings:
 			if err := r.forwardWarning(ctx, w); err != nil {
-				logf.FromContext(ctx).Error(err, "forwarding a worker's workers.Warning Event", "worker", w.Worker,
+				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.Worker,
 					"event", w.Event.Namespace+"/"+w.Event.Name)
 			}
 		}
@@ -70,7 +62,7 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 // has that reason.
 func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) error {
 	ev := w.Event
-	conn := r.connections.Conn(w.Worker)
+	conn := r.Workers.Conn(w.Worker)
 	// Whoever created the Event had rights in its namespace, not in the
 	// one it names: it may speak only of that namespace's objects.
 	if conn == nil || !conn.Connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.MayUse(ev.Namespace) {

@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 func namedJob(name string, indexed bool) batchv1.Job {
@@ -162,7 +163,7 @@ func TestForwardWarning(t *testing.T) {
 			}
 		}
 	}
-	want := "workers.Warning FailedScheduling worker w1, pod team-a/train-x7k2p: 0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}."
+	want := "Warning FailedScheduling worker w1, pod team-a/train-x7k2p: 0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}."
 	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}.")); len(got) != 1 || got[0] != want {
 		t.Fatalf("a pod's FailedScheduling: recorded %q, want %q", got, want)
 	}
@@ -171,7 +172,7 @@ func TestForwardWarning(t *testing.T) {
 	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/3 nodes are available")); len(got) != 0 {
 		t.Errorf("the same reason of the same pod again: recorded %q", got)
 	}
-	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "Evicted", "The node was low on resource: memory.")); len(got) != 1 || !strings.HasPrefix(got[0], "workers.Warning Evicted worker w1, pod team-a/train-x7k2p: ") {
+	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "Evicted", "The node was low on resource: memory.")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning Evicted worker w1, pod team-a/train-x7k2p: ") {
 		t.Errorf("another reason of the pod: recorded %q", got)
 	}
 	if got := forward(warningOf("w1", "Pod", "train-b4n9q", "FailedScheduling", "0/2 nodes are available")); len(got) != 1 {
@@ -183,7 +184,7 @@ func TestForwardWarning(t *testing.T) {
 		w.Event.InvolvedObject.UID = uid
 		return w
 	}
-	if got := forward(jobWarning(mirrorUID, "BackoffLimitExceeded")); len(got) != 1 || !strings.HasPrefix(got[0], "workers.Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
+	if got := forward(jobWarning(mirrorUID, "BackoffLimitExceeded")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning BackoffLimitExceeded worker w1, Job team-a/train: ") {
 		t.Errorf("the mirror's own Warning: recorded %q", got)
 	}
 	// What a worker-namespace user may forge (issue 23 item 3).

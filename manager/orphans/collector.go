@@ -13,53 +13,51 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
 
-// OrphanCollector deletes mirrors whose manager Job no longer exists: Jobs
+// Collector deletes mirrors whose manager Job no longer exists: Jobs
 // deleted while their worker was unreachable. It runs at start, every
 // Interval, and whenever a worker (re)connects. It reads only caches: the
 // manager's Jobs and each worker's mirrors of this installation.
-type OrphanCollector struct {
-	Client   client.Client
-	Registry *Registry
-	Interval time.Duration
-
-	// connected gets the workers that (re)connect (Registry.SubscribeConnected).
-	connected <-chan string
-	// workers and managerID are the Registry's (a fake in unit tests).
-	workers   workerPool
-	managerID string
+type Collector struct {
+	Client client.Client
+	// Workers are the connections to the workers: the pool, or a fake in
+	// unit tests.
+	Workers workers.Lookup
+	// ManagerID identifies this installation's mirrors (InstallationID).
+	ManagerID string
+	Interval  time.Duration
+	// Connected gets the workers that (re)connect
+	// (workers.Pool.SubscribeConnected).
+	Connected <-chan string
 }
 
-// SetupWithManager runs the collector on the leader, and on every reconnect.
-func (gc *OrphanCollector) SetupWithManager(mgr ctrl.Manager) error {
-	gc.connected = gc.Registry.SubscribeConnected(64)
-	gc.workers, gc.managerID = gc.Registry, gc.Registry.ManagerID
-	return mgr.Add(gc)
-}
+// SetupWithManager runs the collector on the leader.
+func (gc *Collector) SetupWithManager(mgr ctrl.Manager) error { return mgr.Add(gc) }
 
 // Start runs the collection until ctx ends: over every worker at start and
 // every Interval (an Interval of 0 or less: at start only), and over each
 // worker that (re)connects.
-func (gc *OrphanCollector) Start(ctx context.Context) error {
+func (gc *Collector) Start(ctx context.Context) error {
 	var tick <-chan time.Time
 	if gc.Interval > 0 {
 		ticker := time.NewTicker(gc.Interval)
 		defer ticker.Stop()
 		tick = ticker.C
 	}
-	for _, worker := range gc.workers.Names() {
+	for _, worker := range gc.Workers.Names() {
 		gc.collect(ctx, worker)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case worker := <-gc.connected:
+		case worker := <-gc.Connected:
 			gc.collect(ctx, worker)
 		case <-tick:
-			for _, worker := range gc.workers.Names() {
+			for _, worker := range gc.Workers.Names() {
 				gc.collect(ctx, worker)
 			}
 		}
@@ -70,12 +68,12 @@ func (gc *OrphanCollector) Start(ctx context.Context) error {
 const collectTimeout = time.Minute
 
 // collect deletes the orphaned mirrors on one connected worker.
-func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
+func (gc *Collector) collect(ctx context.Context, worker string) {
 	// One worker that does not answer holds up the others no longer.
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
 	log := logf.FromContext(ctx).WithValues("worker", worker)
-	rem := gc.workers.Conn(worker)
+	rem := gc.Workers.Conn(worker)
 	if rem == nil || !rem.Connected() {
 		return
 	}
@@ -94,7 +92,7 @@ func (gc *OrphanCollector) collect(ctx context.Context, worker string) {
 		return
 	}
 	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
-	for _, m := range orphans(mirrors.Items, jobs.Items, gc.managerID, rem.OriginShared()) {
+	for _, m := range orphans(mirrors.Items, jobs.Items, gc.ManagerID, rem.OriginShared()) {
 		deleted, err := workers.DeleteMirror(ctx, rem, worker, m)
 		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
 
 // gcMirror is a mirror named name of manager Job uid, attempt attempt, made
@@ -104,13 +105,13 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	live, gone, other := gcMirror("live", "u1", 1, "m1"), gcMirror("gone", "u2", 1, "m1"), gcMirror("x", "u3", 1, "m1")
 	job := gcJob("u1", 1)
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&job).Build()
-	up, down := newFakeConn("jobferry", &live, &gone), newFakeConn("jobferry", &other)
+	up, down := workerstest.NewConn("jobferry", &live, &gone), workerstest.NewConn("jobferry", &other)
 	down.Down = true
-	gc := &OrphanCollector{Client: manager, workers: fakeConnections{"w1": up, "w2": down}, managerID: "m1"}
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
 	for _, w := range []string{"w1", "w2"} {
 		gc.collect(ctx, w)
 	}
-	names := func(c *fakeConn) []string {
+	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
 		if err := c.API.List(ctx, &list); err != nil {
 			t.Fatal(err)
@@ -140,9 +141,9 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	defer cancel()
 	first, second := gcMirror("first", "u1", 1, "m1"), gcMirror("second", "u2", 1, "m1")
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
-	w1 := newFakeConn("jobferry", &first)
+	w1 := workerstest.NewConn("jobferry", &first)
 	connected := make(chan string, 1)
-	gc := &OrphanCollector{Client: manager, workers: fakeConnections{"w1": w1}, managerID: "m1", connected: connected}
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
 	done := make(chan error, 1)
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {

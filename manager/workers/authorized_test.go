@@ -17,7 +17,7 @@ func TestAuthorizedCondition(t *testing.T) {
 		says   []string
 	}{
 		"a required right missing": {
-			state:  RightsState{Missing: []Right{{verb: "create", resource: "jobs", group: "batch"}}, MayWatchWarnings: true},
+			state:  RightsState{Missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, MayWatchWarnings: true},
 			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
 		},
 		"every right, namespaces created and kept in step": {

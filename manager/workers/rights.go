@@ -18,22 +18,22 @@ import (
 // namespace, or in all ("") for a namespaced resource; on one object (name)
 // when the credential may be limited to it.
 type Right struct {
-	verb, group, resource string
-	namespace, name       string
+	Verb, Group, Resource string
+	Namespace, Name       string
 }
 
 func (r Right) String() string {
-	s := r.verb + " " + r.resource
-	if r.group != "" {
-		s += "." + r.group
+	s := r.Verb + " " + r.Resource
+	if r.Group != "" {
+		s += "." + r.Group
 	}
-	if r.name != "" {
-		s += " " + r.name
+	if r.Name != "" {
+		s += " " + r.Name
 	}
 	switch {
-	case r.namespace != "" && r.resource != "namespaces":
-		s += " in " + r.namespace
-	case r.namespace == "" && (r.resource == "jobs" || r.resource == "events"):
+	case r.Namespace != "" && r.Resource != "namespaces":
+		s += " in " + r.Namespace
+	case r.Namespace == "" && (r.Resource == "jobs" || r.Resource == "events"):
 		s += " in all namespaces"
 	}
 	return s
@@ -51,16 +51,16 @@ func requiredRights(namespaces []string) []Right {
 	var out []Right
 	for _, ns := range scopes {
 		for _, verb := range []string{"get", "list", "watch", "create", "update", "delete"} {
-			out = append(out, Right{verb: verb, group: "batch", resource: "jobs", namespace: ns})
+			out = append(out, Right{Verb: verb, Group: "batch", Resource: "jobs", Namespace: ns})
 		}
 	}
 	for _, verb := range []string{"list", "watch"} {
-		out = append(out, Right{verb: verb, group: v1alpha1.GroupVersion.Group, resource: "clustercapacities", name: v1alpha1.ClusterCapacityName})
+		out = append(out, Right{Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: "clustercapacities", Name: v1alpha1.ClusterCapacityName})
 	}
 	for _, ns := range scopes {
 		// A namespace is its own namespace for RBAC: a Role in it may allow
 		// getting it.
-		out = append(out, Right{verb: "get", resource: "namespaces", namespace: ns, name: ns})
+		out = append(out, Right{Verb: "get", Resource: "namespaces", Namespace: ns, Name: ns})
 	}
 	return out
 }
@@ -77,14 +77,14 @@ func rightScopes(namespaces []string) []string {
 // CreateNamespacesRight is optional: with it (and a credential for
 // every namespace) the manager creates a missing namespace for a mirror;
 // without it, a worker lacking the Job's namespace is not chosen for it.
-var CreateNamespacesRight = Right{verb: "create", resource: "namespaces"}
+var CreateNamespacesRight = Right{Verb: "create", Resource: "namespaces"}
 
 // RelabelNamespacesRight is optional with it: with it the manager keeps the
 // Pod Security labels of the namespaces it created in step with the
 // manager's (planWorkerNamespace); without it, such a namespace left weaker
 // than the manager's takes no more Jobs, saying so. The worker chart fences
 // it with an admission policy: those namespaces only, those labels only.
-var RelabelNamespacesRight = Right{verb: "patch", resource: "namespaces"}
+var RelabelNamespacesRight = Right{Verb: "patch", Resource: "namespaces"}
 
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
@@ -94,7 +94,7 @@ func warningEventsRights(namespaces []string) []Right {
 	var out []Right
 	for _, ns := range rightScopes(namespaces) {
 		for _, verb := range []string{"list", "watch"} {
-			out = append(out, Right{verb: verb, resource: "events", namespace: ns})
+			out = append(out, Right{Verb: verb, Resource: "events", Namespace: ns})
 		}
 	}
 	return out
@@ -129,7 +129,7 @@ func MissingMessage(missing []Right) string {
 // MayCreateMirrors: no right missing to create Jobs in namespace ns.
 func MayCreateMirrors(missing []Right, ns string) bool {
 	return !slices.ContainsFunc(missing, func(r Right) bool {
-		return r.verb == "create" && r.resource == "jobs" && (r.namespace == "" || r.namespace == ns)
+		return r.Verb == "create" && r.Resource == "jobs" && (r.Namespace == "" || r.Namespace == ns)
 	})
 }
 
@@ -139,7 +139,7 @@ func reviewRights(ctx context.Context, c kubernetes.Interface, rights []Right) (
 	var missing []Right
 	for _, r := range rights {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.verb, Group: r.group, Resource: r.resource, Namespace: r.namespace, Name: r.name},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.Verb, Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name},
 		}}
 		got, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
