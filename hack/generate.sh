@@ -24,7 +24,7 @@ rbac ./worker jobferry-worker-capacity "$out/charts/jobferry-worker/files/rbac-c
 rbac ./worker/jobcontroller jobferry-worker-job-controller "$out/charts/jobferry-worker/files/rbac-job-controller.yaml"
 rbac ./cmd/worker jobferry-worker-leader-election "$out/charts/jobferry-worker/files/rbac-leader-election.yaml"
 rbac ./cmd/kubectl-jobferry jobferry-worker-inspection "$out/charts/jobferry-worker/files/rbac-inspection.yaml"
-rbac ./manager jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
+rbac ./manager/... jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
 rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"
 # The metrics reference, from the collectors the binaries register.
 mkdir -p "$out/docs"

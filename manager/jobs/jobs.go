@@ -393,16 +393,16 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	} else {
 		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
 	}
-	rem := r.conn(s.Worker)
-	if rem == nil || !rem.Connected() {
+	conn := r.conn(s.Worker)
+	if conn == nil || !conn.Connected() {
 		return s, nil
 	}
-	s.Connection = connectionState{Connected: true, Namespaces: rem.AllowedNamespaces(), MayUse: rem.MayUse(job.Namespace), MissingRights: rem.MissingRights()}
-	m, err := rem.Mirror(ctx, key)
+	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace), MissingRights: conn.MissingRights()}
+	m, err := conn.Mirror(ctx, key)
 	if err != nil {
 		return s, err
 	}
-	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !workers.MayDelete(m, r.ManagerID, rem.OriginShared()) {
+	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !workers.MayDelete(m, r.ManagerID, conn.OriginShared()) {
 		// Another installation's mirror of the same name (or one that
 		// may be): not ours to fence, so a Job not ours holds the name.
 		s.Foreign, m = m, nil
@@ -427,7 +427,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			return s, err
 		}
 	}
-	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, rem)
+	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
 	return s, err
 }
 
@@ -452,11 +452,11 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 	key := client.ObjectKeyFromObject(job)
 	recorded := jobstate.Attempt(job)
 	for _, worker := range r.Workers.Names() {
-		rem := r.conn(worker)
-		if rem == nil || !rem.Connected() || !rem.MayUse(job.Namespace) {
+		conn := r.conn(worker)
+		if conn == nil || !conn.Connected() || !conn.MayUse(job.Namespace) {
 			continue
 		}
-		m, err := rem.Mirror(ctx, key)
+		m, err := conn.Mirror(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -475,18 +475,18 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 // now ("" when it may): what placement checked that depends neither on free
 // capacity nor on the worker taking new Jobs (dispatch.Admits), the worker's
 // namespace included.
-func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, rem workers.Conn) (string, error) {
-	if !rem.MayUse(job.Namespace) {
+func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, conn workers.Conn) (string, error) {
+	if !conn.MayUse(job.Namespace) {
 		return "", nil // nextStep releases it, saying why
 	}
 	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
-	if capacity := rem.Capacity(ctx); capacity != nil {
+	if capacity := conn.Capacity(ctx); capacity != nil {
 		view.Pools = capacity.Pools
 		if view.Pools == nil {
 			view.Pools = []v1alpha1.NodePool{}
 		}
 	}
-	verdict, err := r.workerNamespaceVerdict(ctx, ns, rem, wc.Name, job.Namespace)
+	verdict, err := r.workerNamespaceVerdict(ctx, ns, conn, wc.Name, job.Namespace)
 	if err != nil {
 		return "", err
 	}
@@ -500,8 +500,8 @@ func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns 
 // manager's namespace, it is missing and the manager may not create it, or
 // the credential may not read it (the worker's rights are checked again at
 // once). An error is one worth retrying.
-func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, rem workers.Conn, worker, name string) (dispatch.NamespaceVerdict, error) {
-	workerNS, err := rem.Namespace(ctx, name)
+func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, conn workers.Conn, worker, name string) (dispatch.NamespaceVerdict, error) {
+	workerNS, err := conn.Namespace(ctx, name)
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		r.Workers.RightsRefused(worker)
@@ -512,7 +512,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	}
 	// As the namespace will be when the mirror is written: jobferry creates
 	// it, or brings the labels of one it created in step, first.
-	rights := rem.NamespaceRights()
+	rights := conn.NamespaceRights()
 	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
 	if plan.action == namespaceMissing {
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
@@ -531,23 +531,23 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 // planWorkerNamespace decides (created, or its Pod Security labels set to
 // the manager namespace's), before a mirror is created or its pod template
 // changed there.
-func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, rem workers.Conn, managerNS *corev1.Namespace, name string) error {
+func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers.Conn, managerNS *corev1.Namespace, name string) error {
 	// Twice at most: a namespace someone made between the read and the
 	// create is read again and planned as found.
 	for range 2 {
-		have, err := rem.Namespace(ctx, name)
+		have, err := conn.Namespace(ctx, name)
 		if err != nil {
 			return err
 		}
-		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, rem.NamespaceRights())
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, conn.NamespaceRights())
 		switch plan.action {
 		case namespaceCreate:
-			created, err := rem.CreateNamespace(ctx, plan.namespace)
+			created, err := conn.CreateNamespace(ctx, plan.namespace)
 			if err != nil || created {
 				return err
 			}
 		case namespaceRelabel:
-			return rem.RelabelNamespace(ctx, have, plan.namespace)
+			return conn.RelabelNamespace(ctx, have, plan.namespace)
 		default:
 			return nil
 		}
@@ -654,19 +654,19 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
 			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
 		}
-		if rem := r.conn(wc.Name); rem != nil && rem.Connected() {
+		if conn := r.conn(wc.Name); conn != nil && conn.Connected() {
 			view.Connected = true
-			if capacity := rem.Capacity(ctx); capacity != nil {
+			if capacity := conn.Capacity(ctx); capacity != nil {
 				view.Pools = capacity.Pools
 				if view.Pools == nil {
 					view.Pools = []v1alpha1.NodePool{}
 				}
 			}
-			if missing := rem.MissingRights(); len(missing) > 0 {
+			if missing := conn.MissingRights(); len(missing) > 0 {
 				view.MissingRights = workers.MissingMessage(missing)
 			}
-			if rem.MayUse(job.Namespace) {
-				verdict, err := r.workerNamespaceVerdict(ctx, ns, rem, wc.Name, job.Namespace)
+			if conn.MayUse(job.Namespace) {
+				verdict, err := r.workerNamespaceVerdict(ctx, ns, conn, wc.Name, job.Namespace)
 				if err != nil {
 					// This worker alone is left out of this placement.
 					verdict = dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("reading namespace %s there failed: %v", job.Namespace, err)}
@@ -684,18 +684,18 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 // not ours is handed back to nextStep as Foreign.
 func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (created bool, result reconcile.Result, err error) {
 	job, worker := s.Job, s.Worker
-	rem := r.conn(worker)
-	if rem == nil {
+	conn := r.conn(worker)
+	if conn == nil {
 		return false, reconcile.Result{Requeue: true}, nil
 	}
-	if rem.NamespaceRights().Create {
+	if conn.NamespaceRights().Create {
 		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
 			return false, reconcile.Result{}, err
 		}
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
-		if err := r.prepareWorkerNamespace(ctx, rem, ns, job.Namespace); err != nil {
+		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
 			result, err := r.mirrorRefused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, worker, err)
 			return false, result, err
 		}
@@ -705,9 +705,9 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
-	err = rem.Client().Create(ctx, m)
+	err = conn.Client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
-		existing, getErr := rem.UncachedJob(ctx, client.ObjectKeyFromObject(m))
+		existing, getErr := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))
 		if getErr != nil {
 			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
@@ -719,7 +719,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
 			// A stale attempt the cache does not show yet: fenced, as the
 			// next step would once it does.
-			if _, err := workers.DeleteMirror(ctx, rem, worker, existing); err != nil {
+			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
 				result, err := r.refused(ctx, job, writeMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
 				return false, result, err
 			}
@@ -733,7 +733,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	if namespaceGone(err) {
 		// Deleted on the worker since the manager last saw it (its mirrors
 		// with it): read, and created, again on the next try.
-		rem.ForgetNamespace(job.Namespace)
+		conn.ForgetNamespace(job.Namespace)
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
@@ -810,21 +810,21 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 // its mirror (nextMirrorSpec decided what, from cached, the mirror as the
 // cache keeps it: see slimMirror).
 func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st step) (reconcile.Result, error) {
-	rem := r.conn(worker)
-	if rem == nil {
+	conn := r.conn(worker)
+	if conn == nil {
 		return reconcile.Result{Requeue: true}, nil
 	}
-	if slices.Contains(st.Changed, "template") && rem.NamespaceRights().Create {
+	if slices.Contains(st.Changed, "template") && conn.NamespaceRights().Create {
 		// The new pods are held to the manager namespace's levels too.
 		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if err := r.prepareWorkerNamespace(ctx, rem, ns, job.Namespace); err != nil {
+		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
 			return r.refused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
 		}
 	}
-	err := updateFromCache(ctx, rem, cached, st.Mirror)
+	err := updateFromCache(ctx, conn, cached, st.Mirror)
 	if apierrors.IsConflict(err) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
@@ -858,12 +858,12 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 // read once, and written with that read's resourceVersion, so a change made
 // meanwhile is a conflict, not lost. The manager's credential may get and
 // update Jobs there; a spec change is rare enough for the read.
-func updateFromCache(ctx context.Context, rem workers.Conn, cached, updated *batchv1.Job) error {
+func updateFromCache(ctx context.Context, conn workers.Conn, cached, updated *batchv1.Job) error {
 	patch, err := client.MergeFrom(cached).Data(updated)
 	if err != nil {
 		return err
 	}
-	current, err := rem.UncachedJob(ctx, client.ObjectKeyFromObject(cached))
+	current, err := conn.UncachedJob(ctx, client.ObjectKeyFromObject(cached))
 	if err != nil {
 		return err
 	}
@@ -883,7 +883,7 @@ func updateFromCache(ctx context.Context, rem workers.Conn, cached, updated *bat
 		return err
 	}
 	next.ResourceVersion = current.ResourceVersion
-	if err := rem.Client().Update(ctx, next); err != nil {
+	if err := conn.Client().Update(ctx, next); err != nil {
 		return err
 	}
 	*updated = *next
@@ -1025,21 +1025,21 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 		r.assume.forgetJob(key)
 	}
 	for _, worker := range r.Workers.Names() {
-		rem := r.conn(worker)
-		if rem == nil || !rem.Connected() {
+		conn := r.conn(worker)
+		if conn == nil || !conn.Connected() {
 			continue
 		}
-		m, err := rem.Mirror(ctx, key)
+		m, err := conn.Mirror(ctx, key)
 		if err != nil {
 			return err
 		}
 		// Every mirror of this installation with the Job's name is one of a
 		// Job that no longer exists, or of this one while it is deleted.
 		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) ||
-			(job == nil && !workers.MayDelete(m, r.ManagerID, rem.OriginShared())) {
+			(job == nil && !workers.MayDelete(m, r.ManagerID, conn.OriginShared())) {
 			continue
 		}
-		if _, err := workers.DeleteMirror(ctx, rem, worker, m); err != nil {
+		if _, err := workers.DeleteMirror(ctx, conn, worker, m); err != nil {
 			return err
 		}
 	}
@@ -1064,11 +1064,11 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) e
 
 // deleteMirror deletes the mirror m on worker.
 func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batchv1.Job) error {
-	rem := r.conn(worker)
-	if rem == nil {
+	conn := r.conn(worker)
+	if conn == nil {
 		return fmt.Errorf("deleting mirror %s/%s: no connection to %s", m.Namespace, m.Name, worker)
 	}
-	_, err := workers.DeleteMirror(ctx, rem, worker, m)
+	_, err := workers.DeleteMirror(ctx, conn, worker, m)
 	return err
 }
 

@@ -39,7 +39,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 	c := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 
-	files, err := filepath.Glob(filepath.Join("..", "mirror", "testdata", "*.json"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "mirror", "testdata", "*.json"))
 	if err != nil || len(files) < 6 {
 		t.Fatalf("want the recorded scenarios in mirror/testdata/, found %v (%v)", files, err)
 	}

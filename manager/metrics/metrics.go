@@ -158,4 +158,3 @@ func deleteWorkerConnected(worker string) {
 	workerClusterConnected.DeleteLabelValues(worker)
 	workerConnectedDeprecated.DeleteLabelValues(worker)
 }
-

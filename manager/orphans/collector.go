@@ -73,12 +73,12 @@ func (gc *Collector) collect(ctx context.Context, worker string) {
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
 	log := logf.FromContext(ctx).WithValues("worker", worker)
-	rem := gc.Workers.Conn(worker)
-	if rem == nil || !rem.Connected() {
+	conn := gc.Workers.Conn(worker)
+	if conn == nil || !conn.Connected() {
 		return
 	}
 	var mirrors batchv1.JobList
-	if err := rem.Client().List(ctx, &mirrors); err != nil {
+	if err := conn.Client().List(ctx, &mirrors); err != nil {
 		log.Error(err, "listing mirrors for garbage collection")
 		return
 	}
@@ -92,8 +92,8 @@ func (gc *Collector) collect(ctx context.Context, worker string) {
 		return
 	}
 	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
-	for _, m := range orphans(mirrors.Items, jobs.Items, gc.ManagerID, rem.OriginShared()) {
-		deleted, err := workers.DeleteMirror(ctx, rem, worker, m)
+	for _, m := range orphans(mirrors.Items, jobs.Items, gc.ManagerID, conn.OriginShared()) {
+		deleted, err := workers.DeleteMirror(ctx, conn, worker, m)
 		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
 			continue

@@ -36,6 +36,12 @@ const countsRefresh = 2 * time.Second
 // again, so Jobs proceed within seconds of the rights being granted.
 const rightsRetry = 3 * time.Second
 
+// The rights the WorkerCluster controller uses on the manager cluster (the
+// Job controller's: package jobs); the kubeconfig Secrets are read in the
+// manager's namespace (cmd/manager).
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=list;watch
+// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters/status,verbs=update
+
 // Reconciler is the WorkerCluster controller: it keeps each worker's
 // connection in the pool in step with its WorkerCluster and Secret, and
 // writes what it finds in the WorkerCluster's status. One reconcile runs as
@@ -90,7 +96,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile computes the Connected condition of one WorkerCluster, keeping
-// its remote connection in step with the Secret, and writes what changed.
+// its connection in the pool in step with the Secret, and writes what
+// changed.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	wc := &v1alpha1.WorkerCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wc); err != nil {
@@ -171,22 +178,22 @@ type workerFacts struct {
 // on) the worker, and returns what they found.
 func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster) (workerFacts, error) {
 	var f workerFacts
-	var rem *workers.Connection
-	f.connected, rem = r.Pool.Connect(ctx, wc)
-	if rem != nil {
-		f.hasConnection, f.probeFailures = true, rem.Failures()
+	var conn *workers.Connection
+	f.connected, conn = r.Pool.Connect(ctx, wc)
+	if conn != nil {
+		f.hasConnection, f.probeFailures = true, conn.Failures()
 		// Reviewed as soon as the worker answers: a credential that may
 		// not list what the manager caches leaves it Connecting, and the
 		// Authorized condition says why.
-		if rem.Healthy() {
-			authorized := r.Pool.ReviewRights(ctx, rem, rem.TakeReviewDue())
+		if conn.Healthy() {
+			authorized := r.Pool.ReviewRights(ctx, conn, conn.TakeReviewDue())
 			f.authorized = &authorized
 		}
-		origin := originCondition(r.Pool.Origin, rem.OriginConflict())
+		origin := originCondition(r.Pool.Origin, conn.OriginConflict())
 		f.origin = &origin
-		r.Pool.KeepWarningsWatch(ctx, rem)
-		f.capacity = rem.Capacity(ctx)
-		f.credential, f.credentialCondition, f.credentialAfter = r.Pool.KeepCredential(ctx, wc, rem)
+		r.Pool.KeepWarningsWatch(ctx, conn)
+		f.capacity = conn.Capacity(ctx)
+		f.credential, f.credentialCondition, f.credentialAfter = r.Pool.KeepCredential(ctx, wc, conn)
 	}
 	var err error
 	f.dispatched, f.running, err = r.countJobs(ctx, wc.Name)

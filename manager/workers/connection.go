@@ -41,7 +41,7 @@ type Connection struct {
 	cancel context.CancelFunc
 	clock  clock.Clock
 	// kubeconfigHash identifies the Secret content (and namespaces) the
-	// remote was built from, so a changed Secret rebuilds it and an
+	// connection was built from, so a changed Secret rebuilds it and an
 	// unchanged one does not; a new token of the same ServiceAccount does
 	// not count as a change (see identity), it is swapped into token.
 	kubeconfigHash string
@@ -66,7 +66,7 @@ type Connection struct {
 	sharedOrigin atomic.Pointer[OriginConflict]
 
 	// cacheFailed is why the worker's caches stopped while the connection
-	// was open (nil while they run, and after it is closed): the registry
+	// was open (nil while they run, and after it is closed): the pool
 	// then builds the connection again.
 	cacheFailed atomic.Pointer[error]
 	// deleted are the mirrors the manager deleted there lately.
@@ -89,7 +89,7 @@ type OriginConflict struct {
 
 // OriginShared: a mirror of another manager installation with this
 // manager's origin was seen there.
-func (r *Connection) OriginShared() bool { return r.sharedOrigin.Load() != nil }
+func (c *Connection) OriginShared() bool { return c.sharedOrigin.Load() != nil }
 
 // MayDelete says whether a Job with this installation's origin label on a
 // worker may be deleted as one of this manager's mirrors (by fencing, by
@@ -109,8 +109,8 @@ func MayDelete(m *batchv1.Job, manager string, shared bool) bool {
 // Jobs comes mostly from few namespaces.
 const namespaceTTL = 10 * time.Second
 
-// remoteHandlers receive the changes seen on a worker.
-type remoteHandlers struct {
+// connHandlers receive the changes seen on a worker.
+type connHandlers struct {
 	// mirrorChanged gets every added, updated or deleted mirror.
 	mirrorChanged func(worker string, job *batchv1.Job)
 	// capacityChanged fires when the worker's ClusterCapacity changes.
@@ -118,13 +118,13 @@ type remoteHandlers struct {
 	// synced fires once the caches hold the worker's state.
 	synced func(worker string)
 	// cacheFailed fires when the caches stop with an error before the
-	// connection is closed (remote.cacheFailed says why).
+	// connection is closed (Connection.cacheFailed says why).
 	cacheFailed func(worker string)
 }
 
-// Conn is what the Job controller uses of a connection to a worker:
-// reads from the worker's caches, writes to its API server. *remote is the
-// real one; unit tests use a fake (fakeconn_test.go).
+// Conn is what the Job controller and the orphan collector use of a
+// connection to a worker: reads from the worker's caches, writes to its API
+// server. *Connection is the real one; unit tests use workerstest.Conn.
 type Conn interface {
 	Connected() bool
 	// AllowedNamespaces are the only namespaces the manager may use there
@@ -155,11 +155,11 @@ type workerPool interface {
 	Names() []string
 }
 
-func (r *Connection) AllowedNamespaces() []string { return r.namespaces }
+func (c *Connection) AllowedNamespaces() []string { return c.namespaces }
 
-func (r *Connection) DeletedMirrors() *DeletedMirrors { return r.deleted }
+func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
-func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h remoteHandlers) (*Connection, error) {
+func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		// No managedFields: nothing reads them, and the worker's Job
@@ -237,64 +237,64 @@ func newRemote(name string, cfg *rest.Config, token *swappableToken, hash, origi
 	return r, nil
 }
 
-func (r *Connection) stop() { r.cancel() }
+func (c *Connection) stop() { c.cancel() }
 
 // probe asks the worker's API server whether it is ready.
-func (r *Connection) probe(ctx context.Context) error {
-	_, err := r.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+func (c *Connection) probe(ctx context.Context) error {
+	_, err := c.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
-		r.healthy.Store(false)
-		r.failures.Add(1)
-		r.lastErr.Store(err.Error())
+		c.healthy.Store(false)
+		c.failures.Add(1)
+		c.lastErr.Store(err.Error())
 		return err
 	}
-	r.healthy.Store(true)
-	r.failures.Store(0)
-	r.lastErr.Store("")
+	c.healthy.Store(true)
+	c.failures.Store(0)
+	c.lastErr.Store("")
 	return nil
 }
 
 // Healthy: the last probe found the worker ready.
-func (r *Connection) Healthy() bool { return r.healthy.Load() }
+func (c *Connection) Healthy() bool { return c.healthy.Load() }
 
 // Failures counts the probes that failed in a row.
-func (r *Connection) Failures() int32 { return r.failures.Load() }
+func (c *Connection) Failures() int32 { return c.failures.Load() }
 
 // TakeReviewDue says whether a request there was refused as forbidden
 // since it was last asked, so the rights are reviewed at once.
-func (r *Connection) TakeReviewDue() bool { return r.reviewDue.Swap(false) }
+func (c *Connection) TakeReviewDue() bool { return c.reviewDue.Swap(false) }
 
 // OriginConflict is the first mirror of another installation with this
 // manager's origin seen there (nil: none).
-func (r *Connection) OriginConflict() *OriginConflict { return r.sharedOrigin.Load() }
+func (c *Connection) OriginConflict() *OriginConflict { return c.sharedOrigin.Load() }
 
 // Connected: the worker answers and the caches are in sync.
-func (r *Connection) Connected() bool { return r.synced.Load() && r.healthy.Load() }
+func (c *Connection) Connected() bool { return c.synced.Load() && c.healthy.Load() }
 
 // MissingRights lists the rights the credential lacked at the last review.
-func (r *Connection) MissingRights() []Right {
-	if state := r.rights.Load(); state != nil {
+func (c *Connection) MissingRights() []Right {
+	if state := c.rights.Load(); state != nil {
 		return state.Missing
 	}
 	return nil
 }
 
 // Client reads from the cache and writes to the worker's API server.
-func (r *Connection) Client() client.Client { return r.cluster.GetClient() }
+func (c *Connection) Client() client.Client { return c.cluster.GetClient() }
 
 // Mirror returns this installation's Job ns/name on the worker, from the
 // cache; callers check connected() first, as an unsynced cache would block.
-func (r *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
-	if !r.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", r.name)
+func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
 	}
-	if !r.MayUse(key.Namespace) {
+	if !c.MayUse(key.Namespace) {
 		// The cache holds only the namespaces the manager may use there;
 		// there is no mirror it could see (or touch) elsewhere.
 		return nil, nil
 	}
 	job := &batchv1.Job{}
-	if err := r.Client().Get(ctx, key, job); err != nil {
+	if err := c.Client().Get(ctx, key, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -306,16 +306,16 @@ func (r *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 // Capacity returns the worker's last published summary, if any. Before the
 // cache has synced there is none: a read would block until it syncs, which
 // for an unreachable worker is never.
-func (r *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
-	if !r.synced.Load() {
+func (c *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
+	if !c.synced.Load() {
 		return nil
 	}
 	cc := &v1alpha1.ClusterCapacity{}
-	if err := r.Client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
+	if err := c.Client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			// A read of the synced cache; the summary is unknown until
 			// the next read, as when the worker has not written one.
-			logf.FromContext(ctx).Error(err, "reading the capacity summary from the cache", "worker", r.name)
+			logf.FromContext(ctx).Error(err, "reading the capacity summary from the cache", "worker", c.name)
 		}
 		return nil
 	}
@@ -325,31 +325,31 @@ func (r *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStat
 // Namespace returns the worker's Namespace of that name (nil when it does
 // not exist), read with a GET — the manager's credential may get namespaces,
 // not list them — and reused for namespaceTTL.
-func (r *Connection) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	now := r.clock.Now()
-	if ns, ok := r.namespaceCache.get(name, now, namespaceTTL); ok {
+func (c *Connection) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	now := c.clock.Now()
+	if ns, ok := c.namespaceCache.get(name, now, namespaceTTL); ok {
 		return ns, nil
 	}
 	ns := &corev1.Namespace{}
-	if err := r.cluster.GetAPIReader().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+	if err := c.cluster.GetAPIReader().Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, r.name, err)
+			return nil, fmt.Errorf("reading namespace %s of worker %s: %w", name, c.name, err)
 		}
 		ns = nil
 	}
-	r.namespaceCache.put(name, ns, now)
+	c.namespaceCache.put(name, ns, now)
 	return ns, nil
 }
 
 // MayUse: the manager may use namespace ns on the worker.
-func (r *Connection) MayUse(ns string) bool {
-	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, ns)
+func (c *Connection) MayUse(ns string) bool {
+	return len(c.namespaces) == 0 || slices.Contains(c.namespaces, ns)
 }
 
 // NamespaceRights are what the last review found the credential may do
 // to namespaces there (none until the first review).
-func (r *Connection) NamespaceRights() NamespaceRights {
-	state := r.rights.Load()
+func (c *Connection) NamespaceRights() NamespaceRights {
+	state := c.rights.Load()
 	if state == nil {
 		return NamespaceRights{}
 	}
@@ -359,47 +359,47 @@ func (r *Connection) NamespaceRights() NamespaceRights {
 // CreateNamespace creates the namespace planWorkerNamespace made, and says
 // whether it did: one made in the meantime by someone else is not taken as
 // jobferry's (false, and the next read sees it as it is).
-func (r *Connection) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+func (c *Connection) CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error) {
 	created := ns.DeepCopy()
-	err := r.Client().Create(ctx, created)
+	err := c.Client().Create(ctx, created)
 	if apierrors.IsAlreadyExists(err) {
-		r.ForgetNamespace(ns.Name)
+		c.ForgetNamespace(ns.Name)
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("creating namespace %s on %s: %w", ns.Name, r.name, err)
+		return false, fmt.Errorf("creating namespace %s on %s: %w", ns.Name, c.name, err)
 	}
-	r.namespaceCache.put(ns.Name, created, r.clock.Now())
+	c.namespaceCache.put(ns.Name, created, c.clock.Now())
 	return true, nil
 }
 
 // RelabelNamespace patches the labels of namespace have to those of want
 // (planWorkerNamespace's relabelled namespace), failing if the namespace
 // changed since it was read.
-func (r *Connection) RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
+func (c *Connection) RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error {
 	patched := have.DeepCopy()
 	patched.Labels = want.Labels
-	if err := r.Client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
-		r.ForgetNamespace(have.Name)
-		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, r.name, err)
+	if err := c.Client().Patch(ctx, patched, client.MergeFromWithOptions(have, client.MergeFromWithOptimisticLock{})); err != nil {
+		c.ForgetNamespace(have.Name)
+		return fmt.Errorf("setting the Pod Security labels of namespace %s on %s: %w", have.Name, c.name, err)
 	}
-	r.namespaceCache.put(have.Name, patched, r.clock.Now())
+	c.namespaceCache.put(have.Name, patched, c.clock.Now())
 	return nil
 }
 
 // ForgetNamespace forgets what the manager read of namespace name there: a
 // mirror create found it gone or being deleted, or a write to it failed, so
 // the next mirror create reads (and creates) it again.
-func (r *Connection) ForgetNamespace(name string) {
-	r.namespaceCache.forget(name)
+func (c *Connection) ForgetNamespace(name string) {
+	c.namespaceCache.forget(name)
 }
 
 // UncachedJob reads a Job directly from the worker. Used only after a create
 // answered AlreadyExists, to tell our own mirror (not yet in the cache) from a
 // same-named Job jobferry must not touch.
-func (r *Connection) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+func (c *Connection) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	job := &batchv1.Job{}
-	if err := r.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
+	if err := c.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
 		return nil, err
 	}
 	return job, nil

@@ -64,12 +64,12 @@ func (d *DeletedMirrors) Remember(uid types.UID) {
 // DeleteMirror deletes exactly this mirror (UID precondition) and, through
 // background propagation, its pods, unless this manager deleted it already;
 // deleted says whether it sent the request.
-func DeleteMirror(ctx context.Context, rem Conn, worker string, m *batchv1.Job) (deleted bool, err error) {
-	memo := rem.DeletedMirrors()
+func DeleteMirror(ctx context.Context, conn Conn, worker string, m *batchv1.Job) (deleted bool, err error) {
+	memo := conn.DeletedMirrors()
 	if memo.Recently(m.UID) {
 		return false, nil
 	}
-	err = rem.Client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
+	err = conn.Client().Delete(ctx, m, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &m.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return false, fmt.Errorf("deleting mirror %s/%s on %s: %w", m.Namespace, m.Name, worker, err)
 	}

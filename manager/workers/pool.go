@@ -29,16 +29,17 @@ import (
 	"github.com/jobferry/jobferry/mirror"
 )
 
-// The rights the registry uses on the manager cluster (see jobs.go); the
-// kubeconfig Secrets are read in the manager's namespace (cmd/manager).
-// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters,verbs=list;watch
-// +kubebuilder:rbac:groups=jobferry.dev,resources=workerclusters/status,verbs=update
-
-// Pool connects the manager to its workers: for each WorkerCluster it
-// reads the kubeconfig Secret, refuses unsafe kubeconfigs, keeps a remote
-// client and cache, probes the worker's health with backoff, and reports all
-// of it in the Connected condition. A rotated Secret rebuilds the connection.
+// Pool holds the manager's connections to its workers, one per
+// WorkerCluster: it builds one from the kubeconfig Secret (refusing unsafe
+// kubeconfigs), probes it, reviews its credential's rights, renews its
+// token, and watches the worker's Warning Events, each when the
+// WorkerCluster controller asks (package workercluster, which writes what
+// it finds in the WorkerCluster's status). It knows no manager Job: it tells
+// its subscribers (Subscribe, SubscribeConnected) what happens on the
+// workers, and they decide what that means for their Jobs.
 type Pool struct {
+	// Client reads the kubeconfig Secrets and writes renewed tokens into
+	// them.
 	Client client.Client
 	Scheme *runtime.Scheme
 	// Namespace holds the kubeconfig Secrets.
@@ -49,10 +50,9 @@ type Pool struct {
 	ManagerID string
 	// QPS and Burst of each worker's client: high, so dispatch is never
 	// throttled by the client (MultiKueue's 5 QPS capped it at ~1 Job/s).
-	QPS            float32
-	Burst          int
-	HealthInterval time.Duration
-	Clock          clock.Clock
+	QPS   float32
+	Burst int
+	Clock clock.Clock
 	// CreateNamespaces: the manager creates mirrors' namespaces on workers,
 	// so their credentials need that right too.
 	CreateNamespaces bool
@@ -62,11 +62,12 @@ type Pool struct {
 	// which the manager renews it (DefaultRenewalThreshold when 0).
 	RenewalThreshold float64
 
-	// workerEvents asks for a WorkerCluster reconcile (cache synced).
+	// workerEvents asks the WorkerCluster controller for a reconcile
+	// (Requests).
 	workerEvents chan event.GenericEvent
 
-	mu      sync.RWMutex
-	remotes map[string]*Connection
+	mu    sync.RWMutex
+	conns map[string]*Connection
 	// subscribers are told what happens on the workers (Subscribe), and
 	// connectedSubscribers of each worker that becomes Connected
 	// (SubscribeConnected); both guarded by mu.
@@ -77,13 +78,13 @@ type Pool struct {
 // NewPool completes a Pool whose exported fields are set.
 func NewPool(r *Pool) *Pool {
 	r.Recorder = eventnote.Bound(r.Recorder)
-	r.remotes = map[string]*Connection{}
+	r.conns = map[string]*Connection{}
 	r.workerEvents = make(chan event.GenericEvent, 64)
 	return r
 }
 
 // Handlers are what a subscriber is told of the workers (Subscribe);
-// a nil field is not called. They run on the registry's goroutines (the
+// a nil field is not called. They run on the pool's goroutines (the
 // workers' informers, the WorkerCluster controller) and must not block,
 // but Warning, which may until ctx ends.
 type Handlers struct {
@@ -99,42 +100,42 @@ type Handlers struct {
 	// Jobs not placed, deserve a look now — the worker connected, was lost
 	// or deleted, or its credential got the rights it lacked.
 	PlacementsAffected func(ctx context.Context, worker string, unplaced bool)
-	// Warning: a Warning Event on the worker (workerwarnings.go).
+	// Warning: a Warning Event on the worker (warnings.go).
 	Warning func(ctx context.Context, w Warning)
 }
 
 // Subscribe has h told of what happens on the workers from now on.
-func (r *Pool) Subscribe(h Handlers) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.subscribers = append(r.subscribers, h)
+func (p *Pool) Subscribe(h Handlers) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.subscribers = append(p.subscribers, h)
 }
 
 // handlers are the subscribers' handlers now.
-func (r *Pool) handlers() []Handlers {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Clone(r.subscribers)
+func (p *Pool) handlers() []Handlers {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Clone(p.subscribers)
 }
 
 // SubscribeConnected returns a channel that gets the name of each worker
 // that becomes Connected, for a subscriber that reads it in its own loop.
 // A subscriber that falls behind by more than buffer names misses the
 // ones after (logged): it must also look at every worker now and then.
-func (r *Pool) SubscribeConnected(buffer int) <-chan string {
+func (p *Pool) SubscribeConnected(buffer int) <-chan string {
 	ch := make(chan string, buffer)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.connectedSubscribers = append(r.connectedSubscribers, ch)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.connectedSubscribers = append(p.connectedSubscribers, ch)
 	return ch
 }
 
 // TellConnected tells every subscriber that worker became Connected,
 // without waiting for any.
-func (r *Pool) TellConnected(ctx context.Context, worker string) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, ch := range r.connectedSubscribers {
+func (p *Pool) TellConnected(ctx context.Context, worker string) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, ch := range p.connectedSubscribers {
 		select {
 		case ch <- worker:
 		default:
@@ -143,24 +144,26 @@ func (r *Pool) TellConnected(ctx context.Context, worker string) {
 	}
 }
 
-// Connect brings the remote in line with the Secret and probes it.
-func (r *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
+// Connect brings the worker's connection in line with its Secret and
+// probes it; it returns the Connected condition, and the connection (nil
+// when there is none).
+func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
 	notConnected := func(reason, format string, args ...any) (metav1.Condition, *Connection) {
-		r.Drop(wc.Name)
+		p.Drop(wc.Name)
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
 	key := ref.KeyOrDefault()
 	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", r.Namespace, ref.Name)
+			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", p.Namespace, ref.Name)
 		}
-		return notConnected(v1alpha1.ReasonSecretUnreadable, "reading Secret %s/%s: %v", r.Namespace, ref.Name, err)
+		return notConnected(v1alpha1.ReasonSecretUnreadable, "reading Secret %s/%s: %v", p.Namespace, ref.Name, err)
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", r.Namespace, ref.Name, key)
+		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", p.Namespace, ref.Name, key)
 	}
 	// The connection is rebuilt when the kubeconfig or the namespaces the
 	// manager may use there change (they scope the cache); a new token for
@@ -171,60 +174,60 @@ func (r *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 	token, _ := kubeconfigToken(data)
 	hash := connectionHash(data, token, wc.Spec.Namespaces)
 
-	r.mu.RLock()
-	rem := r.remotes[wc.Name]
-	r.mu.RUnlock()
-	if rem != nil && rem.kubeconfigHash == hash && rem.token.get() != token {
-		rem.token.set(token)
+	p.mu.RLock()
+	conn := p.conns[wc.Name]
+	p.mu.RUnlock()
+	if conn != nil && conn.kubeconfigHash == hash && conn.token.get() != token {
+		conn.token.set(token)
 		logf.FromContext(ctx).Info("using the worker's new token in the live connection", "worker", wc.Name)
 	}
-	if rem != nil && rem.cacheFailed.Load() != nil {
-		logf.FromContext(ctx).Error(*rem.cacheFailed.Load(), "the caches of the worker stopped; connecting again", "worker", wc.Name)
-		r.Drop(wc.Name)
-		rem = nil
+	if conn != nil && conn.cacheFailed.Load() != nil {
+		logf.FromContext(ctx).Error(*conn.cacheFailed.Load(), "the caches of the worker stopped; connecting again", "worker", wc.Name)
+		p.Drop(wc.Name)
+		conn = nil
 	}
-	if rem == nil || rem.kubeconfigHash != hash {
+	if conn == nil || conn.kubeconfigHash != hash {
 		cfg, err := workerkubeconfig.RESTConfig(data)
 		if err != nil {
-			return notConnected(workerkubeconfig.Reason(err), "Secret %s/%s, key %s: %v", r.Namespace, ref.Name, key, err)
+			return notConnected(workerkubeconfig.Reason(err), "Secret %s/%s, key %s: %v", p.Namespace, ref.Name, key, err)
 		}
-		cfg.QPS, cfg.Burst = r.QPS, r.Burst
-		cfg.UserAgent = "jobferry-manager/" + r.Origin
+		cfg.QPS, cfg.Burst = p.QPS, p.Burst
+		cfg.UserAgent = "jobferry-manager/" + p.Origin
 		swappable := &swappableToken{}
 		swappable.install(cfg)
 		worker := wc.Name
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
-		rem, err = newRemote(wc.Name, cfg, swappable, hash, r.Origin, wc.Spec.Namespaces, r.Scheme, r.Clock, remoteHandlers{
-			mirrorChanged:   r.mirrorChanged,
-			capacityChanged: r.capacityChanged,
-			synced:          r.reconcileWorker,
-			cacheFailed:     r.reconcileWorker,
+		conn, err = newConnection(wc.Name, cfg, swappable, hash, p.Origin, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
+			mirrorChanged:   p.mirrorChanged,
+			capacityChanged: p.capacityChanged,
+			synced:          p.reconcileWorker,
+			cacheFailed:     p.reconcileWorker,
 		})
 		if err != nil {
 			// Building the cache asks the server for its API resources.
 			return notConnected(v1alpha1.ReasonUnreachable, "%s: %v", cfg.Host, err)
 		}
-		r.replace(wc.Name, rem)
+		p.replace(wc.Name, conn)
 		logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
 	}
 	probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rem.probe(probeCtx); err != nil {
+	if err := conn.probe(probeCtx); err != nil {
 		if apierrors.IsUnauthorized(err) {
 			// It answers: its mirrors may well run. Not a lost worker.
 			return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCredentialRejected,
 				Message: fmt.Sprintf("%s refuses the credential in Secret %s/%s (401 Unauthorized): its token is invalid or has expired; `kubectl jobferry join %s` writes a new one",
-					rem.config.Host, r.Namespace, ref.Name, wc.Name)}, rem
+					conn.config.Host, p.Namespace, ref.Name, wc.Name)}, conn
 		}
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable,
-			Message: fmt.Sprintf("%s: %v (%d failed probes)", rem.config.Host, err, rem.failures.Load())}, rem
+			Message: fmt.Sprintf("%s: %v (%d failed probes)", conn.config.Host, err, conn.failures.Load())}, conn
 	}
-	if !rem.synced.Load() {
+	if !conn.synced.Load() {
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonConnecting,
-			Message: "the worker answers; waiting for its caches to sync"}, rem
+			Message: "the worker answers; waiting for its caches to sync"}, conn
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
-		Message: fmt.Sprintf("connected to %s", rem.config.Host)}, rem
+		Message: fmt.Sprintf("connected to %s", conn.config.Host)}, conn
 }
 
 // connectionHash identifies what a worker connection is built from: the
@@ -245,22 +248,22 @@ func connectionHash(kubeconfig []byte, token string, namespaces []string) string
 // When rights that were missing have all been granted, the Jobs placed on
 // the worker and the unplaced ones are looked at again at once, not after
 // their back-off.
-func (r *Pool) ReviewRights(ctx context.Context, rem *Connection, force bool) metav1.Condition {
-	log := logf.FromContext(ctx).WithValues("worker", rem.name)
-	prev := rem.rights.Load()
-	due := force || prev == nil || len(prev.Missing) > 0 || r.Clock.Since(prev.Checked) >= rightsCheckInterval
+func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) metav1.Condition {
+	log := logf.FromContext(ctx).WithValues("worker", conn.name)
+	prev := conn.rights.Load()
+	due := force || prev == nil || len(prev.Missing) > 0 || p.Clock.Since(prev.Checked) >= rightsCheckInterval
 	state := prev
 	if due {
 		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		rights := requiredRights(rem.namespaces)
-		wantNamespaces := r.CreateNamespaces && len(rem.namespaces) == 0
+		rights := requiredRights(conn.namespaces)
+		wantNamespaces := p.CreateNamespaces && len(conn.namespaces) == 0
 		if wantNamespaces {
 			rights = append(rights, CreateNamespacesRight, RelabelNamespacesRight)
 		}
-		optional := warningEventsRights(rem.namespaces)
+		optional := warningEventsRights(conn.namespaces)
 		rights = append(rights, optional...)
-		missing, err := reviewRights(reviewCtx, rem.health, rights)
+		missing, err := reviewRights(reviewCtx, conn.health, rights)
 		if err != nil {
 			log.Error(err, "reviewing the worker credential's rights")
 			return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonRightsUnknown,
@@ -272,14 +275,14 @@ func (r *Pool) ReviewRights(ctx context.Context, rem *Connection, force bool) me
 		missing = slices.DeleteFunc(missing, func(r Right) bool {
 			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r)
 		})
-		state = &RightsState{Checked: r.Clock.Now(), Missing: missing, Namespaces: namespaces, MayWatchWarnings: mayWatch}
-		rem.rights.Store(state)
+		state = &RightsState{Checked: p.Clock.Now(), Missing: missing, Namespaces: namespaces, MayWatchWarnings: mayWatch}
+		conn.rights.Store(state)
 		switch {
 		case len(missing) > 0 && (prev == nil || len(prev.Missing) == 0):
 			log.Info("worker credential lacks rights", "missing", MissingMessage(missing))
 		case len(missing) == 0 && prev != nil && len(prev.Missing) > 0:
 			log.Info("worker credential has every right now")
-			r.PlacementsAffected(ctx, rem.name, true)
+			p.PlacementsAffected(ctx, conn.name, true)
 		}
 	}
 	return authorizedCondition(state)
@@ -311,34 +314,34 @@ func authorizedCondition(state *RightsState) metav1.Condition {
 // RecheckRights reviews a worker's rights now, after a write there was
 // refused as forbidden, and has its condition rewritten; it returns the
 // rights found missing.
-func (r *Pool) RecheckRights(ctx context.Context, worker string) []Right {
-	rem := r.remote(worker)
-	if rem == nil || !rem.Connected() {
+func (p *Pool) RecheckRights(ctx context.Context, worker string) []Right {
+	conn := p.connection(worker)
+	if conn == nil || !conn.Connected() {
 		return nil
 	}
-	r.ReviewRights(ctx, rem, true)
-	r.reconcileWorker(worker)
-	return rem.MissingRights()
+	p.ReviewRights(ctx, conn, true)
+	p.reconcileWorker(worker)
+	return conn.MissingRights()
 }
 
 // RightsRefused has a worker's rights reviewed at its next reconcile, now
 // due: a read there was refused. Unlike recheckRights it does not wait for
 // the review, so a caller holding the placement lock is not held up by it.
-func (r *Pool) RightsRefused(worker string) {
-	rem := r.remote(worker)
-	if rem == nil || rem.reviewDue.Swap(true) {
+func (p *Pool) RightsRefused(worker string) {
+	conn := p.connection(worker)
+	if conn == nil || conn.reviewDue.Swap(true) {
 		return
 	}
-	r.reconcileWorker(worker)
+	p.reconcileWorker(worker)
 }
 
 // ReadNamespaces refreshes, on every connected worker the manager may use
-// it on, what it knows of namespace ns (see remote.namespace). A worker that
+// it on, what it knows of namespace ns (see Connection.Namespace). A worker that
 // does not answer is left to placement, which reads it again.
-func (r *Pool) ReadNamespaces(ctx context.Context, ns string) {
-	for _, name := range r.Names() {
-		if rem := r.remote(name); rem != nil && rem.Connected() && rem.MayUse(ns) {
-			if _, err := rem.Namespace(ctx, ns); err != nil {
+func (p *Pool) ReadNamespaces(ctx context.Context, ns string) {
+	for _, name := range p.Names() {
+		if conn := p.connection(name); conn != nil && conn.Connected() && conn.MayUse(ns) {
+			if _, err := conn.Namespace(ctx, ns); err != nil {
 				logf.FromContext(ctx).V(1).Info("reading a worker namespace before placement", "worker", name, "error", err.Error())
 			}
 		}
@@ -346,82 +349,82 @@ func (r *Pool) ReadNamespaces(ctx context.Context, ns string) {
 }
 
 // reconcileWorker asks for a reconcile of the WorkerCluster worker.
-func (r *Pool) reconcileWorker(worker string) {
-	r.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
+func (p *Pool) reconcileWorker(worker string) {
+	p.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
 }
 
-func (r *Pool) replace(name string, rem *Connection) {
-	r.mu.Lock()
-	old := r.remotes[name]
-	r.remotes[name] = rem
-	r.mu.Unlock()
+func (p *Pool) replace(name string, conn *Connection) {
+	p.mu.Lock()
+	old := p.conns[name]
+	p.conns[name] = conn
+	p.mu.Unlock()
 	if old != nil {
 		old.stop()
 	}
 }
 
-func (r *Pool) Drop(name string) {
-	r.mu.Lock()
-	old := r.remotes[name]
-	delete(r.remotes, name)
-	r.mu.Unlock()
+func (p *Pool) Drop(name string) {
+	p.mu.Lock()
+	old := p.conns[name]
+	delete(p.conns, name)
+	p.mu.Unlock()
 	if old != nil {
 		old.stop()
 	}
 }
 
-// remote returns the connection to a worker, nil when there is none.
-func (r *Pool) remote(name string) *Connection {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.remotes[name]
+// connection returns the connection to a worker, nil when there is none.
+func (p *Pool) connection(name string) *Connection {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.conns[name]
 }
 
 // Conn is the connection to a worker as the Job controller uses it; nil
 // when there is none.
-func (r *Pool) Conn(name string) Conn {
-	if rem := r.remote(name); rem != nil {
-		return rem
+func (p *Pool) Conn(name string) Conn {
+	if conn := p.connection(name); conn != nil {
+		return conn
 	}
 	return nil
 }
 
-// Names lists the workers the registry holds a connection for.
-func (r *Pool) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.remotes))
-	for name := range r.remotes {
+// Names lists the workers the pool holds a connection for.
+func (p *Pool) Names() []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]string, 0, len(p.conns))
+	for name := range p.conns {
 		out = append(out, name)
 	}
 	return out
 }
 
-func (r *Pool) Connected(name string) bool {
-	rem := r.remote(name)
-	return rem != nil && rem.Connected()
+func (p *Pool) Connected(name string) bool {
+	conn := p.connection(name)
+	return conn != nil && conn.Connected()
 }
 
-func (r *Pool) mirrorChanged(worker string, job *batchv1.Job) {
-	if mirror.OtherManager(job, r.ManagerID) {
+func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
+	if mirror.OtherManager(job, p.ManagerID) {
 		// Another installation's, with the same origin: nothing of this
 		// manager's, but the WorkerCluster says so.
-		rem := r.remote(worker)
-		if rem != nil && rem.sharedOrigin.CompareAndSwap(nil, &OriginConflict{Manager: job.Labels[v1alpha1.ManagerIDLabel],
+		conn := p.connection(worker)
+		if conn != nil && conn.sharedOrigin.CompareAndSwap(nil, &OriginConflict{Manager: job.Labels[v1alpha1.ManagerIDLabel],
 			Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}}) {
-			r.reconcileWorker(worker)
+			p.reconcileWorker(worker)
 		}
 		return
 	}
-	for _, h := range r.handlers() {
+	for _, h := range p.handlers() {
 		if h.MirrorChanged != nil {
 			h.MirrorChanged(worker, job)
 		}
 	}
 }
 
-func (r *Pool) capacityChanged(worker string) {
-	for _, h := range r.handlers() {
+func (p *Pool) capacityChanged(worker string) {
+	for _, h := range p.handlers() {
 		if h.CapacityChanged != nil {
 			h.CapacityChanged(worker)
 		}
@@ -430,8 +433,8 @@ func (r *Pool) capacityChanged(worker string) {
 
 // WorkerReconciled tells the subscribers the WorkerCluster worker was
 // looked at.
-func (r *Pool) WorkerReconciled(worker string) {
-	for _, h := range r.handlers() {
+func (p *Pool) WorkerReconciled(worker string) {
+	for _, h := range p.handlers() {
 		if h.WorkerReconciled != nil {
 			h.WorkerReconciled(worker)
 		}
@@ -441,12 +444,12 @@ func (r *Pool) WorkerReconciled(worker string) {
 // Requests are the WorkerClusters the pool asks its controller to look at:
 // a worker's caches synced or stopped, another installation's mirror was
 // seen there, or a request there was refused as forbidden.
-func (r *Pool) Requests() <-chan event.GenericEvent { return r.workerEvents }
+func (p *Pool) Requests() <-chan event.GenericEvent { return p.workerEvents }
 
 // PlacementsAffected tells the subscribers the Jobs placed on worker (and,
 // when unplaced, those not placed) deserve a look.
-func (r *Pool) PlacementsAffected(ctx context.Context, worker string, unplaced bool) {
-	for _, h := range r.handlers() {
+func (p *Pool) PlacementsAffected(ctx context.Context, worker string, unplaced bool) {
+	for _, h := range p.handlers() {
 		if h.PlacementsAffected != nil {
 			h.PlacementsAffected(ctx, worker, unplaced)
 		}

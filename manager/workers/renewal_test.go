@@ -25,7 +25,7 @@ import (
 // answers TokenRequest with issue (or fails with issueErr).
 type renewalFixture struct {
 	registry *Pool
-	remote   *Connection
+	conn     *Connection
 	recorder *events.FakeRecorder
 	wc       *v1alpha1.WorkerCluster
 	worker   *kubefake.Clientset
@@ -63,9 +63,9 @@ func newRenewalFixture(t *testing.T, iat, now time.Time, issueErr error) *renewa
 		Client:    fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(secret).Build(),
 		Namespace: "jobferry-system", Clock: clocktesting.NewFakeClock(now), Recorder: f.recorder, RenewalThreshold: 0.5,
 	})
-	f.remote = &Connection{name: "w", token: &swappableToken{}, health: f.worker}
-	f.remote.token.set(token)
-	f.remote.healthy.Store(true)
+	f.conn = &Connection{name: "w", token: &swappableToken{}, health: f.worker}
+	f.conn.token.set(token)
+	f.conn.healthy.Store(true)
 	return f
 }
 
@@ -85,9 +85,9 @@ func (f *renewalFixture) secretToken(t *testing.T) string {
 func TestKeepCredentialNotDue(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(time.Minute), nil)
-	before := f.remote.token.get()
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
-	if len(f.requests) != 0 || f.remote.token.get() != before {
+	before := f.conn.token.get()
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	if len(f.requests) != 0 || f.conn.token.get() != before {
 		t.Fatalf("a token at 10%% of its lifetime was renewed (threshold 50%%)")
 	}
 	if cond.Reason != v1alpha1.ReasonCredentialValid || status.RenewAt == nil || !status.RenewAt.Time.Equal(iat.Add(5*time.Minute)) {
@@ -102,15 +102,15 @@ func TestKeepCredentialRenews(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	now := iat.Add(6 * time.Minute)
 	f := newRenewalFixture(t, iat, now, nil)
-	old := f.remote.token.get()
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
+	old := f.conn.token.get()
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
 	if len(f.requests) != 1 {
 		t.Fatalf("%d TokenRequests, want 1", len(f.requests))
 	}
 	if got := *f.requests[0].Spec.ExpirationSeconds; got != 600 || len(f.requests[0].Spec.Audiences) != 1 {
 		t.Errorf("asked for %d s and audiences %q, want the old token's 600 s and audience", got, f.requests[0].Spec.Audiences)
 	}
-	renewed := f.remote.token.get()
+	renewed := f.conn.token.get()
 	if renewed == old || f.secretToken(t) != renewed {
 		t.Fatal("the renewed token is not both in the Secret and in the live connection")
 	}
@@ -131,9 +131,9 @@ func TestKeepCredentialRenews(t *testing.T) {
 func TestKeepCredentialRenewalFails(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), errors.New(`serviceaccounts "jobferry-manager" is forbidden`))
-	old := f.remote.token.get()
-	_, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
-	if f.remote.token.get() != old || f.secretToken(t) != old {
+	old := f.conn.token.get()
+	_, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	if f.conn.token.get() != old || f.secretToken(t) != old {
 		t.Fatal("a failed renewal changed the token")
 	}
 	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonCredentialExpiring || !strings.Contains(cond.Message, "forbidden") {
@@ -153,9 +153,9 @@ func TestKeepCredentialRenewalFails(t *testing.T) {
 func TestKeepCredentialLeavesASecretSomeoneRewrote(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), nil)
-	f.remote.token.set(fakeJWT(t, saClaims("jobferry-system", "jobferry-manager", iat.Add(-time.Minute), iat.Add(9*time.Minute))))
+	f.conn.token.set(fakeJWT(t, saClaims("jobferry-system", "jobferry-manager", iat.Add(-time.Minute), iat.Add(9*time.Minute))))
 	secretBefore := f.secretToken(t)
-	_, cond, _ := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
+	_, cond, _ := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
 	if f.secretToken(t) != secretBefore {
 		t.Error("the renewal overwrote a Secret written since the connection read it")
 	}
@@ -167,8 +167,8 @@ func TestKeepCredentialLeavesASecretSomeoneRewrote(t *testing.T) {
 func TestKeepCredentialWithoutExpiry(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat, nil)
-	f.remote.token.set("static-token")
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.remote)
+	f.conn.token.set("static-token")
+	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
 	if status != nil || cond != nil || after != 0 || len(f.requests) != 0 {
 		t.Errorf("a static token: status %+v, condition %+v, after %s, %d requests", status, cond, after, len(f.requests))
 	}

@@ -38,21 +38,21 @@ type warningsWatch struct {
 // namespaces, or all) and hands each added or updated one, slimmed, to seen,
 // unless the watch runs already. It ends with the connection or
 // stopWarnings.
-func (r *Connection) watchWarnings(seen func(ctx context.Context, w Warning)) error {
-	r.warnings.mu.Lock()
-	defer r.warnings.mu.Unlock()
-	if r.warnings.cancel != nil {
+func (c *Connection) watchWarnings(seen func(ctx context.Context, w Warning)) error {
+	c.warnings.mu.Lock()
+	defer c.warnings.mu.Unlock()
+	if c.warnings.cancel != nil {
 		return nil
 	}
-	cs, err := kubernetes.NewForConfig(r.config)
+	cs, err := kubernetes.NewForConfig(c.config)
 	if err != nil {
-		return fmt.Errorf("building the Events client of worker %s: %w", r.name, err)
+		return fmt.Errorf("building the Events client of worker %s: %w", c.name, err)
 	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	for _, ns := range rightScopes(r.namespaces) {
-		go watchWarningEvents(ctx, cs, r.name, ns, seen)
+	ctx, cancel := context.WithCancel(c.ctx)
+	for _, ns := range rightScopes(c.namespaces) {
+		go watchWarningEvents(ctx, cs, c.name, ns, seen)
 	}
-	r.warnings.cancel = cancel
+	c.warnings.cancel = cancel
 	return nil
 }
 
@@ -120,12 +120,12 @@ func forwardWarningEvents(ctx context.Context, w *watchtools.RetryWatcher, worke
 }
 
 // stopWarnings ends the watch, if it runs: the credential may no longer.
-func (r *Connection) stopWarnings() {
-	r.warnings.mu.Lock()
-	defer r.warnings.mu.Unlock()
-	if r.warnings.cancel != nil {
-		r.warnings.cancel()
-		r.warnings.cancel = nil
+func (c *Connection) stopWarnings() {
+	c.warnings.mu.Lock()
+	defer c.warnings.mu.Unlock()
+	if c.warnings.cancel != nil {
+		c.warnings.cancel()
+		c.warnings.cancel = nil
 	}
 }
 
@@ -152,15 +152,15 @@ func cutUTF8(s string, n int) string {
 // credential may list and watch Events and its caches are in sync (so the
 // mirrors the Events are about are known), and stops it when the credential
 // may no longer.
-func (r *Pool) KeepWarningsWatch(ctx context.Context, rem *Connection) {
-	state := rem.rights.Load()
+func (p *Pool) KeepWarningsWatch(ctx context.Context, conn *Connection) {
+	state := conn.rights.Load()
 	switch {
 	case state == nil:
 	case !state.MayWatchWarnings:
-		rem.stopWarnings()
-	case rem.Connected():
-		if err := rem.watchWarnings(r.warningSeen); err != nil {
-			logf.FromContext(ctx).Error(err, "watching the worker's Warning Events", "worker", rem.name)
+		conn.stopWarnings()
+	case conn.Connected():
+		if err := conn.watchWarnings(p.warningSeen); err != nil {
+			logf.FromContext(ctx).Error(err, "watching the worker's Warning Events", "worker", conn.name)
 		}
 	}
 }
@@ -168,8 +168,8 @@ func (r *Pool) KeepWarningsWatch(ctx context.Context, rem *Connection) {
 // warningSeen tells the subscribers of a worker's Warning Event; each may
 // wait rather than drop one (the informer queues behind it) until the watch
 // ends.
-func (r *Pool) warningSeen(ctx context.Context, w Warning) {
-	for _, h := range r.handlers() {
+func (p *Pool) warningSeen(ctx context.Context, w Warning) {
+	for _, h := range p.handlers() {
 		if h.Warning != nil {
 			h.Warning(ctx, w)
 		}
