@@ -326,7 +326,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		// Pinned to the one worker it may not use, it waits and says so.
 		waitEventCount(ctx, t, admin, ns, job.Name, "Unschedulable", 1, time.Minute)
 		// A capacity change leaves it waiting where it is: a change wakes
-		// only the waiting Jobs that fit now (manager/waitingroom.go, whose unit tests
+		// only the waiting Jobs that fit now (manager/jobs/waitingroom.go, whose unit tests
 		// count the retries), and this one fits nowhere until its user
 		// changes it. The pods of a Job created on worker-2 directly change
 		// worker-2's summary; once the manager shows it, the wake-up it

@@ -1,11 +1,27 @@
-// Package manager is the manager side of jobferry: the WorkerCluster
-// registry (a client, caches and a credential per worker, registry.go,
-// remote.go, renewal.go), the Job controller that places manager Jobs,
-// creates their mirrors and copies status back (jobs.go: readState, the
-// pure nextStep in step.go, apply) and the orphan collector (gc.go). The
-// webhooks, the dispatch policy and the admission policies are package
-// admission's. Decisions live in pure functions — nextStep, decideWorker,
-// orphans, dispatch.Place, the transforms of placement.go,
-// planWorkerNamespace — and the reconcilers read, call them and write what
-// changed.
+// Package manager is the manager side of jobferry. Each of its packages has
+// one owner:
+//
+//   - workers: the pool of connections to the worker clusters (a client,
+//     caches, a credential and its renewal, rights, the Warning Events
+//     watch per worker); it knows no manager Job and tells its subscribers
+//     what happens on the workers. workerstest has the fakes every
+//     package's unit tests share.
+//   - workercluster: the WorkerCluster controller — phases over one worker
+//     (workerFacts), a pure decision (decideWorker), one status write.
+//   - jobs: the Job controller — readState, the pure nextStep (step.go), one
+//     handler per step kind (apply*.go); its memories are typed, in
+//     memories.go, attempts.go, assume.go, waitingroom.go.
+//   - orphans: the collector of mirrors whose manager Job is gone.
+//   - admission: the webhooks, the dispatch policy, the admission policies
+//     and the webhook certificate.
+//   - metrics: every metric vector; managercache: what the manager caches of
+//     its own cluster and the placement indexes; jobstate: the sealed state.
+//
+// This package holds what identifies the installation (InstallationID) and
+// the list of every metric (Collectors). cmd/manager wires the parts: the
+// pool to the WorkerCluster controller, the Job controller and the orphan
+// collector; the policy to the webhooks and the Job controller. Decisions
+// live in pure functions — nextStep, decideWorker, orphans,
+// dispatch.Place, the transforms of placement.go, planWorkerNamespace — and
+// the controllers read, call them and write what changed.
 package manager

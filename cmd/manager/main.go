@@ -41,9 +41,9 @@ import (
 // namespace), for the manager chart (hack/generate.sh): the workers'
 // kubeconfig Secrets (and the webhook certificate Secret) and the leader
 // election lease (and its Event); updating a kubeconfig Secret when the
-// manager renews a worker's token (manager/credentials.go); creating the
+// manager renews a worker's token (manager/workers/credential.go); creating the
 // Secret of the key that seals jobferry's state on manager Jobs, the first
-// time (manager/statekey.go). Writing the certificate Secret and the webhook
+// time (manager/jobs/statekey.go). Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch;create;update
@@ -178,7 +178,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 
 // run wires the manager's parts together and runs them until ctx ends: the
 // controller manager (leader election, caches, metrics, probes), the
-// WorkerCluster registry, the Job controller and the orphan collector on
+// pool of worker connections with the WorkerCluster controller, the Job controller and the orphan collector on
 // the leader, and, on every replica, the webhooks with their certificate.
 func run(ctx context.Context, c config) error {
 	policy, err := admission.NewDispatchPolicy(c.dispatchNamespaces, c.reserved, c.allowWeakerPSA)

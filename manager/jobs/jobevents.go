@@ -18,14 +18,14 @@ import (
 )
 
 // What the Job controller is told of the workers (it subscribes to the
-// registry: WorkerHandlers) and how that reaches its work queue: the keys
+// pool: workers.Handlers) and how that reaches its work queue: the keys
 // of the manager Jobs to look at, those whose mirror changed ahead of the
 // others, and the wake-up of the Jobs waiting for room.
 
 // jobEventBuffer is how many keys wait for the work queue's source.
 const jobEventBuffer = 4096
 
-// subscribe has the registry tell the Job controller what happens on the
+// subscribe has the pool tell the Job controller what happens on the
 // workers.
 func (r *JobReconciler) subscribe() {
 	r.Workers.Subscribe(workers.Handlers{

@@ -105,7 +105,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // completes itself (nothingtorun.go); one that waits shows why in its
 // Suspended condition (waitingcondition.go); a write the API server refuses
 // becomes a Warning Event on the Job (refusals.go). What it is told of the
-// workers arrives through its subscription to the registry (jobevents.go).
+// workers arrives through its subscription to the pool (jobevents.go).
 type JobReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -180,7 +180,7 @@ type JobReconciler struct {
 }
 
 // SetupWithManager registers the controller: manager Jobs, plus the keys its
-// subscription to the registry yields when mirrors, capacity or workers
+// subscription to the pool yields when mirrors, capacity or workers
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()

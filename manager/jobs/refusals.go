@@ -48,7 +48,7 @@ var (
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights
 // can be granted without the Job changing. A worker whose rights appear
-// re-enqueues its Jobs at once (see Registry), so this is a safety net.
+// re-enqueues its Jobs at once (see workers.Pool), so this is a safety net.
 const forbiddenRetry = time.Minute
 
 // refusal says how the API server refused a write.

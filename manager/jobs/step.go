@@ -451,7 +451,7 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 	job := s.Job
 	if isFinished(job) {
 		// Only the finished mirror is left to delete: the Job is looked at
-		// again when its worker reconnects (Registry).
+		// again when its worker reconnects (workers.Pool).
 		return step{Kind: stepNone}
 	}
 	down, why := time.Duration(0), workerNotConnected

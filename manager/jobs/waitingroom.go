@@ -199,7 +199,7 @@ func withAssumed(workers []dispatch.Worker, extra map[string]map[string]corev1.R
 	return out
 }
 
-// wakeLoop wakes waiting Jobs whenever the Registry says capacity or the
+// wakeLoop wakes waiting Jobs whenever the pool says capacity or the
 // workers changed; signals that arrive during a wake-up make one more.
 func (r *JobReconciler) wakeLoop(ctx context.Context) error {
 	for {

@@ -42,7 +42,7 @@ func (r *JobReconciler) warningSeen(ctx context.Context, w workers.Warning) {
 }
 
 // forwardLoop forwards the workers' Warning Events, on the leader (whose
-// Registry alone connects to the workers).
+// pool alone connects to the workers).
 func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 	for {
 		select {

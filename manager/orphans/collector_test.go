@@ -135,7 +135,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 }
 
 // Started, the collector looks at every worker, then at each worker the
-// registry says (re)connected, on the collector's own context.
+// pool says (re)connected, on the collector's own context.
 func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

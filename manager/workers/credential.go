@@ -22,7 +22,7 @@ import (
 // worker for a new token of that same ServiceAccount, writes it into the
 // Secret and swaps it into the live connection, whose caches and watches go
 // on undisturbed. The decisions are pure functions of the token's claims and
-// the time; registry.go does the I/O.
+// the time; renewal.go does the I/O.
 
 // DefaultRenewalThreshold is the fraction of a token's lifetime after which
 // it is renewed, as the kubelet renews projected service-account tokens: a

@@ -24,7 +24,7 @@ import (
 // the Secret holds a 10-minute token of ns/sa issued at iat, the worker
 // answers TokenRequest with issue (or fails with issueErr).
 type renewalFixture struct {
-	registry *Pool
+	pool     *Pool
 	conn     *Connection
 	recorder *events.FakeRecorder
 	wc       *v1alpha1.WorkerCluster
@@ -59,7 +59,7 @@ func newRenewalFixture(t *testing.T, iat, now time.Time, issueErr error) *renewa
 		issued.Status.Token = fakeJWT(t, saClaims("jobferry-system", "jobferry-manager", now, now.Add(lifetime)))
 		return true, issued, nil
 	})
-	f.registry = NewPool(&Pool{
+	f.pool = NewPool(&Pool{
 		Client:    fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(secret).Build(),
 		Namespace: "jobferry-system", Clock: clocktesting.NewFakeClock(now), Recorder: f.recorder, RenewalThreshold: 0.5,
 	})
@@ -72,7 +72,7 @@ func newRenewalFixture(t *testing.T, iat, now time.Time, issueErr error) *renewa
 func (f *renewalFixture) secretToken(t *testing.T) string {
 	t.Helper()
 	secret := &corev1.Secret{}
-	if err := f.registry.Client.Get(t.Context(), client.ObjectKey{Namespace: "jobferry-system", Name: "w-kubeconfig"}, secret); err != nil {
+	if err := f.pool.Client.Get(t.Context(), client.ObjectKey{Namespace: "jobferry-system", Name: "w-kubeconfig"}, secret); err != nil {
 		t.Fatal(err)
 	}
 	token, err := kubeconfigToken(secret.Data["kubeconfig"])
@@ -86,7 +86,7 @@ func TestKeepCredentialNotDue(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(time.Minute), nil)
 	before := f.conn.token.get()
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	status, cond, after := f.pool.KeepCredential(t.Context(), f.wc, f.conn)
 	if len(f.requests) != 0 || f.conn.token.get() != before {
 		t.Fatalf("a token at 10%% of its lifetime was renewed (threshold 50%%)")
 	}
@@ -103,7 +103,7 @@ func TestKeepCredentialRenews(t *testing.T) {
 	now := iat.Add(6 * time.Minute)
 	f := newRenewalFixture(t, iat, now, nil)
 	old := f.conn.token.get()
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	status, cond, after := f.pool.KeepCredential(t.Context(), f.wc, f.conn)
 	if len(f.requests) != 1 {
 		t.Fatalf("%d TokenRequests, want 1", len(f.requests))
 	}
@@ -132,7 +132,7 @@ func TestKeepCredentialRenewalFails(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), errors.New(`serviceaccounts "jobferry-manager" is forbidden`))
 	old := f.conn.token.get()
-	_, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	_, cond, after := f.pool.KeepCredential(t.Context(), f.wc, f.conn)
 	if f.conn.token.get() != old || f.secretToken(t) != old {
 		t.Fatal("a failed renewal changed the token")
 	}
@@ -155,7 +155,7 @@ func TestKeepCredentialLeavesASecretSomeoneRewrote(t *testing.T) {
 	f := newRenewalFixture(t, iat, iat.Add(6*time.Minute), nil)
 	f.conn.token.set(fakeJWT(t, saClaims("jobferry-system", "jobferry-manager", iat.Add(-time.Minute), iat.Add(9*time.Minute))))
 	secretBefore := f.secretToken(t)
-	_, cond, _ := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	_, cond, _ := f.pool.KeepCredential(t.Context(), f.wc, f.conn)
 	if f.secretToken(t) != secretBefore {
 		t.Error("the renewal overwrote a Secret written since the connection read it")
 	}
@@ -168,7 +168,7 @@ func TestKeepCredentialWithoutExpiry(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
 	f := newRenewalFixture(t, iat, iat, nil)
 	f.conn.token.set("static-token")
-	status, cond, after := f.registry.KeepCredential(t.Context(), f.wc, f.conn)
+	status, cond, after := f.pool.KeepCredential(t.Context(), f.wc, f.conn)
 	if status != nil || cond != nil || after != 0 || len(f.requests) != 0 {
 		t.Errorf("a static token: status %+v, condition %+v, after %s, %d requests", status, cond, after, len(f.requests))
 	}
