@@ -1,0 +1,62 @@
+package manager
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The arrows between packages point one way: the pieces the manager is
+// built from import no controller of it, the pool of connections knows no
+// manager Job, and no controller imports another. A package that needs
+// another's memory gets it through a subscription or an interface, not an
+// import.
+func TestImportArrowsPointOneWay(t *testing.T) {
+	const module = "github.com/jobferry/jobferry/"
+	controllers := []string{"manager/jobs", "manager/workercluster", "manager/orphans", "manager/admission"}
+	forbidden := map[string][]string{
+		"dispatch":              {"manager"},
+		"mirror":                {"manager"},
+		"internal/...":          {"manager"},
+		"manager/metrics":       append([]string{"manager/workers"}, controllers...),
+		"manager/managercache":  append([]string{"manager/workers"}, controllers...),
+		"manager/workers":       controllers,
+		"manager/jobs":          {"manager/workercluster", "manager/orphans"},
+		"manager/workercluster": {"manager/jobs", "manager/orphans", "manager/admission"},
+		"manager/orphans":       {"manager/jobs", "manager/workercluster", "manager/admission"},
+		"manager/admission":     {"manager/jobs", "manager/workercluster", "manager/orphans", "manager/workers"},
+	}
+	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
+	for pkg := range forbidden {
+		args = append(args, "../"+pkg)
+	}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		rules, ok := forbidden[pkg]
+		if !ok && strings.HasPrefix(pkg, "internal/") {
+			rules, ok = forbidden["internal/..."]
+		}
+		if !ok {
+			t.Errorf("go list named %s, which has no rule", pkg)
+			continue
+		}
+		checked++
+		for _, dep := range fields[1:] {
+			dep = strings.TrimPrefix(dep, module)
+			for _, no := range rules {
+				if dep == no || strings.HasPrefix(dep, no+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+		}
+	}
+	if checked < len(forbidden) {
+		t.Errorf("checked %d packages, want at least %d", checked, len(forbidden))
+	}
+}
