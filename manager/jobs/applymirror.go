@@ -2,14 +2,32 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/workers"
+	"github.com/jobferry/jobferry/mirror"
 )
 
-// The steps that write the mirror on the worker, and the status copied back
-// from it.
+// The steps that write the mirror on the worker — create it (with its
+// namespace there), carry spec changes, fence and delete it — and the
+// status copied back from it.
 
 // applyCreateMirror creates the mirror; a created one is recorded in the
 // next step, at once, and a same-named Job found instead goes to the next
@@ -61,4 +79,318 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 	}
 	r.assume.forget(a.s.Job.UID)
 	return a.done(r.removeFinalizer(ctx, a.s.Job))
+}
+
+// strayMirror finds, on the connected workers, a mirror of the Job of a
+// later attempt than the Job records that this manager did not just create:
+// the Job's state does not account for it.
+func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
+	key := client.ObjectKeyFromObject(job)
+	recorded := jobstate.Attempt(job)
+	for _, worker := range r.Workers.Names() {
+		conn := r.conn(worker)
+		if conn == nil || !conn.Connected() || !conn.MayUse(job.Namespace) {
+			continue
+		}
+		m, err := conn.Mirror(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil || m.DeletionTimestamp != nil || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded {
+			continue
+		}
+		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
+			continue
+		}
+		return &strayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
+	}
+	return nil, nil
+}
+
+// prepareWorkerNamespace leaves the worker's namespace of a Job as
+// planWorkerNamespace decides (created, or its Pod Security labels set to
+// the manager namespace's), before a mirror is created or its pod template
+// changed there.
+func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers.Conn, managerNS *corev1.Namespace, name string) error {
+	// Twice at most: a namespace someone made between the read and the
+	// create is read again and planned as found.
+	for range 2 {
+		have, err := conn.Namespace(ctx, name)
+		if err != nil {
+			return err
+		}
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, conn.NamespaceRights())
+		switch plan.action {
+		case namespaceCreate:
+			created, err := conn.CreateNamespace(ctx, plan.namespace)
+			if err != nil || created {
+				return err
+			}
+		case namespaceRelabel:
+			return conn.RelabelNamespace(ctx, have, plan.namespace)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// createMirror creates the mirror on the Job's worker (and its namespace,
+// when the manager may create namespaces there). A same-named Job that is
+// not ours is handed back to nextStep as Foreign.
+func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (created bool, result reconcile.Result, err error) {
+	job, worker := s.Job, s.Worker
+	conn := r.conn(worker)
+	if conn == nil {
+		return false, reconcile.Result{Requeue: true}, nil
+	}
+	if conn.NamespaceRights().Create {
+		ns, err := r.namespaces().Get(ctx, job.Namespace)
+		if err != nil {
+			return false, reconcile.Result{}, err
+		}
+		// The worker's Pod Security admission holds the mirror's pods to
+		// the manager namespace's levels.
+		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
+			result, err := r.mirrorRefused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, worker, err)
+			return false, result, err
+		}
+	}
+	m, err := desiredMirror(job, s.WorkerCluster, r.Origin, r.ManagerID)
+	if err != nil {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
+	}
+	err = conn.Client().Create(ctx, m)
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))
+		if getErr != nil {
+			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
+		}
+		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
+			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || s.AdoptMirror) {
+			// Ours, created earlier; the cache has not caught up yet.
+			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
+			// A stale attempt the cache does not show yet: fenced, as the
+			// next step would once it does.
+			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
+				result, err := r.refused(ctx, job, writeMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
+				return false, result, err
+			}
+			return false, reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		// Whatever its labels say: a Job jobferry did not create (or its
+		// copy, made in the moment before this create).
+		memo.foreign = existing
+		return false, reconcile.Result{}, errForeign
+	}
+	if namespaceGone(err) {
+		// Deleted on the worker since the manager last saw it (its mirrors
+		// with it): read, and created, again on the next try.
+		conn.ForgetNamespace(job.Namespace)
+		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
+		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
+			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
+	}
+	if err != nil {
+		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
+		result, err := r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
+		return false, result, err
+	}
+	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
+	r.attempts.created(job, m.UID, r.Clock.Now())
+	attempt := max(jobstate.Attempt(job), 1)
+	if attempt <= 1 {
+		metrics.DispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
+	}
+	// One Event per dispatch: where, why there, and the mirror made.
+	placement := memo.placement
+	if placement == "" {
+		placement = "placed on " + worker
+	}
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
+	// The mirror's status comes with its first event; the Suspended
+	// condition the Job may show while it waited is replaced then.
+	return true, reconcile.Result{}, nil
+}
+
+// namespaceGone: a create was refused because its namespace does not exist,
+// or is being deleted.
+func namespaceGone(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// errForeign: creating the mirror found a same-named Job jobferry did not
+// create (stepMemo.foreign); nextStep decides what follows.
+var errForeign = errors.New("a Job not created by jobferry holds the name")
+
+// mirrorRefused reports a refused write on the worker for a Job that has no
+// mirror yet: on the Job (Event and Suspended condition), and, when the
+// worker refused it as forbidden, by checking the worker's rights at once, so
+// that a credential lacking them releases the Job for another worker.
+func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w write, what, worker string, err error) (reconcile.Result, error) {
+	if reported(err) {
+		if werr := r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
+			return reconcile.Result{}, werr
+		}
+	}
+	result, rerr := r.refused(ctx, job, w, what, workerAPI(worker), err)
+	if classify(err) == forbidden {
+		if missing := r.Workers.RecheckRights(ctx, worker); len(missing) > 0 {
+			// The next step releases the Job for another worker.
+			return reconcile.Result{Requeue: true}, nil
+		}
+	}
+	return result, rerr
+}
+
+// updateMirror carries what the user changed on the running manager Job to
+// its mirror (nextMirrorSpec decided what, from cached, the mirror as the
+// cache keeps it: see slimMirror).
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st step) (reconcile.Result, error) {
+	conn := r.conn(worker)
+	if conn == nil {
+		return reconcile.Result{Requeue: true}, nil
+	}
+	if slices.Contains(st.Changed, "template") && conn.NamespaceRights().Create {
+		// The new pods are held to the manager namespace's levels too.
+		ns, err := r.namespaces().Get(ctx, job.Namespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
+			return r.refused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
+		}
+	}
+	err := updateFromCache(ctx, conn, cached, st.Mirror)
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	if err != nil {
+		if classify(err) == forbidden {
+			r.Workers.RecheckRights(ctx, worker)
+		}
+		return r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
+	}
+	changed := st.Changed
+	if slices.Contains(changed, "suspend") {
+		// KEP-2232: the worker deletes or recreates the pods and reports
+		// Suspended and startTime, which the status copy brings back.
+		reason, verb := ReasonMirrorResumed, "resumed"
+		if ptr.Deref(st.Mirror.Spec.Suspend, false) {
+			reason, verb = ReasonMirrorSuspended, "suspended"
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", worker, verb)
+		changed = slices.DeleteFunc(slices.Clone(changed), func(f string) bool { return f == "suspend" })
+	}
+	if len(changed) > 0 {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, writeMirrorSpec.action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
+	}
+	// The worker's answer to the new spec comes with the mirror's next event.
+	return reconcile.Result{}, nil
+}
+
+// updateFromCache writes to the worker the changes that make cached (the
+// mirror as the worker's cache keeps it, without what the manager never
+// reads) into updated: applied onto the mirror as the worker has it now,
+// read once, and written with that read's resourceVersion, so a change made
+// meanwhile is a conflict, not lost. The manager's credential may get and
+// update Jobs there; a spec change is rare enough for the read.
+func updateFromCache(ctx context.Context, conn workers.Conn, cached, updated *batchv1.Job) error {
+	patch, err := client.MergeFrom(cached).Data(updated)
+	if err != nil {
+		return err
+	}
+	current, err := conn.UncachedJob(ctx, client.ObjectKeyFromObject(cached))
+	if err != nil {
+		return err
+	}
+	if current.UID != cached.UID {
+		return apierrors.NewConflict(batchv1.Resource("jobs"), cached.Name, fmt.Errorf("the mirror was replaced since it was read"))
+	}
+	original, err := json.Marshal(current)
+	if err != nil {
+		return err
+	}
+	merged, err := jsonpatch.MergePatch(original, patch)
+	if err != nil {
+		return err
+	}
+	next := &batchv1.Job{}
+	if err := json.Unmarshal(merged, next); err != nil {
+		return err
+	}
+	next.ResourceVersion = current.ResourceVersion
+	if err := conn.Client().Update(ctx, next); err != nil {
+		return err
+	}
+	*updated = *next
+	return nil
+}
+
+// mirrorExpectedFor is how long a mirror this manager created is trusted to
+// exist though the worker's cache does not show it yet.
+const mirrorExpectedFor = 30 * time.Second
+
+// mirrorExpected: this manager created the mirror of the Job's current
+// attempt less than mirrorExpectedFor ago.
+func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
+	rec, ok := r.attempts.of(job)
+	return ok && rec.mirrorUID != "" && now.Sub(rec.created) < mirrorExpectedFor
+}
+
+// copyStatus writes the status translated from the mirror's (desired).
+func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
+	key := client.ObjectKeyFromObject(job)
+	observed, hadObserved := r.observed.take(key)
+	updated := job.DeepCopy()
+	updated.Status = desired
+	err := r.Client.Status().Update(ctx, updated)
+	switch {
+	case err == nil:
+		metrics.StatusSyncTotal.WithLabelValues(worker, "written").Inc()
+		if hadObserved {
+			metrics.StatusSyncLag.Observe(r.Clock.Since(observed).Seconds())
+		}
+		if jobstatus.Finished(desired) {
+			r.finished.wrote(job)
+		}
+		job.Status = updated.Status
+		job.ResourceVersion = updated.ResourceVersion
+		return nil
+	case apierrors.IsInvalid(err):
+		metrics.StatusSyncTotal.WithLabelValues(worker, "rejected").Inc()
+		for _, field := range mirror.RejectedFields(err) {
+			metrics.StatusWriteRejected.WithLabelValues(field).Inc()
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
+		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
+		return errRejectedCopy
+	default:
+		if hadObserved {
+			r.observed.seen(key, observed)
+		}
+		result := "error"
+		if apierrors.IsConflict(err) {
+			result = "conflict"
+		}
+		metrics.StatusSyncTotal.WithLabelValues(worker, result).Inc()
+		return fmt.Errorf("copying status from %s: %w", worker, err)
+	}
+}
+
+// errRejectedCopy: the API server rejected a status copy; the user was told,
+// and the copy is tried again with the mirror's next change.
+var errRejectedCopy = errors.New("status copy rejected")
+
+// deleteMirror deletes the mirror m on worker.
+func (r *JobReconciler) deleteMirror(ctx context.Context, worker string, m *batchv1.Job) error {
+	conn := r.conn(worker)
+	if conn == nil {
+		return fmt.Errorf("deleting mirror %s/%s: no connection to %s", m.Namespace, m.Name, worker)
+	}
+	_, err := workers.DeleteMirror(ctx, conn, worker, m)
+	return err
 }

@@ -2,19 +2,30 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
-// The steps that write the manager Job's placement: place, activate,
-// record, release and place again.
+// The steps that write the manager Job's placement — place, activate,
+// record, release and place again — and what they read to decide it: the
+// dispatch policy's verdict (admit) and each worker's view for
+// dispatch.Place (workerViews).
 
 // applyComplete completes a Job of zero completions without a worker.
 func (r *JobReconciler) applyComplete(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
@@ -91,4 +102,258 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
 	return a.next()
+}
+
+// admit reads the Job's namespace and applies the dispatch policy. The
+// webhook applies it at creation; this catches Jobs created while it was
+// down or not registered, namespaces changed since, and templates changed
+// since (while suspended): it holds at every placement, mirror create and
+// template carry, which is where readState asks.
+func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Namespace, *admission.Refusal, error) {
+	ns, err := r.namespaces().Get(ctx, job.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, refusal := r.Policy.Admit(job, ns)
+	return ns, refusal, nil
+}
+
+// workerRejects says why the Job's worker may not run its pods as they are
+// now ("" when it may): what placement checked that depends neither on free
+// capacity nor on the worker taking new Jobs (dispatch.Admits), the worker's
+// namespace included.
+func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, conn workers.Conn) (string, error) {
+	if !conn.MayUse(job.Namespace) {
+		return "", nil // nextStep releases it, saying why
+	}
+	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
+	if capacity := conn.Capacity(ctx); capacity != nil {
+		view.Pools = capacity.Pools
+		if view.Pools == nil {
+			view.Pools = []v1alpha1.NodePool{}
+		}
+	}
+	verdict, err := r.workerNamespaceVerdict(ctx, ns, conn, wc.Name, job.Namespace)
+	if err != nil {
+		return "", err
+	}
+	view.Namespace = verdict
+	_, why := dispatch.Admits(job, view)
+	return why, nil
+}
+
+// workerNamespaceVerdict says why the worker's namespace of the Job's name
+// may not take its pods: it enforces a weaker Pod Security level than the
+// manager's namespace, it is missing and the manager may not create it, or
+// the credential may not read it (the worker's rights are checked again at
+// once). An error is one worth retrying.
+func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, conn workers.Conn, worker, name string) (dispatch.NamespaceVerdict, error) {
+	workerNS, err := conn.Namespace(ctx, name)
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		r.Workers.RightsRefused(worker)
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)",
+			name, apiMessage(err), v1alpha1.ConditionAuthorized)}, nil
+	case err != nil:
+		return dispatch.NamespaceVerdict{}, err
+	}
+	// As the namespace will be when the mirror is written: jobferry creates
+	// it, or brings the labels of one it created in step, first.
+	rights := conn.NamespaceRights()
+	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
+	if plan.action == namespaceMissing {
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
+	}
+	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
+	if why == "" {
+		return dispatch.NamespaceVerdict{}, nil
+	}
+	if plan.ours && rights.Create && !rights.Relabel {
+		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", workers.RelabelNamespacesRight)
+	}
+	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
+}
+
+// place chooses a worker for the Job and records it, with the worker's
+// directives and the Job unsuspended, in one write (placedJob). placed
+// reports a placement recorded: the mirror can be created next.
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
+	ns, err := r.namespaces().Get(ctx, job.Namespace)
+	if err != nil {
+		return false, reconcile.Result{}, err
+	}
+	// Worker namespaces are read now, not under the placement lock.
+	r.Workers.ReadNamespaces(ctx, job.Namespace)
+	// A wake-up that starts from here on may not see this Job waiting yet.
+	pass := r.waiting.pass()
+	asWritten := asUserWroteIt(job)
+	decision, invalid, err := r.decide(ctx, asWritten, ns)
+	if err != nil {
+		return false, reconcile.Result{}, err
+	}
+	for worker, code := range decision.Codes {
+		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
+	}
+	if invalid != nil {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
+	}
+	if !decision.Placed() {
+		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
+		// It waits in the room, woken when capacity or a worker change
+		// gives it room; the requeue is a safety net.
+		if missed := r.waiting.add(asWritten, pass); missed {
+			r.wakeWaiting()
+		}
+		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
+		// The condition says the gist (no free amounts, which change with
+		// every capacity summary); the Event, with the figures, goes with a
+		// change of it, not with every retry: under load every capacity
+		// change retries every waiting Job.
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonNoWorkerFits, "%s", decision.Gist()))
+		if wrote {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
+		}
+		return false, retry, err
+	}
+	wc := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: decision.Worker}, wc); err != nil {
+		r.assume.forget(job.UID)
+		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
+	}
+	updated, err := placedJob(job, decision.Worker, wc.Spec.Scheduling)
+	if err == nil {
+		err = r.writeJob(ctx, updated)
+	}
+	if err != nil {
+		r.assume.forget(job.UID)
+		if reported(err) {
+			if werr := r.showWaiting(ctx, job, waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+				return false, reconcile.Result{}, werr
+			}
+		}
+		result, err := r.refused(ctx, job, writePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		return false, result, err
+	}
+	*job = *updated
+	r.attempts.placed(job)
+	r.waiting.remove(client.ObjectKeyFromObject(job))
+	memo.placement = decision.Summary()
+	return true, reconcile.Result{}, nil
+}
+
+// decide places the Job and assumes its request on the chosen worker at once,
+// under one lock, so concurrent placements see each other's choices; the
+// slower write that records the placement happens outside the lock.
+// invalid says what is wrong with the Job itself; err is a failure to read.
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) (decision dispatch.Decision, invalid, err error) {
+	r.placeMu.Lock()
+	defer r.placeMu.Unlock()
+	workers, err := r.workerViews(ctx, job, ns)
+	if err != nil {
+		return dispatch.Decision{}, nil, err
+	}
+	decision, invalid = dispatch.Place(job, workers)
+	if invalid == nil && decision.Placed() {
+		r.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
+	}
+	return decision, invalid, nil
+}
+
+// workerViews describes every WorkerCluster for placement of a Job from the
+// manager namespace ns.
+func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) ([]dispatch.Worker, error) {
+	var list v1alpha1.WorkerClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing WorkerClusters: %w", err)
+	}
+	views := make([]dispatch.Worker, 0, len(list.Items))
+	for _, wc := range list.Items {
+		view := dispatch.Worker{
+			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
+			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
+		}
+		if conn := r.conn(wc.Name); conn != nil && conn.Connected() {
+			view.Connected = true
+			if capacity := conn.Capacity(ctx); capacity != nil {
+				view.Pools = capacity.Pools
+				if view.Pools == nil {
+					view.Pools = []v1alpha1.NodePool{}
+				}
+			}
+			if missing := conn.MissingRights(); len(missing) > 0 {
+				view.MissingRights = workers.MissingMessage(missing)
+			}
+			if conn.MayUse(job.Namespace) {
+				verdict, err := r.workerNamespaceVerdict(ctx, ns, conn, wc.Name, job.Namespace)
+				if err != nil {
+					// This worker alone is left out of this placement.
+					verdict = dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("reading namespace %s there failed: %v", job.Namespace, err)}
+				}
+				view.Namespace = verdict
+			}
+		}
+		views = append(views, view)
+	}
+	return views, nil
+}
+
+// release undoes the placement of a Job on worker, so it is placed again
+// (releasedJob); change, when set, edits the Job in the same write. The Job
+// object is updated with what was written.
+func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker string, change func(*batchv1.Job)) error {
+	updated := releasedJob(job)
+	if change != nil {
+		change(updated)
+	}
+	if err := r.writeJob(ctx, updated); err != nil {
+		return err
+	}
+	r.assume.forget(job.UID)
+	*job = *updated
+	return nil
+}
+
+// record writes jobferry's state on the Job, sealed: the UID of the mirror
+// it created for the current attempt (when mirrorUID is set), or the state
+// an earlier manager left unsealed. The Job object is updated with what was
+// written.
+func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID types.UID) error {
+	updated := job.DeepCopy()
+	if mirrorUID != "" {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.MirrorUIDAnnotation, string(mirrorUID))
+	}
+	if err := r.writeJob(ctx, updated); err != nil {
+		return err
+	}
+	*job = *updated
+	return nil
+}
+
+// needsActivation: placed and mirrored, but still held by the webhook.
+func needsActivation(job *batchv1.Job) bool {
+	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
+}
+
+// userSuspended: suspended by its user rather than held for placement.
+func userSuspended(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && !needsActivation(job)
+}
+
+// activate injects the worker's directives into a Job that was placed but
+// is still held (placed by an earlier version, which unsuspended after
+// creating the mirror) and unsuspends it, in one update.
+func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1alpha1.WorkerCluster) error {
+	if wc == nil {
+		return fmt.Errorf("WorkerCluster %s is gone", job.Annotations[v1alpha1.WorkerAnnotation])
+	}
+	updated, err := activatedJob(job, wc.Name, wc.Spec.Scheduling)
+	if err != nil {
+		return err
+	}
+	if err := r.writeJob(ctx, updated); err != nil {
+		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
+	}
+	*job = *updated
+	return nil
 }
