@@ -25,6 +25,27 @@ import (
 // jobEventBuffer is how many keys wait for the work queue's source.
 const jobEventBuffer = 4096
 
+// eventSources carry what the controller is told to where it acts on it:
+// jobs and mirrors feed the work queue — the Jobs to look at again, and
+// those whose mirror changed, ahead of the others (statusPriority); wake
+// asks for a wake-up of the Jobs in the waiting room; warnings carries the
+// workers' Warning Events to the forwarding loop (workerwarnings.go).
+type eventSources struct {
+	jobs, mirrors chan event.GenericEvent
+	wake          chan struct{}
+	warnings      chan workers.Warning
+}
+
+func newEventSources() eventSources {
+	return eventSources{
+		jobs:    make(chan event.GenericEvent, jobEventBuffer),
+		mirrors: make(chan event.GenericEvent, jobEventBuffer),
+		// One pending signal is enough: a wake-up reads everything afresh.
+		wake:     make(chan struct{}, 1),
+		warnings: make(chan workers.Warning, 1024),
+	}
+}
+
 // subscribe has the pool tell the Job controller what happens on the
 // workers.
 func (r *JobReconciler) subscribe() {
@@ -50,7 +71,7 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 	}
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	r.observed.seen(key, r.Clock.Now())
-	r.mirrorEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+	r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
 }
 
 // capacityChanged: a worker's summary changed; what was assumed of it may
@@ -73,14 +94,14 @@ func (r *JobReconciler) workerReconciled(worker string) {
 // sent before it runs are one.
 func (r *JobReconciler) wakeWaiting() {
 	select {
-	case r.wakeSignal <- struct{}{}:
+	case r.events.wake <- struct{}{}:
 	default:
 	}
 }
 
 // enqueue asks for a reconcile of the manager Job ns/name.
 func (r *JobReconciler) enqueue(namespace, name string) {
-	r.jobEvents <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
+	r.events.jobs <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}
 }
 
 // placementsAffected asks for a reconcile of every manager Job placed on

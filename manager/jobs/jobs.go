@@ -132,14 +132,9 @@ type JobReconciler struct {
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
 
-	// jobEvents and mirrorEvents feed the work queue (jobevents.go): the
-	// Jobs to look at again, and those whose mirror changed, ahead of the
-	// others (statusPriority). wakeSignal asks for a wake-up of the Jobs
-	// in the waiting room; warnings carries the workers' Warning Events to
-	// the forwarding loop (workerwarnings.go).
-	jobEvents, mirrorEvents chan event.GenericEvent
-	wakeSignal              chan struct{}
-	warnings                chan workers.Warning
+	// events carry what the pool tells the controller to its work queue,
+	// its wake-up and its forwarding loop (jobevents.go).
+	events eventSources
 
 	// assume holds what placed Jobs request until the workers' summaries
 	// show it: placement adds, mirrors running and summaries end it.
@@ -184,8 +179,8 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			job, ok := obj.(*batchv1.Job)
 			return ok && v1alpha1.IsManagerJob(job)
 		}), notOwnStatusWrite{})).
-		WatchesRawSource(source.Channel(r.jobEvents, &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Channel(r.mirrorEvents, enqueueWithPriority(statusPriority))).
+		WatchesRawSource(source.Channel(r.events.jobs, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.events.mirrors, enqueueWithPriority(statusPriority))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r); err != nil {
 		return err
@@ -206,11 +201,7 @@ func (r *JobReconciler) init() {
 	r.waiting = newWaitingRoom()
 	r.refusals = newRefusalMemo()
 	r.warned = newWarnedMemo(r.Clock)
-	r.jobEvents = make(chan event.GenericEvent, jobEventBuffer)
-	r.mirrorEvents = make(chan event.GenericEvent, jobEventBuffer)
-	// One pending signal is enough: a wake-up reads everything afresh.
-	r.wakeSignal = make(chan struct{}, 1)
-	r.warnings = make(chan workers.Warning, 1024)
+	r.events = newEventSources()
 	r.subscribe()
 }
 

@@ -206,7 +206,7 @@ func (r *JobReconciler) wakeLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.wakeSignal:
+		case <-r.events.wake:
 			if err := r.wake(ctx); err != nil {
 				logf.FromContext(ctx).Error(err, "waking Jobs waiting for room")
 			}

@@ -191,14 +191,14 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	if err := h.r.wake(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(h.r.jobEvents); n != 0 {
+	if n := len(h.r.events.jobs); n != 0 {
 		t.Fatalf("%d Jobs woken without room", n)
 	}
 	// Room frees up: the Job is woken, and placed by its reconcile.
 	h.workers.Conns["w1"].Pools[0].Free = full
 	h.workers.CapacityChanged("w1")
 	select {
-	case <-h.r.wakeSignal:
+	case <-h.r.events.wake:
 	default:
 		t.Fatal("a capacity summary did not ask for a wake-up")
 	}
@@ -206,7 +206,7 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case e := <-h.r.jobEvents:
+	case e := <-h.r.events.jobs:
 		if client.ObjectKeyFromObject(e.Object) != trainKey {
 			t.Fatalf("woke %v, want %v", client.ObjectKeyFromObject(e.Object), trainKey)
 		}

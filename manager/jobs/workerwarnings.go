@@ -36,7 +36,7 @@ import (
 // waiting rather than dropping one until ctx ends.
 func (r *JobReconciler) warningSeen(ctx context.Context, w workers.Warning) {
 	select {
-	case r.warnings <- w:
+	case r.events.warnings <- w:
 	case <-ctx.Done():
 	}
 }
@@ -48,7 +48,7 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case w := <-r.warnings:
+		case w := <-r.events.warnings:
 			if err := r.forwardWarning(ctx, w); err != nil {
 				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.Worker,
 					"event", w.Event.Namespace+"/"+w.Event.Name)
