@@ -130,7 +130,12 @@ func (c *certFiles) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = informer.RemoveEventHandler(registration) }()
+	defer func() {
+		// Stopping: the informer ends with the manager anyway.
+		if err := informer.RemoveEventHandler(registration); err != nil {
+			log.Error(err, "removing the Secret handler")
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():

@@ -87,10 +87,13 @@ func (m *observedMemo) take(key types.NamespacedName) (time.Time, bool) {
 	return t, ok
 }
 
-// removedWorkers remembers when deleted WorkerClusters were first seen gone:
-// their mirrors may still run there, so their Jobs are dispatched elsewhere
-// only once the worker-lost timeout has passed since, as for a lost worker.
-// A manager that starts after the deletion counts from its first look.
+// removedWorkers remembers when the Job controller first found the
+// WorkerCluster of a Job's worker gone (the pool's PlacementsAffected has it
+// look at once): the mirrors may still run there, so the Jobs are
+// dispatched elsewhere only once the worker-lost timeout has passed since,
+// as for a lost worker. A manager that starts after the deletion counts from
+// its first look; a WorkerCluster reconciled again (created anew) is
+// forgotten.
 type removedWorkers struct {
 	mu sync.Mutex
 	at map[string]time.Time

@@ -23,3 +23,21 @@ func TestObservedMemoKeepsTheOldestChange(t *testing.T) {
 		t.Error("a change taken is still remembered")
 	}
 }
+
+// A deleted worker's Jobs count from the first look at it gone; a worker
+// registered again starts afresh when it is gone next.
+func TestRemovedWorkersCountFromTheFirstLook(t *testing.T) {
+	h := newJobsHarness(t)
+	t0 := h.clock.Now()
+	if got := h.r.removed.since("w1", t0); !got.Equal(t0) {
+		t.Fatalf("first look: %v, want %v", got, t0)
+	}
+	if got := h.r.removed.since("w1", t0.Add(time.Minute)); !got.Equal(t0) {
+		t.Errorf("second look: %v, want the first look's %v", got, t0)
+	}
+	h.r.workerReconciled("w1")
+	later := t0.Add(time.Hour)
+	if got := h.r.removed.since("w1", later); !got.Equal(later) {
+		t.Errorf("gone again after it was reconciled: %v, want %v", got, later)
+	}
+}

@@ -12,28 +12,28 @@ import (
 // The Authorized condition for each outcome of a rights review.
 func TestAuthorizedCondition(t *testing.T) {
 	cases := map[string]struct {
-		state  RightsState
+		state  rightsState
 		status metav1.ConditionStatus
 		says   []string
 	}{
 		"a required right missing": {
-			state:  RightsState{Missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, MayWatchWarnings: true},
+			state:  rightsState{missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, mayWatchWarnings: true},
 			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
 		},
 		"every right, namespaces created and kept in step": {
-			state:  RightsState{Namespaces: NamespaceRights{Create: true, Relabel: true}, MayWatchWarnings: true},
+			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"may create namespaces for mirrors and keep their Pod Security labels in step"},
 		},
 		"namespaces created, not relabelled": {
-			state:  RightsState{Namespaces: NamespaceRights{Create: true}, MayWatchWarnings: true},
+			state:  rightsState{namespaces: NamespaceRights{Create: true}, mayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"it may not patch namespaces", "takes no more Jobs"},
 		},
 		"no namespaces created": {
-			state:  RightsState{MayWatchWarnings: true},
+			state:  rightsState{mayWatchWarnings: true},
 			status: metav1.ConditionTrue, says: []string{"it creates no namespace there, so Jobs go only to namespaces that exist"},
 		},
 		"no Events": {
-			state:  RightsState{},
+			state:  rightsState{},
 			status: metav1.ConditionTrue, says: []string{"it may not list and watch Events"},
 		},
 	}

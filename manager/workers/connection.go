@@ -57,7 +57,7 @@ type Connection struct {
 	lastErr  atomic.Value // string
 	// rights is what the last review of the credential's rights found; nil
 	// until the first one.
-	rights atomic.Pointer[RightsState]
+	rights atomic.Pointer[rightsState]
 	// reviewDue: a request was refused as forbidden since the last review
 	// of the rights, so the next one is due at once.
 	reviewDue atomic.Bool
@@ -120,6 +120,14 @@ type connHandlers struct {
 	// cacheFailed fires when the caches stop with an error before the
 	// connection is closed (Connection.cacheFailed says why).
 	cacheFailed func(worker string)
+}
+
+// Lookup finds the connection to a worker by name: the Pool, or
+// workerstest.Pool in tests.
+type Lookup interface {
+	// Conn is nil when there is none.
+	Conn(worker string) Conn
+	Names() []string
 }
 
 // Conn is what the Job controller and the orphan collector use of a
@@ -274,7 +282,7 @@ func (c *Connection) Connected() bool { return c.synced.Load() && c.healthy.Load
 // MissingRights lists the rights the credential lacked at the last review.
 func (c *Connection) MissingRights() []Right {
 	if state := c.rights.Load(); state != nil {
-		return state.Missing
+		return state.missing
 	}
 	return nil
 }
@@ -353,7 +361,7 @@ func (c *Connection) NamespaceRights() NamespaceRights {
 	if state == nil {
 		return NamespaceRights{}
 	}
-	return state.Namespaces
+	return state.namespaces
 }
 
 // CreateNamespace creates the namespace planWorkerNamespace made, and says

@@ -18,14 +18,6 @@ type capacityCollector struct {
 	allocatable, requested, free, nodes *prometheus.Desc
 }
 
-// Lookup finds the connection to a worker by name: the Pool, or a fake in
-// tests.
-type Lookup interface {
-	// Conn is nil when there is none.
-	Conn(worker string) Conn
-	Names() []string
-}
-
 // NewCapacityCollector serves the pools of each connected worker's last
 // capacity summary (jobferry_workercluster_pool_*).
 func NewCapacityCollector(conns Lookup) prometheus.Collector { return newCapacityCollector(conns) }

@@ -76,11 +76,11 @@ type Pool struct {
 }
 
 // NewPool completes a Pool whose exported fields are set.
-func NewPool(r *Pool) *Pool {
-	r.Recorder = eventnote.Bound(r.Recorder)
-	r.conns = map[string]*Connection{}
-	r.workerEvents = make(chan event.GenericEvent, 64)
-	return r
+func NewPool(p *Pool) *Pool {
+	p.Recorder = eventnote.Bound(p.Recorder)
+	p.conns = map[string]*Connection{}
+	p.workerEvents = make(chan event.GenericEvent, 64)
+	return p
 }
 
 // Handlers are what a subscriber is told of the workers (Subscribe);
@@ -251,7 +251,7 @@ func connectionHash(kubeconfig []byte, token string, namespaces []string) string
 func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) metav1.Condition {
 	log := logf.FromContext(ctx).WithValues("worker", conn.name)
 	prev := conn.rights.Load()
-	due := force || prev == nil || len(prev.Missing) > 0 || p.Clock.Since(prev.Checked) >= rightsCheckInterval
+	due := force || prev == nil || len(prev.missing) > 0 || p.Clock.Since(prev.checked) >= rightsCheckInterval
 	state := prev
 	if due {
 		reviewCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -275,12 +275,12 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 		missing = slices.DeleteFunc(missing, func(r Right) bool {
 			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r)
 		})
-		state = &RightsState{Checked: p.Clock.Now(), Missing: missing, Namespaces: namespaces, MayWatchWarnings: mayWatch}
+		state = &rightsState{checked: p.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch}
 		conn.rights.Store(state)
 		switch {
-		case len(missing) > 0 && (prev == nil || len(prev.Missing) == 0):
+		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
 			log.Info("worker credential lacks rights", "missing", MissingMessage(missing))
-		case len(missing) == 0 && prev != nil && len(prev.Missing) > 0:
+		case len(missing) == 0 && prev != nil && len(prev.missing) > 0:
 			log.Info("worker credential has every right now")
 			p.PlacementsAffected(ctx, conn.name, true)
 		}
@@ -290,22 +290,22 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 
 // authorizedCondition is the Authorized condition for what the last review
 // of a worker credential's rights found.
-func authorizedCondition(state *RightsState) metav1.Condition {
-	if len(state.Missing) > 0 {
+func authorizedCondition(state *rightsState) metav1.Condition {
+	if len(state.missing) > 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonMissingRights,
-			Message: MissingMessage(state.Missing) + "; no Job is placed here until it may"}
+			Message: MissingMessage(state.missing) + "; no Job is placed here until it may"}
 	}
 	var message string
 	switch {
-	case state.Namespaces.Relabel:
+	case state.namespaces.Relabel:
 		message = "the credential has every right jobferry needs, and may create namespaces for mirrors and keep their Pod Security labels in step with the manager's"
-	case state.Namespaces.Create:
+	case state.namespaces.Create:
 		message = "the credential has every right jobferry needs, and may create namespaces for mirrors; it may not " + RelabelNamespacesRight.String() +
 			", so a namespace it created that the manager's Pod Security has since outgrown takes no more Jobs"
 	default:
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
 	}
-	if !state.MayWatchWarnings {
+	if !state.mayWatchWarnings {
 		message += "; it may not list and watch Events, so the Warning Events of mirrors and their pods (FailedScheduling, evictions) do not reach the manager Jobs"
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}

@@ -105,16 +105,16 @@ func warningEventsRights(namespaces []string) []Right {
 // it proceeds within seconds of being granted it.
 const rightsCheckInterval = time.Minute
 
-// RightsState is what the last check of a worker's credential found.
-type RightsState struct {
-	Checked time.Time
-	// Missing are required rights the credential lacks.
-	Missing []Right
-	// Namespaces: what the credential may do to Namespaces.
-	Namespaces NamespaceRights
-	// MayWatchWarnings: the credential may list and watch Events wherever
+// rightsState is what the last check of a worker's credential found.
+type rightsState struct {
+	checked time.Time
+	// missing are required rights the credential lacks.
+	missing []Right
+	// namespaces: what the credential may do to namespaces.
+	namespaces NamespaceRights
+	// mayWatchWarnings: the credential may list and watch Events wherever
 	// the manager keeps mirrors (warningEventsRights).
-	MayWatchWarnings bool
+	mayWatchWarnings bool
 }
 
 // MissingMessage names the missing rights for a condition or an Event.

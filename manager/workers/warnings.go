@@ -156,7 +156,7 @@ func (p *Pool) KeepWarningsWatch(ctx context.Context, conn *Connection) {
 	state := conn.rights.Load()
 	switch {
 	case state == nil:
-	case !state.MayWatchWarnings:
+	case !state.mayWatchWarnings:
 		conn.stopWarnings()
 	case conn.Connected():
 		if err := conn.watchWarnings(p.warningSeen); err != nil {
