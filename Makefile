@@ -25,7 +25,7 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control plane, KWOK, kubectl, helm and controller-gen into bin/ (only what is missing or outdated)
+tools: ## build the pinned control plane, KWOK, kubectl, helm, controller-gen and Kueue into bin/ (only what is missing or outdated)
 	@hack/tools/build.sh $(BIN)
 
 .PHONY: prometheus

@@ -60,3 +60,21 @@ func TestImportArrowsPointOneWay(t *testing.T) {
 		t.Errorf("checked %d packages, want at least %d", checked, len(forbidden))
 	}
 }
+
+// The binaries users run take Kueue's API types only, never its controllers
+// or their dependencies (issue 25: Kueue runs beside the manager, not in it).
+func TestBinariesLinkOnlyKueueAPIs(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../cmd/manager", "../cmd/worker", "../cmd/kubectl-jobferry").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps listed only %d packages", len(deps))
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "sigs.k8s.io/kueue/") && !strings.HasPrefix(dep, "sigs.k8s.io/kueue/apis/") {
+			t.Errorf("a binary links %s", dep)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,6 +74,7 @@ func binaryHint(binary, dir, cluster, args string) string {
 func newDevCommands() []*cobra.Command {
 	var dir string
 	var workers int
+	var withKueue bool
 	dirFlag := func(cmd *cobra.Command) *cobra.Command {
 		cmd.Flags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
 		return cmd
@@ -87,6 +89,12 @@ func newDevCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
+			if withKueue {
+				fmt.Fprintln(out, "starting Kueue on the manager cluster")
+				if _, err := env.Manager.StartKueue(cmd.Context(), localcluster.KueueOptions{}); err != nil {
+					return errors.Join(fmt.Errorf("starting Kueue: %w", err), env.Stop())
+				}
+			}
 			env.Release()
 			fmt.Fprintln(out, "\nkubeconfigs:")
 			for _, c := range env.Clusters() {
@@ -97,6 +105,7 @@ func newDevCommands() []*cobra.Command {
 		},
 	}
 	up.Flags().IntVar(&workers, "workers", 2, "number of worker clusters")
+	up.Flags().BoolVar(&withKueue, "kueue", false, "also run Kueue (bin/kueue, the version hack/tools/kueue pins) on the manager cluster, with its CRDs")
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -161,7 +161,13 @@ func (c *Cluster) Stop() error {
 // (a jobferry manager or worker, say), with its log in LogDir. It is stopped
 // with the cluster, first, and recorded like every component.
 func (c *Cluster) StartComponent(name, binary string, args ...string) (*Process, error) {
-	p, err := startProcess(name, binary, args, filepath.Join(c.LogDir(), name+".log"), c.detached, c.cpus)
+	return c.startComponent(name, nil, binary, args)
+}
+
+// startComponent is StartComponent with a launcher that sets the process up
+// and execs binary (see Process.Launcher).
+func (c *Cluster) startComponent(name string, launcher []string, binary string, args []string) (*Process, error) {
+	p, err := startProcess(name, binary, args, filepath.Join(c.LogDir(), name+".log"), c.detached, c.cpus, launcher)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +198,7 @@ func (c *Cluster) RestartComponent(name string) (*Process, error) {
 	if err := old.Stop(); err != nil {
 		return nil, err
 	}
-	p, err := startProcess(name, old.Binary, old.Args, old.Log, c.detached, old.CPUs)
+	p, err := startProcess(name, old.Binary, old.Args, old.Log, c.detached, old.CPUs, old.Launcher)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,10 @@ type Process struct {
 	Log    string   `json:"log"`
 	// CPUs the process is pinned to (a taskset list); empty when not pinned.
 	CPUs string `json:"cpus,omitempty"`
+	// Launcher is the command that sets the process up and execs Binary
+	// with Args in the same process (unshare and sh, say); empty when Binary
+	// is started directly.
+	Launcher []string `json:"launcher,omitempty"`
 
 	// exited is closed once the process has been reaped; nil when the process
 	// was started by another program (read back from a state file).
@@ -43,16 +47,17 @@ type Process struct {
 // kernel kills it if the starting process dies (Pdeathsig). Every component
 // gets its own process group so a terminal's Ctrl-C reaches only the starting
 // process, which then stops the components in order.
-func startProcess(name, binary string, args []string, logPath string, detached bool, cpus string) (*Process, error) {
+func startProcess(name, binary string, args []string, logPath string, detached bool, cpus string, launcher []string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(binary, args...)
+	argv := append(append(append([]string(nil), launcher...), binary), args...)
 	if cpus != "" {
-		cmd = exec.Command("taskset", append([]string{"--cpu-list", cpus, binary}, args...)...)
+		argv = append([]string{"taskset", "--cpu-list", cpus}, argv...)
 	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -63,7 +68,7 @@ func startProcess(name, binary string, args []string, logPath string, detached b
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, Binary: binary, Args: args, PID: cmd.Process.Pid, Log: logPath, CPUs: cpus, exited: make(chan struct{})}
+	p := &Process{Name: name, Binary: binary, Args: args, PID: cmd.Process.Pid, Log: logPath, CPUs: cpus, Launcher: launcher, exited: make(chan struct{})}
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(p.exited)

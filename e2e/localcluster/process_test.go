@@ -26,7 +26,7 @@ func startPinnedTestProcess(t *testing.T, cpus, program string, args ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProcess("test", binary, args, filepath.Join(t.TempDir(), "test.log"), false, cpus)
+	p, err := startProcess("test", binary, args, filepath.Join(t.TempDir(), "test.log"), false, cpus, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
