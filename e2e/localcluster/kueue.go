@@ -19,7 +19,7 @@ const KueueNamespace = "kueue-system"
 
 // KueueOptions say how StartKueue runs Kueue.
 type KueueOptions struct {
-	// BinDir holds the kueue binary and kueue-crds/ (hack/tools builds
+	// BinDir holds the kueue binary and kueue-files/, its CRDs (hack/tools builds
 	// both); BinDir() when empty.
 	BinDir string
 	// Timeout bounds the wait for Kueue to be ready (default 90s).
@@ -61,7 +61,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
 	}
-	if err := InstallCRDs(ctx, c.RESTConfig(), os.DirFS(filepath.Join(binDir, "kueue-crds")), "*.yaml"); err != nil {
+	if err := InstallCRDs(ctx, c.RESTConfig(), os.DirFS(filepath.Join(binDir, "kueue-files")), "*.yaml"); err != nil {
 		return nil, fmt.Errorf("installing Kueue's CRDs: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(c.RESTConfig())

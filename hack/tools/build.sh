@@ -18,17 +18,17 @@ kube_minor=${kube_version#v*.}
 kube_minor=${kube_minor%%.*}
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
 
-# name|package|module whose version is the pin|extra ldflags ({version} = that version)|module directory (under hack/tools; empty: hack/tools)
+# name|package|module whose version is the pin|extra ldflags ({version} = that version)|module directory (under hack/tools; empty: hack/tools)|files of that module copied into bin/<name>-files/ (a glob; empty: none)
 tools=(
-  "etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3||"
-  "kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver|k8s.io/kubernetes|$kube_ldflags|"
-  "kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|$kube_ldflags|"
-  "kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|$kube_ldflags|"
-  "kubectl|k8s.io/kubernetes/cmd/kubectl|k8s.io/kubernetes|$kube_ldflags|"
-  "kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok||"
-  "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen|sigs.k8s.io/controller-tools||"
-  "helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3|-X helm.sh/helm/v3/internal/version.version={version}|"
-  "kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}|kueue"
+  "etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3|||"
+  "kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver|k8s.io/kubernetes|$kube_ldflags||"
+  "kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|$kube_ldflags||"
+  "kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|$kube_ldflags||"
+  "kubectl|k8s.io/kubernetes/cmd/kubectl|k8s.io/kubernetes|$kube_ldflags||"
+  "kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok|||"
+  "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen|sigs.k8s.io/controller-tools|||"
+  "helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3|-X helm.sh/helm/v3/internal/version.version={version}||"
+  "kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}|kueue|config/components/crd/bases/*.yaml"
 )
 
 wanted=("$@")
@@ -42,21 +42,21 @@ done
 
 todo=()
 for entry in "${selected[@]}"; do
-  IFS='|' read -r name pkg mod ldflags dir <<<"$entry"
+  IFS='|' read -r name pkg mod ldflags dir files <<<"$entry"
   version=$(cd "$here/$dir" && go list -m -f '{{.Version}}' "$mod")
   ldflags=${ldflags//\{version\}/$version}
   stamp="$mod@$version $(go env GOVERSION) $(printf '%s' "$ldflags" | sha256sum | cut -c1-12)"
-  if [ -x "$bin/$name" ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$stamp" ] && { [ "$name" != kueue ] || [ -d "$bin/kueue-crds" ]; }; then
+  if [ -x "$bin/$name" ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$stamp" ] && { [ -z "$files" ] || [ -d "$bin/$name-files" ]; }; then
     continue
   fi
-  todo+=("$name|$pkg|$stamp|$ldflags|$dir")
+  todo+=("$name|$pkg|$stamp|$ldflags|$dir|$files")
 done
 
 [ ${#todo[@]} -eq 0 ] && exit 0
 echo "tools: building ${#todo[@]} pinned binaries into $bin (a cold build takes about 15 minutes on 2 cores, Kueue 6 of them; later runs reuse the Go build cache)"
 i=0
 for entry in "${todo[@]}"; do
-  IFS='|' read -r name pkg stamp ldflags dir <<<"$entry"
+  IFS='|' read -r name pkg stamp ldflags dir files <<<"$entry"
   i=$((i + 1))
   start=$(date +%s)
   printf 'tools: [%d/%d] %-24s %s ... ' "$i" "${#todo[@]}" "$name" "${stamp%% *}"
@@ -72,12 +72,14 @@ for entry in "${todo[@]}"; do
   done
   wait "$build"
   mv "$bin/$name.tmp" "$bin/$name"
-  if [ "$name" = kueue ]; then
-    # Its CRDs, from the same module version, for the local clusters.
-    rm -rf "$bin/kueue-crds"
-    mkdir -p "$bin/kueue-crds"
-    cp "$(cd "$here/$dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"/config/components/crd/bases/*.yaml "$bin/kueue-crds/"
-    chmod u+w "$bin"/kueue-crds/*.yaml
+  if [ -n "$files" ]; then
+    # Files of the same module version the binary needs (Kueue's CRDs).
+    rm -rf "$bin/$name-files"
+    mkdir -p "$bin/$name-files"
+    # $files is a glob: left unquoted to expand.
+    # shellcheck disable=SC2086
+    cp "$(cd "$here/$dir" && go list -m -f '{{.Dir}}' "${stamp%%@*}")"/$files "$bin/$name-files/"
+    chmod -R u+w "$bin/$name-files"
   fi
   printf '%s\n' "$stamp" >"$stamps/$name"
   echo "done in $(( $(date +%s) - start ))s"

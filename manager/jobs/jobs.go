@@ -170,7 +170,7 @@ type JobReconciler struct {
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := crmetrics.Registry.Register(newJobsCollector(mgr.GetClient(), r.Workers.Connected)); err != nil {
+	if err := crmetrics.Registry.Register(NewJobsCollector(mgr.GetClient(), r.Workers.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).

@@ -31,10 +31,6 @@ type jobsCollector struct {
 // NewJobsCollector serves jobferry_jobs and jobferry_jobs_waiting from
 // reader (the manager's cache), connected saying which workers are.
 func NewJobsCollector(reader client.Reader, connected func(string) bool) prometheus.Collector {
-	return newJobsCollector(reader, connected)
-}
-
-func newJobsCollector(reader client.Reader, connected func(string) bool) *jobsCollector {
 	return &jobsCollector{reader: reader, connected: connected,
 		jobs: prometheus.NewDesc("jobferry_jobs",
 			"Manager Jobs by worker (empty while unplaced, "+unregisteredWorker+" for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).",

@@ -92,7 +92,7 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	collector := newJobsCollector(c, func(worker string) bool { return worker == "w2" })
+	collector := NewJobsCollector(c, func(worker string) bool { return worker == "w2" })
 	want := `
 # HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused.
 # TYPE jobferry_jobs_waiting gauge

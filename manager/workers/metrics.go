@@ -20,9 +20,7 @@ type capacityCollector struct {
 
 // NewCapacityCollector serves the pools of each connected worker's last
 // capacity summary (jobferry_workercluster_pool_*).
-func NewCapacityCollector(conns Lookup) prometheus.Collector { return newCapacityCollector(conns) }
-
-func newCapacityCollector(conns Lookup) *capacityCollector {
+func NewCapacityCollector(conns Lookup) prometheus.Collector {
 	labels := []string{"worker", "pool", "resource"}
 	return &capacityCollector{conns: conns,
 		allocatable: prometheus.NewDesc("jobferry_workercluster_pool_allocatable",
