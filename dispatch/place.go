@@ -422,3 +422,65 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	slices.Sort(names)
 	return names
 }
+
+// NeverFits says why no worker could run the Job however long it waited
+// ("" when one might): every worker is known — connected, with a capacity
+// summary — and rejects it for what the Job itself asks (its cluster
+// selector, its namespace where the manager may not use it, a same-named
+// Job there, directives that conflict with the worker's), or has no pool
+// whose nodes would accept its pods or whose allocatable could hold them all
+// at once. What an administrator or time can change — a worker down or
+// cordoned, missing rights, a namespace there, capacity in use — leaves it
+// waiting. With no workers at all it waits for one.
+func NeverFits(job *batchv1.Job, workers []Worker) string {
+	selector, err := clusterSelector(job)
+	if err != nil || len(workers) == 0 {
+		return ""
+	}
+	request := JobRequest(job)
+	var reasons []string
+	for _, w := range sortedByName(workers) {
+		why := neverOn(job, w, selector, request)
+		if why == "" {
+			return ""
+		}
+		reasons = append(reasons, w.Name+": "+why)
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// neverOn says why w could never run the Job, "" when it might.
+func neverOn(job *batchv1.Job, w Worker, selector labels.Selector, request corev1.ResourceList) string {
+	if !w.Connected || w.Pools == nil {
+		return ""
+	}
+	switch code, why := workerRejects(job, w, selector); code {
+	case ReasonNamespaceNotUsable, ReasonExcluded, ReasonClusterSelector:
+		return why
+	case "":
+	default:
+		return ""
+	}
+	template, err := directives.Merge(job.Spec.Template, w.Directives)
+	if err != nil {
+		return err.Error()
+	}
+	if len(w.Pools) == 0 {
+		return ""
+	}
+	var reasons []string
+	for _, p := range w.Pools {
+		why := poolRejects(p, template.Spec)
+		if why == "" {
+			if name, short := lacks(p.Allocatable, request); short != "" {
+				want, have := request[name], p.Allocatable[name]
+				why = fmt.Sprintf("needs %s %s at once, its nodes have %s allocatable", want.String(), name, have.String())
+			}
+		}
+		if why == "" {
+			return ""
+		}
+		reasons = append(reasons, fmt.Sprintf("pool %s: %s", p.Name, why))
+	}
+	return strings.Join(reasons, "; ")
+}

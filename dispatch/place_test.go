@@ -412,3 +412,65 @@ func TestAdmits(t *testing.T) {
 		})
 	}
 }
+
+func TestNeverFits(t *testing.T) {
+	idle := res("cpu", "10", "pods", "100")
+	busy := res("cpu", "0", "pods", "100")
+	selectPool := func(name string) func(*batchv1.Job) {
+		return func(j *batchv1.Job) {
+			j.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.DefaultPoolLabel: name}
+		}
+	}
+	cases := map[string]struct {
+		job     *batchv1.Job
+		workers []Worker
+		want    string
+	}{
+		"a pool that is full now may free up": {
+			job: job("4", 1), workers: []Worker{worker("a", pool("general", busy, idle))},
+		},
+		"more than any pool's allocatable at once": {
+			job: job("4", 3), workers: []Worker{worker("a", pool("general", idle, idle)), worker("b", pool("general", busy, idle))},
+			want: "a: pool general: needs 12 cpu at once, its nodes have 10 allocatable; b: pool general: needs 12 cpu at once, its nodes have 10 allocatable",
+		},
+		"no pool's nodes accept the pods": {
+			job: job("1", 1, selectPool("gpu")), workers: []Worker{worker("a", pool("general", idle, idle))},
+			want: "a: pool general: labels do not match the nodeSelector or required node affinity",
+		},
+		"one worker that might is enough": {
+			job:     job("4", 3),
+			workers: []Worker{worker("a", pool("general", idle, idle)), worker("b", pool("big", idle, res("cpu", "16", "pods", "100")))},
+		},
+		"a worker not connected might": {
+			job:     job("4", 3),
+			workers: []Worker{worker("a", pool("general", idle, idle)), {Name: "b"}},
+		},
+		"a worker without a capacity summary might": {
+			job:     job("4", 3),
+			workers: []Worker{worker("a", pool("general", idle, idle)), {Name: "b", Connected: true}},
+		},
+		"a cordoned worker whose pool could hold it might": {
+			job:     job("1", 1),
+			workers: []Worker{{Name: "a", Connected: true, Cordoned: true, Pools: []v1alpha1.NodePool{pool("general", busy, idle)}}},
+		},
+		"missing rights are the administrator's to fix": {
+			job:     job("1", 1),
+			workers: []Worker{{Name: "a", Connected: true, MissingRights: "create jobs", Pools: []v1alpha1.NodePool{pool("general", idle, idle)}}},
+		},
+		"the cluster selector matches no worker": {
+			job: job("1", 1, func(j *batchv1.Job) {
+				j.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: "region=mars"}
+			}),
+			workers: []Worker{worker("a", pool("general", idle, idle))},
+			want:    `a: labels do not match cluster selector "region=mars"`,
+		},
+		"no workers at all: it waits for one": {job: job("1", 1)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := NeverFits(tc.job, tc.workers); got != tc.want {
+				t.Errorf("NeverFits = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -88,9 +88,14 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	// (10 min), which the manager renews once 1% of it has passed (6 s):
 	// many renewals during the test, each one a Secret write and a token
 	// swapped under live traffic.
+	// Kueue on the manager cluster, and the manager chart in Kueue mode:
+	// its Kueue rules are audited with the rest ("kueue").
+	if _, err := env.Manager.StartKueue(startCtx, localcluster.KueueOptions{BinDir: bin}); err != nil {
+		t.Fatal(err)
+	}
 	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
 		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
-		"--set", "dispatch.credentialRenewalThreshold=0.01")
+		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true")
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
@@ -245,6 +250,12 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	})
 	t.Run("plugin", func(t *testing.T) {
 		checkPlugin(ctx, t, d, userKubeconfig, optedIn())
+	})
+	t.Run("kueue", func(t *testing.T) {
+		// Kueue's objects as its administrator makes them; jobferry's
+		// identity keeps its check Active, reads the Workload and applies
+		// its check Ready.
+		checkKueueMode(ctx, t, env.Manager.RESTConfig(), admin, optedIn())
 	})
 	t.Run("dispatch", func(t *testing.T) {
 		ns := optedIn()

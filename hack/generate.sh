@@ -24,7 +24,11 @@ rbac ./worker jobferry-worker-capacity "$out/charts/jobferry-worker/files/rbac-c
 rbac ./worker/jobcontroller jobferry-worker-job-controller "$out/charts/jobferry-worker/files/rbac-job-controller.yaml"
 rbac ./cmd/worker jobferry-worker-leader-election "$out/charts/jobferry-worker/files/rbac-leader-election.yaml"
 rbac ./cmd/kubectl-jobferry jobferry-worker-inspection "$out/charts/jobferry-worker/files/rbac-inspection.yaml"
-rbac ./manager/... jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
+# The Kueue rules are the manager chart's only with kueue.enabled: every
+# other package of the manager goes into the manager's role.
+manager_pkgs=$(go list ./manager/... | grep -v '/manager/queue$' | sed 's|^github.com/jobferry/jobferry/|./|' | paste -sd';')
+rbac "$manager_pkgs" jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
+rbac ./manager/queue jobferry-manager-kueue "$out/charts/jobferry-manager/files/rbac-kueue.yaml"
 rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"
 # The metrics reference, from the collectors the binaries register.
 mkdir -p "$out/docs"

@@ -56,6 +56,12 @@ var generatedLabels = []string{
 	batchv1.JobNameLabel, "job-name",
 }
 
+// Labels by which Kueue queues a Job (its LocalQueue, its priority class):
+// Kueue on the manager admitted the manager Job already, so they do not
+// travel to the mirror, lest a Kueue on the worker queue (and suspend) it
+// a second time.
+var queueLabels = []string{"kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"}
+
 // Build returns the mirror of a manager Job for a worker: same namespace,
 // name, labels, annotations and spec, except that
 //   - managedBy is dropped (the worker's kube-controller-manager runs it) or
@@ -64,6 +70,7 @@ var generatedLabels = []string{
 //     dropped, so the worker's API server generates its own;
 //   - ttlSecondsAfterFinished is dropped: the manager deletes the mirror once
 //     its final status is copied, while a worker TTL could delete it first;
+//   - Kueue's queue labels are dropped (queueLabels);
 //   - the origin labels are added, and the worker's scheduling directives (if
 //     any) are merged into the template when they could not be written into the
 //     manager Job.
@@ -79,6 +86,9 @@ func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode,
 	}
 	if mirror.Labels == nil {
 		mirror.Labels = map[string]string{}
+	}
+	for _, l := range queueLabels {
+		delete(mirror.Labels, l)
 	}
 	maps.Copy(mirror.Labels, id.Labels())
 	delete(mirror.Annotations, "kubectl.kubernetes.io/last-applied-configuration")

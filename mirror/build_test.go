@@ -17,7 +17,8 @@ func TestBuild(t *testing.T) {
 	manager := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "team", Name: "train", UID: "4b1d", ResourceVersion: "12",
-			Labels:      map[string]string{"app": "x", batchv1.ControllerUidLabel: uid, "controller-uid": uid, batchv1.JobNameLabel: "train", "job-name": "train"},
+			Labels: map[string]string{"app": "x", batchv1.ControllerUidLabel: uid, "controller-uid": uid, batchv1.JobNameLabel: "train", "job-name": "train",
+				"kueue.x-k8s.io/queue-name": "team-queue", "kueue.x-k8s.io/priority-class": "high"},
 			Annotations: map[string]string{"note": "keep", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
 			Finalizers:  []string{v1alpha1.MirrorFinalizer},
 		},

@@ -101,7 +101,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string, timeout time.Durati
 	} else if stopped > 0 {
 		fmt.Fprintf(out, "stopped the %d cluster(s) a previous run left in %s\n", stopped, dir)
 	}
-	env, err := startDev(ctx, dir, 2, out)
+	env, err := startDev(ctx, dir, 2, false, out)
 	if err != nil {
 		return err
 	}

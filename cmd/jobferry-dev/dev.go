@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +23,7 @@ func defaultDevDir() string {
 
 // startDev starts the development environment in dir, refusing to start over
 // a running one.
-func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*devenv.Env, error) {
+func startDev(ctx context.Context, dir string, workers int, withKueue bool, out io.Writer) (*devenv.Env, error) {
 	if workers < 1 {
 		return nil, fmt.Errorf("--workers must be at least 1, got %d", workers)
 	}
@@ -41,7 +40,7 @@ func startDev(ctx context.Context, dir string, workers int, out io.Writer) (*dev
 		return nil, err
 	}
 	fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
-	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out})
+	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out, Kueue: withKueue})
 }
 
 // kubectlHint is a command line a reader can paste to look at a cluster.
@@ -85,15 +84,9 @@ func newDevCommands() []*cobra.Command {
 		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry-dev down`",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			env, err := startDev(cmd.Context(), dir, workers, out)
+			env, err := startDev(cmd.Context(), dir, workers, withKueue, out)
 			if err != nil {
 				return err
-			}
-			if withKueue {
-				fmt.Fprintln(out, "starting Kueue on the manager cluster")
-				if _, err := env.Manager.StartKueue(cmd.Context(), localcluster.KueueOptions{}); err != nil {
-					return errors.Join(fmt.Errorf("starting Kueue: %w", err), env.Stop())
-				}
 			}
 			env.Release()
 			fmt.Fprintln(out, "\nkubeconfigs:")
@@ -105,7 +98,7 @@ func newDevCommands() []*cobra.Command {
 		},
 	}
 	up.Flags().IntVar(&workers, "workers", 2, "number of worker clusters")
-	up.Flags().BoolVar(&withKueue, "kueue", false, "also run Kueue (bin/kueue, the version hack/tools/kueue pins) on the manager cluster, with its CRDs")
+	up.Flags().BoolVar(&withKueue, "kueue", false, "also run Kueue (bin/kueue, the version hack/tools/kueue pins) on the manager cluster, with its CRDs, and the manager with --kueue")
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	webhookadmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
@@ -33,6 +34,7 @@ import (
 	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/orphans"
+	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workercluster"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -97,6 +99,7 @@ type config struct {
 	renewThreshold                            float64
 	allowWeakerPSA                            bool
 	stateKeySecret                            string
+	kueue                                     bool
 }
 
 // parseFlags parses the command line into a config, or says which flag is
@@ -144,6 +147,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", workers.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 	fs.BoolVar(&c.allowWeakerPSA, "allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 	fs.StringVar(&c.stateKeySecret, "state-key-secret", jobs.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
+	fs.BoolVar(&c.kueue, "kueue", false, "Kueue on this cluster queues the Jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name): they run when Kueue admits them, where jobferry places them, as the controller of the AdmissionChecks whose controllerName is "+queue.ControllerName+" (Kueue's CRDs must be installed)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -188,6 +192,11 @@ func run(ctx context.Context, c config) error {
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(c.kubeQPS), c.kubeBurst
 	scheme := jobferryv1alpha1.NewScheme()
+	if c.kueue {
+		if err := kueue.AddToScheme(scheme); err != nil {
+			return fmt.Errorf("registering Kueue's API: %w", err)
+		}
+	}
 	// With a certificate Secret, both servers serve it from memory as it
 	// changes (admission.CertSource): no handshake succeeds before it exists.
 	certs := &admission.CertSource{}
@@ -257,6 +266,9 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 // connections, kept by the WorkerCluster controller; the Job controller and
 // the orphan collector, told of the workers by the pool; and the index of
 // manager Jobs by placement the Job and WorkerCluster controllers read.
+// With --kueue, the Job controller reads queued Jobs' Workloads (indexed by
+// their Job) and the AdmissionCheck controller keeps jobferry's checks
+// Active.
 func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy) error {
 	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
@@ -277,6 +289,15 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		Keys:        &jobs.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret},
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
 		CapacitySettle: c.capacitySettle,
+	}
+	if c.kueue {
+		if err := queue.IndexWorkloads(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return err
+		}
+		jobReconciler.Queue = &queue.Queue{Client: mgr.GetClient(), Clock: clock.RealClock{}}
+		if err := (&queue.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the AdmissionCheck controller: %w", err)
+		}
 	}
 	if err := jobReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)

@@ -106,6 +106,9 @@ type Options struct {
 	// JobControllers sets spec.jobController of a worker's WorkerCluster
 	// (by worker name; Builtin when absent).
 	JobControllers map[string]v1alpha1.JobControllerMode
+	// Kueue runs Kueue (bin/kueue, with its CRDs) on the manager cluster
+	// and the manager with --kueue.
+	Kueue bool
 }
 
 // Env is a running jobferry environment.
@@ -209,6 +212,13 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath, opts.JobControllers[w.Name]); err != nil {
 			return err
 		}
+	}
+	if opts.Kueue {
+		fmt.Fprintln(opts.Progress, "manager: starting Kueue")
+		if _, err := e.Manager.StartKueue(ctx, localcluster.KueueOptions{BinDir: binDir}); err != nil {
+			return fmt.Errorf("starting Kueue: %w", err)
+		}
+		opts.ManagerArgs = append([]string{"--kueue"}, opts.ManagerArgs...)
 	}
 	if err := e.startManager(ctx, binDir, opts); err != nil {
 		return err

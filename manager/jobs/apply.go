@@ -38,7 +38,7 @@ type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reco
 
 // stepHandlers are the handlers of every kind of step, each in the file of
 // its concern: notices here, placement writes in applyplacement.go, mirror
-// writes in applymirror.go.
+// writes in applymirror.go, Kueue's check in applyqueue.go.
 var stepHandlers = map[stepKind]stepHandler{
 	stepNone:           (*JobReconciler).applyNone,
 	stepFinalize:       (*JobReconciler).applyFinalize,
@@ -62,6 +62,8 @@ var stepHandlers = map[stepKind]stepHandler{
 	stepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
 	stepCopyStatus:     (*JobReconciler).applyCopyStatus,
 	stepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
+	stepSetCheck:       (*JobReconciler).applySetCheck,
+	stepRequeue:        (*JobReconciler).applyRequeue,
 }
 
 // apply does what nextStep decided, and says whether the reconcile goes on

@@ -156,7 +156,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			return false, result, err
 		}
 	}
-	m, err := desiredMirror(job, s.WorkerCluster, r.Origin, r.ManagerID)
+	m, err := desiredMirror(job, activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))

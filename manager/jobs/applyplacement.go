@@ -14,11 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -36,7 +38,7 @@ func (r *JobReconciler) applyComplete(ctx context.Context, a applyScope) (reconc
 }
 
 func (r *JobReconciler) applyPlace(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	placed, result, err := r.place(ctx, a.s.Job, a.memo)
+	placed, result, err := r.place(ctx, a.s.Job, a.s.Queue, a.memo)
 	return result, placed, err
 }
 
@@ -175,9 +177,11 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 }
 
 // place chooses a worker for the Job and records it, with the worker's
-// directives and the Job unsuspended, in one write (placedJob). placed
-// reports a placement recorded: the mirror can be created next.
-func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
+// directives and the Job unsuspended, in one write (placedJob) — or, for a
+// Job Kueue queues (q), the placement alone (placedQueuedJob), and a Job no
+// worker could ever run gets jobferry's check Rejected. placed reports a
+// placement recorded: the mirror (or the check Ready) can be written next.
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.View, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
 	ns, err := r.namespaces().Get(ctx, job.Namespace)
 	if err != nil {
 		return false, reconcile.Result{}, err
@@ -187,7 +191,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.waiting.pass()
 	asWritten := asUserWroteIt(job)
-	decision, invalid, err := r.decide(ctx, asWritten, ns)
+	decision, never, invalid, err := r.decide(ctx, asWritten, ns)
 	if err != nil {
 		return false, reconcile.Result{}, err
 	}
@@ -197,6 +201,9 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
+	}
+	if !decision.Placed() && q != nil && q.Check != "" && never != "" {
+		return false, reconcile.Result{}, r.reject(ctx, job, *q, never)
 	}
 	if !decision.Placed() {
 		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
@@ -221,7 +228,10 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 		r.assume.forget(job.UID)
 		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
 	}
-	updated, err := placedJob(job, decision.Worker, wc.Spec.Scheduling)
+	updated := placedQueuedJob(job, decision.Worker)
+	if q == nil {
+		updated, err = placedJob(job, decision.Worker, wc.Spec.Scheduling)
+	}
 	if err == nil {
 		err = r.writeJob(ctx, updated)
 	}
@@ -245,19 +255,38 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, memo *stepM
 // decide places the Job and assumes its request on the chosen worker at once,
 // under one lock, so concurrent placements see each other's choices; the
 // slower write that records the placement happens outside the lock.
-// invalid says what is wrong with the Job itself; err is a failure to read.
-func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) (decision dispatch.Decision, invalid, err error) {
+// never, when nothing is placed, says why no worker could ever run the Job
+// (dispatch.NeverFits), "" when one might; invalid says what is wrong with
+// the Job itself; err is a failure to read.
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) (decision dispatch.Decision, never string, invalid, err error) {
 	r.placeMu.Lock()
 	defer r.placeMu.Unlock()
 	workers, err := r.workerViews(ctx, job, ns)
 	if err != nil {
-		return dispatch.Decision{}, nil, err
+		return dispatch.Decision{}, "", nil, err
 	}
 	decision, invalid = dispatch.Place(job, workers)
-	if invalid == nil && decision.Placed() {
+	switch {
+	case invalid != nil:
+	case decision.Placed():
 		r.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
+	default:
+		never = dispatch.NeverFits(job, workers)
 	}
-	return decision, invalid, nil
+	return decision, never, invalid, nil
+}
+
+// reject sets jobferry's check on a queued Job's Workload Rejected, so
+// Kueue gives its quota back rather than hold it for a Job no worker could
+// ever run, says so on the Job, and tells its user why.
+func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q queue.View, why string) error {
+	message := "no worker cluster could ever run this Job as the workers are: " + why
+	if err := r.Queue.SetCheck(ctx, job.Namespace, q, queue.CheckUpdate{State: kueue.CheckStateRejected, Message: message}); err != nil {
+		return err
+	}
+	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNoWorkerCanRun, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", message, q.Check, q.Workload)
+	return r.showWaiting(ctx, job, waitingForWorker(ReasonNoWorkerCanRun, "%s", message))
 }
 
 // workerViews describes every WorkerCluster for placement of a Job from the

@@ -28,12 +28,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -69,6 +71,13 @@ const (
 	// not opted in, a reserved one, pods its Pod Security level forbids):
 	// it reached jobferry while the webhook did not check it.
 	ReasonNotAllowed = "DispatchNotAllowed"
+	// ReasonRequeued: Kueue took the queued Job's quota back (evicted or
+	// preempted it); its mirror drained, its placement went, and it is
+	// placed afresh when Kueue admits it again.
+	ReasonRequeued = "Requeued"
+	// ReasonCheckRejected: the API server refused jobferry's write of its
+	// admission check on the queued Job's Workload.
+	ReasonCheckRejected = "AdmissionCheckRejected"
 )
 
 // managerAPI names the manager cluster's API server in Events.
@@ -131,6 +140,10 @@ type JobReconciler struct {
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
+	// Queue, when set, is Kueue on the manager cluster: a Job that names a
+	// LocalQueue runs when Kueue admits it, where jobferry places it
+	// (queuedstep.go). Nil: every Job is dispatched as soon as it fits.
+	Queue Queue
 
 	// events carry what the pool tells the controller to its work queue,
 	// its wake-up and its forwarding loop (jobevents.go).
@@ -173,16 +186,20 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := crmetrics.Registry.Register(NewJobsCollector(mgr.GetClient(), r.Workers.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
-	if err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("job").
 		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			job, ok := obj.(*batchv1.Job)
 			return ok && v1alpha1.IsManagerJob(job)
 		}), notOwnStatusWrite{})).
 		WatchesRawSource(source.Channel(r.events.jobs, &handler.EnqueueRequestForObject{})).
-		WatchesRawSource(source.Channel(r.events.mirrors, enqueueWithPriority(statusPriority))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
-		Complete(r); err != nil {
+		WatchesRawSource(source.Channel(r.events.mirrors, enqueueWithPriority(statusPriority)))
+	if r.Queue != nil {
+		// Kueue's decisions arrive on the Workloads: quota reserved, the
+		// check reset, admitted, evicted.
+		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &batchv1.Job{}, handler.OnlyControllerOwner()))
+	}
+	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r); err != nil {
 		return err
 	}
 	// Like the controller, the wake-up and the forwarding of the workers'
@@ -330,7 +347,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, err
 	}
 	s.Blocked = map[write]bool{}
-	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, noticeUntrusted, noticeStray} {
+	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, writeCheck, noticeUntrusted, noticeStray} {
 		if r.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
@@ -356,6 +373,13 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
 	unfinished := !isFinished(job) && !nothingToRun(job)
+	if r.Queue != nil && queue.QueueName(job) != "" && unfinished {
+		v, err := r.Queue.View(ctx, job)
+		if err != nil {
+			return s, err
+		}
+		s.Queue = &v
+	}
 	if s.Worker == "" {
 		if unfinished {
 			if _, s.Refusal, err = r.admit(ctx, job); err != nil {

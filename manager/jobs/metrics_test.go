@@ -60,6 +60,8 @@ func TestJobWaitingReasons(t *testing.T) {
 		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
 		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
 		{"mirror refused", withWaiting(waitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
+		{"queued in Kueue", withWaiting(queuedWaiting(workload(), "waiting for Kueue to reserve quota")), false, waitingQueued},
+		{"rejected by jobferry's check", withWaiting(waitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job")), false, waitingNoWorkerCanRun},
 		{"running", stepJob(placed, running), false, ""},
 		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
 	}
@@ -79,6 +81,10 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 			j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerFits, "%s", dispatch.NoWorkerFits), stepNow)
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
+		stepJob(queued, func(j *batchv1.Job) {
+			j.Name = "queued"
+			j.Status, _ = pendingStatus(j.Status, queuedWaiting(workload(), "waiting for Kueue to reserve quota"), stepNow)
+		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
 		stepJob(placed, complete, func(j *batchv1.Job) {
 			j.Name = "elsewhere"
@@ -94,13 +100,15 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 	}
 	collector := NewJobsCollector(c, func(worker string) bool { return worker == "w2" })
 	want := `
-# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused.
+# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused, queued, no_worker_can_run.
 # TYPE jobferry_jobs_waiting gauge
 jobferry_jobs_waiting{reason="invalid_selector"} 0
 jobferry_jobs_waiting{reason="mirror_refused"} 0
+jobferry_jobs_waiting{reason="no_worker_can_run"} 0
 jobferry_jobs_waiting{reason="no_worker_fits"} 1
 jobferry_jobs_waiting{reason="not_allowed"} 0
 jobferry_jobs_waiting{reason="placement_refused"} 0
+jobferry_jobs_waiting{reason="queued"} 1
 jobferry_jobs_waiting{reason="user_suspended"} 0
 jobferry_jobs_waiting{reason="worker_lost"} 1
 `
@@ -112,7 +120,7 @@ jobferry_jobs_waiting{reason="worker_lost"} 1
 	wantJobs := `
 # HELP jobferry_jobs Manager Jobs by worker (empty while unplaced, (unregistered) for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).
 # TYPE jobferry_jobs gauge
-jobferry_jobs{phase="Pending",worker=""} 1
+jobferry_jobs{phase="Pending",worker=""} 2
 jobferry_jobs{phase="Running",worker="w1"} 1
 jobferry_jobs{phase="Running",worker="w2"} 1
 jobferry_jobs{phase="Succeeded",worker="(unregistered)"} 1

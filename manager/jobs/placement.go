@@ -28,11 +28,27 @@ func placedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDi
 	if err != nil {
 		return nil, err
 	}
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(jobstate.Attempt(job)+1))
-	// The attempt's mirror is recorded once created.
-	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
-	return updated, nil
+	return withPlacement(updated, worker, jobstate.Attempt(job)+1), nil
+}
+
+// placedQueuedJob is a queued manager Job (Kueue's) as the write that
+// places it leaves it: placed on worker with the next attempt, and no
+// longer marked held for placement — Kueue, not jobferry, unsuspends it
+// when it admits it, injecting the worker's directives (the check's pod set
+// updates); the mirror gets every directive in any case (mirror.Build).
+func placedQueuedJob(job *batchv1.Job, worker string) *batchv1.Job {
+	updated := withPlacement(job.DeepCopy(), worker, jobstate.Attempt(job)+1)
+	delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
+	return updated
+}
+
+// withPlacement records, on job, its placement on worker as attempt; the
+// attempt's mirror is recorded once created.
+func withPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attempt))
+	delete(job.Annotations, v1alpha1.MirrorUIDAnnotation)
+	return job
 }
 
 // activatedJob is the Job with worker's directives injected and, when the

@@ -17,6 +17,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -86,6 +87,11 @@ type jobState struct {
 	// namespace's existence): read before a mirror is created or a changed
 	// template carried to it, "" when it may.
 	WorkerRejects string
+	// Queue is the Job's Workload when Kueue queues it (it names a
+	// LocalQueue and the manager runs with Kueue); nil otherwise. Kueue
+	// then decides when the Job runs (it unsuspends and suspends it), and
+	// jobferry where (queuedstep.go).
+	Queue *queue.View
 }
 
 // strayMirror is a mirror found on a worker that the Job's state does not
@@ -186,6 +192,13 @@ const (
 	// stepStray: a mirror of this Job that its state does not account for
 	// runs on a worker (Why): nothing is placed or created meanwhile.
 	stepStray
+	// stepSetCheck: give jobferry's admission check on the queued Job's
+	// Workload the state Check says (Ready with the placement, Retry).
+	stepSetCheck
+	// stepRequeue: Kueue took the queued Job's quota back and its mirror
+	// (Mirror, when there is one) has drained: delete it and let the
+	// placement go, so the Job is placed afresh when Kueue admits it again.
+	stepRequeue
 )
 
 var stepNames = map[stepKind]string{
@@ -195,7 +208,7 @@ var stepNames = map[stepKind]string{
 	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
 	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
 	stepUntrusted: "Untrusted", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
-	stepStray: "Stray",
+	stepStray: "Stray", stepSetCheck: "SetCheck", stepRequeue: "Requeue",
 }
 
 func (k stepKind) String() string { return stepNames[k] }
@@ -221,6 +234,8 @@ type step struct {
 	Down time.Duration
 	// RequeueAfter, when set, is when to look at the Job again.
 	RequeueAfter time.Duration
+	// Check is what stepSetCheck writes on the queued Job's Workload.
+	Check queue.CheckUpdate
 	// InSync: the manager Job shows the mirror's status; a change seen
 	// before (the mirror's creation, its spec) left nothing to copy, so it
 	// does not start the wait of the next one (StatusBatchPeriod).
@@ -266,6 +281,11 @@ func nextStep(s jobState, cfg stepConfig) step {
 		}
 		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second}
 	}
+	if m == nil && s.Queue != nil {
+		if st, ok := nextQueuedWithoutMirror(s); ok {
+			return st
+		}
+	}
 	if m == nil {
 		return nextWithoutMirror(s)
 	}
@@ -280,7 +300,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 				"its status is not copied, and this Job is dispatched again as attempt %d",
 			m.Namespace, m.Name, s.Worker, mirror.Attempt(m), m.UID, recordedOrNone(s.MirrorUID), jobstate.Attempt(job)+1)}
 	}
-	if needsActivation(job) {
+	if activates(s) {
 		return step{Kind: stepActivate}
 	}
 	if !jobstatus.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
@@ -300,6 +320,9 @@ func nextStep(s jobState, cfg stepConfig) step {
 	}
 	if jobstatus.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
 		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
+	}
+	if s.Queue != nil && drained(job, m) && !s.Queue.Admitted {
+		return requeueStep(s, m)
 	}
 	return step{Kind: stepNone, InSync: true}
 }
@@ -327,13 +350,16 @@ func nextUnplaced(s jobState) step {
 		// namespace in meanwhile.
 		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
 			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
-	case userSuspended(job):
+	case s.Queue == nil && userSuspended(job):
+		// A queued Job is suspended by Kueue, not by its user.
 		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
 	case s.Stray != nil:
 		return strayStep(s)
 	case s.Blocked[writePlacement]:
 		// The user was told; the same write would be rejected again.
 		return step{Kind: stepNone}
+	case s.Queue != nil:
+		return nextQueuedUnplaced(s)
 	}
 	return step{Kind: stepPlace}
 }
@@ -419,7 +445,7 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 			return step{}, false
 		}
 		var err error
-		if desired, err = desiredMirror(s.Job, s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
+		if desired, err = desiredMirror(s.Job, activates(s), s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
 			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
 		}
 	}
@@ -497,16 +523,22 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 }
 
 // desiredMirror is the mirror of the manager Job as it is now, for the
-// worker wc: what the mirror is created as and kept in step with.
-func desiredMirror(job *batchv1.Job, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
+// worker wc: what the mirror is created as and kept in step with. activate:
+// the Job is held only to wait for placement (activates), so the mirror
+// runs.
+func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
 	id := mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1), Manager: manager}
 	m, err := mirror.Build(jobstate.Without(job), id, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
 		return nil, err
 	}
-	if needsActivation(job) {
-		// Held only by the webhook, to wait for placement: the mirror runs.
+	if activate {
 		m.Spec.Suspend = ptr.To(false)
 	}
 	return m, nil
 }
+
+// activates: the Job is held by the webhook only to wait for placement, so
+// jobferry unsuspends it once placed — unless Kueue queues it: then Kueue
+// alone unsuspends it.
+func activates(s jobState) bool { return needsActivation(s.Job) && s.Queue == nil }

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -71,7 +73,7 @@ func complete(job *batchv1.Job) {
 // status applied by mutate.
 func mirrorOf(t *testing.T, job *batchv1.Job, mutate ...func(*batchv1.Job)) *batchv1.Job {
 	t.Helper()
-	m, err := desiredMirror(job, workerCluster(), testStepConfig.Origin, testStepConfig.ManagerID)
+	m, err := desiredMirror(job, needsActivation(job), workerCluster(), testStepConfig.Origin, testStepConfig.ManagerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,6 +547,107 @@ func TestNextStep(t *testing.T) {
 			state: jobState{Job: stepJob(placed, complete), Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(disconnectedFor(time.Hour))},
 			want:  stepNone, checks: []check{wantRequeue(0)},
 		},
+		// Queued by Kueue (queuedstep.go).
+		"queued, no Workload yet: waits, saying so": {
+			state: queuedState(stepJob(queued), nil), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "Kueue has not made its Workload yet")},
+		},
+		"queued, quota not reserved: waits for Kueue": {
+			state: queuedState(stepJob(queued), workload()), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
+		},
+		"queued, quota reserved with jobferry's check Pending: placed": {
+			state: queuedState(stepJob(queued), workload(reserved)), want: stepPlace,
+		},
+		"queued in a ClusterQueue without jobferry's check: waits for admission": {
+			state: queuedState(stepJob(queued), workload(reserved, withoutCheck)), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "names no jobferry admission check")},
+		},
+		"queued in a ClusterQueue without jobferry's check, admitted: placed": {
+			state: queuedState(stepJob(queued), workload(reserved, withoutCheck, admitted)), want: stepPlace,
+		},
+		"queued, the check Ready but the placement let go: the check turns Retry": {
+			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(reserved, admitted, checkState(kueue.CheckStateReady))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateRetry, "let the placement of attempt 1 go")},
+		},
+		"queued, Retry, suspended by Kueue with pods of the lost worker counted: they are uncounted": {
+			state: queuedState(stepJob(queued, running), workload(checkState(kueue.CheckStateRetry))),
+			want:  stepCopyStatus, checks: []check{func(t *testing.T, st step) {
+				if st.Status.Active != 0 || *st.Status.Ready != 0 || st.Status.StartTime == nil {
+					t.Errorf("status %+v still counts pods, or lost its startTime (Kueue resets it)", st.Status)
+				}
+			}},
+		},
+		"queued, Retry, nothing counted: waits for Kueue to queue it again": {
+			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRetry))), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "Kueue queues it again")},
+		},
+		"queued, Rejected: says no worker can run it": {
+			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRejected), func(v *queue.View) { v.Message = "no worker cluster could ever run this Job" })),
+			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonNoWorkerCanRun, "could ever run")},
+		},
+		"queued and placed, still suspended: the check turns Ready with the worker's directives": {
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateReady, "placed on worker cluster w1"), func(t *testing.T, st step) {
+				u := st.Check.Updates
+				if len(u) != 1 || u[0].Name != kueue.DefaultPodSetName || u[0].NodeSelector["pool"] != "general" || u[0].Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+					t.Errorf("pod set updates %+v, want w1's nodeSelector and the worker annotation on pod set main", u)
+				}
+			}},
+		},
+		"queued and placed, the check Ready: waits for Kueue to admit it": {
+			state: func() jobState {
+				s := poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved, checkState(kueue.CheckStateReady))))
+				s.Queue.Updates = queue.PlacementUpdates(s.Queue.PodSets, "w1", s.WorkerCluster.Spec.Scheduling)
+				return s
+			}(),
+			want: stepNone,
+		},
+		"queued and placed, Kueue took the quota back before it started: the placement goes": {
+			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(checkState(kueue.CheckStatePending))),
+			want:  stepRequeue, checks: []check{wantWhy("Kueue took back the quota of Workload job-train-1", "attempt 1 on w1")},
+		},
+		"queued and admitted: the mirror is created": {
+			state: queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, admitted, checkState(kueue.CheckStateReady))),
+			want:  stepCreateMirror,
+		},
+		"queued and still marked held for placement, suspended by Kueue: its mirror stays suspended": {
+			state: func() jobState {
+				job := stepJob(queued, queuedPlaced, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true" })
+				return queuedPlacedState(job, mirrorOf(t, job, func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }, running),
+					workload(reserved, admitted, checkState(kueue.CheckStateReady)))
+			}(),
+			want: stepNone, checks: []check{wantInSync},
+		},
+		"queued, suspended by Kueue while its mirror runs: the mirror is suspended": {
+			state: func() jobState {
+				job := stepJob(queued, queuedPlaced, running)
+				return queuedPlacedState(job, mirrorOf(t, job, unsuspended), workload(checkState(kueue.CheckStatePending)))
+			}(),
+			want: stepUpdateMirror, checks: []check{func(t *testing.T, st step) {
+				if !ptr.Deref(st.Mirror.Spec.Suspend, false) {
+					t.Error("the mirror is not suspended")
+				}
+			}},
+		},
+		"queued, evicted, the suspended mirror still has pods: its status is copied, nothing goes": {
+			state: func() jobState {
+				job := stepJob(queued, queuedPlaced, running)
+				return queuedPlacedState(job, mirrorOf(t, job, running), workload(checkState(kueue.CheckStatePending)))
+			}(),
+			want: stepNone, checks: []check{wantInSync},
+		},
+		"queued, evicted, the suspended mirror drained: it and the placement go": {
+			state: func() jobState {
+				job := stepJob(queued, queuedPlaced)
+				return queuedPlacedState(job, mirrorOf(t, job), workload(checkState(kueue.CheckStatePending)))
+			}(),
+			want: stepRequeue, checks: []check{func(t *testing.T, st step) {
+				if st.Mirror == nil {
+					t.Error("the drained mirror is not deleted with the placement")
+				}
+			}},
+		},
 	}
 	covered := map[stepKind]bool{}
 	for _, tc := range cases {
@@ -573,5 +676,78 @@ func TestNextStep(t *testing.T) {
 				t.Errorf("nextStep modified the Job")
 			}
 		})
+	}
+}
+
+// queued names a LocalQueue on the Job.
+func queued(job *batchv1.Job) {
+	if job.Labels == nil {
+		job.Labels = map[string]string{}
+	}
+	job.Labels[queue.NameLabel] = "team"
+}
+
+// queuedPlaced is a queued Job as placedQueuedJob leaves it on w1: placed,
+// still suspended (Kueue unsuspends it).
+func queuedPlaced(job *batchv1.Job) {
+	job.Annotations[v1alpha1.WorkerAnnotation] = "w1"
+	job.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1"
+	delete(job.Annotations, v1alpha1.HeldForPlacementAnnotation)
+}
+
+func unsuspended(job *batchv1.Job) { job.Spec.Suspend = ptr.To(false) }
+
+// workload is the View of a queued Job's Workload job-train-1, with
+// jobferry's check "dispatch" Pending, as mutated.
+func workload(mutate ...func(*queue.View)) *queue.View {
+	v := &queue.View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{kueue.DefaultPodSetName},
+		Check: "dispatch", State: kueue.CheckStatePending}
+	for _, m := range mutate {
+		m(v)
+	}
+	return v
+}
+
+func reserved(v *queue.View)     { v.QuotaReserved = true }
+func admitted(v *queue.View)     { v.Admitted = true }
+func withoutCheck(v *queue.View) { v.Check, v.State = "", "" }
+func checkState(state kueue.CheckState) func(*queue.View) {
+	return func(v *queue.View) { v.State = state }
+}
+
+// queuedState is the state of an unplaced queued Job; nil v: Kueue made no
+// Workload yet.
+func queuedState(job *batchv1.Job, v *queue.View) jobState {
+	if v == nil {
+		v = &queue.View{Queue: "team"}
+	}
+	return jobState{Job: job, Now: stepNow, Queue: v}
+}
+
+// queuedPlacedState is the state of a queued Job placed on w1, which is
+// connected.
+func queuedPlacedState(job, m *batchv1.Job, v *queue.View) jobState {
+	s := connectedState(job, m)
+	s.Queue = v
+	return s
+}
+
+// poolGeneral gives w1 the scheduling directive nodeSelector pool=general.
+func poolGeneral(s jobState) jobState {
+	s.WorkerCluster.Spec.Scheduling.NodeSelector = map[string]string{"pool": "general"}
+	return s
+}
+
+func wantCheck(state kueue.CheckState, part string) func(*testing.T, step) {
+	return func(t *testing.T, st step) {
+		if st.Check.State != state || !strings.Contains(st.Check.Message, part) {
+			t.Errorf("check %s %q, want %s saying %q", st.Check.State, st.Check.Message, state, part)
+		}
+	}
+}
+
+func wantInSync(t *testing.T, st step) {
+	if !st.InSync {
+		t.Errorf("step %s is not in sync", st.Kind)
 	}
 }

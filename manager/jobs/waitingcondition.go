@@ -34,6 +34,13 @@ const (
 	// created yet (the worker refused it or its namespace, or it cannot be
 	// built).
 	ReasonWaitingForMirror = "WaitingForMirror"
+	// ReasonQueued: Kueue queues the Job (it names a LocalQueue) and has
+	// not admitted it yet; the message says what it waits for.
+	ReasonQueued = "Queued"
+	// ReasonNoWorkerCanRun: no worker cluster could ever run the queued
+	// Job as the workers are (jobferry's admission check Rejected it, and
+	// Kueue gave its quota back).
+	ReasonNoWorkerCanRun = "NoWorkerCanRun"
 	// reasonJobSuspended is what kube-controller-manager writes on a Job its
 	// user suspended; jobferry writes the same on one it never dispatched.
 	reasonJobSuspended = "JobSuspended"
@@ -132,10 +139,14 @@ const (
 	// waitingMirrorRefused: the worker refused the mirror (or its
 	// namespace), or the mirror cannot be built.
 	waitingMirrorRefused = "mirror_refused"
+	// waitingQueued: queued in Kueue, not admitted yet.
+	waitingQueued = "queued"
+	// waitingNoWorkerCanRun: no worker could ever run it (Rejected).
+	waitingNoWorkerCanRun = "no_worker_can_run"
 )
 
 var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
-	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused}
+	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused, waitingQueued, waitingNoWorkerCanRun}
 
 // waitingByReason maps the reasons of the Suspended condition to the
 // metric's.
@@ -147,6 +158,8 @@ var waitingByReason = map[string]string{
 	ReasonWaitingForWorker:       waitingPlacementRefused,
 	ReasonWorkerNotConnected:     waitingWorkerLost,
 	ReasonWaitingForMirror:       waitingMirrorRefused,
+	ReasonQueued:                 waitingQueued,
+	ReasonNoWorkerCanRun:         waitingNoWorkerCanRun,
 }
 
 // jobWaiting says why an unfinished manager Job does not run ("" when it

@@ -21,7 +21,7 @@ import (
 var (
 	DispatchTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_dispatch_total",
-		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, deleted: its mirror was deleted on the worker, not_ours: a Job not jobferry's took its mirror's place, unschedulable: no worker fits, with an empty worker).",
+		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, deleted: its mirror was deleted on the worker, not_ours: a Job not jobferry's took its mirror's place, requeued: Kueue took the quota back and the placement went, unschedulable: no worker fits, rejected: no worker could ever run a Kueue-queued Job, both with an empty worker).",
 	}, []string{"worker", "result"})
 	DispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jobferry_dispatch_duration_seconds",
@@ -89,6 +89,7 @@ func init() {
 	crmetrics.Registry.MustRegister(registered()...)
 	// Jobs no worker fits are counted without a worker.
 	DispatchTotal.WithLabelValues("", "unschedulable")
+	DispatchTotal.WithLabelValues("", "rejected")
 }
 
 // registered are the metrics registered when the package loads; the Job
@@ -105,7 +106,7 @@ func Registered() []prometheus.Collector { return registered() }
 
 // Results each worker's counters are labelled with.
 var (
-	dispatchResults   = []string{"created", "conflict", "error", "lost", "deleted", "not_ours"}
+	dispatchResults   = []string{"created", "conflict", "error", "lost", "deleted", "not_ours", "requeued"}
 	statusSyncResults = []string{"written", "conflict", "rejected", "error"}
 	warningKinds      = []string{"Pod", "Job"}
 )

@@ -1,0 +1,288 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/queue"
+)
+
+// kueueEnv is a dispatch environment whose manager cluster runs Kueue, with
+// one ClusterQueue ("tenants", quota cpu, jobferry's check) and a client
+// that knows Kueue's API.
+type kueueEnv struct {
+	*dispatchEnv
+	queues
+}
+
+// startKueueEnv starts two workers of one general pool (16 CPUs) each,
+// Kueue and the manager with --kueue, and the queueing objects (setUpQueues).
+func startKueueEnv(ctx context.Context, t *testing.T, cpuQuota string) *kueueEnv {
+	t.Helper()
+	d := startOwnDispatchEnv(ctx, t, devenv.Options{
+		Dir: outputDir(t), Kueue: true,
+		Workers: []localcluster.Spec{
+			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
+			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
+		},
+		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"},
+	})
+	return &kueueEnv{dispatchEnv: d, queues: setUpQueues(ctx, t, d.Manager.RESTConfig(), cpuQuota)}
+}
+
+// queues is a client of the manager cluster that knows Kueue's API.
+type queues struct {
+	c client.Client
+}
+
+// setUpQueues makes Kueue's objects as an administrator would: the check
+// "jobferry" (waiting until it is Active, which only jobferry's controller
+// sets) and the ClusterQueue "tenants" with cpuQuota, which uses it.
+func setUpQueues(ctx context.Context, t *testing.T, cfg *rest.Config, cpuQuota string) queues {
+	t.Helper()
+	scheme := v1alpha1.NewScheme()
+	if err := kueue.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queues{c: c}
+	q.create(ctx, t, &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "workers"}})
+	q.create(ctx, t, &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "jobferry"}, Spec: kueue.AdmissionCheckSpec{ControllerName: queue.ControllerName}})
+	q.create(ctx, t, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "tenants"}, Spec: kueue.ClusterQueueSpec{
+		NamespaceSelector: &metav1.LabelSelector{},
+		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
+			Flavors: []kueue.FlavorQuotas{{Name: "workers", Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse(cpuQuota)}}}}}},
+		AdmissionChecksStrategy: &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: "jobferry"}}},
+	}})
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var ac kueue.AdmissionCheck
+		if err := c.Get(ctx, client.ObjectKey{Name: "jobferry"}, &ac); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(ac.Status.Conditions, kueue.AdmissionCheckActive), nil
+	})
+	if err != nil {
+		t.Fatalf("jobferry did not make its AdmissionCheck Active: %v", err)
+	}
+	return q
+}
+
+func (q queues) create(ctx context.Context, t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := q.c.Create(ctx, obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// localQueue makes the LocalQueue "team" of the ClusterQueue "tenants" in
+// namespace ns.
+func (q queues) localQueue(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	q.create(ctx, t, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "tenants"}})
+}
+
+// tenantNamespace is an opted-in namespace with the LocalQueue "team".
+func (k *kueueEnv) tenantNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ns := k.optedInNamespace(ctx, t)
+	k.localQueue(ctx, t, ns)
+	return ns
+}
+
+// checkKueueMode runs one queued Job through Kueue and jobferry in the
+// opted-in namespace ns of a manager cluster (cfg, admin) where both run:
+// for the install test, whose audit then sees the Kueue rules used.
+func checkKueueMode(ctx context.Context, t *testing.T, cfg *rest.Config, admin kubernetes.Interface, ns string) {
+	q := setUpQueues(ctx, t, cfg, "4")
+	q.localQueue(ctx, t, ns)
+	job, err := admin.BatchV1().Jobs(ns).Create(ctx, queuedJob(ns, "queued", time.Second, "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := pollJob(ctx, t, admin, ns, job.Name, 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+	wl := q.workload(ctx, t, job, "finished", func(w *kueue.Workload) bool {
+		return meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+	})
+	if c := check(wl); c.State != kueue.CheckStateReady || done.Annotations[v1alpha1.WorkerAnnotation] == "" {
+		t.Errorf("jobferry's check %s (%s) on a Job placed on %q, want Ready on a placed Job", c.State, c.Message, done.Annotations[v1alpha1.WorkerAnnotation])
+	}
+}
+
+// queuedJob is a sleep Job in LocalQueue "team" asking cpu for its pod.
+func queuedJob(namespace, name string, runFor time.Duration, cpu string) *batchv1.Job {
+	job := sleepJob(namespace, name, runFor)
+	job.Labels = map[string]string{queue.NameLabel: "team"}
+	job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+	return job
+}
+
+// workload polls the Workload of the Job until done holds.
+func (k queues) workload(ctx context.Context, t *testing.T, job *batchv1.Job, what string, done func(*kueue.Workload) bool) *kueue.Workload {
+	t.Helper()
+	var last *kueue.Workload
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var list kueue.WorkloadList
+		if err := k.c.List(ctx, &list, client.InNamespace(job.Namespace)); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if owner := metav1.GetControllerOf(&list.Items[i]); owner != nil && owner.UID == job.UID {
+				last = &list.Items[i]
+				return done(last), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var status any
+		if last != nil {
+			status = last.Status
+		}
+		t.Fatalf("waiting for the Workload of Job %s to be %s: %v; last seen %+v", job.Name, what, err, status)
+	}
+	return last
+}
+
+// check is jobferry's check on the Workload ("jobferry").
+func check(wl *kueue.Workload) kueue.AdmissionCheckState {
+	for _, c := range wl.Status.AdmissionChecks {
+		if c.Name == "jobferry" {
+			return c
+		}
+	}
+	return kueue.AdmissionCheckState{}
+}
+
+// With Kueue on the manager, Kueue decides when and jobferry where: a
+// queued Job waits for quota, jobferry places it and sets its check Ready
+// with the placement as pod set updates (which Kueue injects as it admits
+// and unsuspends the Job), and the mirror runs it to completion; a Job no
+// worker could ever run gets the check Rejected and gives its quota back; a
+// Job Kueue evicts while it runs has its mirror suspended and drained, its
+// placement let go, and runs again (a new attempt) once Kueue admits it
+// again — never twice at once.
+func TestKueueQueuesJobferryPlaces(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	k := startKueueEnv(ctx, t, "24")
+	ns := k.tenantNamespace(ctx, t)
+
+	t.Run("admitted where jobferry places it", func(t *testing.T) {
+		job := queuedJob(ns, "queued", 2*time.Second, "1")
+		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := pollJob(ctx, t, k.manager, ns, job.Name, 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+		worker := done.Annotations[v1alpha1.WorkerAnnotation]
+		if worker == "" {
+			t.Fatal("the completed Job records no placement")
+		}
+		if got := done.Spec.Template.Annotations[v1alpha1.WorkerAnnotation]; got != worker {
+			t.Errorf("Kueue injected pod set update %s=%q into the template, want the placement %q", v1alpha1.WorkerAnnotation, got, worker)
+		}
+		wl := k.workload(ctx, t, created, "finished", func(w *kueue.Workload) bool {
+			return meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+		})
+		c := check(wl)
+		if c.State != kueue.CheckStateReady || len(c.PodSetUpdates) != 1 || c.PodSetUpdates[0].Annotations[v1alpha1.WorkerAnnotation] != worker {
+			t.Errorf("jobferry's check %+v, want Ready with the placement on %s", c, worker)
+		}
+		mirror, err := k.workers[worker].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the mirror on %s: %v", worker, err)
+		}
+		if _, ok := mirror.Labels[queue.NameLabel]; ok {
+			t.Errorf("the mirror carries the queue label %s: a Kueue on the worker would queue it again", queue.NameLabel)
+		}
+		t.Logf("%s: quota reserved, placed on %s (%s), admitted, complete; Workload finished", job.Name, worker, c.Message)
+	})
+
+	t.Run("rejected when no worker could ever run it", func(t *testing.T) {
+		// 20 CPUs at once: within the quota, beyond any pool (16 each).
+		job := queuedJob(ns, "too-big", time.Second, "20")
+		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wl := k.workload(ctx, t, created, "rejected by jobferry", func(w *kueue.Workload) bool {
+			return check(w).State == kueue.CheckStateRejected
+		})
+		if msg := check(wl).Message; !strings.Contains(msg, "needs 20 cpu at once") {
+			t.Errorf("the Rejected check says %q, not why", msg)
+		}
+		waiting := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "saying no worker can run it", func(j *batchv1.Job) bool {
+			c := hasCondition(j, batchv1.JobSuspended)
+			return c != nil && c.Reason == jobs.ReasonNoWorkerCanRun
+		})
+		if w := waiting.Annotations[v1alpha1.WorkerAnnotation]; w != "" || !ptr.Deref(waiting.Spec.Suspend, false) {
+			t.Errorf("a rejected Job is placed on %q or not suspended (%v)", w, waiting.Spec.Suspend)
+		}
+		k.workload(ctx, t, created, "holding no quota", func(w *kueue.Workload) bool {
+			return !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadQuotaReserved)
+		})
+		t.Logf("%s: %s", job.Name, hasCondition(waiting, batchv1.JobSuspended).Message)
+	})
+
+	t.Run("evicted while running: drained, requeued, placed afresh", func(t *testing.T) {
+		job := queuedJob(ns, "evicted", 15*time.Second, "1")
+		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		first := running.Annotations[v1alpha1.WorkerAnnotation]
+		// Deactivating the Workload makes Kueue evict it, as preemption does.
+		wl := k.workload(ctx, t, created, "admitted", func(w *kueue.Workload) bool {
+			return meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted)
+		})
+		wl.Spec.Active = ptr.To(false)
+		if err := k.c.Update(ctx, wl); err != nil {
+			t.Fatal(err)
+		}
+		requeued := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "suspended, drained and unplaced", func(j *batchv1.Job) bool {
+			return ptr.Deref(j.Spec.Suspend, false) && j.Status.Active == 0 && j.Annotations[v1alpha1.WorkerAnnotation] == ""
+		})
+		if _, err := k.workers[first].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the drained mirror on %s is still there after the placement went", first)
+		}
+		wl = k.workload(ctx, t, created, "evicted", func(w *kueue.Workload) bool {
+			return !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadQuotaReserved)
+		})
+		wl.Spec.Active = ptr.To(true)
+		if err := k.c.Update(ctx, wl); err != nil {
+			t.Fatal(err)
+		}
+		done := pollJob(ctx, t, k.manager, ns, job.Name, 2*time.Minute, "Complete after readmission", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+		if got := done.Annotations[v1alpha1.DispatchAttemptAnnotation]; got != "2" {
+			t.Errorf("dispatch attempt %q after the eviction, want 2", got)
+		}
+		t.Logf("%s: ran on %s, evicted (requeued at %s), ran again on %s as attempt 2, complete",
+			job.Name, first, requeued.Status.Conditions, done.Annotations[v1alpha1.WorkerAnnotation])
+	})
+
+	k.assertNoRejectedStatusWrites(t)
+}

@@ -1,0 +1,148 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/queue"
+)
+
+// The part of nextStep for a Job Kueue queues (jobState.Queue): Kueue
+// decides when it runs — it reserves quota, asks jobferry's admission check,
+// unsuspends the Job once every check is Ready, and suspends it to evict or
+// preempt it — and jobferry decides where. So jobferry places a queued Job
+// only once Kueue reserved quota for it with jobferry's check Pending,
+// reports the placement as the check Ready (the worker's directives as pod
+// set updates, which Kueue injects into the Job as it admits it), creates
+// the mirror only once Kueue unsuspended the Job, and never unsuspends it
+// itself. When Kueue suspends it, the mirror is suspended too (the spec
+// follows, nextMirrorSpec) and its status still copied, so Kueue sees the
+// pods go; once the mirror drained, the placement goes (stepRequeue) and
+// the Job is placed afresh when Kueue admits it again. A placement jobferry
+// gives up itself (the worker lost, the mirror deleted there) turns the
+// check Retry, so Kueue evicts the Job and queues it again.
+
+// nextQueuedUnplaced decides for a queued Job that is not placed.
+func nextQueuedUnplaced(s jobState) step {
+	q, job := s.Queue, s.Job
+	switch {
+	case q.Workload == "":
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue has not made its Workload yet")}
+	case q.Check == "":
+		// Its ClusterQueue names none of jobferry's checks: Kueue admits
+		// it alone, and jobferry places it once Kueue did.
+		if q.Admitted {
+			return step{Kind: stepPlace}
+		}
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q,
+			"waiting for Kueue to admit it (its ClusterQueue names no jobferry admission check, so it is placed once admitted)")}
+	case q.State == kueue.CheckStateReady:
+		// jobferry reported a placement it has since let go (its worker was
+		// lost, its mirror deleted there): the Job must not run on what
+		// Kueue admitted, so Kueue evicts it, restores its template and
+		// queues it again.
+		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStateRetry, Message: fmt.Sprintf(
+			"jobferry let the placement of attempt %d go; the Job is placed afresh once Kueue admits it again", jobstate.Attempt(job))})
+	case q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
+		if ptr.Deref(job.Spec.Suspend, false) && counted(job.Status) {
+			// Pods of a placement let go still count on the Job (its
+			// worker was lost with them): Kueue restores the Job's template
+			// only once none do.
+			return step{Kind: stepCopyStatus, Status: uncounted(job.Status)}
+		}
+		if q.State == kueue.CheckStateRejected {
+			return step{Kind: stepShowWaiting, Waiting: waitingForWorker(ReasonNoWorkerCanRun, "%s", q.Message)}
+		}
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue queues it again (check "+q.Check+" Retry: "+q.Message+")")}
+	case !q.QuotaReserved:
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
+	}
+	return step{Kind: stepPlace}
+}
+
+// nextQueuedWithoutMirror decides for a queued Job placed on a connected
+// worker, without a mirror there: while Kueue has not unsuspended it, the
+// placement is reported to Kueue (or let go, when Kueue took the quota
+// back); once it has, the mirror is created as for any Job (ok false).
+func nextQueuedWithoutMirror(s jobState) (step, bool) {
+	q, job := s.Queue, s.Job
+	if !ptr.Deref(job.Spec.Suspend, false) {
+		return step{}, false
+	}
+	if st := nextWithoutMirror(s); st.Kind != stepCreateMirror {
+		// The worker may no longer take it, a mirror is on its way, ...
+		return st, true
+	}
+	switch {
+	case q.Check == "" || !q.QuotaReserved || q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
+		// Kueue took the quota back (or suspended a Job it admitted
+		// without jobferry's check) before the mirror was made.
+		return requeueStep(s, nil), true
+	case s.WorkerCluster == nil:
+		return step{Kind: stepNone, RequeueAfter: time.Second}, true
+	}
+	ready := queue.CheckUpdate{State: kueue.CheckStateReady,
+		Message: fmt.Sprintf("placed on worker cluster %s (attempt %d)", s.Worker, jobstate.Attempt(job)),
+		Updates: queue.PlacementUpdates(q.PodSets, s.Worker, s.WorkerCluster.Spec.Scheduling)}
+	if ready.Unchanged(*q) {
+		// Kueue admits it next: its unsuspension reconciles the Job.
+		return step{Kind: stepNone}, true
+	}
+	return setCheck(s, ready), true
+}
+
+// setCheck is the step that gives jobferry's check the state u says,
+// unless the API server refused that write for the Job as it is now.
+func setCheck(s jobState, u queue.CheckUpdate) step {
+	if s.Blocked[writeCheck] {
+		return step{Kind: stepNone}
+	}
+	return step{Kind: stepSetCheck, Check: u}
+}
+
+// drained: Kueue suspended the Job, its mirror is suspended too, and no pod
+// of it is left (nor the status's copy says so: the status is copied first).
+func drained(job, m *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && ptr.Deref(m.Spec.Suspend, false) && !jobstatus.Finished(m.Status) && !counted(m.Status)
+}
+
+// counted: the status counts pods that are running or terminating.
+func counted(status batchv1.JobStatus) bool {
+	return status.Active > 0 || ptr.Deref(status.Ready, 0) > 0 || ptr.Deref(status.Terminating, 0) > 0
+}
+
+// uncounted is a status that counts no running or terminating pod.
+func uncounted(status batchv1.JobStatus) batchv1.JobStatus {
+	out := *status.DeepCopy()
+	out.Active = 0
+	if out.Ready != nil {
+		out.Ready = ptr.To[int32](0)
+	}
+	if out.Terminating != nil {
+		out.Terminating = ptr.To[int32](0)
+	}
+	return out
+}
+
+// requeueStep lets the placement of a Job Kueue took the quota of go, with
+// its drained mirror m (nil when none was made).
+func requeueStep(s jobState, m *batchv1.Job) step {
+	return step{Kind: stepRequeue, Mirror: m, Why: fmt.Sprintf(
+		"Kueue took back the quota of Workload %s (evicted or preempted); jobferry lets attempt %d on %s go and places the Job afresh once Kueue admits it again",
+		s.Queue.Workload, jobstate.Attempt(s.Job), s.Worker)}
+}
+
+// queuedWaiting: a queued Job not placed, for why.
+func queuedWaiting(q *queue.View, why string) waiting {
+	where := "LocalQueue " + q.Queue
+	if q.Workload != "" {
+		where += " (Workload " + q.Workload + ")"
+	}
+	return waiting{ReasonQueued, fmt.Sprintf("queued in Kueue's %s: %s", where, why)}
+}

@@ -1,0 +1,125 @@
+package queue
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+func condition(t string) metav1.Condition {
+	return metav1.Condition{Type: t, Status: metav1.ConditionTrue}
+}
+
+func TestViewOf(t *testing.T) {
+	wl := &kueue.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "job-train-1"},
+		Spec:       kueue.WorkloadSpec{PodSets: []kueue.PodSet{{Name: "main"}}},
+		Status: kueue.WorkloadStatus{
+			Conditions: []metav1.Condition{condition(kueue.WorkloadQuotaReserved)},
+			AdmissionChecks: []kueue.AdmissionCheckState{
+				{Name: "provisioning", State: kueue.CheckStateReady},
+				{Name: "dispatch", State: kueue.CheckStatePending, Message: "waiting"},
+			},
+		},
+	}
+	got := ViewOf("team", wl, map[string]bool{"dispatch": true})
+	want := View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{"main"}, QuotaReserved: true,
+		Check: "dispatch", State: kueue.CheckStatePending, Message: "waiting"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ViewOf (-want +got):\n%s", diff)
+	}
+	if v := ViewOf("team", wl, map[string]bool{}); v.Check != "" || v.State != "" {
+		t.Errorf("a Workload with none of jobferry's checks: %+v", v)
+	}
+	if v := ViewOf("team", nil, nil); v.Workload != "" || v.Queue != "team" {
+		t.Errorf("no Workload yet: %+v", v)
+	}
+}
+
+func TestWorkloadPrefersTheUnfinished(t *testing.T) {
+	finished := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "old"}, Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{condition(kueue.WorkloadFinished)}}}
+	current := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "current"}}
+	deleting := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "deleting", DeletionTimestamp: &metav1.Time{Time: time.Now()}}}
+	for name, tc := range map[string]struct {
+		owned []kueue.Workload
+		want  string
+	}{
+		"none":                          {},
+		"the only one, finished":        {owned: []kueue.Workload{finished}, want: "old"},
+		"the unfinished one":            {owned: []kueue.Workload{finished, current}, want: "current"},
+		"the unfinished one, first":     {owned: []kueue.Workload{current, finished}, want: "current"},
+		"not one being deleted":         {owned: []kueue.Workload{deleting}},
+		"not one being deleted, either": {owned: []kueue.Workload{deleting, finished}, want: "old"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if wl := Workload(tc.owned); wl != nil {
+				got = wl.Name
+			}
+			if got != tc.want {
+				t.Errorf("Workload = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlacementUpdates(t *testing.T) {
+	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists}
+	d := v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}, Tolerations: []corev1.Toleration{toleration}}
+	got := PlacementUpdates([]kueue.PodSetReference{"main"}, "worker-1", d)
+	want := []kueue.PodSetUpdate{{Name: "main", Annotations: map[string]string{v1alpha1.WorkerAnnotation: "worker-1"},
+		NodeSelector: map[string]string{"pool": "general"}, Tolerations: []corev1.Toleration{toleration}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PlacementUpdates (-want +got):\n%s", diff)
+	}
+	// More tolerations than an update may carry go into the mirror only.
+	many := v1alpha1.SchedulingDirectives{Tolerations: make([]corev1.Toleration, maxTolerations+1)}
+	if u := PlacementUpdates(nil, "worker-1", many); len(u) != 1 || u[0].Name != kueue.DefaultPodSetName || u[0].Tolerations != nil {
+		t.Errorf("updates with %d tolerations: %+v", maxTolerations+1, u)
+	}
+	ready := CheckUpdate{State: kueue.CheckStateReady, Message: "placed", Updates: got}
+	if !ready.Unchanged(View{State: kueue.CheckStateReady, Message: "placed on worker-1: its reasons", Updates: got}) {
+		t.Error("a check already Ready with the same updates is written again for its message")
+	}
+	if ready.Unchanged(View{State: kueue.CheckStatePending}) {
+		t.Error("a Pending check is taken for Ready")
+	}
+}
+
+func TestCheckEntryAppliesOnlyJobferrysEntry(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+	obj, err := checkEntry("team", "job-train-1", "dispatch", CheckUpdate{State: kueue.CheckStateRetry, Message: "worker lost", RequeueAfterSeconds: ptr.To[int32](5)}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Workload","metadata":{"name":"job-train-1","namespace":"team"},` +
+		`"status":{"admissionChecks":[{"lastTransitionTime":"2026-11-25T12:00:00Z","message":"worker lost","name":"dispatch","requeueAfterSeconds":5,"state":"Retry"}]}}`
+	if string(raw) != want {
+		t.Errorf("applied\n%s\nwant\n%s", raw, want)
+	}
+}
+
+func TestActiveCondition(t *testing.T) {
+	ac := &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Spec: kueue.AdmissionCheckSpec{ControllerName: ControllerName}}
+	if c := activeCondition(ac); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 3 {
+		t.Errorf("jobferry's check: %+v, want Active", c)
+	}
+	ac.Spec.Parameters = &kueue.AdmissionCheckParametersReference{APIGroup: "example.com", Kind: "Config", Name: "x"}
+	c := activeCondition(ac)
+	if c.Status != metav1.ConditionFalse || c.Reason != ReasonParametersUnsupported || !strings.Contains(c.Message, "Config x") {
+		t.Errorf("a check naming parameters: %+v, want inactive saying why", c)
+	}
+}

@@ -1,0 +1,171 @@
+package queue
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// ControllerName is the spec.controllerName of the AdmissionChecks
+// jobferry answers.
+const ControllerName = "jobferry.dev/dispatch"
+
+// FieldOwner is the field manager under which jobferry applies its entry
+// of a Workload's status.admissionChecks.
+const FieldOwner = "jobferry-dispatch"
+
+// NameLabel names the LocalQueue of a Job (Kueue's label; its constants
+// package is not an API package, so it is not imported).
+const NameLabel = "kueue.x-k8s.io/queue-name"
+
+// maxTolerations is how many tolerations a pod set update may carry
+// (Kueue's validation).
+const maxTolerations = 8
+
+// QueueName is the LocalQueue a Job names; "" when it names none (it is
+// dispatched without Kueue).
+func QueueName(job *batchv1.Job) string { return job.Labels[NameLabel] }
+
+// View is what the Job controller knows of a queued Job's Workload.
+type View struct {
+	// Queue is the LocalQueue the Job names.
+	Queue string
+	// Workload is the name of the Job's Workload; "" while Kueue has not
+	// made one.
+	Workload string
+	// PodSets are the Workload's pod set names, for the pod set updates.
+	PodSets []kueue.PodSetReference
+	// QuotaReserved: Kueue reserved quota for the Workload.
+	QuotaReserved bool
+	// Admitted: quota reserved and every admission check Ready.
+	Admitted bool
+	// Check is jobferry's admission check on the Workload ("" when its
+	// ClusterQueue names none of jobferry's: Kueue then admits without it).
+	Check string
+	// State and Message are the check's.
+	State   kueue.CheckState
+	Message string
+	// Updates are the pod set updates the check carries.
+	Updates []kueue.PodSetUpdate
+}
+
+// ViewOf summarises the Workload wl of a Job queued in queueName for the
+// Job controller; ours says which admission check names are jobferry's.
+// A nil wl is a Workload Kueue has not made yet.
+func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
+	v := View{Queue: queueName}
+	if wl == nil {
+		return v
+	}
+	v.Workload = wl.Name
+	for _, ps := range wl.Spec.PodSets {
+		v.PodSets = append(v.PodSets, ps.Name)
+	}
+	v.QuotaReserved = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+	v.Admitted = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	for _, c := range wl.Status.AdmissionChecks {
+		if ours[string(c.Name)] {
+			v.Check, v.State, v.Message, v.Updates = string(c.Name), c.State, c.Message, c.PodSetUpdates
+			break
+		}
+	}
+	return v
+}
+
+// Workload picks a Job's Workload among those it controls: the one Kueue
+// works on is the unfinished one (a finished one of an earlier run may
+// linger until Kueue collects it); nil when there is none.
+func Workload(owned []kueue.Workload) *kueue.Workload {
+	var pick *kueue.Workload
+	for i := range owned {
+		wl := &owned[i]
+		if wl.DeletionTimestamp != nil {
+			continue
+		}
+		finished := meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished)
+		if pick == nil || (!finished && meta.IsStatusConditionTrue(pick.Status.Conditions, kueue.WorkloadFinished)) {
+			pick = wl
+		}
+	}
+	return pick
+}
+
+// CheckUpdate is the state jobferry gives its check on a Workload.
+type CheckUpdate struct {
+	State   kueue.CheckState
+	Message string
+	// Updates go with Ready: the worker's directives for the Job's pods.
+	Updates []kueue.PodSetUpdate
+	// RequeueAfterSeconds goes with Retry: how long Kueue waits before
+	// trying the Workload again.
+	RequeueAfterSeconds *int32
+}
+
+// Unchanged reports whether the check already has u's state and pod set
+// updates, so it is not written again (the message may say more than the
+// decision, as when a placement's reasons are known).
+func (u CheckUpdate) Unchanged(v View) bool {
+	return v.State == u.State && equalUpdates(v.Updates, u.Updates)
+}
+
+func equalUpdates(a, b []kueue.PodSetUpdate) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// PlacementUpdates are the pod set updates that report a placement on
+// worker: its nodeSelector and tolerations for every pod set, and the
+// worker named in an annotation of the pods. Node affinity has no place in a
+// pod set update: it goes into the mirror only (as every directive does,
+// mirror.Build), as do tolerations beyond what an update may carry.
+func PlacementUpdates(podSets []kueue.PodSetReference, worker string, d v1alpha1.SchedulingDirectives) []kueue.PodSetUpdate {
+	if len(podSets) == 0 {
+		podSets = []kueue.PodSetReference{kueue.DefaultPodSetName}
+	}
+	var out []kueue.PodSetUpdate
+	for _, name := range podSets {
+		u := kueue.PodSetUpdate{Name: name, Annotations: map[string]string{v1alpha1.WorkerAnnotation: worker}}
+		if len(d.NodeSelector) > 0 {
+			u.NodeSelector = maps.Clone(d.NodeSelector)
+		}
+		if n := len(d.Tolerations); n > 0 && n <= maxTolerations {
+			u.Tolerations = slices.Clone(d.Tolerations)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// checkEntry is the Workload status jobferry applies: its own entry of
+// status.admissionChecks and nothing else.
+func checkEntry(namespace, workload, check string, u CheckUpdate, now metav1.Time) (*unstructured.Unstructured, error) {
+	entry := kueue.AdmissionCheckState{
+		Name: kueue.AdmissionCheckReference(check), State: u.State, Message: u.Message, LastTransitionTime: now,
+		PodSetUpdates: u.Updates, RequeueAfterSeconds: u.RequeueAfterSeconds,
+	}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entry)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encoding check %s: %w", describe(namespace, workload), check, err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueue.GroupVersion.String(), "kind": "Workload",
+		"metadata": map[string]any{"namespace": namespace, "name": workload},
+		"status":   map[string]any{"admissionChecks": []any{fields}},
+	}}
+	return obj, nil
+}
+
+// describe names a Workload for an error.
+func describe(namespace, name string) string { return fmt.Sprintf("Workload %s/%s", namespace, name) }
