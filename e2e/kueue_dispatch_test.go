@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,7 +186,7 @@ func check(wl *kueue.Workload) kueue.AdmissionCheckState {
 // placement let go, and runs again (a new attempt) once Kueue admits it
 // again — never twice at once.
 func TestKueueQueuesJobferryPlaces(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	k := startKueueEnv(ctx, t, "24")
 	ns := k.tenantNamespace(ctx, t)
@@ -282,6 +283,55 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		}
 		t.Logf("%s: ran on %s, evicted (requeued at %s), ran again on %s as attempt 2, complete",
 			job.Name, first, requeued.Status.Conditions, done.Annotations[v1alpha1.WorkerAnnotation])
+	})
+
+	t.Run("worker lost while running: Retry, placed elsewhere, the stale mirror fenced", func(t *testing.T) {
+		job := queuedJob(ns, "lost", 20*time.Second, "1")
+		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		lost := running.Annotations[v1alpha1.WorkerAnnotation]
+		var cluster *localcluster.Cluster
+		for _, w := range k.Workers {
+			if w.Name == lost {
+				cluster = w
+			}
+		}
+		if err := cluster.StopComponent("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		restarted := false
+		t.Cleanup(func() {
+			if !restarted {
+				_, _ = cluster.RestartComponent("kube-apiserver")
+			}
+		})
+		done := pollJob(ctx, t, k.manager, ns, job.Name, 3*time.Minute, "Complete elsewhere", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+		if w, attempt := done.Annotations[v1alpha1.WorkerAnnotation], done.Annotations[v1alpha1.DispatchAttemptAnnotation]; w == lost || attempt != "2" || done.Status.Succeeded != 1 {
+			t.Errorf("completed on %s as attempt %s with succeeded=%d, want attempt 2 on the other worker than %s, succeeded once", w, attempt, done.Status.Succeeded, lost)
+		}
+		wl := k.workload(ctx, t, created, "finished", func(w *kueue.Workload) bool {
+			return meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+		})
+		if c := check(wl); ptr.Deref(c.RetryCount, 0) < 1 {
+			t.Errorf("jobferry's check %+v was never Retry", c)
+		}
+		if _, err := cluster.RestartComponent("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		restarted = true
+		waitConnected(ctx, t, k.dispatchEnv, lost, metav1.ConditionTrue)
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := k.workers[lost].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("the stale mirror on %s is still there after it came back: %v", lost, err)
+		}
+		t.Logf("%s: running on %s, lost; check Retry (retryCount %d), requeued, attempt 2 complete on %s; the stale mirror fenced once %s was back",
+			job.Name, lost, ptr.Deref(check(wl).RetryCount, 0), done.Annotations[v1alpha1.WorkerAnnotation], lost)
 	})
 
 	k.assertNoRejectedStatusWrites(t)

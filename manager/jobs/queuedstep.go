@@ -32,6 +32,11 @@ import (
 func nextQueuedUnplaced(s jobState) step {
 	q, job := s.Queue, s.Job
 	switch {
+	case ptr.Deref(job.Spec.Suspend, false) && counted(job.Status):
+		// Pods of a placement let go still count on the Job (its worker
+		// was lost with them): Kueue holds the quota, and restores the
+		// Job's template, only once none do.
+		return step{Kind: stepCopyStatus, Status: uncounted(job.Status)}
 	case q.Workload == "":
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue has not made its Workload yet")}
 	case q.Check == "":
@@ -50,17 +55,12 @@ func nextQueuedUnplaced(s jobState) step {
 		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStateRetry, Message: fmt.Sprintf(
 			"jobferry let the placement of attempt %d go; the Job is placed afresh once Kueue admits it again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
-		if ptr.Deref(job.Spec.Suspend, false) && counted(job.Status) {
-			// Pods of a placement let go still count on the Job (its
-			// worker was lost with them): Kueue restores the Job's template
-			// only once none do.
-			return step{Kind: stepCopyStatus, Status: uncounted(job.Status)}
-		}
 		if q.State == kueue.CheckStateRejected {
 			return step{Kind: stepShowWaiting, Waiting: waitingForWorker(ReasonNoWorkerCanRun, "%s", q.Message)}
 		}
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue queues it again (check "+q.Check+" Retry: "+q.Message+")")}
-	case !q.QuotaReserved:
+	case !q.QuotaReserved || q.Evicted:
+		// Quota still reserved while Kueue evicts is quota on its way out.
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
 	}
 	return step{Kind: stepPlace}
@@ -80,7 +80,7 @@ func nextQueuedWithoutMirror(s jobState) (step, bool) {
 		return st, true
 	}
 	switch {
-	case q.Check == "" || !q.QuotaReserved || q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
+	case q.Check == "" || !q.QuotaReserved || q.Evicted || q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
 		// Kueue took the quota back (or suspended a Job it admitted
 		// without jobferry's check) before the mirror was made.
 		return requeueStep(s, nil), true

@@ -556,6 +556,14 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued), workload()), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
 		},
+		"queued, Kueue evicting it (quota still reserved, the check Pending again): waits": {
+			state: queuedState(stepJob(queued), workload(reserved, evicted)), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
+		},
+		"queued and placed, Kueue evicting it before it started: the placement goes": {
+			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved, evicted)),
+			want:  stepRequeue,
+		},
 		"queued, quota reserved with jobferry's check Pending: placed": {
 			state: queuedState(stepJob(queued), workload(reserved)), want: stepPlace,
 		},
@@ -570,8 +578,8 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(reserved, admitted, checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateRetry, "let the placement of attempt 1 go")},
 		},
-		"queued, Retry, suspended by Kueue with pods of the lost worker counted: they are uncounted": {
-			state: queuedState(stepJob(queued, running), workload(checkState(kueue.CheckStateRetry))),
+		"queued, evicted after a Retry, with pods of the lost worker counted: they are uncounted": {
+			state: queuedState(stepJob(queued, running), workload(reserved, evicted)),
 			want:  stepCopyStatus, checks: []check{func(t *testing.T, st step) {
 				if st.Status.Active != 0 || *st.Status.Ready != 0 || st.Status.StartTime == nil {
 					t.Errorf("status %+v still counts pods, or lost its startTime (Kueue resets it)", st.Status)
@@ -710,6 +718,7 @@ func workload(mutate ...func(*queue.View)) *queue.View {
 
 func reserved(v *queue.View)     { v.QuotaReserved = true }
 func admitted(v *queue.View)     { v.Admitted = true }
+func evicted(v *queue.View)      { v.Evicted = true }
 func withoutCheck(v *queue.View) { v.Check, v.State = "", "" }
 func checkState(state kueue.CheckState) func(*queue.View) {
 	return func(v *queue.View) { v.State = state }

@@ -49,6 +49,10 @@ type View struct {
 	QuotaReserved bool
 	// Admitted: quota reserved and every admission check Ready.
 	Admitted bool
+	// Evicted: Kueue is taking the quota back (evicted, preempted,
+	// deactivated, a check Retry); the quota may still show reserved until
+	// the Job stopped, and the checks are Pending again already.
+	Evicted bool
 	// Check is jobferry's admission check on the Workload ("" when its
 	// ClusterQueue names none of jobferry's: Kueue then admits without it).
 	Check string
@@ -73,6 +77,7 @@ func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
 	}
 	v.QuotaReserved = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 	v.Admitted = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	v.Evicted = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted)
 	for _, c := range wl.Status.AdmissionChecks {
 		if ours[string(c.Name)] {
 			v.Check, v.State, v.Message, v.Updates = string(c.Name), c.State, c.Message, c.PodSetUpdates
