@@ -29,26 +29,26 @@ import (
 )
 
 // kueueEnv is a dispatch environment whose manager cluster runs Kueue, with
-// one ClusterQueue ("tenants", quota cpu, jobferry's check) and a client
-// that knows Kueue's API.
+// a client that knows Kueue's API and jobferry's check "jobferry" Active.
 type kueueEnv struct {
 	*dispatchEnv
 	queues
 }
 
 // startKueueEnv starts two workers of one general pool (16 CPUs) each,
-// Kueue and the manager with --kueue, and the queueing objects (setUpQueues).
-func startKueueEnv(ctx context.Context, t *testing.T, cpuQuota string) *kueueEnv {
+// Kueue (with opts) and the manager with --kueue, and jobferry's check
+// (newQueues).
+func startKueueEnv(ctx context.Context, t *testing.T, opts localcluster.KueueOptions) *kueueEnv {
 	t.Helper()
 	d := startOwnDispatchEnv(ctx, t, devenv.Options{
-		Dir: outputDir(t), Kueue: true,
+		Dir: outputDir(t), Kueue: &opts,
 		Workers: []localcluster.Spec{
 			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
 			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
 		},
 		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"},
 	})
-	return &kueueEnv{dispatchEnv: d, queues: setUpQueues(ctx, t, d.Manager.RESTConfig(), cpuQuota)}
+	return &kueueEnv{dispatchEnv: d, queues: newQueues(ctx, t, d.Manager.RESTConfig())}
 }
 
 // queues is a client of the manager cluster that knows Kueue's API.
@@ -56,10 +56,11 @@ type queues struct {
 	c client.Client
 }
 
-// setUpQueues makes Kueue's objects as an administrator would: the check
-// "jobferry" (waiting until it is Active, which only jobferry's controller
-// sets) and the ClusterQueue "tenants" with cpuQuota, which uses it.
-func setUpQueues(ctx context.Context, t *testing.T, cfg *rest.Config, cpuQuota string) queues {
+// newQueues makes what every ClusterQueue of these tests uses, as an
+// administrator would: the ResourceFlavor "workers" and the check
+// "jobferry", waiting until it is Active, which only jobferry's controller
+// sets.
+func newQueues(ctx context.Context, t *testing.T, cfg *rest.Config) queues {
 	t.Helper()
 	scheme := v1alpha1.NewScheme()
 	if err := kueue.AddToScheme(scheme); err != nil {
@@ -72,12 +73,6 @@ func setUpQueues(ctx context.Context, t *testing.T, cfg *rest.Config, cpuQuota s
 	q := queues{c: c}
 	q.create(ctx, t, &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "workers"}})
 	q.create(ctx, t, &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "jobferry"}, Spec: kueue.AdmissionCheckSpec{ControllerName: queue.ControllerName}})
-	q.create(ctx, t, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "tenants"}, Spec: kueue.ClusterQueueSpec{
-		NamespaceSelector: &metav1.LabelSelector{},
-		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
-			Flavors: []kueue.FlavorQuotas{{Name: "workers", Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse(cpuQuota)}}}}}},
-		AdmissionChecksStrategy: &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: "jobferry"}}},
-	}})
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var ac kueue.AdmissionCheck
 		if err := c.Get(ctx, client.ObjectKey{Name: "jobferry"}, &ac); err != nil {
@@ -98,28 +93,37 @@ func (q queues) create(ctx context.Context, t *testing.T, obj client.Object) {
 	}
 }
 
-// localQueue makes the LocalQueue "team" of the ClusterQueue "tenants" in
-// namespace ns.
-func (q queues) localQueue(ctx context.Context, t *testing.T, ns string) {
+// clusterQueue makes a ClusterQueue of cpuQuota CPUs of the flavor
+// "workers", for every namespace, using jobferry's check, as mutate says.
+func (q queues) clusterQueue(ctx context.Context, t *testing.T, name, cpuQuota string, mutate ...func(*kueue.ClusterQueueSpec)) {
 	t.Helper()
-	q.create(ctx, t, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "tenants"}})
+	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueue.ClusterQueueSpec{
+		NamespaceSelector: &metav1.LabelSelector{},
+		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
+			Flavors: []kueue.FlavorQuotas{{Name: "workers", Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse(cpuQuota)}}}}}},
+		AdmissionChecksStrategy: &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: "jobferry"}}},
+	}}
+	for _, m := range mutate {
+		m(&cq.Spec)
+	}
+	q.create(ctx, t, cq)
 }
 
-// tenantNamespace is an opted-in namespace with the LocalQueue "team".
-func (k *kueueEnv) tenantNamespace(ctx context.Context, t *testing.T) string {
+// localQueue makes the LocalQueue name of the ClusterQueue cq in namespace
+// ns.
+func (q queues) localQueue(ctx context.Context, t *testing.T, ns, name, cq string) {
 	t.Helper()
-	ns := k.optedInNamespace(ctx, t)
-	k.localQueue(ctx, t, ns)
-	return ns
+	q.create(ctx, t, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq)}})
 }
 
 // checkKueueMode runs one queued Job through Kueue and jobferry in the
 // opted-in namespace ns of a manager cluster (cfg, admin) where both run:
 // for the install test, whose audit then sees the Kueue rules used.
 func checkKueueMode(ctx context.Context, t *testing.T, cfg *rest.Config, admin kubernetes.Interface, ns string) {
-	q := setUpQueues(ctx, t, cfg, "4")
-	q.localQueue(ctx, t, ns)
-	job, err := admin.BatchV1().Jobs(ns).Create(ctx, queuedJob(ns, "queued", time.Second, "1"), metav1.CreateOptions{})
+	q := newQueues(ctx, t, cfg)
+	q.clusterQueue(ctx, t, "tenants", "4")
+	q.localQueue(ctx, t, ns, "team", "tenants")
+	job, err := admin.BatchV1().Jobs(ns).Create(ctx, queuedJob(ns, "team", "queued", time.Second, "1"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +136,11 @@ func checkKueueMode(ctx context.Context, t *testing.T, cfg *rest.Config, admin k
 	}
 }
 
-// queuedJob is a sleep Job in LocalQueue "team" asking cpu for its pod.
-func queuedJob(namespace, name string, runFor time.Duration, cpu string) *batchv1.Job {
+// queuedJob is a sleep Job in the LocalQueue queueName asking cpu for its
+// pod.
+func queuedJob(namespace, queueName, name string, runFor time.Duration, cpu string) *batchv1.Job {
 	job := sleepJob(namespace, name, runFor)
-	job.Labels = map[string]string{queue.NameLabel: "team"}
+	job.Labels = map[string]string{queue.NameLabel: queueName}
 	job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
 	return job
 }
@@ -188,11 +193,13 @@ func check(wl *kueue.Workload) kueue.AdmissionCheckState {
 func TestKueueQueuesJobferryPlaces(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	k := startKueueEnv(ctx, t, "24")
-	ns := k.tenantNamespace(ctx, t)
+	k := startKueueEnv(ctx, t, localcluster.KueueOptions{})
+	k.clusterQueue(ctx, t, "tenants", "24")
+	ns := k.optedInNamespace(ctx, t)
+	k.localQueue(ctx, t, ns, "team", "tenants")
 
 	t.Run("admitted where jobferry places it", func(t *testing.T) {
-		job := queuedJob(ns, "queued", 2*time.Second, "1")
+		job := queuedJob(ns, "team", "queued", 2*time.Second, "1")
 		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +231,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 
 	t.Run("rejected when no worker could ever run it", func(t *testing.T) {
 		// 20 CPUs at once: within the quota, beyond any pool (16 each).
-		job := queuedJob(ns, "too-big", time.Second, "20")
+		job := queuedJob(ns, "team", "too-big", time.Second, "20")
 		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -249,7 +256,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 	})
 
 	t.Run("evicted while running: drained, requeued, placed afresh", func(t *testing.T) {
-		job := queuedJob(ns, "evicted", 15*time.Second, "1")
+		job := queuedJob(ns, "team", "evicted", 15*time.Second, "1")
 		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +293,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 	})
 
 	t.Run("worker lost while running: Retry, placed elsewhere, the stale mirror fenced", func(t *testing.T) {
-		job := queuedJob(ns, "lost", 20*time.Second, "1")
+		job := queuedJob(ns, "team", "lost", 20*time.Second, "1")
 		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

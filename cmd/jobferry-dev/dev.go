@@ -40,7 +40,11 @@ func startDev(ctx context.Context, dir string, workers int, withKueue bool, out 
 		return nil, err
 	}
 	fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
-	return devenv.Start(ctx, devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out, Kueue: withKueue})
+	opts := devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out}
+	if withKueue {
+		opts.Kueue = &localcluster.KueueOptions{}
+	}
+	return devenv.Start(ctx, opts)
 }
 
 // kubectlHint is a command line a reader can paste to look at a cluster.

@@ -106,9 +106,9 @@ type Options struct {
 	// JobControllers sets spec.jobController of a worker's WorkerCluster
 	// (by worker name; Builtin when absent).
 	JobControllers map[string]v1alpha1.JobControllerMode
-	// Kueue runs Kueue (bin/kueue, with its CRDs) on the manager cluster
-	// and the manager with --kueue.
-	Kueue bool
+	// Kueue, when set, runs Kueue (bin/kueue, with its CRDs) on the manager
+	// cluster with these options, and the manager with --kueue.
+	Kueue *localcluster.KueueOptions
 }
 
 // Env is a running jobferry environment.
@@ -213,9 +213,11 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 			return err
 		}
 	}
-	if opts.Kueue {
+	if opts.Kueue != nil {
 		fmt.Fprintln(opts.Progress, "manager: starting Kueue")
-		if _, err := e.Manager.StartKueue(ctx, localcluster.KueueOptions{BinDir: binDir}); err != nil {
+		kueueOpts := *opts.Kueue
+		kueueOpts.BinDir = binDir
+		if _, err := e.Manager.StartKueue(ctx, kueueOpts); err != nil {
 			return fmt.Errorf("starting Kueue: %w", err)
 		}
 		opts.ManagerArgs = append([]string{"--kueue"}, opts.ManagerArgs...)

@@ -24,6 +24,9 @@ type KueueOptions struct {
 	BinDir string
 	// Timeout bounds the wait for Kueue to be ready (default 90s).
 	Timeout time.Duration
+	// FairSharing turns Kueue's fair sharing on: in a cohort, admission
+	// (and preemption) favours the ClusterQueue using the least of its share.
+	FairSharing bool
 }
 
 // Kueue is the Kueue controller running beside a cluster's control plane.
@@ -121,6 +124,11 @@ integrations:
   frameworks:
   - batch/job
 `, KueueNamespace, health, metrics, webhook, filepath.Join(dir, "webhook"))
+	if opts.FairSharing {
+		config += `fairSharing:
+  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]
+`
+	}
 	configPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		return nil, err

@@ -197,7 +197,12 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Queue != nil {
 		// Kueue's decisions arrive on the Workloads: quota reserved, the
 		// check reset, admitted, evicted.
-		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &batchv1.Job{}, handler.OnlyControllerOwner()))
+		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &batchv1.Job{}, handler.OnlyControllerOwner()),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				before, ok1 := e.ObjectOld.(*kueue.Workload)
+				after, ok2 := e.ObjectNew.(*kueue.Workload)
+				return !ok1 || !ok2 || queue.Changed(before, after)
+			}}))
 	}
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r); err != nil {
 		return err

@@ -38,7 +38,10 @@ func nextQueuedUnplaced(s jobState) step {
 		// Job's template, only once none do.
 		return step{Kind: stepCopyStatus, Status: uncounted(job.Status)}
 	case q.Workload == "":
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue has not made its Workload yet")}
+		// Kueue makes it at once; its creation reconciles the Job. A
+		// condition written meanwhile would be a write per Job, read by
+		// Kueue too, for a state of milliseconds.
+		return step{Kind: stepNone}
 	case q.Check == "":
 		// Its ClusterQueue names none of jobferry's checks: Kueue admits
 		// it alone, and jobferry places it once Kueue did.

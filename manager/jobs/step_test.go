@@ -548,9 +548,8 @@ func TestNextStep(t *testing.T) {
 			want:  stepNone, checks: []check{wantRequeue(0)},
 		},
 		// Queued by Kueue (queuedstep.go).
-		"queued, no Workload yet: waits, saying so": {
-			state: queuedState(stepJob(queued), nil), want: stepShowWaiting,
-			checks: []check{wantWaiting(ReasonQueued, "Kueue has not made its Workload yet")},
+		"queued, no Workload yet: waits for Kueue to make it": {
+			state: queuedState(stepJob(queued), nil), want: stepNone,
 		},
 		"queued, quota not reserved: waits for Kueue": {
 			state: queuedState(stepJob(queued), workload()), want: stepShowWaiting,

@@ -123,3 +123,42 @@ func TestActiveCondition(t *testing.T) {
 		t.Errorf("a check naming parameters: %+v, want inactive saying why", c)
 	}
 }
+
+func TestChanged(t *testing.T) {
+	base := kueue.Workload{
+		Spec: kueue.WorkloadSpec{PodSets: []kueue.PodSet{{Name: "main"}}},
+		Status: kueue.WorkloadStatus{
+			Conditions:      []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending", Message: "insufficient quota, 1 more needed"}},
+			AdmissionChecks: []kueue.AdmissionCheckState{{Name: "dispatch", State: kueue.CheckStatePending}},
+		},
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*kueue.Workload)
+		want   bool
+	}{
+		"nothing":                 {mutate: func(*kueue.Workload) {}},
+		"why it does not fit yet": {mutate: func(w *kueue.Workload) { w.Status.Conditions[0].Message = "insufficient quota, 2 more needed" }},
+		"quota reserved":          {mutate: func(w *kueue.Workload) { w.Status.Conditions[0].Status = metav1.ConditionTrue }, want: true},
+		"admitted": {mutate: func(w *kueue.Workload) {
+			w.Status.Conditions = append(w.Status.Conditions, condition(kueue.WorkloadAdmitted))
+		}, want: true},
+		"evicted": {mutate: func(w *kueue.Workload) {
+			w.Status.Conditions = append(w.Status.Conditions, condition(kueue.WorkloadEvicted))
+		}, want: true},
+		"a check's state":   {mutate: func(w *kueue.Workload) { w.Status.AdmissionChecks[0].State = kueue.CheckStateReady }, want: true},
+		"a check's message": {mutate: func(w *kueue.Workload) { w.Status.AdmissionChecks[0].Message = "Reset to Pending after eviction" }, want: true},
+		"a check added": {mutate: func(w *kueue.Workload) {
+			w.Status.AdmissionChecks = append(w.Status.AdmissionChecks, kueue.AdmissionCheckState{Name: "other"})
+		}, want: true},
+		"the pod sets":                       {mutate: func(w *kueue.Workload) { w.Spec.PodSets[0].Name = "workers" }, want: true},
+		"a condition jobferry does not read": {mutate: func(w *kueue.Workload) { w.Status.Conditions = append(w.Status.Conditions, condition("PodsReady")) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			after := base.DeepCopy()
+			tc.mutate(after)
+			if got := Changed(&base, after); got != tc.want {
+				t.Errorf("Changed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

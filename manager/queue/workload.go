@@ -174,3 +174,24 @@ func checkEntry(namespace, workload, check string, u CheckUpdate, now metav1.Tim
 
 // describe names a Workload for an error.
 func describe(namespace, name string) string { return fmt.Sprintf("Workload %s/%s", namespace, name) }
+
+// Changed reports whether a Workload changed in what the Job controller
+// decides on (ViewOf): its pod sets, whether quota is reserved, whether it
+// is admitted, evicted or finished, and its admission checks' states and
+// pod set updates. Kueue rewrites a pending Workload's conditions on every
+// scheduling attempt (why it does not fit yet); with thousands queued,
+// reconciling their Jobs for that would starve the ones Kueue just
+// admitted.
+func Changed(before, after *kueue.Workload) bool {
+	if !slices.EqualFunc(before.Spec.PodSets, after.Spec.PodSets, func(a, b kueue.PodSet) bool { return a.Name == b.Name }) {
+		return true
+	}
+	for _, t := range []string{kueue.WorkloadQuotaReserved, kueue.WorkloadAdmitted, kueue.WorkloadEvicted, kueue.WorkloadFinished} {
+		if meta.IsStatusConditionTrue(before.Status.Conditions, t) != meta.IsStatusConditionTrue(after.Status.Conditions, t) {
+			return true
+		}
+	}
+	return !slices.EqualFunc(before.Status.AdmissionChecks, after.Status.AdmissionChecks, func(a, b kueue.AdmissionCheckState) bool {
+		return a.Name == b.Name && a.State == b.State && a.Message == b.Message && equalUpdates(a.PodSetUpdates, b.PodSetUpdates)
+	})
+}
