@@ -55,15 +55,17 @@ func job(cpu string, parallelism int32, mods ...func(*batchv1.Job)) *batchv1.Job
 	return j
 }
 
+// selectPool gives the Job's pods a nodeSelector for the pool name.
+func selectPool(name string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.DefaultPoolLabel: name}
+	}
+}
+
 func TestPlace(t *testing.T) {
 	idle := res("cpu", "10", "pods", "100")
 	tolerateGPU := func(j *batchv1.Job) {
 		j.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
-	}
-	selectPool := func(name string) func(*batchv1.Job) {
-		return func(j *batchv1.Job) {
-			j.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.DefaultPoolLabel: name}
-		}
 	}
 	cases := map[string]struct {
 		job      *batchv1.Job
@@ -416,11 +418,6 @@ func TestAdmits(t *testing.T) {
 func TestNeverFits(t *testing.T) {
 	idle := res("cpu", "10", "pods", "100")
 	busy := res("cpu", "0", "pods", "100")
-	selectPool := func(name string) func(*batchv1.Job) {
-		return func(j *batchv1.Job) {
-			j.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.DefaultPoolLabel: name}
-		}
-	}
 	cases := map[string]struct {
 		job     *batchv1.Job
 		workers []Worker

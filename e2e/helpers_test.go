@@ -147,3 +147,29 @@ func jobPods(ctx context.Context, t *testing.T, client kubernetes.Interface, nam
 	}
 	return pods.Items
 }
+
+// stopComponent stops one component of a cluster (its API server, its
+// scheduler) for a test, and returns what starts it again; if the test ends
+// without, its cleanup starts it, so the next test finds the cluster whole.
+func stopComponent(t *testing.T, cluster *localcluster.Cluster, component string) (restart func()) {
+	t.Helper()
+	if err := cluster.StopComponent(component); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if !stopped {
+			return
+		}
+		if _, err := cluster.RestartComponent(component); err != nil {
+			t.Errorf("restarting %s of %s after the test: %v", component, cluster.Name, err)
+		}
+	})
+	return func() {
+		t.Helper()
+		if _, err := cluster.RestartComponent(component); err != nil {
+			t.Fatal(err)
+		}
+		stopped = false
+	}
+}

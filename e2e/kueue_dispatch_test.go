@@ -236,22 +236,21 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wl := k.workload(ctx, t, created, "rejected by jobferry", func(w *kueue.Workload) bool {
-			return check(w).State == kueue.CheckStateRejected
+		// Kueue deactivates a Workload a check rejected (and resets the
+		// check to Pending): the Job says why.
+		wl := k.workload(ctx, t, created, "deactivated, holding no quota", func(w *kueue.Workload) bool {
+			return !ptr.Deref(w.Spec.Active, true) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadQuotaReserved)
 		})
-		if msg := check(wl).Message; !strings.Contains(msg, "needs 20 cpu at once") {
-			t.Errorf("the Rejected check says %q, not why", msg)
+		if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c == nil || !strings.Contains(c.Message, "jobferry, were rejected") {
+			t.Errorf("the Workload's Evicted condition %+v does not name jobferry's check", c)
 		}
 		waiting := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "saying no worker can run it", func(j *batchv1.Job) bool {
 			c := hasCondition(j, batchv1.JobSuspended)
-			return c != nil && c.Reason == jobs.ReasonNoWorkerCanRun
+			return c != nil && c.Reason == jobs.ReasonNoWorkerCanRun && strings.Contains(c.Message, "needs 20 cpu at once")
 		})
 		if w := waiting.Annotations[v1alpha1.WorkerAnnotation]; w != "" || !ptr.Deref(waiting.Spec.Suspend, false) {
 			t.Errorf("a rejected Job is placed on %q or not suspended (%v)", w, waiting.Spec.Suspend)
 		}
-		k.workload(ctx, t, created, "holding no quota", func(w *kueue.Workload) bool {
-			return !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadQuotaReserved)
-		})
 		t.Logf("%s: %s", job.Name, hasCondition(waiting, batchv1.JobSuspended).Message)
 	})
 
@@ -306,15 +305,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 				cluster = w
 			}
 		}
-		if err := cluster.StopComponent("kube-apiserver"); err != nil {
-			t.Fatal(err)
-		}
-		restarted := false
-		t.Cleanup(func() {
-			if !restarted {
-				_, _ = cluster.RestartComponent("kube-apiserver")
-			}
-		})
+		restart := stopComponent(t, cluster, "kube-apiserver")
 		done := pollJob(ctx, t, k.manager, ns, job.Name, 3*time.Minute, "Complete elsewhere", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 		if w, attempt := done.Annotations[v1alpha1.WorkerAnnotation], done.Annotations[v1alpha1.DispatchAttemptAnnotation]; w == lost || attempt != "2" || done.Status.Succeeded != 1 {
 			t.Errorf("completed on %s as attempt %s with succeeded=%d, want attempt 2 on the other worker than %s, succeeded once", w, attempt, done.Status.Succeeded, lost)
@@ -325,10 +316,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		if c := check(wl); ptr.Deref(c.RetryCount, 0) < 1 {
 			t.Errorf("jobferry's check %+v was never Retry", c)
 		}
-		if _, err := cluster.RestartComponent("kube-apiserver"); err != nil {
-			t.Fatal(err)
-		}
-		restarted = true
+		restart()
 		waitConnected(ctx, t, k.dispatchEnv, lost, metav1.ConditionTrue)
 		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			_, err := k.workers[lost].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})

@@ -102,16 +102,8 @@ func TestWorkerLossRedispatchesAndFences(t *testing.T) {
 	if worker2.Name != "worker-2" {
 		t.Fatalf("unexpected worker order: %s", worker2.Name)
 	}
-	if err := worker2.StopComponent("kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
+	restart := stopComponent(t, worker2, "kube-apiserver")
 	stopped := time.Now()
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_, _ = worker2.RestartComponent("kube-apiserver")
-		}
-	})
 
 	jobs := waitAllComplete(ctx, t, d, ns, total, 3*time.Minute)
 	t.Logf("all Jobs complete %s after worker-2's API server stopped", time.Since(stopped).Round(time.Second))
@@ -136,10 +128,7 @@ func TestWorkerLossRedispatchesAndFences(t *testing.T) {
 		t.Errorf("%d Jobs re-dispatched, want the %d that were on worker-2", redispatched, len(onWorker2))
 	}
 
-	if _, err := worker2.RestartComponent("kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	waitConnected(ctx, t, d, "worker-2", metav1.ConditionTrue)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := d.workers["worker-2"].BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
@@ -185,15 +174,7 @@ func TestOnWorkerLostWaitIsNeverRedispatched(t *testing.T) {
 	if cluster.Name != workerName {
 		cluster = d.Workers[1]
 	}
-	if err := cluster.StopComponent("kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_, _ = cluster.RestartComponent("kube-apiserver")
-		}
-	})
+	restart := stopComponent(t, cluster, "kube-apiserver")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		events, err := d.manager.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -213,10 +194,7 @@ func TestOnWorkerLostWaitIsNeverRedispatched(t *testing.T) {
 	if w, a := held.Annotations[v1alpha1.WorkerAnnotation], held.Annotations[v1alpha1.DispatchAttemptAnnotation]; w != workerName || a != "1" {
 		t.Fatalf("the Job moved: worker %q attempt %q, want %s attempt 1", w, a, workerName)
 	}
-	if _, err := cluster.RestartComponent("kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	restart()
 	done := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "Complete on its own worker", func(j *batchv1.Job) bool {
 		return hasCondition(j, batchv1.JobComplete) != nil
 	})

@@ -44,25 +44,14 @@ func TestWorkerFailureReasonsReachTheManagerJob(t *testing.T) {
 	}
 	worker := d.workers[w1.Name]
 
-	if err := w1.StopComponent("kube-scheduler"); err != nil {
-		t.Fatal(err)
-	}
-	schedulerDown := true
-	t.Cleanup(func() {
-		if schedulerDown {
-			_, _ = w1.RestartComponent("kube-scheduler")
-		}
-	})
+	restartScheduler := stopComponent(t, w1, "kube-scheduler")
 	job := sleepJob(ns, "drained", 2*time.Second)
 	d.dispatchTo(ctx, t, job, w1.Name)
 	pod := waitPendingPod(ctx, t, worker, ns, job.Name)
 
 	tainted := taintUntaintedNodes(ctx, t, worker, drainedTaint)
 	t.Cleanup(func() { untaint(context.Background(), t, worker, tainted, drainedTaint) })
-	if _, err := w1.RestartComponent("kube-scheduler"); err != nil {
-		t.Fatal(err)
-	}
-	schedulerDown = false
+	restartScheduler()
 
 	onWorker := waitEvent(ctx, t, worker, ns, pod, "FailedScheduling", time.Minute, "untolerated taint")
 	onManager := waitEvent(ctx, t, d.manager, ns, job.Name, "FailedScheduling", 30*time.Second,

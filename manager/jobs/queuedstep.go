@@ -42,6 +42,13 @@ func nextQueuedUnplaced(s jobState) step {
 		// condition written meanwhile would be a write per Job, read by
 		// Kueue too, for a state of milliseconds.
 		return step{Kind: stepNone}
+	case q.Deactivated:
+		if c := jobstatus.Condition(job.Status, batchv1.JobSuspended); c != nil && c.Reason == ReasonNoWorkerCanRun {
+			// Kueue deactivated it because jobferry's check Rejected it
+			// (and reset the check): the Job says why already.
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue does not queue it (deactivated: "+q.Why+"); set its Workload's spec.active to queue it again")}
 	case q.Check == "":
 		// Its ClusterQueue names none of jobferry's checks: Kueue admits
 		// it alone, and jobferry places it once Kueue did.

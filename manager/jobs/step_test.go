@@ -589,6 +589,16 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRetry))), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "Kueue queues it again")},
 		},
+		"queued, deactivated by Kueue after jobferry's check rejected it: the Job keeps saying why": {
+			state: queuedState(stepJob(queued, func(j *batchv1.Job) {
+				j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job"), stepNow)
+			}), workload(deactivated)),
+			want: stepNone,
+		},
+		"queued, deactivated by its administrator: says so": {
+			state: queuedState(stepJob(queued), workload(deactivated)), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "Kueue does not queue it (deactivated: spec.active is false)")},
+		},
 		"queued, Rejected: says no worker can run it": {
 			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRejected), func(v *queue.View) { v.Message = "no worker cluster could ever run this Job" })),
 			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonNoWorkerCanRun, "could ever run")},
@@ -718,6 +728,7 @@ func workload(mutate ...func(*queue.View)) *queue.View {
 func reserved(v *queue.View)     { v.QuotaReserved = true }
 func admitted(v *queue.View)     { v.Admitted = true }
 func evicted(v *queue.View)      { v.Evicted = true }
+func deactivated(v *queue.View)  { v.Deactivated, v.Why = true, "spec.active is false" }
 func withoutCheck(v *queue.View) { v.Check, v.State = "", "" }
 func checkState(state kueue.CheckState) func(*queue.View) {
 	return func(v *queue.View) { v.State = state }

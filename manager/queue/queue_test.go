@@ -40,6 +40,13 @@ func TestViewOf(t *testing.T) {
 	if v := ViewOf("team", wl, map[string]bool{}); v.Check != "" || v.State != "" {
 		t.Errorf("a Workload with none of jobferry's checks: %+v", v)
 	}
+	off := wl.DeepCopy()
+	off.Spec.Active = ptr.To(false)
+	off.Status.Conditions = append(off.Status.Conditions, metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue,
+		Reason: "DeactivatedDueToAdmissionCheck", Message: "The workload is deactivated due to Admission check(s): dispatch, were rejected"})
+	if v := ViewOf("team", off, map[string]bool{"dispatch": true}); !v.Deactivated || !v.Evicted || !strings.Contains(v.Why, "were rejected") {
+		t.Errorf("a deactivated Workload: %+v", v)
+	}
 	if v := ViewOf("team", nil, nil); v.Workload != "" || v.Queue != "team" {
 		t.Errorf("no Workload yet: %+v", v)
 	}
@@ -151,6 +158,7 @@ func TestChanged(t *testing.T) {
 			w.Status.AdmissionChecks = append(w.Status.AdmissionChecks, kueue.AdmissionCheckState{Name: "other"})
 		}, want: true},
 		"the pod sets":                       {mutate: func(w *kueue.Workload) { w.Spec.PodSets[0].Name = "workers" }, want: true},
+		"deactivated":                        {mutate: func(w *kueue.Workload) { w.Spec.Active = ptr.To(false) }, want: true},
 		"a condition jobferry does not read": {mutate: func(w *kueue.Workload) { w.Status.Conditions = append(w.Status.Conditions, condition("PodsReady")) }},
 	} {
 		t.Run(name, func(t *testing.T) {

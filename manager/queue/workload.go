@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -53,6 +54,10 @@ type View struct {
 	// deactivated, a check Retry); the quota may still show reserved until
 	// the Job stopped, and the checks are Pending again already.
 	Evicted bool
+	// Deactivated: the Workload is not queued (spec.active false: an
+	// administrator's, or Kueue's after a check Rejected it); Why says why.
+	Deactivated bool
+	Why         string
 	// Check is jobferry's admission check on the Workload ("" when its
 	// ClusterQueue names none of jobferry's: Kueue then admits without it).
 	Check string
@@ -78,6 +83,12 @@ func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
 	v.QuotaReserved = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 	v.Admitted = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
 	v.Evicted = meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted)
+	if !ptr.Deref(wl.Spec.Active, true) {
+		v.Deactivated, v.Why = true, "spec.active is false"
+		if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+			v.Why = c.Message
+		}
+	}
 	for _, c := range wl.Status.AdmissionChecks {
 		if ours[string(c.Name)] {
 			v.Check, v.State, v.Message, v.Updates = string(c.Name), c.State, c.Message, c.PodSetUpdates
@@ -183,7 +194,8 @@ func describe(namespace, name string) string { return fmt.Sprintf("Workload %s/%
 // reconciling their Jobs for that would starve the ones Kueue just
 // admitted.
 func Changed(before, after *kueue.Workload) bool {
-	if !slices.EqualFunc(before.Spec.PodSets, after.Spec.PodSets, func(a, b kueue.PodSet) bool { return a.Name == b.Name }) {
+	if !slices.EqualFunc(before.Spec.PodSets, after.Spec.PodSets, func(a, b kueue.PodSet) bool { return a.Name == b.Name }) ||
+		ptr.Deref(before.Spec.Active, true) != ptr.Deref(after.Spec.Active, true) {
 		return true
 	}
 	for _, t := range []string{kueue.WorkloadQuotaReserved, kueue.WorkloadAdmitted, kueue.WorkloadEvicted, kueue.WorkloadFinished} {
