@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -46,7 +47,9 @@ func startKueueEnv(ctx context.Context, t *testing.T, opts localcluster.KueueOpt
 			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
 			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(1)}},
 		},
-		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s"},
+		// The manager logs each step (level 2): the Kueue tests' logs say
+		// what it decided at each turn of Kueue's.
+		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s", "--zap-log-level=2"},
 	})
 	return &kueueEnv{dispatchEnv: d, queues: newQueues(ctx, t, d.Manager.RESTConfig())}
 }
@@ -134,6 +137,9 @@ func checkKueueMode(ctx context.Context, t *testing.T, cfg *rest.Config, admin k
 	if c := check(wl); c.State != kueue.CheckStateReady || done.Annotations[v1alpha1.WorkerAnnotation] == "" {
 		t.Errorf("jobferry's check %s (%s) on a Job placed on %q, want Ready on a placed Job", c.State, c.Message, done.Annotations[v1alpha1.WorkerAnnotation])
 	}
+	// Two workers of two 16-CPU nodes each.
+	q.markQuotaFromCapacity(ctx, t, "tenants")
+	q.waitQuota(ctx, t, "tenants", "64", "the workers' capacity")
 }
 
 // queuedJob is a sleep Job in the LocalQueue queueName asking cpu for its
@@ -329,5 +335,43 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 			job.Name, lost, ptr.Deref(check(wl).RetryCount, 0), done.Annotations[v1alpha1.WorkerAnnotation], lost)
 	})
 
+	t.Run("quota follows capacity: a cordon takes a worker's CPUs out, an uncordon puts them back", func(t *testing.T) {
+		k.markQuotaFromCapacity(ctx, t, "tenants")
+		k.waitQuota(ctx, t, "tenants", "32", "both workers' 16 CPUs")
+		setCordoned(ctx, t, k.managerClient, "worker-1", true)
+		k.waitQuota(ctx, t, "tenants", "16", "worker-2's alone, worker-1 cordoned")
+		setCordoned(ctx, t, k.managerClient, "worker-1", false)
+		k.waitQuota(ctx, t, "tenants", "32", "both again, worker-1 uncordoned")
+	})
+
 	k.assertNoRejectedStatusWrites(t)
+}
+
+// markQuotaFromCapacity has jobferry keep the ClusterQueue's quota of the
+// flavor "workers" equal to the eligible workers' capacity.
+func (q queues) markQuotaFromCapacity(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.QuotaFromCapacityAnnotation + `":"workers"}}}`)
+	if err := q.c.Patch(ctx, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitQuota waits until the ClusterQueue's nominal CPU quota of the flavor
+// "workers" is cpu.
+func (q queues) waitQuota(ctx context.Context, t *testing.T, name, cpu, what string) {
+	t.Helper()
+	start, last := time.Now(), ""
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var cq kueue.ClusterQueue
+		if err := q.c.Get(ctx, client.ObjectKey{Name: name}, &cq); err != nil {
+			return false, err
+		}
+		last = cq.Spec.ResourceGroups[0].Flavors[0].Resources[0].NominalQuota.String()
+		return last == cpu, nil
+	})
+	if err != nil {
+		t.Fatalf("ClusterQueue %s's CPU quota %s, want %s (%s): %v", name, last, cpu, what, err)
+	}
+	t.Logf("ClusterQueue %s: CPU quota %s (%s) after %s", name, cpu, what, time.Since(start).Round(100*time.Millisecond))
 }

@@ -37,6 +37,18 @@ const (
 	ClusterCapacityName = "cluster"
 )
 
+// Annotations an administrator puts on a Kueue ClusterQueue (Kueue mode).
+const (
+	// QuotaFromCapacityAnnotation names the ResourceFlavor of the
+	// ClusterQueue whose nominal quota jobferry keeps equal to the capacity
+	// the eligible workers publish (connected, not cordoned, matching
+	// QuotaClusterSelectorAnnotation when set).
+	QuotaFromCapacityAnnotation = "jobferry.dev/quota-from-capacity"
+	// QuotaClusterSelectorAnnotation, a label selector on WorkerClusters,
+	// narrows the workers whose capacity makes the quota.
+	QuotaClusterSelectorAnnotation = "jobferry.dev/quota-cluster-selector"
+)
+
 // Annotations and finalizer the manager keeps on manager Jobs.
 const (
 	// DispatchAttemptAnnotation on a manager Job is the attempt of its

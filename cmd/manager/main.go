@@ -298,6 +298,10 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		if err := (&queue.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the AdmissionCheck controller: %w", err)
 		}
+		quota := &queue.QuotaReconciler{Client: mgr.GetClient(), Workers: pool, Recorder: recorder}
+		if err := quota.SetupWithManager(mgr, pool.Subscribe); err != nil {
+			return fmt.Errorf("setting up the ClusterQueue quota controller: %w", err)
+		}
 	}
 	if err := jobReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)

@@ -202,7 +202,8 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
 	r.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
-	if attempt <= 1 {
+	if attempt <= 1 && s.Queue == nil {
+		// A queued Job's wait is Kueue's (its own metrics measure it).
 		metrics.DispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
 	}
 	// One Event per dispatch: where, why there, and the mirror made.

@@ -25,7 +25,7 @@ var (
 	}, []string{"worker", "result"})
 	DispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jobferry_dispatch_duration_seconds",
-		Help:    "Time from the manager Job's creation to its mirror's creation on a worker.",
+		Help:    "Time from the manager Job's creation to its mirror's creation on a worker (first attempts of Jobs Kueue does not queue: a queued Job's wait is Kueue's).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 	})
 	StatusSyncTotal = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -168,5 +169,51 @@ func TestChanged(t *testing.T) {
 				t.Errorf("Changed = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestQuotaFollowsCapacity(t *testing.T) {
+	pool := func(cpu, gpu string) v1alpha1.NodePool {
+		alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+		if gpu != "" {
+			alloc["example.com/gpu"] = resource.MustParse(gpu)
+		}
+		return v1alpha1.NodePool{Allocatable: alloc, Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	}
+	capacity := capacityOf([]v1alpha1.NodePool{pool("16", ""), pool("32", "8"), pool("500m", "")})
+	if cpu, gpu := capacity[corev1.ResourceCPU], capacity["example.com/gpu"]; cpu.String() != "48500m" || gpu.String() != "8" {
+		t.Fatalf("capacity of the pools: cpu %s gpu %s, want their allocatable summed (48500m, 8)", cpu.String(), gpu.String())
+	}
+
+	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
+		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q), BorrowingLimit: ptr.To(resource.MustParse("4"))}
+	}
+	cq := &kueue.ClusterQueue{Spec: kueue.ClusterQueueSpec{ResourceGroups: []kueue.ResourceGroup{
+		{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}, Flavors: []kueue.FlavorQuotas{
+			{Name: "workers", Resources: []kueue.ResourceQuota{quota(corev1.ResourceCPU, "10"), quota(corev1.ResourceMemory, "1Gi")}},
+			{Name: "spot", Resources: []kueue.ResourceQuota{quota(corev1.ResourceCPU, "3"), quota(corev1.ResourceMemory, "1Gi")}},
+		}},
+	}}}
+	updated, changed, missing := withNominalQuota(cq, "workers", capacity)
+	if !changed || missing {
+		t.Fatalf("changed %v missing %v, want a change", changed, missing)
+	}
+	if got := describeQuota(updated, "workers"); got != "cpu=48500m,memory=0" {
+		t.Errorf("workers' quota %s, want the capacity (and none of what no pool has)", got)
+	}
+	if got := describeQuota(updated, "spot"); got != "cpu=3,memory=1Gi" {
+		t.Errorf("another flavor's quota changed: %s", got)
+	}
+	if b := updated.Spec.ResourceGroups[0].Flavors[0].Resources[0].BorrowingLimit; b == nil || b.String() != "4" {
+		t.Errorf("the borrowing limit changed: %v", b)
+	}
+	if describeQuota(cq, "workers") != "cpu=10,memory=1Gi" {
+		t.Error("withNominalQuota modified its input")
+	}
+	if _, changed, _ := withNominalQuota(updated, "workers", capacity); changed {
+		t.Error("the same capacity again is a change")
+	}
+	if _, _, missing := withNominalQuota(cq, "gpus", capacity); !missing {
+		t.Error("a flavor no resource group lists is not reported")
 	}
 }
