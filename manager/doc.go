@@ -14,6 +14,10 @@
 //   - orphans: the collector of mirrors whose manager Job is gone.
 //   - admission: the webhooks, the dispatch policy, the admission policies
 //     and the webhook certificate.
+//   - queue: Kueue mode (--kueue) — the AdmissionCheck controller, the View
+//     of a queued Job's Workload and jobferry's check on it (the Job
+//     controller decides, in queuedstep.go), and the ClusterQueue quota that
+//     follows the workers' capacity.
 //   - metrics: every metric vector; managercache: what the manager caches of
 //     its own cluster and the placement indexes; jobstate: the sealed state.
 //
