@@ -78,6 +78,10 @@ func fairShare(ctx context.Context, t *testing.T, k *kueueEnv) {
 	wg.Wait()
 
 	samples := sampler.all()
+	for _, err := range sampler.failures() {
+		// A sample that failed is missing from the timeline, not guessed.
+		t.Logf("a sample failed: %v", err)
+	}
 	var timeline strings.Builder
 	maxRunning, bFirst, bShare := 0, -1, -1
 	for i, s := range samples {
@@ -251,6 +255,14 @@ func (s *tenantSampler) sample(ctx context.Context) (tenantSample, error) {
 		}
 	}
 	return out, nil
+}
+
+// failures are the samples' errors (each one a second missing from the
+// timeline).
+func (s *tenantSampler) failures() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.errs...)
 }
 
 func (s *tenantSampler) all() []tenantSample {

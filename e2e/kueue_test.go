@@ -22,11 +22,8 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager/queue"
 )
-
-// kueueQueueLabel names a Job's LocalQueue (Kueue's constants package is
-// not an API package, so it is not imported).
-const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
 
 // The part of Kueue's external admission check contract jobferry's Kueue
 // mode will stand on, pinned against the real Kueue controller the tools
@@ -81,7 +78,7 @@ func TestKueueExternalAdmissionCheckContract(t *testing.T) {
 	create(&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "tenants"}})
 
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", Labels: map[string]string{kueueQueueLabel: "team"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", Labels: map[string]string{queue.NameLabel: "team"}},
 		Spec: batchv1.JobSpec{
 			ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,

@@ -228,8 +228,10 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 		r.assume.forget(job.UID)
 		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
 	}
-	updated := placedQueuedJob(job, decision.Worker)
-	if q == nil {
+	var updated *batchv1.Job
+	if q != nil {
+		updated = placedQueuedJob(job, decision.Worker)
+	} else {
 		updated, err = placedJob(job, decision.Worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
