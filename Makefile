@@ -84,7 +84,7 @@ demo: tools build ## start a manager and two workers and run sample Jobs end to 
 demo-down: dev-down ## stop what `make demo` left running
 
 .PHONY: bench
-bench: tools build ## direct submission vs jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1); report in _output/bench/<time>
+bench: tools build ## direct submission vs jobferry vs Kueue + jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1 BENCH_KUEUE=false); report in _output/bench/<time>
 	$(BIN)/jobferry-dev bench
 
 .PHONY: clean

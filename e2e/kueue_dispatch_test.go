@@ -61,32 +61,17 @@ type queues struct {
 
 // newQueues makes what every ClusterQueue of these tests uses, as an
 // administrator would: the ResourceFlavor "workers" and the check
-// "jobferry", waiting until it is Active, which only jobferry's controller
-// sets.
+// "jobferry", waiting until it is Active (devenv.SetUpKueueCheck).
 func newQueues(ctx context.Context, t *testing.T, cfg *rest.Config) queues {
 	t.Helper()
-	scheme := v1alpha1.NewScheme()
-	if err := kueue.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := devenv.NewKueueClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := queues{c: c}
-	q.create(ctx, t, &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "workers"}})
-	q.create(ctx, t, &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "jobferry"}, Spec: kueue.AdmissionCheckSpec{ControllerName: queue.ControllerName}})
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var ac kueue.AdmissionCheck
-		if err := c.Get(ctx, client.ObjectKey{Name: "jobferry"}, &ac); err != nil {
-			return false, err
-		}
-		return meta.IsStatusConditionTrue(ac.Status.Conditions, kueue.AdmissionCheckActive), nil
-	})
-	if err != nil {
-		t.Fatalf("jobferry did not make its AdmissionCheck Active: %v", err)
+	if err := devenv.SetUpKueueCheck(ctx, c, time.Minute); err != nil {
+		t.Fatal(err)
 	}
-	return q
+	return queues{c: c}
 }
 
 func (q queues) create(ctx context.Context, t *testing.T, obj client.Object) {
@@ -100,12 +85,7 @@ func (q queues) create(ctx context.Context, t *testing.T, obj client.Object) {
 // "workers", for every namespace, using jobferry's check, as mutate says.
 func (q queues) clusterQueue(ctx context.Context, t *testing.T, name, cpuQuota string, mutate ...func(*kueue.ClusterQueueSpec)) {
 	t.Helper()
-	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueue.ClusterQueueSpec{
-		NamespaceSelector: &metav1.LabelSelector{},
-		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
-			Flavors: []kueue.FlavorQuotas{{Name: "workers", Resources: []kueue.ResourceQuota{{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse(cpuQuota)}}}}}},
-		AdmissionChecksStrategy: &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: "jobferry"}}},
-	}}
+	cq := devenv.KueueClusterQueue(name, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuQuota)})
 	for _, m := range mutate {
 		m(&cq.Spec)
 	}
@@ -116,7 +96,7 @@ func (q queues) clusterQueue(ctx context.Context, t *testing.T, name, cpuQuota s
 // ns.
 func (q queues) localQueue(ctx context.Context, t *testing.T, ns, name, cq string) {
 	t.Helper()
-	q.create(ctx, t, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq)}})
+	q.create(ctx, t, devenv.KueueLocalQueue(ns, name, cq))
 }
 
 // checkKueueMode runs one queued Job through Kueue and jobferry in the
@@ -181,7 +161,7 @@ func (k queues) workload(ctx context.Context, t *testing.T, job *batchv1.Job, wh
 // check is jobferry's check on the Workload ("jobferry").
 func check(wl *kueue.Workload) kueue.AdmissionCheckState {
 	for _, c := range wl.Status.AdmissionChecks {
-		if c.Name == "jobferry" {
+		if c.Name == devenv.KueueCheck {
 			return c
 		}
 	}
@@ -351,7 +331,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 // flavor "workers" equal to the eligible workers' capacity.
 func (q queues) markQuotaFromCapacity(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.QuotaFromCapacityAnnotation + `":"workers"}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.QuotaFromCapacityAnnotation + `":"` + devenv.KueueFlavor + `"}}}`)
 	if err := q.c.Patch(ctx, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}

@@ -23,16 +23,18 @@ func newBenchCommand() *cobra.Command {
 		splitCPUs bool
 		out       string
 		mgrArgs   []string
+		withKueue bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Run N one-pod Jobs directly on the workers and through jobferry, in one run on fresh local clusters, and write result.json, report.md and plots",
-		Long: `bench starts a manager cluster and worker clusters (the manager's processes
-pinned to one half of the CPUs, the workers' to the other, unless
---split-cpus=false), then for each N runs the direct arm (N Jobs created on
-the workers, split evenly) and the jobferry arm (N Jobs created on the
-manager in an opted-in namespace), and writes what it measured into --out.
---scale runs 10,000 Jobs over 10 workers.`,
+		Short: "Run N one-pod Jobs directly on the workers, through jobferry and through Kueue and jobferry, in one run on fresh local clusters, and write result.json, report.md and plots",
+		Long: `bench starts a manager cluster (with Kueue, unless --kueue=false) and worker
+clusters (the manager's processes pinned to one half of the CPUs, the
+workers' to the other, unless --split-cpus=false), then for each N runs the
+direct arm (N Jobs created on the workers, split evenly), the jobferry arm
+(N Jobs created on the manager in an opted-in namespace) and the Kueue arm
+(the same, queued in one LocalQueue with quota for all of them), and writes
+what it measured into --out. --scale runs 10,000 Jobs over 10 workers.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			counts, err := parseCounts(ns)
 			if err != nil {
@@ -46,6 +48,11 @@ manager in an opted-in namespace), and writes what it measured into --out.
 			if scale {
 				counts, workers = []int{10000}, 10
 			}
+			if v := os.Getenv("BENCH_KUEUE"); v != "" && !cmd.Flags().Changed("kueue") {
+				if withKueue, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("BENCH_KUEUE=%q is not true or false", v)
+				}
+			}
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1, got %d", workers)
 			}
@@ -58,7 +65,7 @@ manager in an opted-in namespace), and writes what it measured into --out.
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -77,6 +84,7 @@ manager in an opted-in namespace), and writes what it measured into --out.
 	cmd.Flags().BoolVar(&scale, "scale", os.Getenv("BENCH_SCALE") != "", "10,000 Jobs over 10 workers, overriding --n and --workers (env BENCH_SCALE)")
 	cmd.Flags().BoolVar(&splitCPUs, "split-cpus", true, "pin the manager cluster and the workers to different halves of the CPUs")
 	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
+	cmd.Flags().BoolVar(&withKueue, "kueue", true, "run Kueue (bin/kueue) on the manager cluster and the Kueue arm (env BENCH_KUEUE)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd
 }

@@ -10,13 +10,17 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
@@ -29,7 +33,8 @@ const (
 	// submitted: the Jobs the bench created (on the workers in the direct
 	// arm, on the manager in the jobferry arm).
 	submitted role = iota
-	// mirrors: the workers' copies of the manager Jobs (jobferry arm).
+	// mirrors: the workers' copies of the manager Jobs (jobferry and Kueue
+	// arms).
 	mirrors
 )
 
@@ -79,6 +84,9 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 		if j.placed.IsZero() && job.Annotations[v1alpha1.WorkerAnnotation] != "" {
 			j.placed = at
 		}
+		if j.admitted.IsZero() && !ptr.Deref(job.Spec.Suspend, false) {
+			j.admitted = at
+		}
 		if complete && j.complete.IsZero() {
 			j.complete = at
 			o.completed++
@@ -90,6 +98,16 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 				o.firstFailure = job.Name
 			}
 		}
+	}
+}
+
+// quotaReserved notes when Kueue was first seen to have reserved quota for
+// the Workload of the Job named job (Kueue arm).
+func (o *observer) quotaReserved(job string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if j := o.entry(job); j.quotaReserved.IsZero() {
+		j.quotaReserved = at
 	}
 }
 
@@ -106,17 +124,37 @@ func (o *observer) timings() timings {
 }
 
 // watchJobs runs an informer on the Jobs of namespace ns until ctx ends,
-// reporting every added or updated Job to the observer; the returned store
-// holds the Jobs there now.
-func watchJobs(ctx context.Context, c kubernetes.Interface, ns string, r role, o *observer) (toolscache.Store, error) {
-	handle := func(obj any) {
+// reporting every added or updated Job to the observer.
+func watchJobs(ctx context.Context, c kubernetes.Interface, ns string, r role, o *observer) error {
+	return inform(ctx, "Jobs in "+ns, toolscache.NewListWatchFromClient(c.BatchV1().RESTClient(), "jobs", ns, fields.Everything()), &batchv1.Job{}, func(obj any) {
 		if job, ok := obj.(*batchv1.Job); ok {
 			o.seen(r, job, time.Now())
 		}
-	}
-	store, controller := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
-		ListerWatcher: toolscache.NewListWatchFromClient(c.BatchV1().RESTClient(), "jobs", ns, fields.Everything()),
-		ObjectType:    &batchv1.Job{},
+	})
+}
+
+// watchWorkloads runs an informer on the Kueue Workloads of namespace ns
+// until ctx ends, reporting to the observer when each Job's Workload has
+// quota reserved.
+func watchWorkloads(ctx context.Context, c kueueclient.Interface, ns string, o *observer) error {
+	return inform(ctx, "Workloads in "+ns, toolscache.NewListWatchFromClient(c.KueueV1beta2().RESTClient(), "workloads", ns, fields.Everything()), &kueue.Workload{}, func(obj any) {
+		wl, ok := obj.(*kueue.Workload)
+		if !ok || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
+			return
+		}
+		if owner := metav1.GetControllerOf(wl); owner != nil && owner.Kind == "Job" {
+			o.quotaReserved(owner.Name, time.Now())
+		}
+	})
+}
+
+// inform runs an informer of objType from lw (what it watches) until ctx
+// ends, calling handle with every object added or updated, and returns once
+// it has synced.
+func inform(ctx context.Context, what string, lw toolscache.ListerWatcher, objType runtime.Object, handle func(obj any)) error {
+	_, controller := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    objType,
 		Handler: toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    handle,
 			UpdateFunc: func(_, obj any) { handle(obj) },
@@ -124,16 +162,37 @@ func watchJobs(ctx context.Context, c kubernetes.Interface, ns string, r role, o
 	})
 	go controller.Run(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), controller.HasSynced) {
-		return nil, fmt.Errorf("watching Jobs in %s: %w", ns, ctx.Err())
+		return fmt.Errorf("watching %s: %w", what, ctx.Err())
 	}
-	return store, nil
+	return nil
 }
 
-// benchJob is the Job both arms run: one pod that KWOK completes a second
-// after it starts, requesting what a small real pod would.
-func benchJob(ns, name string) *batchv1.Job {
+// benchRequests is what a bench Job's pod asks for: what a small real pod
+// would.
+func benchRequests() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}
+}
+
+// ampleQuota is quota for n bench Jobs at once: Kueue never holds one back
+// for want of quota.
+func ampleQuota(n int) corev1.ResourceList {
+	quota := corev1.ResourceList{}
+	for r, q := range benchRequests() {
+		total := q.DeepCopy()
+		total.Mul(int64(n))
+		quota[r] = total
+	}
+	return quota
+}
+
+// benchJob is the Job every arm runs: one pod that KWOK completes a second
+// after it starts, requesting benchRequests, with labels.
+func benchJob(ns, name string, labels map[string]string) *batchv1.Job {
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: batchv1.JobSpec{
 			Completions:  ptr.To[int32](1),
 			Parallelism:  ptr.To[int32](1),
@@ -143,10 +202,7 @@ func benchJob(ns, name string) *batchv1.Job {
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
 						Name: "work", Image: "registry.example/bench:1",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse("100m"),
-							corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
+						Resources: corev1.ResourceRequirements{Requests: benchRequests()},
 					}},
 				},
 			},
@@ -154,11 +210,12 @@ func benchJob(ns, name string) *batchv1.Job {
 	}
 }
 
-// createJobs creates n Jobs named bench-00000... in ns, the i-th through
-// targets[i % len(targets)], from concurrency goroutines, timing each.
-func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, n, concurrency int, o *observer) error {
+// createJobs creates n Jobs named bench-00000... in ns with labels, the
+// i-th through targets[i % len(targets)], from concurrency goroutines,
+// timing each.
+func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, labels map[string]string, n, concurrency int, o *observer) error {
 	return parallel(n, concurrency, func(i int) error {
-		job := benchJob(ns, fmt.Sprintf("bench-%05d", i))
+		job := benchJob(ns, fmt.Sprintf("bench-%05d", i), labels)
 		o.creating(job.Name, time.Now())
 		if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)

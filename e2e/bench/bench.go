@@ -2,10 +2,12 @@
 // clusters (`make bench`, `jobferry-dev bench`): one manager cluster and
 // workers, the manager's processes pinned to one half of the CPUs and the
 // workers' to the other so the run models separate machines. For each N it
-// runs the direct arm (N 1-pod Jobs created on the workers, split evenly)
-// and the jobferry arm (the same Jobs created on the manager in an opted-in
-// namespace), timing them through watches, and writes result.json,
-// report.md and a plot of completed Jobs over time.
+// runs the direct arm (N 1-pod Jobs created on the workers, split evenly),
+// the jobferry arm (the same Jobs created on the manager in an opted-in
+// namespace) and the Kueue arm (the same again, queued in one LocalQueue
+// with ample quota: Kueue on the manager decides when, jobferry where),
+// timing them through watches, and writes result.json, report.md and a
+// plot of completed Jobs over time.
 package bench
 
 import (
@@ -14,19 +16,26 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/queue"
 )
 
 // Config says what to run.
@@ -43,6 +52,8 @@ type Config struct {
 	ClusterDir string
 	// ManagerArgs are extra flags for the jobferry manager (experiments).
 	ManagerArgs []string
+	// Kueue runs Kueue on the manager cluster (its CPUs) and the Kueue arm.
+	Kueue bool
 	// Concurrency is how many creates are in flight at once.
 	Concurrency int
 	Progress    io.Writer
@@ -56,16 +67,25 @@ type Result struct {
 	ManagerCPUs string    `json:"managerCPUs"`
 	ManagerArgs []string  `json:"managerArgs,omitempty"`
 	WorkerCPUs  string    `json:"workerCPUs"`
-	Runs        []Run     `json:"runs"`
+	// Kueue: Kueue ran on the manager cluster throughout, and each run has
+	// a Kueue arm.
+	Kueue bool  `json:"kueue"`
+	Runs  []Run `json:"runs"`
 }
 
-// Run is one N: both arms.
+// Run is one N: every arm.
 type Run struct {
 	N        int `json:"n"`
 	Direct   Arm `json:"direct"`
 	Jobferry Arm `json:"jobferry"`
+	// Kueue is the Kueue arm (nil when run without Kueue).
+	Kueue *Arm `json:"kueue,omitempty"`
 	// Ratio is the jobferry arm's throughput over the direct arm's.
 	Ratio float64 `json:"throughputRatio"`
+	// KueueRatio is the Kueue arm's throughput over the direct arm's,
+	// KueueToJobferry over the jobferry arm's.
+	KueueRatio      float64 `json:"kueueThroughputRatio,omitempty"`
+	KueueToJobferry float64 `json:"kueueToJobferryThroughputRatio,omitempty"`
 }
 
 // Arm is what one arm measured.
@@ -96,7 +116,8 @@ type Arm struct {
 	// Events per Job in the arm's namespace by "cluster/reason", what the
 	// Events among the writes are.
 	Events map[string]float64 `json:"eventsPerJob"`
-	// Queue is the manager's Job work queue during the jobferry arm.
+	// Queue is the manager's Job work queue during the jobferry (or Kueue)
+	// arm.
 	Queue *QueueFigures `json:"managerQueue,omitempty"`
 	// Profile is the manager's CPU profile of the arm's first
 	// profileSeconds, and ProfileTop its hottest functions (jobferry arm).
@@ -133,7 +154,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, Kueue: cfg.Kueue}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -151,7 +172,14 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	pprofAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	managerArgs := append([]string{"--pprof-bind-address=" + pprofAddr}, cfg.ManagerArgs...)
-	env, err := devenv.Start(ctx, devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: managerArgs, Progress: cfg.Progress})
+	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: managerArgs, Progress: cfg.Progress}
+	if cfg.Kueue {
+		// Kueue runs from the start, as it would on a manager cluster in
+		// Kueue mode: the direct and jobferry arms show what it costs
+		// for Jobs it does not queue.
+		opts.Kueue = &localcluster.KueueOptions{}
+	}
+	env, err := devenv.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +187,11 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	b, err := newBencher(env, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Kueue {
+		if err := b.setUpKueue(ctx, slices.Max(cfg.Ns)); err != nil {
+			return nil, err
+		}
 	}
 	b.pprofURL, b.managerBinary = "http://"+pprofAddr, env.ManagerProcess.Binary
 	for i, n := range cfg.Ns {
@@ -171,19 +204,36 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		if run.Direct, err = b.direct(ctx, n); err != nil {
 			return res, err
 		}
-		if run.Jobferry, err = b.jobferry(ctx, n); err != nil {
+		if run.Jobferry, err = b.dispatched(ctx, n, false); err != nil {
 			return res, err
 		}
-		if run.Direct.Throughput > 0 {
-			run.Ratio = run.Jobferry.Throughput / run.Direct.Throughput
+		run.Ratio = ratio(run.Jobferry.Throughput, run.Direct.Throughput)
+		summary := fmt.Sprintf("bench: N=%d direct %.1f Jobs/s, jobferry %.1f Jobs/s (%.2f of direct)", n, run.Direct.Throughput, run.Jobferry.Throughput, run.Ratio)
+		if cfg.Kueue {
+			arm, err := b.dispatched(ctx, n, true)
+			if err != nil {
+				return res, err
+			}
+			run.Kueue = &arm
+			run.KueueRatio = ratio(arm.Throughput, run.Direct.Throughput)
+			run.KueueToJobferry = ratio(arm.Throughput, run.Jobferry.Throughput)
+			summary += fmt.Sprintf(", Kueue %.1f Jobs/s (%.2f of direct, %.2f of jobferry)", arm.Throughput, run.KueueRatio, run.KueueToJobferry)
 		}
 		res.Runs = append(res.Runs, run)
-		fmt.Fprintf(cfg.Progress, "bench: N=%d direct %.1f Jobs/s, jobferry %.1f Jobs/s (%.2f of direct)\n", n, run.Direct.Throughput, run.Jobferry.Throughput, run.Ratio)
+		fmt.Fprintln(cfg.Progress, summary)
 		if err := writeReport(cfg.Out, res); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// ratio is a over b, 0 when b is.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 func orAll(cpus string) string {
@@ -202,6 +252,10 @@ type bencher struct {
 	manager                 kubernetes.Interface
 	workers                 []kubernetes.Interface
 	clusters                []*localcluster.Cluster
+	// queues and workloads are clients of Kueue's API on the manager
+	// (Kueue arm).
+	queues    client.Client
+	workloads kueueclient.Interface
 }
 
 func newBencher(env *devenv.Env, cfg Config) (*bencher, error) {
@@ -222,16 +276,74 @@ func newBencher(env *devenv.Env, cfg Config) (*bencher, error) {
 
 // benchClient is an admin client whose rate limit never holds the bench back.
 func benchClient(c *localcluster.Cluster) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(benchConfig(c))
+}
+
+// benchConfig is an admin's configuration for c whose rate limit never holds
+// the bench back.
+func benchConfig(c *localcluster.Cluster) *rest.Config {
 	cfg := c.RESTConfig()
 	cfg.QPS, cfg.Burst = 5000, 10000
-	return kubernetes.NewForConfig(cfg)
+	return cfg
+}
+
+// benchQueue names the ClusterQueue of the Kueue arm and its LocalQueue in
+// each of the arm's namespaces.
+const benchQueue = "bench"
+
+// setUpKueue makes what an administrator would for the Kueue arm: jobferry's
+// AdmissionCheck and the ClusterQueue benchQueue using it, with quota for
+// maxN Jobs at once, so Kueue holds none back for want of quota and the arm
+// measures what queueing through Kueue adds.
+func (b *bencher) setUpKueue(ctx context.Context, maxN int) error {
+	cfg := benchConfig(b.env.Manager)
+	var err error
+	if b.queues, err = devenv.NewKueueClient(cfg); err != nil {
+		return err
+	}
+	if b.workloads, err = kueueclient.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if err := devenv.SetUpKueueCheck(ctx, b.queues, time.Minute); err != nil {
+		return err
+	}
+	if err := b.queues.Create(ctx, devenv.KueueClusterQueue(benchQueue, ampleQuota(maxN))); err != nil {
+		return fmt.Errorf("creating the ClusterQueue %s: %w", benchQueue, err)
+	}
+	return nil
+}
+
+// localQueue makes the LocalQueue benchQueue in ns and waits until Kueue
+// has it Active: a Workload Kueue makes before would wait for the queue.
+func (b *bencher) localQueue(ctx context.Context, ns string) error {
+	if err := b.queues.Create(ctx, devenv.KueueLocalQueue(ns, benchQueue, benchQueue)); err != nil {
+		return fmt.Errorf("creating the LocalQueue %s/%s: %w", ns, benchQueue, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var lq kueue.LocalQueue
+		if err := b.queues.Get(ctx, client.ObjectKey{Namespace: ns, Name: benchQueue}, &lq); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(lq.Status.Conditions, kueue.LocalQueueActive), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for Kueue to make the LocalQueue %s/%s Active: %w", ns, benchQueue, err)
+	}
+	return nil
 }
 
 func directNamespace(n int) string   { return fmt.Sprintf("bench-direct-%d", n) }
 func jobferryNamespace(n int) string { return fmt.Sprintf("bench-jobferry-%d", n) }
+func kueueNamespace(n int) string    { return fmt.Sprintf("bench-kueue-%d", n) }
 
-// timeout bounds an arm: generous, as it only stops a stuck run.
-func timeout(n int) time.Duration { return max(5*time.Minute, time.Duration(n)*200*time.Millisecond) }
+// namespaces are every arm's namespaces for n.
+func namespaces(n int) []string {
+	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n)}
+}
+
+// timeout bounds an arm: generous (2 Jobs/s), as it only stops a stuck
+// run.
+func timeout(n int) time.Duration { return max(5*time.Minute, time.Duration(n)*500*time.Millisecond) }
 
 // direct creates n Jobs on the workers (round robin) and waits for all to
 // complete there.
@@ -246,14 +358,14 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 	defer stop()
 	o := newObserver()
 	for _, w := range b.workers {
-		if _, err := watchJobs(watchCtx, w, ns, submitted, o); err != nil {
+		if err := watchJobs(watchCtx, w, ns, submitted, o); err != nil {
 			return Arm{}, err
 		}
 	}
 	what := fmt.Sprintf("direct arm, N=%d", n)
 	var cleanUp time.Duration
 	arm, err := b.measure(ctx, n, ns, what, o, func() error {
-		if err := createJobs(ctx, b.workers, ns, n, b.cfg.Concurrency, o); err != nil {
+		if err := createJobs(ctx, b.workers, ns, nil, n, b.cfg.Concurrency, o); err != nil {
 			return err
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
@@ -301,12 +413,16 @@ func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface
 	return time.Since(start), nil
 }
 
-// jobferry creates n Jobs on the manager and waits for all to complete
-// there (and, when the manager deletes finished mirrors, for those to go),
-// then deletes them and waits for their mirrors and pods to be gone from
-// the workers.
-func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
-	ns := jobferryNamespace(n)
+// dispatched runs the jobferry arm, or the Kueue arm when queued: it
+// creates n Jobs on the manager (queued: in the LocalQueue benchQueue) and
+// waits for all to complete there (and, when the manager deletes finished
+// mirrors, for those to go), then deletes them and waits for their mirrors
+// and pods to be gone from the workers.
+func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, error) {
+	ns, arm, profileTag, jobLabels := jobferryNamespace(n), "jobferry", strconv.Itoa(n), map[string]string(nil)
+	if queued {
+		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{queue.NameLabel: benchQueue}
+	}
 	optIn, err := dispatchLabels()
 	if err != nil {
 		return Arm{}, err
@@ -317,17 +433,25 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := newObserver()
-	if _, err := watchJobs(watchCtx, b.manager, ns, submitted, o); err != nil {
+	if err := watchJobs(watchCtx, b.manager, ns, submitted, o); err != nil {
 		return Arm{}, err
 	}
 	for i, w := range b.workers {
 		// The manager creates the namespace on a worker with the first
 		// mirror; a watch of a missing namespace is fine.
-		if _, err := watchJobs(watchCtx, w, ns, mirrors, o); err != nil {
+		if err := watchJobs(watchCtx, w, ns, mirrors, o); err != nil {
 			return Arm{}, fmt.Errorf("worker-%d: %w", i+1, err)
 		}
 	}
-	what := fmt.Sprintf("jobferry arm, N=%d", n)
+	if queued {
+		if err := b.localQueue(ctx, ns); err != nil {
+			return Arm{}, err
+		}
+		if err := watchWorkloads(watchCtx, b.workloads, ns, o); err != nil {
+			return Arm{}, err
+		}
+	}
+	what := fmt.Sprintf("%s arm, N=%d", arm, n)
 	var settled, cleanUp time.Duration
 	var heapProfile, heapTop string
 	var heapAfter int64
@@ -339,9 +463,9 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	if err != nil {
 		return Arm{}, err
 	}
-	profile := b.profile(ctx, n)
-	arm, err := b.measure(ctx, n, ns, what, o, func() error {
-		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, n, b.cfg.Concurrency, o); err != nil {
+	profile := b.profile(ctx, profileTag)
+	measured, err := b.measure(ctx, n, ns, what, o, func() error {
+		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, o); err != nil {
 			return err
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
@@ -351,7 +475,7 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 		if heapAfter, err = b.liveHeapBytes(ctx); err != nil {
 			return err
 		}
-		if heapProfile, heapTop, err = b.heapProfile(ctx, n); err != nil {
+		if heapProfile, heapTop, err = b.heapProfile(ctx, profileTag); err != nil {
 			return err
 		}
 		if deletesFinishedMirrors(b.cfg.ManagerArgs) {
@@ -372,20 +496,20 @@ func (b *bencher) jobferry(ctx context.Context, n int) (Arm, error) {
 	if err != nil {
 		return Arm{}, err
 	}
-	arm.SettleSeconds = settled.Seconds()
-	arm.CleanUpSeconds = cleanUp.Seconds()
-	arm.HeapProfile, arm.HeapTop = heapProfile, heapTop
-	arm.ManagerLiveHeapPerJob = float64(heapAfter-heapBefore) / float64(n)
+	measured.SettleSeconds = settled.Seconds()
+	measured.CleanUpSeconds = cleanUp.Seconds()
+	measured.HeapProfile, measured.HeapTop = heapProfile, heapTop
+	measured.ManagerLiveHeapPerJob = float64(heapAfter-heapBefore) / float64(n)
 	metricsAfter, err := scrape(ctx, b.env.MetricsURL)
 	if err != nil {
 		return Arm{}, err
 	}
-	queue := queueFigures(metricsBefore, metricsAfter, n)
-	arm.Queue = &queue
-	if arm.Profile, arm.ProfileTop, err = profile(); err != nil {
+	figures := queueFigures(metricsBefore, metricsAfter, n)
+	measured.Queue = &figures
+	if measured.Profile, measured.ProfileTop, err = profile(); err != nil {
 		return Arm{}, err
 	}
-	return arm, nil
+	return measured, nil
 }
 
 // quietPolls is how many successive one-second polls must find the same
@@ -514,7 +638,7 @@ func (b *bencher) cleanUp(ctx context.Context, n int) error {
 	fmt.Fprintf(b.cfg.Progress, "bench: deleting the Jobs of N=%d\n", n)
 	all := append([]kubernetes.Interface{b.manager}, b.workers...)
 	for _, c := range all {
-		for _, ns := range []string{directNamespace(n), jobferryNamespace(n)} {
+		for _, ns := range namespaces(n) {
 			if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting namespace %s: %w", ns, err)
 			}
@@ -522,7 +646,7 @@ func (b *bencher) cleanUp(ctx context.Context, n int) error {
 	}
 	return wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
 		for _, c := range all {
-			for _, ns := range []string{directNamespace(n), jobferryNamespace(n)} {
+			for _, ns := range namespaces(n) {
 				_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 				if err == nil {
 					return false, nil

@@ -13,14 +13,14 @@ import (
 	"time"
 )
 
-// profileSeconds is how much of the jobferry arm the manager's CPU profile
+// profileSeconds is how much of an arm the manager's CPU profile
 // covers, from its first create: the burst of placements.
 const profileSeconds = 30
 
 // profile starts a CPU profile of the manager and returns a function that
 // waits for it and saves it into the output directory, with the hottest
 // functions as `go tool pprof -top` prints them.
-func (b *bencher) profile(ctx context.Context, n int) func() (path, top string, err error) {
+func (b *bencher) profile(ctx context.Context, tag string) func() (path, top string, err error) {
 	type result struct {
 		data []byte
 		err  error
@@ -35,19 +35,19 @@ func (b *bencher) profile(ctx context.Context, n int) func() (path, top string, 
 		if r.err != nil {
 			return "", "", r.err
 		}
-		return b.savePprof(ctx, fmt.Sprintf("manager-cpu-%d.pprof", n), r.data)
+		return b.savePprof(ctx, "manager-cpu-"+tag+".pprof", r.data)
 	}
 }
 
 // heapProfile saves the manager's live heap (after a collection) into the
 // output directory, with the functions that allocated most of it: taken
 // when every Job of the arm is tracked, it shows what the memory per Job is.
-func (b *bencher) heapProfile(ctx context.Context, n int) (path, top string, err error) {
+func (b *bencher) heapProfile(ctx context.Context, tag string) (path, top string, err error) {
 	data, err := b.fetchPprof(ctx, "heap?gc=1", 30*time.Second)
 	if err != nil {
 		return "", "", err
 	}
-	return b.savePprof(ctx, fmt.Sprintf("manager-heap-%d.pprof", n), data, "-sample_index=inuse_space")
+	return b.savePprof(ctx, "manager-heap-"+tag+".pprof", data, "-sample_index=inuse_space")
 }
 
 // liveHeapBytes is the manager's heap in use right after a garbage

@@ -38,7 +38,7 @@ func writeReport(out string, res *Result) error {
 
 func plotName(n int) string { return fmt.Sprintf("completions-%d.png", n) }
 
-// plotCompletions draws completed Jobs over time for both arms of a run.
+// plotCompletions draws completed Jobs over time for every arm of a run.
 func plotCompletions(path string, run Run) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%d one-pod Jobs: completed over time", run.N)
@@ -47,14 +47,19 @@ func plotCompletions(path string, run Run) error {
 	p.Legend.Top = false
 	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
-	for _, arm := range []struct {
+	type curve struct {
 		name   string
 		times  []float64
 		colour color.Color
-	}{
+	}
+	curves := []curve{
 		{fmt.Sprintf("direct (%.1f Jobs/s)", run.Direct.Throughput), run.Direct.Completions, color.RGBA{R: 0x33, G: 0x66, B: 0xcc, A: 0xff}},
 		{fmt.Sprintf("jobferry (%.1f Jobs/s)", run.Jobferry.Throughput), run.Jobferry.Completions, color.RGBA{R: 0xdd, G: 0x55, B: 0x11, A: 0xff}},
-	} {
+	}
+	if run.Kueue != nil {
+		curves = append(curves, curve{fmt.Sprintf("Kueue + jobferry (%.1f Jobs/s)", run.Kueue.Throughput), run.Kueue.Completions, color.RGBA{R: 0x22, G: 0x99, B: 0x44, A: 0xff}})
+	}
+	for _, arm := range curves {
 		points := make(plotter.XYs, len(arm.times))
 		for i, t := range arm.times {
 			points[i] = plotter.XY{X: t, Y: float64(i + 1)}
@@ -83,6 +88,9 @@ func Markdown(res *Result) string {
 		split = fmt.Sprintf("manager cluster on CPU %s, workers on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
 	}
 	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches. Once all are Complete each arm deletes its Jobs one by one, as their user or their TTL would (the direct arm on the workers, the jobferry arm on the manager), and writes and CPU include that clean-up.", res.Workers, res.HostCPUs, split)
+	if res.Kueue {
+		fmt.Fprintf(&b, " Kueue runs on the manager cluster (its CPUs) throughout, the manager with `--kueue`; the Kueue arm queues the same Jobs in one LocalQueue whose ClusterQueue has quota for all of them at once and names jobferry's admission check: Kueue reserves quota, jobferry places the Job, Kueue admits and unsuspends it, jobferry creates the mirror.")
+	}
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
@@ -109,37 +117,103 @@ func Markdown(res *Result) string {
 			cleanUp += fmt.Sprintf(" (finished mirrors deleted %.1f s after the last Complete)", r.Jobferry.SettleSeconds)
 		}
 		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %+.2f | %.4f | %.0f MiB | %.1f KiB | %s |\n", r.N,
-			r.Jobferry.WritesTotal["manager"], dw, jw, jw-dw, r.Jobferry.CPU["manager/jobferry-manager"],
+			r.Jobferry.WritesTotal["manager"], dw, jw, jw-dw, r.Jobferry.CPU[managerProcess],
 			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), r.Jobferry.ManagerRSSPerJob/1024, cleanUp)
+	}
+	if res.Kueue {
+		kueueTables(&b, res.Runs)
 	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
+		arms := armNames(r)
 		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n")
-		b.WriteString("| cluster | resource, verb | direct | jobferry |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "| cluster | resource, verb | %s |\n|---|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range writeRows(r) {
-			fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f |\n", row.cluster, row.resource, row.direct, row.jobferry)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", row.cluster, row.resource, row.columns(r, "%.2f"))
 		}
-		b.WriteString("\nEvents per Job by cluster and reason:\n\n| cluster/reason | direct | jobferry |\n|---|---|---|\n")
+		fmt.Fprintf(&b, "\nEvents per Job by cluster and reason:\n\n| cluster/reason | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range eventRows(r) {
-			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", row.cluster, row.direct, row.jobferry)
+			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns(r, "%.2f"))
 		}
-		if q := r.Jobferry.Queue; q != nil {
-			fmt.Fprintf(&b, "\nThe manager's Job work queue: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s, mean %.3f s (from the `workqueue_*_duration_seconds` histograms).\n",
-				q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99, q.WorkMean)
+		managerFigures(&b, r.N, "jobferry", r.Jobferry)
+		if r.Kueue != nil {
+			managerFigures(&b, r.N, "Kueue", *r.Kueue)
 		}
-		if r.Jobferry.ProfileTop != "" {
-			fmt.Fprintf(&b, "\nThe manager's CPU profile, first %d s of the jobferry arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(r.Jobferry.Profile), r.Jobferry.ProfileTop)
-		}
-		if r.Jobferry.HeapTop != "" {
-			fmt.Fprintf(&b, "\nThe manager's live heap once all %d Jobs were Complete grew by %.1f KiB per Job (HeapAlloc after a collection; the RSS adds the collector's headroom). What holds it (`%s`, in-use space):\n\n```\n%s```\n",
-				r.N, r.Jobferry.ManagerLiveHeapPerJob/1024, filepath.Base(r.Jobferry.HeapProfile), r.Jobferry.HeapTop)
-		}
-		b.WriteString("\nCPU seconds per Job by process (workers summed):\n\n| process | direct | jobferry |\n|---|---|---|\n")
+		fmt.Fprintf(&b, "\nCPU seconds per Job by process (workers summed):\n\n| process | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range cpuRows(r) {
-			fmt.Fprintf(&b, "| %s | %.4f | %.4f |\n", row.cluster, row.direct, row.jobferry)
+			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns(r, "%.4f"))
 		}
 	}
 	return b.String()
+}
+
+// managerFigures writes what the manager's metrics and profiles showed
+// during the jobferry or the Kueue arm of a run for n.
+func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
+	if q := a.Queue; q != nil {
+		fmt.Fprintf(b, "\nThe manager's Job work queue in the %s arm: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s, mean %.3f s (from the `workqueue_*_duration_seconds` histograms).\n",
+			arm, q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99, q.WorkMean)
+	}
+	if a.ProfileTop != "" {
+		fmt.Fprintf(b, "\nThe manager's CPU profile, first %d s of the %s arm (`%s`):\n\n```\n%s```\n", profileSeconds, arm, filepath.Base(a.Profile), a.ProfileTop)
+	}
+	if a.HeapTop != "" {
+		fmt.Fprintf(b, "\nIn the %s arm, the manager's live heap once all %d Jobs were Complete grew by %.1f KiB per Job (HeapAlloc after a collection; the RSS adds the collector's headroom). What holds it (`%s`, in-use space):\n\n```\n%s```\n",
+			arm, n, a.ManagerLiveHeapPerJob/1024, filepath.Base(a.HeapProfile), a.HeapTop)
+	}
+}
+
+// kueueTables writes the Kueue arm's figures beside the jobferry arm's:
+// throughput, the latency Kueue adds and where it goes, and its cost.
+func kueueTables(b *strings.Builder, runs []Run) {
+	b.WriteString("\nThe Kueue arm: the same Jobs queued through Kueue (ample quota), against direct submission and the jobferry arm of the same run; \"added\" is the Kueue arm's create→Complete percentile minus the jobferry arm's:\n\n")
+	b.WriteString("| N | Kueue arm Jobs/s | ratio to direct | ratio to jobferry | create→Complete p50 / p99 | added p50 / p99 | dispatch overhead p50 / p95 / p99 / max | status-copy lag p50 / p95 / p99 / max |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		if r.Kueue == nil {
+			continue
+		}
+		k, j := r.Kueue, r.Jobferry
+		fmt.Fprintf(b, "| %d | %.1f | %.2f | %.2f | %.1f s / %.1f s | %+.1f s / %+.1f s | %s | %s |\n", r.N, k.Throughput, r.KueueRatio, r.KueueToJobferry,
+			k.CreateToComplete.P50, k.CreateToComplete.P99, k.CreateToComplete.P50-j.CreateToComplete.P50, k.CreateToComplete.P99-j.CreateToComplete.P99,
+			fourPercentiles(k.DispatchOverhead), fourPercentiles(k.StatusCopyLag))
+	}
+	b.WriteString("\nThe Kueue arm's dispatch overhead in four parts: Kueue reserving quota (created → its Workload shows QuotaReserved), jobferry waiting for a worker with room (→ the manager Job shows its worker), Kueue admitting it once jobferry's check is Ready (→ the Job unsuspended), and jobferry creating the mirror (→ mirror seen on the worker):\n\n")
+	b.WriteString("| N | created → quota reserved p50 / p95 / p99 / max | quota reserved → placed | placed → admitted (unsuspended) | admitted → mirror seen |\n|---|---|---|---|---|\n")
+	for _, r := range runs {
+		if k := r.Kueue; k != nil {
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s |\n", r.N, fourPercentiles(k.QuotaWait), fourPercentiles(k.PlacementAfterQuota),
+				fourPercentiles(k.AdmissionAfterPlacement), fourPercentiles(k.MirrorAfterAdmission))
+		}
+	}
+	b.WriteString("\n| N | writes/Job manager (jobferry arm → Kueue arm) | writes/Job workers (jobferry arm → Kueue arm) | Kueue CPU-s/Job (Kueue arm; jobferry arm) | jobferry manager CPU-s/Job (jobferry arm → Kueue arm) | manager API server CPU-s/Job (jobferry arm → Kueue arm) | clean-up (Kueue arm) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		k, j := r.Kueue, r.Jobferry
+		if k == nil {
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %.2f → %.2f | %.2f → %.2f | %.4f; %.4f | %.4f → %.4f | %.4f → %.4f | %.1f s |\n", r.N,
+			j.WritesTotal["manager"], k.WritesTotal["manager"], workersTotal(j), workersTotal(*k),
+			k.CPU[kueueProcess], j.CPU[kueueProcess], j.CPU[managerProcess], k.CPU[managerProcess],
+			j.CPU[apiServerProcess], k.CPU[apiServerProcess], k.CleanUpSeconds)
+	}
+}
+
+// The processes of the manager cluster the reports single out, as
+// processCPU keys them.
+const (
+	managerProcess   = "manager/jobferry-manager"
+	kueueProcess     = "manager/kueue"
+	apiServerProcess = "manager/kube-apiserver"
+)
+
+// armNames are the column heads of a run's per-arm tables.
+func armNames(r Run) []string {
+	if r.Kueue != nil {
+		return []string{"direct", "jobferry", "Kueue"}
+	}
+	return []string{"direct", "jobferry"}
 }
 
 func fourPercentiles(p Percentiles) string {
@@ -161,8 +235,18 @@ func workersTotal(a Arm) float64 {
 }
 
 type row struct {
-	cluster, resource string
-	direct, jobferry  float64
+	cluster, resource       string
+	direct, jobferry, kueue float64
+}
+
+// columns formats the row's figure of each arm of r, as armNames heads
+// them.
+func (x row) columns(r Run, format string) string {
+	cols := []string{fmt.Sprintf(format, x.direct), fmt.Sprintf(format, x.jobferry)}
+	if r.Kueue != nil {
+		cols = append(cols, fmt.Sprintf(format, x.kueue))
+	}
+	return strings.Join(cols, " | ")
 }
 
 // clusterGroup folds worker-N into "workers".
@@ -197,7 +281,7 @@ func eventRows(r Run) []row {
 	return tableRows(r, func(a Arm) map[string]float64 { return a.Events }, false)
 }
 
-// tableRows sums both arms' "cluster/what" figures by cluster group (the
+// tableRows sums every arm's "cluster/what" figures by cluster group (the
 // workers together) and what; split puts what into its own column.
 func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
 	byKey := map[[2]string]*row{}
@@ -216,13 +300,17 @@ func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
 	}
 	add(r.Direct, func(x *row, v float64) { x.direct += v })
 	add(r.Jobferry, func(x *row, v float64) { x.jobferry += v })
+	if r.Kueue != nil {
+		add(*r.Kueue, func(x *row, v float64) { x.kueue += v })
+	}
 	return sortedRows(byKey)
 }
 
 func sortedRows(byKey map[[2]string]*row) []row {
 	var rows []row
 	for _, r := range byKey {
-		if r.direct >= 0.01 || r.jobferry >= 0.01 || (r.resource == "" && (r.direct > 0 || r.jobferry > 0)) {
+		top := max(r.direct, r.jobferry, r.kueue)
+		if top >= 0.01 || (r.resource == "" && top > 0) {
 			rows = append(rows, *r)
 		}
 	}
@@ -230,7 +318,7 @@ func sortedRows(byKey map[[2]string]*row) []row {
 		if rows[i].cluster != rows[j].cluster {
 			return rows[i].cluster < rows[j].cluster
 		}
-		return max(rows[i].jobferry, rows[i].direct) > max(rows[j].jobferry, rows[j].direct)
+		return max(rows[i].jobferry, rows[i].direct, rows[i].kueue) > max(rows[j].jobferry, rows[j].direct, rows[j].kueue)
 	})
 	return slices.Clip(rows)
 }

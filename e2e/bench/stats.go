@@ -36,9 +36,16 @@ func percentiles(values []time.Duration) Percentiles {
 // jobTimes is what the watches saw of one Job. Zero times were not seen.
 type jobTimes struct {
 	created time.Time
+	// quotaReserved: Kueue first showed quota reserved for the Job's
+	// Workload (Kueue arm).
+	quotaReserved time.Time
 	// placed: the manager Job first showed the worker it was placed on
-	// (jobferry arm).
+	// (jobferry and Kueue arms).
 	placed time.Time
+	// admitted: the Job the user created was first seen unsuspended
+	// (jobferry unsuspends it as it places it; in the Kueue arm Kueue does,
+	// once jobferry's check is Ready).
+	admitted time.Time
 	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry arm).
 	mirrorSeen time.Time
 	// mirrorComplete: the mirror's Complete condition appeared there.
@@ -60,6 +67,15 @@ type timings struct {
 	// with room), then until the mirror is seen there (the pipeline).
 	PlacementWait        Percentiles `json:"placementWait"`
 	MirrorAfterPlacement Percentiles `json:"mirrorAfterPlacement"`
+	// The Kueue arm's dispatch overhead in four parts: created until Kueue
+	// reserved quota (QuotaWait), until jobferry placed it
+	// (PlacementAfterQuota: the wait for a worker with room), until Kueue
+	// admitted and unsuspended it (AdmissionAfterPlacement), until the
+	// mirror was seen on its worker (MirrorAfterAdmission).
+	QuotaWait               Percentiles `json:"quotaWait"`
+	PlacementAfterQuota     Percentiles `json:"placementAfterQuota"`
+	AdmissionAfterPlacement Percentiles `json:"admissionAfterPlacement"`
+	MirrorAfterAdmission    Percentiles `json:"mirrorAfterAdmission"`
 	// StatusCopyLag: the mirror's Complete seen until the manager Job's.
 	StatusCopyLag Percentiles `json:"statusCopyLag"`
 	// Throughput is Jobs completed per second, from the first create to the
@@ -77,6 +93,13 @@ type timings struct {
 func summarise(jobs map[string]*jobTimes) timings {
 	var first, last time.Time
 	var toComplete, overhead, placementWait, afterPlacement, lag []time.Duration
+	var quotaWait, afterQuota, admission, afterAdmission []time.Duration
+	// between appends to, when both were seen, the time from one to to.
+	between := func(to *[]time.Duration, from, until time.Time) {
+		if !from.IsZero() && !until.IsZero() {
+			*to = append(*to, nonNegative(until.Sub(from)))
+		}
+	}
 	for _, j := range jobs {
 		if j.created.IsZero() {
 			continue
@@ -84,14 +107,14 @@ func summarise(jobs map[string]*jobTimes) timings {
 		if first.IsZero() || j.created.Before(first) {
 			first = j.created
 		}
-		if !j.mirrorSeen.IsZero() {
-			overhead = append(overhead, nonNegative(j.mirrorSeen.Sub(j.created)))
-		}
-		if !j.placed.IsZero() {
-			placementWait = append(placementWait, nonNegative(j.placed.Sub(j.created)))
-			if !j.mirrorSeen.IsZero() {
-				afterPlacement = append(afterPlacement, nonNegative(j.mirrorSeen.Sub(j.placed)))
-			}
+		between(&overhead, j.created, j.mirrorSeen)
+		between(&placementWait, j.created, j.placed)
+		between(&afterPlacement, j.placed, j.mirrorSeen)
+		if !j.quotaReserved.IsZero() {
+			between(&quotaWait, j.created, j.quotaReserved)
+			between(&afterQuota, j.quotaReserved, j.placed)
+			between(&admission, j.placed, j.admitted)
+			between(&afterAdmission, j.admitted, j.mirrorSeen)
 		}
 		if j.complete.IsZero() {
 			continue
@@ -100,13 +123,13 @@ func summarise(jobs map[string]*jobTimes) timings {
 			last = j.complete
 		}
 		toComplete = append(toComplete, nonNegative(j.complete.Sub(j.created)))
-		if !j.mirrorComplete.IsZero() {
-			lag = append(lag, nonNegative(j.complete.Sub(j.mirrorComplete)))
-		}
+		between(&lag, j.mirrorComplete, j.complete)
 	}
 	t := timings{
 		CreateToComplete: percentiles(toComplete), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag),
 		PlacementWait: percentiles(placementWait), MirrorAfterPlacement: percentiles(afterPlacement),
+		QuotaWait: percentiles(quotaWait), PlacementAfterQuota: percentiles(afterQuota),
+		AdmissionAfterPlacement: percentiles(admission), MirrorAfterAdmission: percentiles(afterAdmission),
 	}
 	if len(toComplete) == 0 {
 		return t

@@ -64,6 +64,38 @@ func TestSummariseTimesEachStage(t *testing.T) {
 	if len(got.Completions) != 2 || got.Completions[0] != 2.25 || got.Completions[1] != 5 {
 		t.Errorf("completion curve %v, want [2.25 5]", got.Completions)
 	}
+	if got.QuotaWait.Count != 0 || got.AdmissionAfterPlacement.Count != 0 {
+		t.Errorf("Kueue's stages timed for Jobs Kueue never saw: %+v, %+v", got.QuotaWait, got.AdmissionAfterPlacement)
+	}
+}
+
+func TestSummariseTimesKueuesStages(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	jobs := map[string]*jobTimes{
+		"a": {created: at(0), quotaReserved: at(0.5), placed: at(0.75), admitted: at(1.5), mirrorSeen: at(2), mirrorComplete: at(3), complete: at(3.25)},
+		// Quota reserved, then waiting for a worker with room.
+		"b": {created: at(1), quotaReserved: at(2)},
+	}
+	got := summarise(jobs)
+	for name, c := range map[string]struct {
+		got  Percentiles
+		want float64
+	}{
+		"quota reserved → placed":         {got.PlacementAfterQuota, 0.25},
+		"placed → admitted (unsuspended)": {got.AdmissionAfterPlacement, 0.75},
+		"admitted → mirror seen":          {got.MirrorAfterAdmission, 0.5},
+	} {
+		if c.got.Count != 1 || c.got.P50 != c.want {
+			t.Errorf("%s: %+v, want one Job, %v s", name, c.got, c.want)
+		}
+	}
+	if got.QuotaWait.Count != 2 || got.QuotaWait.P50 != 0.5 || got.QuotaWait.Max != 1 {
+		t.Errorf("created → quota reserved %+v, want 0.5 s and 1 s", got.QuotaWait)
+	}
+	if got.DispatchOverhead.Count != 1 || got.DispatchOverhead.P50 != 2 {
+		t.Errorf("dispatch overhead %+v, want one Job, 2 s", got.DispatchOverhead)
+	}
 }
 
 func TestWriteCountsSumsWriteVerbsByResource(t *testing.T) {
@@ -131,6 +163,36 @@ func TestMarkdownReportsRatioAndAddedWrites(t *testing.T) {
 		}}}
 	md := Markdown(res)
 	for _, want := range []string{"| 1000 | 20.0 | 18.0 | 0.90 |", "| 1000 | 3.50 | 12.00 | 12.75 | +0.75 |", "manager cluster on CPU 0, workers on CPU 1", "completions-1000.png"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestMarkdownReportsTheKueueArmAgainstBoth(t *testing.T) {
+	p := func(p50, p99 float64) Percentiles {
+		return Percentiles{Count: 1, P50: p50, P95: p99, P99: p99, Max: p99}
+	}
+	kueueArm := Arm{
+		timings:     timings{Throughput: 9, CreateToComplete: p(30, 70), QuotaWait: p(2, 4)},
+		WritesTotal: map[string]float64{"manager": 12}, CPU: map[string]float64{kueueProcess: 0.02, managerProcess: 0.015},
+		Writes: map[string]map[string]float64{"manager": {"workloads POST": 1}},
+	}
+	res := &Result{Started: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 2, Kueue: true,
+		Runs: []Run{{
+			N:        1000,
+			Direct:   Arm{timings: timings{Throughput: 12}},
+			Jobferry: Arm{timings: timings{Throughput: 12, CreateToComplete: p(25, 60)}, WritesTotal: map[string]float64{"manager": 7}, CPU: map[string]float64{managerProcess: 0.012}},
+			Kueue:    &kueueArm, Ratio: 1, KueueRatio: 0.75, KueueToJobferry: 0.75,
+		}}}
+	md := Markdown(res)
+	for _, want := range []string{
+		"| 1000 | 9.0 | 0.75 | 0.75 | 30.0 s / 70.0 s | +5.0 s / +10.0 s |",
+		"| 1000 | 2.00 / 4.00 / 4.00 / 4.00 s | – |",
+		"| 1000 | 7.00 → 12.00 | 0.00 → 0.00 | 0.0200; 0.0000 | 0.0120 → 0.0150 |",
+		"| cluster | resource, verb | direct | jobferry | Kueue |",
+		"| manager | workloads POST | 0.00 | 0.00 | 1.00 |",
+	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

@@ -5,6 +5,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -37,6 +38,7 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 	if err := r.Queue.SetCheck(ctx, a.s.Job.Namespace, *a.s.Queue, update); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
 	}
+	r.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
 	if update.State == kueue.CheckStateRetry {
 		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
 	}

@@ -167,6 +167,9 @@ type JobReconciler struct {
 	removed removedWorkers
 	// finished: the Jobs whose finished status this manager wrote.
 	finished finishedMemo
+	// checks: what this manager last applied to the admission check of each
+	// queued Job's Workload, until the cache shows it.
+	checks checkMemo
 	// attempts remembers the attempts this manager placed and the mirrors
 	// it created for them until the worker's cache shows them recorded
 	// (like the expectations of upstream controllers): a reconcile in
@@ -383,6 +386,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		if err != nil {
 			return s, err
 		}
+		v = r.checks.view(key, v)
 		s.Queue = &v
 	}
 	if s.Worker == "" {
@@ -471,6 +475,7 @@ func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
 func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
 	r.refusals.forget(key)
 	r.finished.forget(key)
+	r.checks.forget(key)
 	r.attempts.forget(key)
 	r.waiting.remove(key)
 	r.observed.take(key)

@@ -7,6 +7,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/jobferry/jobferry/manager/queue"
 )
 
 // The manager's small in-process memories, typed, each with the methods
@@ -49,6 +51,51 @@ func (m *finishedMemo) forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.uids, key)
+}
+
+// checkMemo remembers, per manager Job key, the update of jobferry's check
+// this manager last applied and the version of the Workload it applied it
+// to: a reconcile on a cache still showing that version (which has not
+// caught up with the write) reads the check as applied, rather than apply
+// it again. Any other version is read as it is. After a restart the cache
+// shows what was applied.
+type checkMemo struct {
+	mu      sync.Mutex
+	applied map[types.NamespacedName]appliedCheck
+}
+
+type appliedCheck struct {
+	workload, version string
+	update            queue.CheckUpdate
+}
+
+// wrote records that u was applied to the check of the Workload v reads.
+func (m *checkMemo) wrote(key types.NamespacedName, v queue.View, u queue.CheckUpdate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.applied == nil {
+		m.applied = map[types.NamespacedName]appliedCheck{}
+	}
+	m.applied[key] = appliedCheck{workload: v.Workload, version: v.Version, update: u}
+}
+
+// view is v with the update applied to it when v is the version that
+// update was applied to.
+func (m *checkMemo) view(key types.NamespacedName, v queue.View) queue.View {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.applied[key]
+	if !ok || a.workload != v.Workload || a.version != v.Version {
+		return v
+	}
+	return a.update.Applied(v)
+}
+
+// forget drops what is remembered of the Job key.
+func (m *checkMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.applied, key)
 }
 
 // observedMemo remembers, per manager Job key, when a mirror change not yet

@@ -5,7 +5,43 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/jobferry/jobferry/manager/queue"
 )
+
+// A check applied reads as applied while the cache shows the Workload as it
+// was before; any other version of it, or another Workload, reads as it is.
+func TestCheckMemoReadsTheCheckAppliedUntilTheCacheCatchesUp(t *testing.T) {
+	var m checkMemo
+	key := types.NamespacedName{Namespace: "a", Name: "j"}
+	before := queue.View{Workload: "job-j-1", Version: "7", Check: "jobferry", State: kueue.CheckStatePending}
+	ready := queue.CheckUpdate{State: kueue.CheckStateReady, Message: "placed on worker-1",
+		Updates: []kueue.PodSetUpdate{{Name: "main", NodeSelector: map[string]string{"pool": "general"}}}}
+	if got := m.view(key, before); got.State != kueue.CheckStatePending {
+		t.Fatalf("nothing applied yet, read %s", got.State)
+	}
+	m.wrote(key, before, ready)
+	stale := m.view(key, before)
+	if !ready.Unchanged(stale) || stale.Message != ready.Message || stale.Version != "7" {
+		t.Errorf("the version it was applied to reads %+v, want the check applied", stale)
+	}
+	// Kueue reset the check since: the cache's newer version is the truth.
+	reset := before
+	reset.Version = "9"
+	if got := m.view(key, reset); got.State != kueue.CheckStatePending {
+		t.Errorf("a newer version reads %s, want it as it is (Pending)", got.State)
+	}
+	other := before
+	other.Workload = "job-j-2"
+	if got := m.view(key, other); got.State != kueue.CheckStatePending {
+		t.Errorf("another Workload of the same version reads %s, want it as it is", got.State)
+	}
+	m.forget(key)
+	if got := m.view(key, before); got.State != kueue.CheckStatePending {
+		t.Errorf("forgotten, it reads %s", got.State)
+	}
+}
 
 func TestObservedMemoKeepsTheOldestChange(t *testing.T) {
 	var m observedMemo

@@ -22,7 +22,7 @@ func condition(t string) metav1.Condition {
 
 func TestViewOf(t *testing.T) {
 	wl := &kueue.Workload{
-		ObjectMeta: metav1.ObjectMeta{Name: "job-train-1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "job-train-1", ResourceVersion: "42"},
 		Spec:       kueue.WorkloadSpec{PodSets: []kueue.PodSet{{Name: "main"}}},
 		Status: kueue.WorkloadStatus{
 			Conditions: []metav1.Condition{condition(kueue.WorkloadQuotaReserved)},
@@ -33,7 +33,7 @@ func TestViewOf(t *testing.T) {
 		},
 	}
 	got := ViewOf("team", wl, map[string]bool{"dispatch": true})
-	want := View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{"main"}, QuotaReserved: true,
+	want := View{Queue: "team", Workload: "job-train-1", Version: "42", PodSets: []kueue.PodSetReference{"main"}, QuotaReserved: true,
 		Check: "dispatch", State: kueue.CheckStatePending, Message: "waiting"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ViewOf (-want +got):\n%s", diff)

@@ -42,8 +42,8 @@ type View struct {
 	// Queue is the LocalQueue the Job names.
 	Queue string
 	// Workload is the name of the Job's Workload; "" while Kueue has not
-	// made one.
-	Workload string
+	// made one. Version is its resourceVersion, as read.
+	Workload, Version string
 	// PodSets are the Workload's pod set names, for the pod set updates.
 	PodSets []kueue.PodSetReference
 	// QuotaReserved: Kueue reserved quota for the Workload.
@@ -76,7 +76,7 @@ func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
 	if wl == nil {
 		return v
 	}
-	v.Workload = wl.Name
+	v.Workload, v.Version = wl.Name, wl.ResourceVersion
 	for _, ps := range wl.Spec.PodSets {
 		v.PodSets = append(v.PodSets, ps.Name)
 	}
@@ -132,6 +132,13 @@ type CheckUpdate struct {
 // decision, as when a placement's reasons are known).
 func (u CheckUpdate) Unchanged(v View) bool {
 	return v.State == u.State && equalUpdates(v.Updates, u.Updates)
+}
+
+// Applied is v as it reads once the check has u's state, message and pod
+// set updates.
+func (u CheckUpdate) Applied(v View) View {
+	v.State, v.Message, v.Updates = u.State, u.Message, u.Updates
+	return v
 }
 
 func equalUpdates(a, b []kueue.PodSetUpdate) bool {
