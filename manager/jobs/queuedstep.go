@@ -50,13 +50,7 @@ func nextQueuedUnplaced(s jobState) step {
 		}
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue does not queue it (deactivated: "+q.Why+"); set its Workload's spec.active to queue it again")}
 	case q.Check == "":
-		// Its ClusterQueue names none of jobferry's checks: Kueue admits
-		// it alone, and jobferry places it once Kueue did.
-		if q.Admitted {
-			return step{Kind: stepPlace}
-		}
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q,
-			"waiting for Kueue to admit it (its ClusterQueue names no jobferry admission check, so it is placed once admitted)")}
+		return nextWithoutCheck(q)
 	case q.State == kueue.CheckStateReady:
 		// jobferry reported a placement it has since let go (its worker was
 		// lost, its mirror deleted there): the Job must not run on what
@@ -74,6 +68,26 @@ func nextQueuedUnplaced(s jobState) step {
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
 	}
 	return step{Kind: stepPlace}
+}
+
+// nextWithoutCheck decides for a queued Job whose Workload does not list
+// jobferry's check: Kueue admits it alone when its ClusterQueue names none
+// of jobferry's checks, and jobferry places it once Kueue did.
+func nextWithoutCheck(q *queue.View) step {
+	switch {
+	case q.Admitted:
+		return step{Kind: stepPlace}
+	case !q.QuotaReserved:
+		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
+	case !q.ChecksListed:
+		// Kueue reserved quota before listing the ClusterQueue's checks on
+		// the Workload, which it does next (or admits it, when there are
+		// none): either reconciles the Job. A condition written meanwhile
+		// would be a write per Job, and it could not say which it is.
+		return step{Kind: stepNone}
+	}
+	return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q,
+		"waiting for Kueue to admit it (its ClusterQueue names none of jobferry's admission checks, so it is placed once admitted)")}
 }
 
 // nextQueuedWithoutMirror decides for a queued Job placed on a connected

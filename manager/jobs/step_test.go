@@ -568,7 +568,14 @@ func TestNextStep(t *testing.T) {
 		},
 		"queued in a ClusterQueue without jobferry's check: waits for admission": {
 			state: queuedState(stepJob(queued), workload(reserved, withoutCheck)), want: stepShowWaiting,
-			checks: []check{wantWaiting(ReasonQueued, "names no jobferry admission check")},
+			checks: []check{wantWaiting(ReasonQueued, "names none of jobferry's admission checks")},
+		},
+		"queued, its checks not listed yet, quota not reserved: waits for quota": {
+			state: queuedState(stepJob(queued), workload(checksNotListed)), want: stepShowWaiting,
+			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
+		},
+		"queued, quota reserved before Kueue listed the checks: nothing until it has": {
+			state: queuedState(stepJob(queued), workload(reserved, checksNotListed)), want: stepNone,
 		},
 		"queued in a ClusterQueue without jobferry's check, admitted: placed": {
 			state: queuedState(stepJob(queued), workload(reserved, withoutCheck, admitted)), want: stepPlace,
@@ -718,18 +725,23 @@ func unsuspended(job *batchv1.Job) { job.Spec.Suspend = ptr.To(false) }
 // jobferry's check "dispatch" Pending, as mutated.
 func workload(mutate ...func(*queue.View)) *queue.View {
 	v := &queue.View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{kueue.DefaultPodSetName},
-		Check: "dispatch", State: kueue.CheckStatePending}
+		Check: "dispatch", State: kueue.CheckStatePending, ChecksListed: true}
 	for _, m := range mutate {
 		m(v)
 	}
 	return v
 }
 
-func reserved(v *queue.View)     { v.QuotaReserved = true }
-func admitted(v *queue.View)     { v.Admitted = true }
-func evicted(v *queue.View)      { v.Evicted = true }
-func deactivated(v *queue.View)  { v.Deactivated, v.Why = true, "spec.active is false" }
+func reserved(v *queue.View)    { v.QuotaReserved = true }
+func admitted(v *queue.View)    { v.Admitted = true }
+func evicted(v *queue.View)     { v.Evicted = true }
+func deactivated(v *queue.View) { v.Deactivated, v.Why = true, "spec.active is false" }
+
+// withoutCheck: the Workload lists checks, none of them jobferry's.
 func withoutCheck(v *queue.View) { v.Check, v.State = "", "" }
+
+// checksNotListed: Kueue has not listed the ClusterQueue's checks yet.
+func checksNotListed(v *queue.View) { v.Check, v.State, v.ChecksListed = "", "", false }
 func checkState(state kueue.CheckState) func(*queue.View) {
 	return func(v *queue.View) { v.State = state }
 }

@@ -34,12 +34,17 @@ func TestViewOf(t *testing.T) {
 	}
 	got := ViewOf("team", wl, map[string]bool{"dispatch": true})
 	want := View{Queue: "team", Workload: "job-train-1", Version: "42", PodSets: []kueue.PodSetReference{"main"}, QuotaReserved: true,
-		Check: "dispatch", State: kueue.CheckStatePending, Message: "waiting"}
+		Check: "dispatch", State: kueue.CheckStatePending, Message: "waiting", ChecksListed: true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ViewOf (-want +got):\n%s", diff)
 	}
-	if v := ViewOf("team", wl, map[string]bool{}); v.Check != "" || v.State != "" {
+	if v := ViewOf("team", wl, map[string]bool{}); v.Check != "" || v.State != "" || !v.ChecksListed {
 		t.Errorf("a Workload with none of jobferry's checks: %+v", v)
+	}
+	unlisted := wl.DeepCopy()
+	unlisted.Status.AdmissionChecks = nil
+	if v := ViewOf("team", unlisted, map[string]bool{"dispatch": true}); v.Check != "" || v.ChecksListed {
+		t.Errorf("a Workload Kueue has not listed checks on yet: %+v", v)
 	}
 	off := wl.DeepCopy()
 	off.Spec.Active = ptr.To(false)

@@ -61,6 +61,10 @@ type View struct {
 	// Check is jobferry's admission check on the Workload ("" when its
 	// ClusterQueue names none of jobferry's: Kueue then admits without it).
 	Check string
+	// ChecksListed: the Workload lists admission checks (any). Kueue lists
+	// its ClusterQueue's checks on a Workload a moment after making it,
+	// and may reserve quota before it has.
+	ChecksListed bool
 	// State and Message are the check's.
 	State   kueue.CheckState
 	Message string
@@ -89,6 +93,7 @@ func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
 			v.Why = c.Message
 		}
 	}
+	v.ChecksListed = len(wl.Status.AdmissionChecks) > 0
 	for _, c := range wl.Status.AdmissionChecks {
 		if ours[string(c.Name)] {
 			v.Check, v.State, v.Message, v.Updates = string(c.Name), c.State, c.Message, c.PodSetUpdates
