@@ -140,9 +140,10 @@ func bucketDelta(before, after map[string]*dto.MetricFamily, family, label, valu
 // histogramQuantile estimates the q-quantile from cumulative buckets as
 // PromQL's histogram_quantile does: linear within the bucket it falls in,
 // the highest finite bound when it falls in the +Inf bucket; 0 without
-// observations (result.json has no NaN).
+// observations, or when the counts went backwards between the scrapes
+// (result.json has no NaN).
 func histogramQuantile(q float64, buckets []bucket) float64 {
-	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
+	if len(buckets) == 0 || buckets[len(buckets)-1].count <= 0 {
 		return 0
 	}
 	total := buckets[len(buckets)-1].count

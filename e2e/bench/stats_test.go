@@ -214,6 +214,9 @@ func TestHistogramQuantileInterpolatesLikePromQL(t *testing.T) {
 	if got := histogramQuantile(0.99, overflow); got != 1 {
 		t.Errorf("a quantile in the +Inf bucket = %v, want the highest finite bound 1", got)
 	}
+	if got := histogramQuantile(0.5, []bucket{{1e-8, 0}, {1, -5}, {math.Inf(1), -7}}); got != 0 {
+		t.Errorf("counts that went backwards = %v, want 0 (nothing measured)", got)
+	}
 	if got := histogramQuantile(0.5, []bucket{{1, 0}, {math.Inf(1), 0}}); got != 0 {
 		t.Errorf("no observations: %v, want 0", got)
 	}
