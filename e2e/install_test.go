@@ -95,7 +95,10 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	}
 	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
 		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
-		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true")
+		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true",
+		// Logs withheld from the default roles: a tenant is granted them,
+		// a namespace administrator is not (checkInspectionAsTenant).
+		"--set", "inspection.logs.aggregateToDefaultRoles=false")
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
@@ -105,17 +108,18 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	}
 
 	// The manager, as its ServiceAccount, with the rendered arguments.
-	ports, err := localcluster.FreePorts(3)
+	ports, err := localcluster.FreePorts(4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsPort, probePort, webhookPort := ports[0], ports[1], ports[2]
+	metricsPort, probePort, webhookPort, inspectionPort := ports[0], ports[1], ports[2], ports[3]
 	managerKubeconfig := filepath.Join(dir, "manager-sa.kubeconfig")
 	tokenKubeconfig(ctx, t, env.Manager, ns, "jobferry-manager", managerKubeconfig)
 	managerArgs := overrideArgs(t, deploymentArgs(t, managerObjects, "manager"), map[string]func(string) string{
 		"--metrics-bind-address":         fixed("127.0.0.1:" + strconv.Itoa(metricsPort)),
 		"--health-probe-bind-address":    fixed("127.0.0.1:" + strconv.Itoa(probePort)),
 		"--webhook-port":                 fixed(strconv.Itoa(webhookPort)),
+		"--inspection-bind-address":      fixed("127.0.0.1:" + strconv.Itoa(inspectionPort)),
 		"--webhook-cert-dir":             fixed(filepath.Join(dir, "manager-certs")),
 		"--webhook-cert-extra-dns-names": func(old string) string { return old + ",localhost" },
 	}, "--kubeconfig="+managerKubeconfig, "--webhook-bind-host=127.0.0.1")
@@ -127,6 +131,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	pointWebhooksAt(ctx, t, admin, fmt.Sprintf("https://localhost:%d", webhookPort))
+	pointInspectionAt(ctx, t, admin, env.Manager.RESTConfig(), ns, "jobferry-manager-webhook", inspectionPort)
 
 	managerProcess, err := env.Manager.StartComponent("jobferry-manager", filepath.Join(bin, "manager"), managerArgs...)
 	if err != nil {
@@ -140,6 +145,9 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Fatalf("%s has no CA bundle although the manager is ready", name)
 		}
 	}
+	// The aggregator reaches the inspection API with the CA the manager
+	// put into its APIService.
+	waitInspectionAvailable(ctx, t, env.Manager.RESTConfig())
 	// Ready means the webhooks answer: the first Job created afterwards is
 	// admitted by them, with no retry.
 	firstNS := (&dispatchEnv{manager: admin}).optedInNamespace(ctx, t)
@@ -250,6 +258,9 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	})
 	t.Run("plugin", func(t *testing.T) {
 		checkPlugin(ctx, t, d, userKubeconfig, optedIn())
+	})
+	t.Run("inspection-as-a-tenant", func(t *testing.T) {
+		checkInspectionAsTenant(ctx, t, d, userKubeconfig, workers)
 	})
 	t.Run("kueue", func(t *testing.T) {
 		// Kueue's objects as its administrator makes them; jobferry's

@@ -7,8 +7,8 @@ cd "$root"
 out=${OUT_DIR:-$root}
 mkdir -p "$out/api/v1alpha1/crds" "$out/charts/jobferry-manager/crds" "$out/charts/jobferry-worker/crds" "$out/charts/jobferry-manager/files" "$out/charts/jobferry-worker/files"
 if [ "$out" != "$root" ]; then cp api/v1alpha1/*.go "$out/api/v1alpha1/"; fi
-bin/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... output:object:dir="$out/api/v1alpha1"
-bin/controller-gen crd paths=./api/... output:crd:dir="$out/api/v1alpha1/crds"
+bin/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/v1alpha1/... output:object:dir="$out/api/v1alpha1"
+bin/controller-gen crd paths=./api/v1alpha1/... output:crd:dir="$out/api/v1alpha1/crds"
 cp "$out/api/v1alpha1/crds/jobferry.dev_workerclusters.yaml" "$out/charts/jobferry-manager/crds/"
 cp "$out/api/v1alpha1/crds/jobferry.dev_clustercapacities.yaml" "$out/charts/jobferry-worker/crds/"
 # RBAC from the +kubebuilder:rbac markers, one file per role, read by the
@@ -23,10 +23,13 @@ rbac() { # package, role name, output file
 rbac ./worker jobferry-worker-capacity "$out/charts/jobferry-worker/files/rbac-capacity.yaml"
 rbac ./worker/jobcontroller jobferry-worker-job-controller "$out/charts/jobferry-worker/files/rbac-job-controller.yaml"
 rbac ./cmd/worker jobferry-worker-leader-election "$out/charts/jobferry-worker/files/rbac-leader-election.yaml"
-rbac ./cmd/kubectl-jobferry jobferry-worker-inspection "$out/charts/jobferry-worker/files/rbac-inspection.yaml"
+# What the manager reads on a worker to serve the inspection API (the
+# worker chart's managerIdentity.allowInspection).
+rbac ./manager/inspection/workerread jobferry-worker-inspection "$out/charts/jobferry-worker/files/rbac-inspection.yaml"
 # The Kueue rules are the manager chart's only with kueue.enabled: every
-# other package of the manager goes into the manager's role.
-manager_pkgs=$(go list ./manager/... | grep -v '/manager/queue$' | sed 's|^github.com/jobferry/jobferry/|./|' | paste -sd';')
+# other package of the manager goes into the manager's role, but what the
+# manager reads on workers.
+manager_pkgs=$(go list ./manager/... | grep -v -e '/manager/queue$' -e '/manager/inspection/workerread$' | sed 's|^github.com/jobferry/jobferry/|./|' | paste -sd';')
 rbac "$manager_pkgs" jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
 rbac ./manager/queue jobferry-manager-kueue "$out/charts/jobferry-manager/files/rbac-kueue.yaml"
 rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"

@@ -26,6 +26,8 @@ func TestImportArrowsPointOneWay(t *testing.T) {
 		"manager/orphans":       {"manager/jobs", "manager/workercluster", "manager/admission"},
 		"manager/admission":     {"manager/jobs", "manager/workercluster", "manager/orphans", "manager/workers"},
 		"manager/queue":         controllers,
+		"manager/inspection":    append([]string{"manager/workers"}, controllers...),
+		"manager/statekey":      append([]string{"manager/workers"}, controllers...),
 	}
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
 	for pkg := range forbidden {

@@ -2,29 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 )
-
-// What `describe` and `logs` read on a worker through the manager's
-// identity there, beyond the Jobs it already reads: the worker chart grants
-// it with managerIdentity.allowInspection (hack/generate.sh turns these
-// markers into charts/jobferry-worker/files/rbac-inspection.yaml).
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
-// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=events,verbs=list
-
-// inspectionValue is the worker chart value granting those rights.
-const inspectionValue = "managerIdentity.allowInspection=true"
 
 // managerClients talk to the manager cluster as the user.
 type managerClients struct {
@@ -58,37 +48,57 @@ func (o *options) namespace() (string, error) {
 	return ns, nil
 }
 
-// workerClient reaches a worker with the manager's credential for it: the
-// kubeconfig in the Secret its WorkerCluster names.
-func (m *managerClients) workerClient(ctx context.Context, systemNamespace, worker string) (kubernetes.Interface, error) {
-	wc := &v1alpha1.WorkerCluster{}
-	if err := m.client.Get(ctx, types.NamespacedName{Name: worker}, wc); err != nil {
-		return nil, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
-	}
-	ref := wc.Spec.KubeConfig.SecretRef
-	key := ref.KeyOrDefault()
-	secret, err := m.kube.CoreV1().Secrets(systemNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
+// inspectionAPI names the aggregated API describe and logs read the worker
+// side through.
+var inspectionAPI = "APIService " + inspectionv1alpha1.GroupVersion.Version + "." + inspectionv1alpha1.GroupVersion.Group
+
+// inspect reads the worker side of a manager Job from the manager's
+// inspection API, with the user's own rights on the manager cluster.
+func (m *managerClients) inspect(ctx context.Context, ns, name string) (*inspectionv1alpha1.JobInspection, error) {
+	body, err := m.kube.Discovery().RESTClient().Get().AbsPath(inspectionv1alpha1.Path(ns, name, "")).DoRaw(ctx)
 	if err != nil {
-		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s of worker %s, which reaching the worker needs: %w", systemNamespace, ref.Name, worker, err)
-		}
-		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s of worker %s: %w", systemNamespace, ref.Name, worker, err)
+		return nil, inspectionError("the worker side of Job "+ns+"/"+name, err)
 	}
-	// Refused as the manager refuses it: a kubeconfig in a Secret must not
-	// run a program or read a file on this machine.
-	cfg, err := workerkubeconfig.RESTConfig(secret.Data[key])
-	if err != nil {
-		return nil, fmt.Errorf("the kubeconfig in Secret %s/%s (key %s): %w", systemNamespace, ref.Name, key, err)
+	out := &inspectionv1alpha1.JobInspection{}
+	if err := json.Unmarshal(body, out); err != nil {
+		return nil, fmt.Errorf("reading the manager's inspection of Job %s/%s: %w", ns, name, err)
 	}
-	cfg.UserAgent = "kubectl-jobferry"
-	return kubernetes.NewForConfig(cfg)
+	return out, nil
 }
 
-// inspectionError explains a read the worker refused to the manager's
-// identity, naming the chart value that grants it.
-func inspectionError(worker, what string, err error) error {
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("worker %s does not let the manager's identity %s (install the worker chart with --set %s to grant it): %w", worker, what, inspectionValue, err)
+// logs opens the logs of a manager Job's pods on its worker, through the
+// manager's inspection API.
+func (m *managerClients) logs(ctx context.Context, ns, name string, params map[string]string) (io.ReadCloser, error) {
+	req := m.kube.Discovery().RESTClient().Get().AbsPath(inspectionv1alpha1.Path(ns, name, inspectionv1alpha1.LogSubresource))
+	for k, v := range params {
+		req = req.Param(k, v)
 	}
-	return fmt.Errorf("%s on worker %s: %w", what, worker, err)
+	stream, err := req.Stream(ctx)
+	if err != nil {
+		return nil, inspectionError("the logs of Job "+ns+"/"+name, err)
+	}
+	return stream, nil
+}
+
+// inspectionError explains what the inspection API refused: the API
+// server's own message, and what would change it.
+func inspectionError(what string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("reading %s: %w (an administrator grants it: ClusterRole jobferry-manager-inspection for describe, jobferry-manager-inspection-logs for logs, in the Job's namespace; the jobferry-manager chart's inspection values say who has them)", what, err)
+	case apierrors.IsNotFound(err) && isUnservedPath(err):
+		return fmt.Errorf("reading %s: the manager cluster serves no inspection API (%s, which the jobferry-manager chart registers): %w", what, inspectionAPI, err)
+	}
+	return fmt.Errorf("reading %s: %w", what, err)
+}
+
+// isUnservedPath: a 404 of the API server itself (no such API), not of the
+// manager (no such Job), which names the Job.
+func isUnservedPath(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details == nil || details.Name == ""
 }

@@ -12,15 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 func newDescribeCommand(o *options) *cobra.Command {
@@ -38,7 +36,7 @@ func newDescribeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := readDescription(cmd.Context(), m, o.systemNamespace, ns, args[0])
+			d, err := readDescription(cmd.Context(), m, ns, args[0])
 			if err != nil {
 				return err
 			}
@@ -67,7 +65,7 @@ type description struct {
 	EventsNote   string
 }
 
-func readDescription(ctx context.Context, m *managerClients, systemNamespace, ns, name string) (*description, error) {
+func readDescription(ctx context.Context, m *managerClients, ns, name string) (*description, error) {
 	job, err := m.kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading Job %s/%s on the manager: %w", ns, name, err)
@@ -78,72 +76,24 @@ func readDescription(ctx context.Context, m *managerClients, systemNamespace, ns
 		return nil, fmt.Errorf("listing the Events of Job %s/%s on the manager: %w", ns, name, err)
 	}
 	d.Events = sortEvents(events.Items)
-	if d.Worker == "" {
-		d.MirrorNote = "the Job is on no worker"
-		return d, nil
-	}
-	worker, err := m.workerClient(ctx, systemNamespace, d.Worker)
+	inspection, err := m.inspect(ctx, ns, name)
 	if err != nil {
 		d.MirrorNote = err.Error()
 		return d, nil
 	}
-	readWorkerSide(ctx, worker, d)
+	d.fromInspection(inspection)
 	return d, nil
 }
 
-// readWorkerSide fills in the mirror, its pods and their Events.
-func readWorkerSide(ctx context.Context, worker kubernetes.Interface, d *description) {
-	job := d.Job
-	mirror, err := worker.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		d.MirrorNote = "no mirror there"
-		if finishedJob(job) {
-			d.MirrorNote += ": the Job has finished, and a manager run with --delete-finished-mirrors deletes its mirror once the status is copied"
-		}
-		return
-	case err != nil:
-		d.MirrorNote = fmt.Sprintf("reading the mirror on worker %s: %v", d.Worker, err)
-		return
-	case mirror.Labels[v1alpha1.OriginUIDLabel] != string(job.UID):
-		d.MirrorNote = fmt.Sprintf("the Job %s/%s on worker %s is not this Job's mirror (label %s=%q)", job.Namespace, job.Name, d.Worker, v1alpha1.OriginUIDLabel, mirror.Labels[v1alpha1.OriginUIDLabel])
-		return
+// fromInspection fills in the worker side the manager served.
+func (d *description) fromInspection(in *inspectionv1alpha1.JobInspection) {
+	if in.Worker != "" {
+		d.Worker = in.Worker
 	}
-	d.Mirror = mirror
-	pods, err := mirrorPods(ctx, worker, mirror)
-	if err != nil {
-		d.PodsNote = inspectionError(d.Worker, "list the mirror's pods", err).Error()
-	}
-	d.Pods = pods
-	events, err := worker.CoreV1().Events(job.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		d.EventsNote = inspectionError(d.Worker, "list Events", err).Error()
-		return
-	}
-	uids := map[string]bool{string(mirror.UID): true}
-	for _, p := range pods {
-		uids[string(p.UID)] = true
-	}
-	d.WorkerEvents = sortEvents(slices.DeleteFunc(events.Items, func(e corev1.Event) bool { return !uids[string(e.InvolvedObject.UID)] }))
+	d.Mirror, d.MirrorNote = in.Mirror, in.Notes.Mirror
+	d.Pods, d.PodsNote = in.Pods, in.Notes.Pods
+	d.WorkerEvents, d.EventsNote = in.Events, in.Notes.Events
 }
-
-// mirrorPods lists the pods of a mirror Job, oldest first.
-func mirrorPods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job) ([]corev1.Pod, error) {
-	pods, err := worker.CoreV1().Pods(mirror.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID)})
-	if err != nil {
-		return nil, err
-	}
-	items := pods.Items
-	slices.SortFunc(items, func(a, b corev1.Pod) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return items, nil
-}
-
-func finishedJob(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }
 
 // sortEvents orders Events by when they last happened.
 func sortEvents(events []corev1.Event) []corev1.Event {
@@ -192,24 +142,29 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 	printConditions(out, "  ", "Conditions:", m.Status.Conditions)
 
 	fmt.Fprintf(out, "\nPods on worker %s:\n", row.Worker)
-	switch {
-	case d.PodsNote != "":
+	if d.PodsNote != "" {
 		fmt.Fprintf(out, "  %s\n", d.PodsNote)
-	case len(d.Pods) == 0:
-		fmt.Fprintln(out, "  <none>")
-	default:
+	}
+	switch {
+	case len(d.Pods) > 0:
 		w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 		fmt.Fprintln(w, "  NAME\tPHASE\tNODE\tREASON\tAGE")
 		for _, p := range d.Pods {
 			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, orNone(p.Spec.NodeName), podReason(&p), age(p.CreationTimestamp, now))
 		}
 		w.Flush()
+	case d.PodsNote == "":
+		fmt.Fprintln(out, "  <none>")
 	}
+	title := fmt.Sprintf("Events on worker %s (mirror and pods):", row.Worker)
 	if d.EventsNote != "" {
-		fmt.Fprintf(out, "\nEvents on worker %s:\n  %s\n", row.Worker, d.EventsNote)
-		return
+		title += "\n  " + d.EventsNote
+		if len(d.WorkerEvents) == 0 {
+			fmt.Fprintf(out, "\n%s\n", title)
+			return
+		}
 	}
-	printEvents(out, fmt.Sprintf("Events on worker %s (mirror and pods):", row.Worker), d.WorkerEvents, true, now)
+	printEvents(out, title, d.WorkerEvents, true, now)
 }
 
 func printConditions(out io.Writer, indent, title string, conds []batchv1.JobCondition) {

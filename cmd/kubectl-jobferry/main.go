@@ -3,8 +3,11 @@
 // credentials, shows the state of the workers and where every Job runs,
 // describes a Job across both clusters and reads its pods' logs on the
 // worker, and cordons workers. It talks to the manager cluster with the
-// usual kubectl flags, and to a worker with the manager's own credential for
-// it (the kubeconfig Secret), so a user needs no worker access of their own.
+// usual kubectl flags; describe and logs read the worker side through the
+// manager's inspection API (inspection.jobferry.dev) with the user's own
+// rights on the manager cluster, so a user needs no worker access and no
+// worker credential. Only join reaches a worker, with the kubeconfig of the
+// administrator who runs it.
 //
 // It must not link the controllers (manager/) or the test harness (e2e/):
 // deps_test.go fails when it does.
@@ -43,8 +46,9 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "kubectl-jobferry",
 		Short: "Join worker clusters to a jobferry manager, and see where every Job runs",
 		Long: `kubectl jobferry works against the jobferry manager cluster (the usual
---kubeconfig, --context and -n flags) and reaches each worker with the
-manager's own credential for it, read from its kubeconfig Secret.`,
+--kubeconfig, --context and -n flags). describe and logs see a Job's worker
+side through the manager (inspection.jobferry.dev), with your own rights on
+the manager cluster: no worker access or credential is needed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl jobferry"},

@@ -262,37 +262,3 @@ func equalCounts(a, b map[string]int) bool {
 	}
 	return true
 }
-
-func TestLogTargets(t *testing.T) {
-	pod := func(name string, phase corev1.PodPhase, containers ...string) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: phase}}
-		for _, c := range containers {
-			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c})
-		}
-		return p
-	}
-	pods := []corev1.Pod{pod("old", corev1.PodFailed, "main"), pod("running", corev1.PodRunning, "main", "sidecar"), pod("new", corev1.PodPending, "main")}
-	names := func(ts []logTarget) string {
-		var out []string
-		for _, t := range ts {
-			out = append(out, t.pod.Name+"/"+t.container)
-		}
-		return strings.Join(out, ",")
-	}
-	for _, tc := range []struct {
-		pods      []corev1.Pod
-		container string
-		all       bool
-		want      string
-	}{
-		{pods, "", false, "running/main,running/sidecar"},
-		{pods, "sidecar", false, "running/sidecar"},
-		{pods, "main", true, "old/main,running/main,new/main"},
-		{[]corev1.Pod{pods[0], pods[2]}, "", false, "new/main"},
-		{pods, "missing", true, ""},
-	} {
-		if got := names(logTargets(tc.pods, tc.container, tc.all)); got != tc.want {
-			t.Errorf("logTargets(container %q, all %t) = %s, want %s", tc.container, tc.all, got, tc.want)
-		}
-	}
-}

@@ -11,16 +11,20 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -31,10 +35,12 @@ import (
 	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/inspection"
 	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/orphans"
 	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/statekey"
 	"github.com/jobferry/jobferry/manager/workercluster"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -100,6 +106,8 @@ type config struct {
 	allowWeakerPSA                            bool
 	stateKeySecret                            string
 	kueue                                     bool
+	inspectionAddr, apiService                string
+	inspection                                inspection.Limits
 }
 
 // parseFlags parses the command line into a config, or says which flag is
@@ -146,8 +154,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	reservedNS := fs.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", workers.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 	fs.BoolVar(&c.allowWeakerPSA, "allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
-	fs.StringVar(&c.stateKeySecret, "state-key-secret", jobs.DefaultStateKeySecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
+	fs.StringVar(&c.stateKeySecret, "state-key-secret", statekey.DefaultSecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
 	fs.BoolVar(&c.kueue, "kueue", false, "Kueue on this cluster queues the Jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name): they run when Kueue admits them, where jobferry places them, as the controller of the AdmissionChecks whose controllerName is "+queue.ControllerName+" (Kueue's CRDs must be installed)")
+	fs.StringVar(&c.inspectionAddr, "inspection-bind-address", ":8444", "address the inspection API (inspection.jobferry.dev: the worker side of a manager Job, for users who may read it) binds to, behind an APIService, served with the webhooks' certificate (--webhook-cert-secret, or the files in --webhook-cert-dir); 0 disables it")
+	fs.StringVar(&c.apiService, "inspection-apiservice", "v1alpha1.inspection.jobferry.dev", "APIService of the inspection API whose caBundle the certificate rotation keeps")
+	c.inspection = inspection.DefaultLimits
+	fs.Float64Var(&c.inspection.RequestsPerSecond, "inspection-requests-per-second", c.inspection.RequestsPerSecond, "inspection requests a second one user may make (a token bucket per user)")
+	fs.IntVar(&c.inspection.Burst, "inspection-burst", c.inspection.Burst, "inspection requests one user may make at once")
+	fs.IntVar(&c.inspection.StreamsPerCaller, "inspection-log-streams-per-user", c.inspection.StreamsPerCaller, "log requests one user may have open at once")
+	fs.DurationVar(&c.inspection.FollowFor, "inspection-log-follow-limit", c.inspection.FollowFor, "how long a followed log streams at most (it ends sooner when its pods end)")
+	fs.Int64Var(&c.inspection.MaxLogBytes, "inspection-log-max-bytes", c.inspection.MaxLogBytes, "the most bytes one log request returns")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -160,6 +176,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
 	case (c.certRotation || c.metricsSecure) && c.certSecret == "":
 		return c, errors.New("--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
+	case c.inspection.RequestsPerSecond <= 0 || c.inspection.Burst < 1 || c.inspection.StreamsPerCaller < 1 || c.inspection.FollowFor <= 0 || c.inspection.MaxLogBytes < 1:
+		return c, errors.New("the --inspection-* limits must be positive")
 	}
 	if c.dispatchNamespaces, err = labels.Parse(*dispatchNS); err != nil {
 		return c, fmt.Errorf("--dispatch-namespace-selector %q: %w", *dispatchNS, err)
@@ -210,7 +228,11 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("identifying this manager installation: %w", err)
 	}
-	if err := addControllers(mgr, c, scheme, installation, policy); err != nil {
+	keys := &statekey.Keys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret}
+	if err := addControllers(mgr, c, scheme, installation, policy, keys); err != nil {
+		return err
+	}
+	if err := addInspection(mgr, c, certs, keys); err != nil {
 		return err
 	}
 	if c.webhookPort != 0 {
@@ -269,7 +291,7 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 // With --kueue, the Job controller reads queued Jobs' Workloads (indexed by
 // their Job) and the AdmissionCheck controller keeps jobferry's checks
 // Active.
-func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy) error {
+func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy, keys *statekey.Keys) error {
 	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
@@ -286,7 +308,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	jobReconciler := &jobs.JobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Workers: pool,
 		Origin: c.origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
-		Keys:        &jobs.StateKeys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret},
+		Keys:        keys,
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
 		CapacitySettle: c.capacitySettle,
 	}
@@ -314,6 +336,60 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	return nil
 }
 
+// addInspection adds the inspection API's server, on every replica, ready
+// once it listens.
+func addInspection(mgr ctrl.Manager, c config, certs *admission.CertSource, keys *statekey.Keys) error {
+	if c.inspectionAddr == "0" {
+		return nil
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	// The webhooks' certificate: from its Secret, as it changes, or from
+	// the files of --webhook-cert-dir, watched.
+	serving := certs.TLSConfig
+	if c.certSecret == "" {
+		watcher, err := certwatcher.New(filepath.Join(c.webhookCertDir, "tls.crt"), filepath.Join(c.webhookCertDir, "tls.key"))
+		if err != nil {
+			return fmt.Errorf("reading the inspection API's certificate from %s: %w", c.webhookCertDir, err)
+		}
+		if err := mgr.Add(everyReplica{watcher}); err != nil {
+			return err
+		}
+		serving = func(cfg *tls.Config) { cfg.GetCertificate = watcher.GetCertificate }
+	}
+	server, err := inspection.New(&inspection.Server{
+		Addr: c.inspectionAddr, TLS: serving, Reader: mgr.GetClient(), Kube: kube,
+		Namespace: c.namespace, Origin: c.origin, Keys: keys, WorkerQPS: float32(c.workerQPS), WorkerBurst: c.workerBurst,
+		Limits: c.inspection, Clock: clock.RealClock{},
+	})
+	if err != nil {
+		return fmt.Errorf("setting up the inspection API: %w", err)
+	}
+	if err := mgr.Add(server); err != nil {
+		return fmt.Errorf("adding the inspection API: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("inspection-server", server.Started); err != nil {
+		return fmt.Errorf("adding the inspection readiness check: %w", err)
+	}
+	return nil
+}
+
+// everyReplica runs a runnable on every replica, leader or not.
+type everyReplica struct{ ctrlmanager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+// inspectionAPIService is the APIService whose caBundle the rotation keeps,
+// when the inspection API is served.
+func (c config) inspectionAPIService() string {
+	if c.inspectionAddr == "0" {
+		return ""
+	}
+	return c.apiService
+}
+
 // addReadiness adds the health checks, and the webhook certificate (issued
 // and rotated, or read) with the checks that hold readiness until it is
 // served and the webhook server answers.
@@ -328,7 +404,7 @@ func addReadiness(mgr ctrl.Manager, c config, certs *admission.CertSource, webho
 		certsReady := make(chan struct{})
 		if err := admission.SetupWebhookCerts(mgr, admission.WebhookCerts{
 			Namespace: c.namespace, Secret: c.certSecret, Dir: c.webhookCertDir, Rotate: c.certRotation, DNSNames: c.certDNSNames,
-			MutatingWebhook: c.mutatingName, ValidatingWebhook: c.validatingName,
+			MutatingWebhook: c.mutatingName, ValidatingWebhook: c.validatingName, APIService: c.inspectionAPIService(),
 		}, certs, certsReady); err != nil {
 			return fmt.Errorf("setting up the webhook certificate: %w", err)
 		}

@@ -235,7 +235,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	if err := os.MkdirAll(certDir, 0o755); err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := e.CA.IssueServing("jobferry-webhook")
+	certPEM, keyPEM, err := e.CA.IssueServing("jobferry-webhook", InspectionServiceDNSName)
 	if err != nil {
 		return err
 	}
@@ -250,15 +250,15 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 		return err
 	}
 	replicas := max(opts.ManagerReplicas, 1)
-	var webhookPort int
+	var webhookPort, inspectionPort int
 	for i := range replicas {
-		ports, err := localcluster.FreePorts(3)
+		ports, err := localcluster.FreePorts(4)
 		if err != nil {
 			return err
 		}
 		metricsPort, probePort := ports[0], ports[1]
 		if i == 0 {
-			webhookPort = ports[2]
+			webhookPort, inspectionPort = ports[2], ports[3]
 		}
 		args := []string{
 			"--kubeconfig=" + kubeconfig,
@@ -268,6 +268,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 			"--webhook-bind-host=127.0.0.1",
 			"--webhook-port=" + strconv.Itoa(ports[2]),
 			"--webhook-cert-dir=" + certDir,
+			"--inspection-bind-address=127.0.0.1:" + strconv.Itoa(ports[3]),
 		}
 		if replicas > 1 {
 			args = append(args, "--leader-elect")
@@ -306,5 +307,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}
 	}
-	return nil
+	// The first replica's inspection API (an ExternalName Service reaches
+	// one process only).
+	return RegisterInspectionAPI(ctx, managerClient, inspectionPort, e.CA.CertPEM)
 }

@@ -50,6 +50,9 @@ var Controllers = []string{
 	"ttl-after-finished-controller",
 	"pod-garbage-collector-controller",
 	"node-lifecycle-controller",
+	// Fills in the aggregated ClusterRoles (view, edit, admin) from the
+	// roles that aggregate into them, the manager chart's among them.
+	"clusterrole-aggregation-controller",
 }
 
 // nodeLeaseSeconds is the lease duration of fake nodes: a kubelet's default.
@@ -408,6 +411,16 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		// serves pod logs); their Hostname does not resolve.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+		// Aggregated APIs (the manager's inspection API): the front proxy's
+		// certificate and the headers naming the user.
+		"--proxy-client-cert-file="+files.path("pki", "front-proxy-client.crt"),
+		"--proxy-client-key-file="+files.path("pki", "front-proxy-client.key"),
+		"--requestheader-client-ca-file="+files.path("pki", "front-proxy-ca.crt"),
+		"--requestheader-allowed-names="+frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-uid-headers=X-Remote-Uid",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--profiling=false")...)
 	if err != nil {
 		return err
@@ -522,6 +535,9 @@ func (s Spec) poolLabel() string {
 	return "jobferry.dev/pool"
 }
 
+// frontProxyClient is the name of the aggregator's client certificate.
+const frontProxyClient = "front-proxy-client"
+
 func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
 	if err := ca.WriteFiles(files.path("pki")); err != nil {
 		return err
@@ -550,6 +566,24 @@ func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
 		return err
 	}
 	if err := kwokServing.write(files.path("pki", "kwok.crt"), files.path("pki", "kwok.key")); err != nil {
+		return err
+	}
+	// The aggregator's client certificate towards extension API servers
+	// (the manager's inspection API), from a CA of its own, as kubeadm
+	// does: a client certificate of the cluster's CA must not pass for the
+	// front proxy.
+	frontProxyCA, err := NewCA("jobferry-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(files.path("pki", "front-proxy-ca.crt"), encodeCertPEM(frontProxyCA.Cert), 0o644); err != nil {
+		return err
+	}
+	proxyClient, err := frontProxyCA.issue(frontProxyClient, nil, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	if err := proxyClient.write(files.path("pki", "front-proxy-client.crt"), files.path("pki", "front-proxy-client.key")); err != nil {
 		return err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

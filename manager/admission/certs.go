@@ -34,8 +34,10 @@ type WebhookCerts struct {
 	// DNSNames the certificate is for: the webhook Service's name first.
 	DNSNames []string
 	// MutatingWebhook and ValidatingWebhook are the configurations whose
-	// caBundle the rotator keeps in step.
+	// caBundle the rotator keeps in step; APIService, when set, the
+	// APIService of the inspection API the same certificate serves.
 	MutatingWebhook, ValidatingWebhook string
+	APIService                         string
 }
 
 // CertSource serves the current certificate of a WebhookCerts to TLS
@@ -74,6 +76,13 @@ func SetupWebhookCerts(mgr ctrl.Manager, certs WebhookCerts, source *CertSource,
 		return fmt.Errorf("rotating webhook certificates needs the webhook Service's DNS name")
 	}
 	rotated := make(chan struct{})
+	webhooks := []rotator.WebhookInfo{
+		{Name: certs.MutatingWebhook, Type: rotator.Mutating},
+		{Name: certs.ValidatingWebhook, Type: rotator.Validating},
+	}
+	if certs.APIService != "" {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: certs.APIService, Type: rotator.APIService})
+	}
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: certs.Namespace, Name: certs.Secret},
 		CertDir:        certs.Dir,
@@ -82,10 +91,7 @@ func SetupWebhookCerts(mgr ctrl.Manager, certs WebhookCerts, source *CertSource,
 		DNSName:        certs.DNSNames[0],
 		ExtraDNSNames:  certs.DNSNames[1:],
 		IsReady:        rotated,
-		Webhooks: []rotator.WebhookInfo{
-			{Name: certs.MutatingWebhook, Type: rotator.Mutating},
-			{Name: certs.ValidatingWebhook, Type: rotator.Validating},
-		},
+		Webhooks:       webhooks,
 		// Every replica serves the webhooks, so every replica keeps the
 		// Secret valid; they agree through the Secret itself.
 		RequireLeaderElection: false,

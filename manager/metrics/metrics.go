@@ -83,6 +83,14 @@ var (
 		Name: "jobferry_workercluster_credential_renewals_total",
 		Help: "Renewals of worker tokens by the manager, by worker and result (renewed, failed).",
 	}, []string{"worker", "result"})
+	InspectionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_inspection_requests_total",
+		Help: "Requests to the inspection API (kubectl jobferry describe and logs), by resource (jobs, jobs/log) and the HTTP code of the answer (403: the caller may not get the Job; 429: over the caller's limits).",
+	}, []string{"resource", "code"})
+	InspectionLogStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jobferry_inspection_log_streams",
+		Help: "Log streams the inspection API has open.",
+	})
 )
 
 func init() {
@@ -97,7 +105,7 @@ func init() {
 func registered() []prometheus.Collector {
 	return []prometheus.Collector{DispatchTotal, DispatchDuration, StatusSyncTotal, StatusSyncLag, StatusWriteRejected,
 		workerClusterConnected, workerConnectedDeprecated, PlacementRejections, RemoteRequests, OrphansDeleted, OrphanScans,
-		CredentialExpiry, CredentialRenewals, JobsWoken, WarningsForwarded}
+		CredentialExpiry, CredentialRenewals, JobsWoken, WarningsForwarded, InspectionRequests, InspectionLogStreams}
 }
 
 // Registered are the metrics registered when the package loads, for the

@@ -28,6 +28,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "jobferry-manager.fullname" . }}-webhook
 {{- end -}}
 
+{{/* The inspection API's APIService: its name is its version and group. */}}
+{{- define "jobferry-manager.apiService" -}}
+v1alpha1.inspection.jobferry.dev
+{{- end -}}
+
 {{- define "jobferry-manager.metricsService" -}}
 {{ include "jobferry-manager.fullname" . }}-metrics
 {{- end -}}

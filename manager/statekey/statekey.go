@@ -1,4 +1,8 @@
-package jobs
+// Package statekey holds the key that seals jobferry's state on manager
+// Jobs (package jobstate): read from a Secret in the manager's namespace,
+// made the first time it is asked for. The Job controller seals with it;
+// the inspection API checks seals with it.
+package statekey
 
 import (
 	"context"
@@ -17,9 +21,9 @@ import (
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
-// DefaultStateKeySecret names the Secret, in the manager's namespace, that
+// DefaultSecret names the Secret, in the manager's namespace, that
 // holds the key sealing jobferry's state on manager Jobs.
-const DefaultStateKeySecret = "jobferry-manager-state-key"
+const DefaultSecret = "jobferry-manager-state-key"
 
 // stateKeyBytes is the size of the key (HMAC-SHA256's block is larger; 32
 // random bytes are its security level).
@@ -28,13 +32,7 @@ const stateKeyBytes = 32
 // stateKeyField is the Secret's data key holding the key.
 const stateKeyField = "key"
 
-// keySource gives the Job controller the key that seals jobferry's state;
-// a fixed key in unit tests.
-type keySource interface {
-	Key(ctx context.Context) (jobstate.Key, error)
-}
-
-// StateKeys reads the key that seals jobferry's state on manager Jobs
+// Keys reads the key that seals jobferry's state on manager Jobs
 // (package jobstate) from Secret Name in Namespace, and creates it — 32
 // random bytes, immutable — when it does not exist: the leader's first
 // reconcile makes it, so its creation time is when the key was made, and
@@ -43,7 +41,7 @@ type keySource interface {
 // Secret loses nothing but the seals: the next key adopts the state of
 // every Job older than itself, as it adopts the state of Jobs placed before
 // jobferry sealed its state.
-type StateKeys struct {
+type Keys struct {
 	// Reader reads the Secret (the manager's cache, which watches Secrets
 	// in its namespace); Writer creates it.
 	Reader    client.Reader
@@ -58,7 +56,7 @@ type StateKeys struct {
 // Key returns the key, reading or creating its Secret the first time. A
 // Secret that holds no usable key is an error naming it: the manager does
 // not replace a key someone else wrote.
-func (k *StateKeys) Key(ctx context.Context) (jobstate.Key, error) {
+func (k *Keys) Key(ctx context.Context) (jobstate.Key, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.key != nil {
@@ -82,7 +80,7 @@ func (k *StateKeys) Key(ctx context.Context) (jobstate.Key, error) {
 
 // create makes the key Secret. Another replica that made it first wins: its
 // Secret is read back once the cache shows it.
-func (k *StateKeys) create(ctx context.Context) (*corev1.Secret, error) {
+func (k *Keys) create(ctx context.Context) (*corev1.Secret, error) {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, Labels: map[string]string{
 			"app.kubernetes.io/name": "jobferry-manager", "app.kubernetes.io/component": "state-key",

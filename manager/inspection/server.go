@@ -1,0 +1,586 @@
+package inspection
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
+	"github.com/jobferry/jobferry/manager/inspection/workerread"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/metrics"
+)
+
+// podPoll is how often a followed log checks whether its pod has ended,
+// and podEndGrace how long it then waits for the worker to close the
+// stream itself (a kubelet does once the container's last lines are out).
+const (
+	podPoll     = 2 * time.Second
+	podEndGrace = 2 * time.Second
+)
+
+// Server serves inspection.jobferry.dev/v1alpha1 on every replica of the
+// manager (it is no leader's work), behind the APIService the manager
+// chart registers, over TLS with the manager's serving certificate.
+type Server struct {
+	// Addr is where it listens (host:port).
+	Addr string
+	// TLS sets the serving certificate (admission.CertSource.TLSConfig).
+	TLS func(*tls.Config)
+	// Reader reads manager Jobs, WorkerClusters and the workers' kubeconfig
+	// Secrets: the manager's cache.
+	Reader client.Reader
+	// Kube is the manager cluster: the front-proxy configuration and the
+	// SubjectAccessReviews.
+	Kube kubernetes.Interface
+	// Namespace holds the workers' kubeconfig Secrets; Origin is the
+	// installation's name on its mirrors.
+	Namespace, Origin string
+	// Keys is the key that seals jobferry's state (statekey.Keys).
+	Keys interface {
+		Key(ctx context.Context) (jobstate.Key, error)
+	}
+	// WorkerQPS and WorkerBurst limit each request's client of a worker.
+	WorkerQPS   float32
+	WorkerBurst int
+	Limits      Limits
+	Clock       clock.Clock
+
+	// front reads the front proxy's configuration; New sets it.
+	front *frontProxy
+	// The seams the unit tests replace; New sets them for real.
+	authn   authenticator.Request
+	access  access
+	workers func(ctx context.Context, worker string) (kubernetes.Interface, error)
+	callers *callers
+	// started is closed once the server listens.
+	started chan struct{}
+}
+
+// New readies the server: the front-proxy authenticator reading its
+// ConfigMap, SubjectAccessReviews for access, clients of the workers from
+// their Secrets.
+func New(s *Server) (*Server, error) {
+	front, err := newFrontProxy(s.Kube)
+	if err != nil {
+		return nil, err
+	}
+	s.front, s.authn = front, front
+	s.access = reviews{client: s.Kube.AuthorizationV1().SubjectAccessReviews()}
+	s.workers = workerClients{reader: s.Reader, namespace: s.Namespace, qps: s.WorkerQPS, burst: s.WorkerBurst}.client
+	s.callers = newCallers(s.Limits, s.Clock)
+	s.started = make(chan struct{})
+	return s, nil
+}
+
+// NeedLeaderElection: every replica serves, as the aggregator sends each
+// request to any of them.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start loads the front-proxy configuration, then serves until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.front.load(ctx); err != nil {
+		return err
+	}
+	s.front.run(ctx)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+	s.TLS(cfg)
+	listener, err := tls.Listen("tcp", s.Addr, cfg)
+	if err != nil {
+		return fmt.Errorf("the inspection API's listener on %s: %w", s.Addr, err)
+	}
+	server := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	close(s.started)
+	logf.FromContext(ctx).Info("serving the inspection API", "address", listener.Addr().String(), "group", inspectionv1alpha1.GroupVersion.String())
+	errs := make(chan error, 1)
+	go func() { errs <- server.Serve(listener) }()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("serving the inspection API: %w", err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return server.Shutdown(shutdown)
+	}
+}
+
+// Started is a readiness check: nil once the server listens.
+func (s *Server) Started(*http.Request) error {
+	select {
+	case <-s.started:
+		return nil
+	default:
+		return errors.New("the inspection API does not listen yet")
+	}
+}
+
+// Handler routes the API's paths.
+func (s *Server) Handler() http.Handler {
+	base := "/apis/" + inspectionv1alpha1.GroupVersion.Group + "/" + inspectionv1alpha1.GroupVersion.Version
+	mux := http.NewServeMux()
+	jobs, logs := inspectionv1alpha1.JobsResource, inspectionv1alpha1.JobsResource+"/"+inspectionv1alpha1.LogSubresource
+	mux.HandleFunc("GET "+base, s.authenticated(s.discovery))
+	mux.HandleFunc("GET "+base+"/namespaces/{namespace}/jobs/{name}", counted(jobs, s.authenticated(s.inspect)))
+	mux.HandleFunc("GET "+base+"/namespaces/{namespace}/jobs/{name}/log", counted(logs, s.authenticated(s.logs)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+	})
+	return mux
+}
+
+// counted counts the answers of h (jobferry_inspection_requests_total).
+func counted(resource string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		answer := &answerCode{ResponseWriter: w, code: http.StatusOK}
+		h(answer, r)
+		metrics.InspectionRequests.WithLabelValues(resource, strconv.Itoa(answer.code)).Inc()
+	}
+}
+
+// answerCode remembers the status code a handler answered with.
+type answerCode struct {
+	http.ResponseWriter
+	code int
+}
+
+func (a *answerCode) WriteHeader(code int) {
+	a.code = code
+	a.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets a log stream through as it comes.
+func (a *answerCode) Flush() {
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// authenticated runs h for a caller the front proxy vouches for.
+func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, user.Info)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, ok, err := s.authn.AuthenticateRequest(r)
+		if err != nil || !ok {
+			writeStatus(w, apierrors.NewUnauthorized("the inspection API serves requests the API server's aggregator proxies, with its front-proxy client certificate"))
+			return
+		}
+		h(w, r, resp.User)
+	}
+}
+
+func (s *Server) discovery(w http.ResponseWriter, _ *http.Request, _ user.Info) {
+	writeJSON(w, http.StatusOK, &metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: inspectionv1alpha1.GroupVersion.String(),
+		APIResources: []metav1.APIResource{
+			{Name: inspectionv1alpha1.JobsResource, Namespaced: true, Kind: inspectionv1alpha1.Kind, Verbs: metav1.Verbs{"get"}},
+			{Name: inspectionv1alpha1.JobsResource + "/" + inspectionv1alpha1.LogSubresource, Namespaced: true, Kind: inspectionv1alpha1.Kind, Verbs: metav1.Verbs{"get"}},
+		},
+	})
+}
+
+// request is what every handler establishes first: the caller within its
+// rate, and allowed to get the manager Job, which is read.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info) (*batchv1.Job, bool) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("namespace %q: %v", ns, errs)))
+		return nil, false
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("Job name %q: %v", name, errs)))
+		return nil, false
+	}
+	if err := s.callers.admit(who.GetName()); err != nil {
+		writeStatus(w, err)
+		return nil, false
+	}
+	// Whether the caller may get the Job comes first: a Job they may not
+	// read is Forbidden whether it exists or not.
+	jobs := schema.GroupResource{Group: batchv1.GroupName, Resource: "jobs"}
+	allowed, reason, err := s.access.allowed(r.Context(), who, authorizationv1.ResourceAttributes{
+		Namespace: ns, Verb: "get", Group: jobs.Group, Version: "v1", Resource: jobs.Resource, Name: name,
+	})
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return nil, false
+	}
+	if !allowed {
+		msg := fmt.Sprintf("User %q cannot get resource %q in API group %q in the namespace %q", who.GetName(), jobs.Resource, jobs.Group, ns)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		writeStatus(w, apierrors.NewForbidden(jobs, name, errors.New(msg)))
+		return nil, false
+	}
+	job := &batchv1.Job{}
+	if err := s.Reader.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			writeStatus(w, apierrors.NewNotFound(jobs, name))
+		} else {
+			writeStatus(w, apierrors.NewInternalError(fmt.Errorf("reading Job %s/%s: %w", ns, name, err)))
+		}
+		return nil, false
+	}
+	return job, true
+}
+
+// mirrorSide is the worker side of a manager Job as far as it could be
+// read: the worker's client and the mirror, or the note saying why not.
+type mirrorSide struct {
+	placement placement
+	worker    kubernetes.Interface
+	mirror    *batchv1.Job
+	note      string
+}
+
+func (s *Server) mirrorSide(ctx context.Context, job *batchv1.Job) (mirrorSide, error) {
+	key, err := s.Keys.Key(ctx)
+	if err != nil {
+		return mirrorSide{}, err
+	}
+	var m mirrorSide
+	if m.placement, m.note = placementOf(job, key); m.note != "" {
+		return m, nil
+	}
+	w := m.placement.worker
+	if m.worker, err = s.workers(ctx, w); err != nil {
+		if u := (unreachable{}); errors.As(err, &u) {
+			m.note = u.Error()
+			return m, nil
+		}
+		return m, err
+	}
+	mirror, err := workerread.Mirror(ctx, m.worker, job.Namespace, job.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		m.note = noMirrorNote(job, w)
+	case err != nil:
+		m.note = fmt.Sprintf("reading the mirror on worker %s: %v", w, err)
+	default:
+		if m.note = notMirror(job, m.placement, mirror, s.Origin); m.note == "" {
+			m.mirror = mirror
+		}
+	}
+	return m, nil
+}
+
+func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) {
+	job, ok := s.request(w, r, who)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	out := &inspectionv1alpha1.JobInspection{
+		TypeMeta:   metav1.TypeMeta{Kind: inspectionv1alpha1.Kind, APIVersion: inspectionv1alpha1.GroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID},
+	}
+	side, err := s.mirrorSide(ctx, job)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	out.Worker, out.Attempt, out.Notes.Mirror = side.placement.worker, side.placement.attempt, side.note
+	if side.mirror == nil {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out.Mirror = side.mirror
+	pods, more, err := workerread.Pods(ctx, side.worker, side.mirror, s.Limits.MaxPods)
+	switch {
+	case err != nil:
+		out.Notes.Pods = readRefused(out.Worker, "list the mirror's pods", err)
+	case more:
+		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods, the most one inspection shows", len(pods))
+	}
+	out.Pods = pods
+	events, all, err := workerread.Events(ctx, side.worker, job.Namespace, uidsOf(side.mirror, pods), s.Limits.ScanEvents)
+	if err != nil {
+		out.Notes.Events = readRefused(out.Worker, "list Events", err)
+	} else {
+		var cut bool
+		out.Events, cut = newestEvents(events, s.Limits.MaxEvents)
+		switch {
+		case !all:
+			out.Notes.Events = fmt.Sprintf("only the first %d Events of the namespace on the worker were read", s.Limits.ScanEvents)
+		case cut:
+			out.Notes.Events = fmt.Sprintf("showing the newest %d Events", s.Limits.MaxEvents)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readRefused explains a read of the worker that failed, naming the worker
+// chart value that grants it when the worker refused the manager.
+func readRefused(worker, what string, err error) string {
+	if apierrors.IsForbidden(err) {
+		return fmt.Sprintf("worker %s does not let the manager's identity %s (install the worker chart with --set managerIdentity.allowInspection=true to grant it): %v", worker, what, err)
+	}
+	return fmt.Sprintf("%s on worker %s: %v", what, worker, err)
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
+	q, err := parseLogQuery(r.URL.Query(), s.Limits.MaxLogBytes)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	job, ok := s.request(w, r, who)
+	if !ok {
+		return
+	}
+	release, err := s.callers.openStream(who.GetName())
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	defer release()
+	metrics.InspectionLogStreams.Inc()
+	defer metrics.InspectionLogStreams.Dec()
+	ctx := r.Context()
+	side, err := s.mirrorSide(ctx, job)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	if side.mirror == nil {
+		writeStatus(w, noLogs(job, side.note))
+		return
+	}
+	pods, _, err := workerread.Pods(ctx, side.worker, side.mirror, s.Limits.MaxPods)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(readRefused(side.placement.worker, "list the mirror's pods", err)))
+		return
+	}
+	targets, err := logTargets(pods, q)
+	if err != nil {
+		writeStatus(w, noLogs(job, err.Error()))
+		return
+	}
+	if q.follow {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-s.Clock.After(s.Limits.FollowFor):
+				cancel()
+			}
+		}()
+	}
+	out := &logWriter{w: w, limit: q.limitBytes, remaining: q.limitBytes, managerCap: q.limitBytes == s.Limits.MaxLogBytes}
+	prefix := len(targets) > 1 || q.allPods
+	stream := func(t logTarget) {
+		s.stream(ctx, side, t, q, prefix, out)
+	}
+	if !q.follow || len(targets) == 1 {
+		for _, t := range targets {
+			if out.full() {
+				break
+			}
+			stream(t)
+		}
+	} else {
+		var wg sync.WaitGroup
+		for _, t := range targets {
+			wg.Go(func() { stream(t) })
+		}
+		wg.Wait()
+	}
+	out.finish(w)
+}
+
+// noLogs: the Job has no logs to read, and why.
+func noLogs(job *batchv1.Job, why string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf("Job %s/%s has no logs to read: %s", job.Namespace, job.Name, why)}}
+}
+
+// stream copies one container's log to out, line by line; a followed log
+// ends when its pod has ended (and the worker's stream with it), or with
+// ctx.
+func (s *Server) stream(ctx context.Context, side mirrorSide, t logTarget, q logQuery, prefix bool, out *logWriter) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A pod that has ended writes no more: its log is read, not followed
+	// (a kubelet would end the stream at once; not every server does).
+	follow := q.follow && !podEnded(t.pod)
+	log, err := workerread.Log(ctx, side.worker, t.pod.Namespace, t.pod.Name, t.container, follow, out.budget())
+	if err != nil {
+		out.fail(fmt.Errorf("%s", readRefused(side.placement.worker, "read pod logs", err)))
+		return
+	}
+	defer log.Close()
+	if follow {
+		go s.endWithPod(ctx, cancel, side.worker, t.pod.Namespace, t.pod.Name)
+	}
+	lines := bufio.NewScanner(log)
+	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	for lines.Scan() {
+		line := lines.Text()
+		if prefix {
+			line = fmt.Sprintf("[pod/%s/%s] %s", t.pod.Name, t.container, line)
+		}
+		if !out.line(line) {
+			return
+		}
+	}
+	if err := lines.Err(); err != nil && ctx.Err() == nil {
+		out.fail(fmt.Errorf("reading the log of pod %s, container %s, on worker %s: %w", t.pod.Name, t.container, side.placement.worker, err))
+	}
+}
+
+// endWithPod cancels a followed stream once its pod has ended (or is
+// gone), after podEndGrace for the worker to close it first.
+func (s *Server) endWithPod(ctx context.Context, cancel context.CancelFunc, worker kubernetes.Interface, ns, name string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Clock.After(podPoll):
+		}
+		pod, err := workerread.Pod(ctx, worker, ns, name)
+		if err != nil {
+			continue
+		}
+		if podEnded(pod) {
+			select {
+			case <-ctx.Done():
+			case <-s.Clock.After(podEndGrace):
+				cancel()
+			}
+			return
+		}
+	}
+}
+
+// logWriter writes whole lines to the response, flushing each, until the
+// byte limit; the first line's write sends the 200. A failure before any
+// line is the response's status; after, a last line saying it.
+type logWriter struct {
+	mu         sync.Mutex
+	w          http.ResponseWriter
+	limit      int64
+	remaining  int64
+	managerCap bool
+	wrote, cut bool
+	failures   []error
+}
+
+// budget is what a stream may still bring (the worker's limitBytes).
+func (l *logWriter) budget() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.remaining, 1)
+}
+
+// full: the byte limit is reached.
+func (l *logWriter) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.remaining <= 0
+}
+
+// line writes one line; false once the limit is reached.
+func (l *logWriter) line(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.remaining <= 0 {
+		l.cut = true
+		return false
+	}
+	b := []byte(s + "\n")
+	if int64(len(b)) > l.remaining {
+		b, l.cut = b[:l.remaining], true
+	}
+	l.start()
+	n, err := l.w.Write(b)
+	l.remaining -= int64(n)
+	if f, ok := l.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return err == nil && !l.cut
+}
+
+func (l *logWriter) start() {
+	if !l.wrote {
+		l.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		l.w.WriteHeader(http.StatusOK)
+		l.wrote = true
+	}
+}
+
+func (l *logWriter) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures = append(l.failures, err)
+}
+
+// finish ends the response: the failures as its status when nothing was
+// written, else as last lines, and the manager's cut when it cut.
+func (l *logWriter) finish(w http.ResponseWriter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.wrote && len(l.failures) > 0 {
+		writeStatus(w, apierrors.NewServiceUnavailable(errors.Join(l.failures...).Error()))
+		return
+	}
+	l.start()
+	for _, err := range l.failures {
+		fmt.Fprintf(w, "jobferry: %v\n", err)
+	}
+	if l.cut && l.managerCap {
+		fmt.Fprintf(w, "\njobferry: the log was cut at the manager's limit of %d bytes a request\n", l.limit)
+	}
+}
+
+// writeStatus answers with err as a metav1.Status, as the API server does.
+func writeStatus(w http.ResponseWriter, err error) {
+	var status metav1.Status
+	var tm *tooMany
+	switch {
+	case errors.As(err, &tm):
+		status = apierrors.NewTooManyRequests(tm.message, int(tm.retryAfter.Round(time.Second).Seconds())).ErrStatus
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(tm.retryAfter.Round(time.Second).Seconds()))))
+	default:
+		if api, ok := err.(apierrors.APIStatus); ok {
+			status = api.Status()
+		} else {
+			status = apierrors.NewInternalError(err).ErrStatus
+		}
+	}
+	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	writeJSON(w, int(status.Code), &status)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		// The caller went away: nothing is left to tell it.
+		logf.Log.WithName("inspection").V(1).Info("the answer did not reach the caller", "error", err.Error())
+	}
+}
