@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobferry/jobferry/e2e/bench"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/e2e/simworker"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -24,6 +25,8 @@ func newBenchCommand() *cobra.Command {
 		out       string
 		mgrArgs   []string
 		withKueue bool
+		simulated bool
+		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -34,7 +37,12 @@ workers' to the other, unless --split-cpus=false), then for each N runs the
 direct arm (N Jobs created on the workers, split evenly), the jobferry arm
 (N Jobs created on the manager in an opted-in namespace) and the Kueue arm
 (the same, queued in one LocalQueue with quota for all of them), and writes
-what it measured into --out. --scale runs 10,000 Jobs over 10 workers.`,
+what it measured into --out. --scale runs 10,000 Jobs over 10 workers.
+
+--simulated (env BENCH_SIM=1) measures the manager at scale instead: the
+workers are API servers only, without nodes or pods, and a simulator moves
+their Jobs through their statuses (the report says so); the jobferry arm
+only, Kueue off.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			counts, err := parseCounts(ns)
 			if err != nil {
@@ -53,8 +61,23 @@ what it measured into --out. --scale runs 10,000 Jobs over 10 workers.`,
 					return fmt.Errorf("BENCH_KUEUE=%q is not true or false", v)
 				}
 			}
+			if v := os.Getenv("BENCH_SIM"); v != "" && !cmd.Flags().Changed("simulated") {
+				if simulated, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("BENCH_SIM=%q is not true or false", v)
+				}
+			}
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1, got %d", workers)
+			}
+			var simulation *bench.Simulation
+			if simulated {
+				if sim.Binary, err = os.Executable(); err != nil {
+					return fmt.Errorf("finding jobferry-dev, which runs the simulator: %w", err)
+				}
+				if !cmd.Flags().Changed("kueue") {
+					withKueue = false
+				}
+				simulation = &sim
 			}
 			if out == "" {
 				root, err := localcluster.RepoRoot()
@@ -65,7 +88,7 @@ what it measured into --out. --scale runs 10,000 Jobs over 10 workers.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -85,6 +108,11 @@ what it measured into --out. --scale runs 10,000 Jobs over 10 workers.`,
 	cmd.Flags().BoolVar(&splitCPUs, "split-cpus", true, "pin the manager cluster and the workers to different halves of the CPUs")
 	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
 	cmd.Flags().BoolVar(&withKueue, "kueue", true, "run Kueue (bin/kueue) on the manager cluster and the Kueue arm (env BENCH_KUEUE)")
+	cmd.Flags().BoolVar(&simulated, "simulated", false, "simulated workers (API servers only; the manager measured at scale; env BENCH_SIM)")
+	cmd.Flags().IntVar(&sim.Nodes, "sim-nodes", sim.Nodes, "nodes each simulated worker pretends to have (16 CPUs, 110 pods each)")
+	cmd.Flags().DurationVar(&sim.Timing.Start, "sim-start", sim.Timing.Start, "from a mirror's creation to its simulated pod running")
+	cmd.Flags().DurationVar(&sim.Timing.RunFor, "sim-run-for", sim.Timing.RunFor, "how long a simulated pod runs")
+	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd
 }

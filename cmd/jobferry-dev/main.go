@@ -21,7 +21,7 @@ func main() {
 	}
 	root.AddCommand(newDevCommands()...)
 	root.AddCommand(newDemoCommand())
-	root.AddCommand(newBenchCommand())
+	root.AddCommand(newBenchCommand(), newSimulateCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "jobferry-dev:", err)
 		os.Exit(1)

@@ -43,9 +43,10 @@ const (
 type observer struct {
 	mu   sync.Mutex
 	jobs map[string]*jobTimes
-	// completed and failed count the submitted Jobs seen finished.
-	completed, failed int
-	firstFailure      string
+	// completed and failed count the submitted Jobs seen finished, running
+	// those seen running (active pods) at least once.
+	completed, failed, running int
+	firstFailure               string
 }
 
 func newObserver() *observer { return &observer{jobs: map[string]*jobTimes{}} }
@@ -87,6 +88,10 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 		if j.admitted.IsZero() && !ptr.Deref(job.Spec.Suspend, false) {
 			j.admitted = at
 		}
+		if !j.running && job.Status.Active > 0 {
+			j.running = true
+			o.running++
+		}
 		if complete && j.complete.IsZero() {
 			j.complete = at
 			o.completed++
@@ -109,6 +114,13 @@ func (o *observer) quotaReserved(job string, at time.Time) {
 	if j := o.entry(job); j.quotaReserved.IsZero() {
 		j.quotaReserved = at
 	}
+}
+
+// runningCount is how many submitted Jobs were seen running.
+func (o *observer) runningCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.running
 }
 
 func (o *observer) progress() (completed, failed int, firstFailure string) {
@@ -305,6 +317,24 @@ func waitComplete(ctx context.Context, o *observer, n int, timeout time.Duration
 	})
 	if wait.Interrupted(err) {
 		return fmt.Errorf("%s: only %d of %d Jobs Complete after %s", what, completed, n, timeout)
+	}
+	return err
+}
+
+// waitRunning waits until every one of the n Jobs was seen running (the
+// simulator holds them running).
+func waitRunning(ctx context.Context, o *observer, n int, timeout time.Duration, what string, progress io.Writer) error {
+	lastReport := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		running := o.runningCount()
+		if time.Since(lastReport) >= 10*time.Second {
+			fmt.Fprintf(progress, "%s: %d/%d running\n", what, running, n)
+			lastReport = time.Now()
+		}
+		return running >= n, nil
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("%s: only %d of %d Jobs running after %s", what, o.runningCount(), n, timeout)
 	}
 	return err
 }

@@ -56,7 +56,10 @@ type Config struct {
 	Kueue bool
 	// Concurrency is how many creates are in flight at once.
 	Concurrency int
-	Progress    io.Writer
+	// Simulated, when set, runs the workers as API servers only, their Jobs
+	// moved by the simulator: the jobferry arm only, labelled simulated.
+	Simulated *Simulation
+	Progress  io.Writer
 }
 
 // Result is everything one run measured; result.json holds it.
@@ -69,8 +72,10 @@ type Result struct {
 	WorkerCPUs  string    `json:"workerCPUs"`
 	// Kueue: Kueue ran on the manager cluster throughout, and each run has
 	// a Kueue arm.
-	Kueue bool  `json:"kueue"`
-	Runs  []Run `json:"runs"`
+	Kueue bool `json:"kueue"`
+	// Simulated: the workers were simulated (no direct arm).
+	Simulated *SimulatedFigures `json:"simulated,omitempty"`
+	Runs      []Run             `json:"runs"`
 }
 
 // Run is one N: every arm.
@@ -133,6 +138,24 @@ type Arm struct {
 	// N, in bytes: what tracking a Job takes without the collector's
 	// headroom, which the RSS includes (jobferry arm).
 	ManagerLiveHeapPerJob float64 `json:"managerLiveHeapPerJobBytes,omitempty"`
+	// Tracked is the manager with all N Jobs running at once (a simulated
+	// run that holds them).
+	Tracked *Tracked `json:"tracked,omitempty"`
+}
+
+// Tracked is what the manager took with every Job of an arm running at
+// once, before any finished.
+type Tracked struct {
+	// AllRunningSeconds is from the first create until every Job was seen
+	// running on the manager.
+	AllRunningSeconds float64 `json:"allRunningSeconds"`
+	// RSS is the manager's resident set then; RSSPerJob its growth since
+	// before the arm over N, LiveHeapPerJob the live heap's.
+	RSS            int64   `json:"rssBytes"`
+	RSSPerJob      float64 `json:"rssPerJobBytes"`
+	LiveHeapPerJob float64 `json:"liveHeapPerJobBytes"`
+	HeapProfile    string  `json:"heapProfile"`
+	HeapTop        string  `json:"-"`
 }
 
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
@@ -162,8 +185,16 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	var workers []localcluster.Spec
-	for i := 1; i <= cfg.Workers; i++ {
-		workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})
+	if sim := cfg.Simulated; sim != nil {
+		if cfg.Kueue {
+			return nil, fmt.Errorf("a simulated run has no Kueue arm: run it with Kueue off")
+		}
+		workers = simulatedWorkers(cfg.Workers, res.WorkerCPUs)
+		res.Simulated = &SimulatedFigures{Nodes: sim.Nodes, StartSeconds: sim.Timing.Start.Seconds(), RunSeconds: sim.Timing.RunFor.Seconds(), Held: sim.Timing.Hold}
+	} else {
+		for i := 1; i <= cfg.Workers; i++ {
+			workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})
+		}
 	}
 	fmt.Fprintf(cfg.Progress, "bench: starting a manager (CPUs %s) and %d workers (CPUs %s)\n", orAll(res.ManagerCPUs), cfg.Workers, orAll(res.WorkerCPUs))
 	ports, err := localcluster.FreePorts(1)
@@ -173,6 +204,9 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	pprofAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	managerArgs := append([]string{"--pprof-bind-address=" + pprofAddr}, cfg.ManagerArgs...)
 	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: managerArgs, Progress: cfg.Progress}
+	if cfg.Simulated != nil {
+		opts.Simulate = startSimulator(*cfg.Simulated)
+	}
 	if cfg.Kueue {
 		// Kueue runs from the start, as it would on a manager cluster in
 		// Kueue mode: the direct and jobferry arms show what it costs
@@ -193,6 +227,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+
 	b.pprofURL, b.managerBinary = "http://"+pprofAddr, env.ManagerProcess.Binary
 	for i, n := range cfg.Ns {
 		if i > 0 {
@@ -201,14 +236,19 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		run := Run{N: n}
-		if run.Direct, err = b.direct(ctx, n); err != nil {
-			return res, err
+		if cfg.Simulated == nil {
+			if run.Direct, err = b.direct(ctx, n); err != nil {
+				return res, err
+			}
 		}
 		if run.Jobferry, err = b.dispatched(ctx, n, false); err != nil {
 			return res, err
 		}
 		run.Ratio = ratio(run.Jobferry.Throughput, run.Direct.Throughput)
 		summary := fmt.Sprintf("bench: N=%d direct %.1f Jobs/s, jobferry %.1f Jobs/s (%.2f of direct)", n, run.Direct.Throughput, run.Jobferry.Throughput, run.Ratio)
+		if cfg.Simulated != nil {
+			summary = fmt.Sprintf("bench: N=%d over %d simulated workers: jobferry %.1f Jobs/s, %.1f mirrors/s", n, cfg.Workers, run.Jobferry.Throughput, run.Jobferry.MirrorRate)
+		}
 		if cfg.Kueue {
 			arm, err := b.dispatched(ctx, n, true)
 			if err != nil {
@@ -464,9 +504,21 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 		return Arm{}, err
 	}
 	profile := b.profile(ctx, profileTag)
+	rssBefore, err := rssBytes(b.env.ManagerProcess.PID)
+	if err != nil {
+		return Arm{}, err
+	}
+	var tracked *Tracked
 	measured, err := b.measure(ctx, n, ns, what, o, func() error {
+		start := time.Now()
 		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, o); err != nil {
 			return err
+		}
+		if sim := b.cfg.Simulated; sim != nil && sim.Timing.Hold {
+			var err error
+			if tracked, err = b.trackAll(ctx, o, n, what, profileTag, start, rssBefore, heapBefore); err != nil {
+				return err
+			}
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
@@ -496,6 +548,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	if err != nil {
 		return Arm{}, err
 	}
+	measured.Tracked = tracked
 	measured.SettleSeconds = settled.Seconds()
 	measured.CleanUpSeconds = cleanUp.Seconds()
 	measured.HeapProfile, measured.HeapTop = heapProfile, heapTop
@@ -637,6 +690,11 @@ func (b *bencher) eventsByReason(ctx context.Context, ns string, n int) (map[str
 func (b *bencher) cleanUp(ctx context.Context, n int) error {
 	fmt.Fprintf(b.cfg.Progress, "bench: deleting the Jobs of N=%d\n", n)
 	all := append([]kubernetes.Interface{b.manager}, b.workers...)
+	if b.cfg.Simulated != nil {
+		// No namespace controller runs on a simulated worker; the arm
+		// left its namespaces there empty, and the next N uses others.
+		all = all[:1]
+	}
 	for _, c := range all {
 		for _, ns := range namespaces(n) {
 			if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

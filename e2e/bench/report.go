@@ -56,6 +56,11 @@ func plotCompletions(path string, run Run) error {
 		{fmt.Sprintf("direct (%.1f Jobs/s)", run.Direct.Throughput), run.Direct.Completions, color.RGBA{R: 0x33, G: 0x66, B: 0xcc, A: 0xff}},
 		{fmt.Sprintf("jobferry (%.1f Jobs/s)", run.Jobferry.Throughput), run.Jobferry.Completions, color.RGBA{R: 0xdd, G: 0x55, B: 0x11, A: 0xff}},
 	}
+	if len(run.Direct.Completions) == 0 {
+		// A simulated run has no direct arm.
+		curves = curves[1:]
+		p.Title.Text = fmt.Sprintf("%d one-pod Jobs on simulated workers: completed over time", run.N)
+	}
 	if run.Kueue != nil {
 		curves = append(curves, curve{fmt.Sprintf("Kueue + jobferry (%.1f Jobs/s)", run.Kueue.Throughput), run.Kueue.Completions, color.RGBA{R: 0x22, G: 0x99, B: 0x44, A: 0xff}})
 	}
@@ -81,6 +86,9 @@ func plotCompletions(path string, run Run) error {
 
 // Markdown renders a run as the report README.md quotes.
 func Markdown(res *Result) string {
+	if res.Simulated != nil {
+		return simMarkdown(res)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# jobferry bench, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
 	split := "not split (every process may use every CPU)"

@@ -54,6 +54,8 @@ type jobTimes struct {
 	// or the worker Job in the direct arm).
 	complete time.Time
 	failed   bool
+	// running: the submitted Job was seen with active pods.
+	running bool
 }
 
 // timings are the distributions an arm reports.
@@ -86,6 +88,24 @@ type timings struct {
 	// Completions are the seconds after the first create at which each Job
 	// was seen Complete, sorted: the curve of the plot.
 	Completions []float64 `json:"completionSeconds"`
+	// CreateRate is Jobs created per second (first to last create), and
+	// MirrorRate mirrors seen created per second (first to last mirror):
+	// when Jobs come faster than the manager places them, MirrorRate is
+	// the manager's dispatch rate.
+	CreateRate float64 `json:"createsPerSecond,omitempty"`
+	MirrorRate float64 `json:"mirrorsPerSecond,omitempty"`
+}
+
+// rate is how many of times fell per second from the first to the last.
+func rate(times []time.Time) float64 {
+	if len(times) < 2 {
+		return 0
+	}
+	first, last := slices.MinFunc(times, time.Time.Compare), slices.MaxFunc(times, time.Time.Compare)
+	if d := last.Sub(first).Seconds(); d > 0 {
+		return float64(len(times)) / d
+	}
+	return 0
 }
 
 // summarise turns the watches' observations into the arm's timings; only
@@ -94,6 +114,7 @@ func summarise(jobs map[string]*jobTimes) timings {
 	var first, last time.Time
 	var toComplete, overhead, placementWait, afterPlacement, lag []time.Duration
 	var quotaWait, afterQuota, admission, afterAdmission []time.Duration
+	var creates, mirrors []time.Time
 	// between appends to, when both were seen, the time from one to to.
 	between := func(to *[]time.Duration, from, until time.Time) {
 		if !from.IsZero() && !until.IsZero() {
@@ -106,6 +127,10 @@ func summarise(jobs map[string]*jobTimes) timings {
 		}
 		if first.IsZero() || j.created.Before(first) {
 			first = j.created
+		}
+		creates = append(creates, j.created)
+		if !j.mirrorSeen.IsZero() {
+			mirrors = append(mirrors, j.mirrorSeen)
 		}
 		between(&overhead, j.created, j.mirrorSeen)
 		between(&placementWait, j.created, j.placed)
@@ -130,6 +155,7 @@ func summarise(jobs map[string]*jobTimes) timings {
 		PlacementWait: percentiles(placementWait), MirrorAfterPlacement: percentiles(afterPlacement),
 		QuotaWait: percentiles(quotaWait), PlacementAfterQuota: percentiles(afterQuota),
 		AdmissionAfterPlacement: percentiles(admission), MirrorAfterAdmission: percentiles(afterAdmission),
+		CreateRate: rate(creates), MirrorRate: rate(mirrors),
 	}
 	if len(toComplete) == 0 {
 		return t

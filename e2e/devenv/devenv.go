@@ -109,6 +109,10 @@ type Options struct {
 	// Kueue, when set, runs Kueue (bin/kueue, with its CRDs) on the manager
 	// cluster with these options, and the manager with --kueue.
 	Kueue *localcluster.KueueOptions
+	// Simulate starts what publishes the capacity of simulated workers
+	// (APIServerOnly), once they are registered: a worker counts as
+	// connected only with a summary.
+	Simulate func(ctx context.Context, e *Env) error
 }
 
 // Env is a running jobferry environment.
@@ -188,10 +192,18 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		return fmt.Errorf("creating namespace %s: %w", SystemNamespace, err)
 	}
 	for _, w := range e.Workers {
-		fmt.Fprintf(opts.Progress, "%s: starting the jobferry worker\n", w.Name)
 		if err := localcluster.InstallCRDs(ctx, w.RESTConfig(), v1alpha1.CRDs, "crds/jobferry.dev_clustercapacities.yaml"); err != nil {
 			return fmt.Errorf("%s: %w", w.Name, err)
 		}
+		if w.APIServerOnly {
+			// A simulated worker: no nodes for the worker binary to
+			// summarise; whoever simulates it publishes its capacity.
+			if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath, opts.JobControllers[w.Name]); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(opts.Progress, "%s: starting the jobferry worker\n", w.Name)
 		ports, err := localcluster.FreePorts(2)
 		if err != nil {
 			return err
@@ -224,6 +236,11 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 	}
 	if err := e.startManager(ctx, binDir, opts); err != nil {
 		return err
+	}
+	if opts.Simulate != nil {
+		if err := opts.Simulate(ctx, e); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(opts.Progress, "manager: waiting for every worker to be Connected")
 	return WaitConnected(ctx, managerClient, len(e.Workers), time.Minute)

@@ -85,6 +85,11 @@ type Spec struct {
 	// started alongside it) to these CPUs, a taskset list such as "0" or
 	// "2-3": benchmarks model separate machines on one host this way.
 	CPUs string
+	// APIServerOnly runs etcd and the API server and nothing else: no
+	// controller acts on the cluster's objects but its clients. The bench's
+	// simulated workers are such clusters, their mirrors moved through
+	// their statuses by the bench's simulator.
+	APIServerOnly bool
 }
 
 // auditPolicy logs the metadata of every request once, when it completes
@@ -125,6 +130,9 @@ type Cluster struct {
 	KubeconfigPath string
 	Server         string
 	Processes      []*Process
+	// APIServerOnly: the cluster runs no controller, scheduler or node
+	// (Spec.APIServerOnly).
+	APIServerOnly bool
 
 	config   *rest.Config
 	detached bool
@@ -216,6 +224,9 @@ func (c *Cluster) RestartComponent(name string) (*Process, error) {
 	return p, writeJSON(processesFile(c.Dir), procs)
 }
 
+// Component is the running component of that name.
+func (c *Cluster) Component(name string) (*Process, error) { return c.component(name) }
+
 func (c *Cluster) component(name string) (*Process, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -250,7 +261,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached, cpus: spec.CPUs}
+		c := &Cluster{Name: spec.Name, Dir: opts.Dir, detached: opts.Detached, cpus: spec.CPUs, APIServerOnly: spec.APIServerOnly}
 		// Tracked from the first process on, so an interrupt during start-up
 		// stops what is already running.
 		track(c)
@@ -292,7 +303,13 @@ func validate(spec Spec, opts *Options) error {
 		}
 		opts.BinDir = dir
 	}
-	binaries := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if spec.APIServerOnly && len(spec.Pools) > 0 {
+		return fmt.Errorf("cluster %s: an API server only has no nodes: pools need KWOK and a scheduler", spec.Name)
+	}
+	binaries := []string{"etcd", "kube-apiserver"}
+	if !spec.APIServerOnly {
+		binaries = append(binaries, "kube-controller-manager")
+	}
 	if len(spec.Pools) > 0 {
 		binaries = append(binaries, "kube-scheduler", "kwok")
 	}
@@ -439,6 +456,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		return err
 	}
 
+	if spec.APIServerOnly {
+		progress("ready, an API server only (kubeconfig %s)", c.KubeconfigPath)
+		return nil
+	}
 	admin := "--kubeconfig=" + c.KubeconfigPath
 	authn := []string{admin, "--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath}
 	progress("starting kube-controller-manager")

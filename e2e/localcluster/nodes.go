@@ -34,6 +34,10 @@ const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
 // nodesFor builds the Node objects of the pools. Node names are
 // "<pool>-<i>", unique within a cluster.
+// NodesFor are the Node objects of pools, as a cluster registers them (for
+// a simulated worker's capacity summary, which has no real nodes).
+func NodesFor(pools []Pool, poolLabel string) []*corev1.Node { return nodesFor(pools, poolLabel) }
+
 func nodesFor(pools []Pool, poolLabel string) []*corev1.Node {
 	var nodes []*corev1.Node
 	for _, pool := range pools {

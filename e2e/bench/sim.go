@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/e2e/simworker"
+)
+
+// Simulation runs the bench on simulated workers (package simworker):
+// API servers without nodes or pods, whose Jobs the simulator moves through
+// their statuses. It measures the manager at a scale real workers cannot
+// reach on this machine; ratios against direct submission come from real
+// workers, so a simulated run has no direct arm.
+type Simulation struct {
+	// Nodes each worker pretends to have (a general pool of 16 CPUs and
+	// 110 pods a node).
+	Nodes  int
+	Timing simworker.Timing
+	// Binary is jobferry-dev, which runs the simulator (simulate-workers)
+	// as a process of the workers' CPUs.
+	Binary string
+}
+
+// SimulatedFigures say what a simulated run's workers were.
+type SimulatedFigures struct {
+	Nodes        int     `json:"nodesPerWorker"`
+	StartSeconds float64 `json:"podStartSeconds"`
+	RunSeconds   float64 `json:"podRunSeconds"`
+	// Held: every Job was held running until all N were tracked at once,
+	// then released.
+	Held bool `json:"held,omitempty"`
+}
+
+// simulatorComponent names the simulator's process (on the first worker's
+// cluster: its CPUs, stopped with it).
+const simulatorComponent = "simulator"
+
+// simulatedWorkers are the specs of simulated workers.
+func simulatedWorkers(n int, cpus string) []localcluster.Spec {
+	var out []localcluster.Spec
+	for i := 1; i <= n; i++ {
+		out = append(out, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), APIServerOnly: true, CPUs: cpus})
+	}
+	return out
+}
+
+// SimulateArgs are the simulate-workers arguments for the workers of env.
+func SimulateArgs(workers []*localcluster.Cluster, sim Simulation) []string {
+	args := []string{"simulate-workers", "--nodes=" + strconv.Itoa(sim.Nodes),
+		"--start=" + sim.Timing.Start.String(), "--run-for=" + sim.Timing.RunFor.String(), "--hold=" + strconv.FormatBool(sim.Timing.Hold)}
+	for _, w := range workers {
+		args = append(args, "--worker="+w.Name+"="+w.KubeconfigPath)
+	}
+	return args
+}
+
+// startSimulator runs the simulator beside the first worker of e, pinned
+// to the workers' CPUs and stopped with it (devenv.Options.Simulate).
+func startSimulator(sim Simulation) func(context.Context, *devenv.Env) error {
+	return func(_ context.Context, e *devenv.Env) error {
+		first := e.Workers[0]
+		if _, err := first.StartComponent(simulatorComponent, sim.Binary, SimulateArgs(e.Workers, sim)...); err != nil {
+			return fmt.Errorf("starting the simulator (log in %s): %w", first.LogDir(), err)
+		}
+		return nil
+	}
+}
+
+// SimulatedPool is the pool every simulated worker pretends to have.
+func SimulatedPool(nodes int) localcluster.Pool { return devenv.GeneralPool(nodes) }
+
+// simMarkdown renders a simulated run: the manager's figures only.
+func simMarkdown(res *Result) string {
+	var b strings.Builder
+	sim := res.Simulated
+	fmt.Fprintf(&b, "# jobferry bench on simulated workers, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
+	split := "not split (every process may use every CPU)"
+	if res.ManagerCPUs != "" {
+		split = fmt.Sprintf("manager cluster and jobferry manager on CPU %s, simulated workers and the simulator on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
+	}
+	fmt.Fprintf(&b, "**Simulated workers**: %d API servers (etcd and kube-apiserver, no nodes, no pods, no controllers), each pretending to %d nodes of 16 CPUs; "+
+		"the simulator moves every mirror through the statuses kube-controller-manager writes (started %.1f s after its creation, Complete %.1f s later) and publishes each worker's ClusterCapacity from its running Jobs. "+
+		"These figures measure the manager; ratios against direct submission come from the real-worker bench. %d host CPUs, %s. One-pod Jobs; every figure observed through watches; once all are Complete the Jobs are deleted one by one on the manager, and writes and CPU include that clean-up.",
+		res.Workers, sim.Nodes, sim.StartSeconds, sim.RunSeconds, res.HostCPUs, split)
+	if len(res.ManagerArgs) > 0 {
+		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
+	}
+	b.WriteString("\n\n| N | workers | Jobs/s (first create → last Complete) | creates/s | mirrors/s (dispatch rate) | create→Complete p50 / p99 | create → placed p50 / p95 / p99 / max | placed → mirror p50 / p95 / p99 / max | status-copy lag p50 / p95 / p99 / max |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		j := r.Jobferry
+		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %.1f | %.1f s / %.1f s | %s | %s | %s |\n", r.N, res.Workers, j.Throughput, j.CreateRate, j.MirrorRate,
+			j.CreateToComplete.P50, j.CreateToComplete.P99, fourPercentiles(j.PlacementWait), fourPercentiles(j.MirrorAfterPlacement), fourPercentiles(j.StatusCopyLag))
+	}
+	b.WriteString("\n| N | writes/Job manager | writes/Job workers | manager CPU-s/Job | manager's API server CPU-s/Job | manager peak RSS | RSS/Job | live heap/Job | reconciles/Job |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		j := r.Jobferry
+		reconciles := 0.0
+		if j.Queue != nil {
+			reconciles = j.Queue.ReconcilesPerJob
+		}
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.4f | %.4f | %.0f MiB | %.1f KiB | %.1f KiB | %.1f |\n", r.N, j.WritesTotal["manager"], workersTotal(j),
+			j.CPU[managerProcess], j.CPU[apiServerProcess], float64(j.ManagerPeakRSS)/(1<<20), j.ManagerRSSPerJob/1024, j.ManagerLiveHeapPerJob/1024, reconciles)
+	}
+	if sim.Held {
+		b.WriteString("\nEvery Job held running until all N were running at once (tracked by the manager together), then released: the manager then, after a collection:\n\n| N | all running after | manager RSS | RSS/tracked Job | live heap/tracked Job |\n|---|---|---|---|---|\n")
+		for _, r := range res.Runs {
+			if t := r.Jobferry.Tracked; t != nil {
+				fmt.Fprintf(&b, "| %d | %.0f s | %.0f MiB | %.1f KiB | %.1f KiB |\n", r.N, t.AllRunningSeconds, float64(t.RSS)/(1<<20), t.RSSPerJob/1024, t.LiveHeapPerJob/1024)
+			}
+		}
+	}
+	for _, r := range res.Runs {
+		fmt.Fprintf(&b, "\n## N = %d (simulated workers)\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
+		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n| cluster | resource, verb | jobferry |\n|---|---|---|\n")
+		for _, row := range writeRows(r) {
+			fmt.Fprintf(&b, "| %s | %s | %.2f |\n", row.cluster, row.resource, row.jobferry)
+		}
+		managerFigures(&b, r.N, "jobferry", r.Jobferry)
+		if t := r.Jobferry.Tracked; t != nil && t.HeapTop != "" {
+			fmt.Fprintf(&b, "\nWith all %d Jobs tracked at once, what holds the manager's live heap (`%s`, in-use space):\n\n```\n%s```\n", r.N, filepath.Base(t.HeapProfile), t.HeapTop)
+		}
+	}
+	return b.String()
+}
+
+// trackAll waits until the simulator holds all n Jobs running, measures the
+// manager tracking them at once, and releases them.
+func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag string, start time.Time, rssBefore, heapBefore int64) (*Tracked, error) {
+	if err := waitRunning(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
+		return nil, err
+	}
+	t := &Tracked{AllRunningSeconds: time.Since(start).Seconds()}
+	fmt.Fprintf(b.cfg.Progress, "%s: all %d Jobs running after %.0f s; measuring the manager\n", what, n, t.AllRunningSeconds)
+	var err error
+	if t.RSS, err = rssBytes(b.env.ManagerProcess.PID); err != nil {
+		return nil, err
+	}
+	heap, err := b.liveHeapBytes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.HeapProfile, t.HeapTop, err = b.heapProfile(ctx, "tracked-"+tag); err != nil {
+		return nil, err
+	}
+	t.RSSPerJob, t.LiveHeapPerJob = float64(t.RSS-rssBefore)/float64(n), float64(heap-heapBefore)/float64(n)
+	simulator, err := b.env.Workers[0].Component(simulatorComponent)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Kill(simulator.PID, syscall.SIGUSR1); err != nil {
+		return nil, fmt.Errorf("releasing the held Jobs: %w", err)
+	}
+	return t, nil
+}
