@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventtime"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
@@ -97,21 +97,8 @@ func (d *description) fromInspection(in *inspectionv1alpha1.JobInspection) {
 
 // sortEvents orders Events by when they last happened.
 func sortEvents(events []corev1.Event) []corev1.Event {
-	slices.SortStableFunc(events, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	eventtime.Sort(events)
 	return events
-}
-
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case e.Series != nil:
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	default:
-		return e.CreationTimestamp.Time
-	}
 }
 
 func printDescription(out io.Writer, d *description, now time.Time) {
@@ -194,7 +181,7 @@ func printEvents(out io.Writer, title string, events []corev1.Event, withObject 
 	}
 	fmt.Fprintln(w, header+"MESSAGE")
 	for _, e := range events {
-		line := fmt.Sprintf("  %s\t%s\t%s\t", duration.HumanDuration(now.Sub(eventTime(e))), e.Type, e.Reason)
+		line := fmt.Sprintf("  %s\t%s\t%s\t", duration.HumanDuration(now.Sub(eventtime.Last(e))), e.Type, e.Reason)
 		if withObject {
 			line += strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name + "\t"
 		}

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventtime"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
@@ -89,25 +89,11 @@ func uidsOf(mirror *batchv1.Job, pods []corev1.Pod) map[types.UID]bool {
 // any were left out.
 func newestEvents(events []corev1.Event, max int) ([]corev1.Event, bool) {
 	events = slices.Clone(events)
-	slices.SortStableFunc(events, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	eventtime.Sort(events)
 	if len(events) > max {
 		return events[len(events)-max:], true
 	}
 	return events, false
-}
-
-// eventTime is when an Event last happened.
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case e.Series != nil:
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	default:
-		return e.CreationTimestamp.Time
-	}
 }
 
 // logQuery is a log request's parameters, checked.
