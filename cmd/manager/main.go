@@ -137,7 +137,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.createNamespaces, "create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing, where the worker credential may (the Authorized condition says whether it may)")
 	fs.DurationVar(&c.gcInterval, "gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
 	fs.DurationVar(&c.workerLost, "worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
-	fs.DurationVar(&c.statusBatch, "status-batch-period", time.Second, "how long changes of a running mirror are gathered into one status copy to the manager Job (a final status is copied at once)")
+	fs.DurationVar(&c.statusBatch, "status-batch-period", time.Second, "how long changes of a running mirror are gathered into one status copy to the manager Job while other Jobs' changes wait to be copied (on a quiet manager, and for a final status, the copy goes at once)")
 	fs.BoolVar(&c.deleteFinished, "delete-finished-mirrors", false, "delete a finished mirror, its pods and their logs from the worker once its final status is copied, rather than when the manager Job is deleted (by its user, its ttlSecondsAfterFinished or its CronJob)")
 	fs.DurationVar(&c.capacitySettle, "capacity-settle-time", 2*time.Second, "how long after a mirror's pods run a worker's capacity summary is trusted to include them")
 	fs.StringVar(&c.webhookHost, "webhook-bind-host", "", "host the webhook server binds to (empty: all interfaces)")

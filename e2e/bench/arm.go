@@ -223,17 +223,33 @@ func benchJob(ns, name string, labels map[string]string) *batchv1.Job {
 }
 
 // createJobs creates n Jobs named bench-00000... in ns with labels, the
-// i-th through targets[i % len(targets)], from concurrency goroutines,
-// timing each.
-func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, labels map[string]string, n, concurrency int, o *observer) error {
-	return parallel(n, concurrency, func(i int) error {
+// i-th through targets[i % len(targets)], from concurrency goroutines, or
+// one every interval when it is set, timing each.
+func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, labels map[string]string, n, concurrency int, interval time.Duration, o *observer) error {
+	create := func(i int) error {
 		job := benchJob(ns, fmt.Sprintf("bench-%05d", i), labels)
 		o.creating(job.Name, time.Now())
 		if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)
 		}
 		return nil
-	})
+	}
+	if interval <= 0 {
+		return parallel(n, concurrency, create)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i := range n {
+		if err := create(i); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // deleteJobs deletes every Job of ns on the targets one by one, as their

@@ -56,6 +56,9 @@ type Config struct {
 	Kueue bool
 	// Concurrency is how many creates are in flight at once.
 	Concurrency int
+	// CreateInterval, when set, creates the Jobs one at a time this far
+	// apart (a quiet manager) instead of all at once.
+	CreateInterval time.Duration
 	// Simulated, when set, runs the workers as API servers only, their Jobs
 	// moved by the simulator: the jobferry arm only, labelled simulated.
 	Simulated *Simulation
@@ -405,7 +408,7 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 	what := fmt.Sprintf("direct arm, N=%d", n)
 	var cleanUp time.Duration
 	arm, err := b.measure(ctx, n, ns, what, o, func() error {
-		if err := createJobs(ctx, b.workers, ns, nil, n, b.cfg.Concurrency, o); err != nil {
+		if err := createJobs(ctx, b.workers, ns, nil, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
@@ -511,7 +514,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	var tracked *Tracked
 	measured, err := b.measure(ctx, n, ns, what, o, func() error {
 		start := time.Now()
-		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, o); err != nil {
+		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
 		if sim := b.cfg.Simulated; sim != nil && sim.Timing.Hold {

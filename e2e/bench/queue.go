@@ -28,6 +28,13 @@ type QueueFigures struct {
 	// WorkMean is the mean reconcile time: with the concurrency and the
 	// reconciles per Job, it bounds the Jobs per second the queue passes.
 	WorkMean float64 `json:"reconcileMean"`
+	// CopiesPerJob are the status copies written per Job
+	// (jobferry_status_sync_total, written), and CopyLag their lag from the
+	// mirror's change seen to the write, running copies included
+	// (jobferry_status_sync_lag_seconds).
+	CopiesPerJob float64 `json:"statusCopiesPerJob"`
+	CopyLagP50   float64 `json:"statusCopyLagP50"`
+	CopyLagP99   float64 `json:"statusCopyLagP99"`
 }
 
 // scrape reads a Prometheus text endpoint.
@@ -65,14 +72,22 @@ func queueFigures(before, after map[string]*dto.MetricFamily, n int) QueueFigure
 	if len(work) > 0 && work[len(work)-1].count > 0 {
 		workMean = workSum / work[len(work)-1].count
 	}
+	copies := counterValue(after, "jobferry_status_sync_total", "result", "written") - counterValue(before, "jobferry_status_sync_total", "result", "written")
+	lag := bucketDelta(before, after, "jobferry_status_sync_lag_seconds", "", "")
 	return QueueFigures{
 		ReconcilesPerJob: reconciles / float64(n), WorkMean: workMean,
 		WaitP50: histogramQuantile(0.5, wait), WaitP99: histogramQuantile(0.99, wait),
 		WorkP50: histogramQuantile(0.5, work), WorkP99: histogramQuantile(0.99, work),
+		CopiesPerJob: copies / float64(n), CopyLagP50: histogramQuantile(0.5, lag), CopyLagP99: histogramQuantile(0.99, lag),
 	}
 }
 
+// hasLabel: the series carries name=value; every series does when name
+// is empty (a metric without labels).
 func hasLabel(m *dto.Metric, name, value string) bool {
+	if name == "" {
+		return true
+	}
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name && l.GetValue() == value {
 			return true

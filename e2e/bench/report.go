@@ -159,8 +159,8 @@ func Markdown(res *Result) string {
 // during the jobferry or the Kueue arm of a run for n.
 func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
 	if q := a.Queue; q != nil {
-		fmt.Fprintf(b, "\nThe manager's Job work queue in the %s arm: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s, mean %.3f s (from the `workqueue_*_duration_seconds` histograms).\n",
-			arm, q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99, q.WorkMean)
+		fmt.Fprintf(b, "\nThe manager's Job work queue in the %s arm: %.1f reconciles per Job; queue wait p50 %.2f s, p99 %.2f s; reconcile p50 %.3f s, p99 %.3f s, mean %.3f s (from the `workqueue_*_duration_seconds` histograms). Status copies: %.2f per Job, from the mirror's change seen to the write p50 %.3f s, p99 %.3f s, running copies included (`jobferry_status_sync_lag_seconds`).\n",
+			arm, q.ReconcilesPerJob, q.WaitP50, q.WaitP99, q.WorkP50, q.WorkP99, q.WorkMean, q.CopiesPerJob, q.CopyLagP50, q.CopyLagP99)
 	}
 	if a.ProfileTop != "" {
 		fmt.Fprintf(b, "\nThe manager's CPU profile, first %d s of the %s arm (`%s`):\n\n```\n%s```\n", profileSeconds, arm, filepath.Base(a.Profile), a.ProfileTop)

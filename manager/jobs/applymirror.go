@@ -351,6 +351,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 	err := r.Client.Status().Update(ctx, updated)
 	switch {
 	case err == nil:
+		r.copies.wrote(r.Clock.Now())
 		metrics.StatusSyncTotal.WithLabelValues(worker, "written").Inc()
 		if hadObserved {
 			metrics.StatusSyncLag.Observe(r.Clock.Since(observed).Seconds())

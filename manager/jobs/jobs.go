@@ -137,7 +137,9 @@ type JobReconciler struct {
 	// unfinished Jobs are dispatched elsewhere.
 	WorkerLostTimeout time.Duration
 	// StatusBatchPeriod is how long changes of a running mirror are
-	// gathered into one status copy; a final status is copied at once.
+	// gathered into one status copy while other Jobs' changes wait to be
+	// copied; on a quiet manager, and for a final status, the copy goes at
+	// once.
 	StatusBatchPeriod time.Duration
 	// DeleteFinishedMirrors deletes finished mirrors once their final status
 	// is copied, rather than when their manager Job is deleted (see
@@ -162,6 +164,8 @@ type JobReconciler struct {
 	waiting *waitingRoom
 	// observed: when the mirror changes not copied yet were seen.
 	observed observedMemo
+	// copies: when the last status copies were written.
+	copies copyRate
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
 	refusals *refusalMemo
@@ -434,6 +438,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		r.attempts.forget(key)
 	}
 	s.MirrorChangeSeen = r.observed.since(key)
+	s.QuietCopying = r.copies.quiet(s.Now, r.StatusBatchPeriod)
 	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
 		return s, nil
 	}

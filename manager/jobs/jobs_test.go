@@ -189,8 +189,13 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	h.workers.MirrorChanged("w1", m)
 	h.reconcile(t)
 	h.clock.Step(10 * time.Second)
-	// The worker starts the pod: the copy waits for the batch period, but
-	// the assumed capacity is released from the mirror's event already.
+	// The worker starts the pod while the manager is busy copying (ten
+	// copies in the last second; on a quiet one it would be copied at
+	// once): the copy waits for the batch period, but the assumed capacity
+	// is released from the mirror's event already.
+	for range quietCopies {
+		h.r.copies.wrote(h.clock.Now())
+	}
 	h.report(t, "w1", running)
 	h.clock.Step(2 * time.Second)
 	h.workers.CapacityChanged("w1")

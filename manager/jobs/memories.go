@@ -167,3 +167,35 @@ func (m *removedWorkers) forget(worker string) {
 	defer m.mu.Unlock()
 	delete(m.at, worker)
 }
+
+// quietCopies is how many status copies within one batch period still
+// count as a quiet manager, whose changes are copied at once: a few Jobs
+// changing, each seen as soon as its worker shows it; a burst of many is
+// batched. At 1,000 Jobs the bench writes tens of copies a second.
+const quietCopies = 10
+
+// copyRate remembers when the last quietCopies status copies were written,
+// oldest first: the manager is quiet while the oldest of them is more than
+// a batch period old. A restarted manager starts quiet.
+type copyRate struct {
+	mu   sync.Mutex
+	last [quietCopies]time.Time
+	next int
+}
+
+// wrote records a status copy written at t.
+func (c *copyRate) wrote(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last[c.next] = t
+	c.next = (c.next + 1) % quietCopies
+}
+
+// quiet: fewer than quietCopies copies were written in the period before
+// now.
+func (c *copyRate) quiet(now time.Time, period time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	oldest := c.last[c.next]
+	return oldest.IsZero() || now.Sub(oldest) >= period
+}

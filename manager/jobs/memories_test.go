@@ -77,3 +77,26 @@ func TestRemovedWorkersCountFromTheFirstLook(t *testing.T) {
 		t.Errorf("gone again after it was reconciled: %v, want %v", got, later)
 	}
 }
+
+// The manager is quiet until quietCopies copies fall within one period,
+// and again once the oldest of them is a period old.
+func TestCopyRateQuiet(t *testing.T) {
+	var c copyRate
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !c.quiet(start, time.Second) {
+		t.Fatal("a manager that copied nothing is not quiet")
+	}
+	for i := range quietCopies - 1 {
+		c.wrote(start.Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	if !c.quiet(start.Add(100*time.Millisecond), time.Second) {
+		t.Errorf("%d copies in a period: not quiet", quietCopies-1)
+	}
+	c.wrote(start.Add(100 * time.Millisecond))
+	if c.quiet(start.Add(200*time.Millisecond), time.Second) {
+		t.Errorf("%d copies in a period: quiet", quietCopies)
+	}
+	if !c.quiet(start.Add(time.Second), time.Second) {
+		t.Error("a period after the oldest of the last copies: not quiet")
+	}
+}

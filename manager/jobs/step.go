@@ -47,6 +47,9 @@ type jobState struct {
 	// MirrorChangeSeen is when the oldest change of the mirror not copied
 	// yet was seen; zero when none is known.
 	MirrorChangeSeen time.Time
+	// QuietCopying: the manager wrote fewer than quietCopies status copies
+	// in the last batch period (copyRate).
+	QuietCopying bool
 	// WroteFinished: this manager wrote the Job's finished status, which the
 	// cache may not show yet.
 	WroteFinished bool
@@ -328,8 +331,12 @@ func nextStep(s jobState, cfg stepConfig) step {
 }
 
 // batchWait is how long the copy of a running mirror's change still waits.
+// While the manager copies little (QuietCopying) a change goes at once, so
+// a user sees it as soon as the worker shows it; once it copies many, each
+// Job's change waits out the batch period from its first change, and the
+// changes that follow within it go in the same write.
 func batchWait(s jobState, cfg stepConfig) time.Duration {
-	if s.MirrorChangeSeen.IsZero() {
+	if s.MirrorChangeSeen.IsZero() || s.QuietCopying {
 		return 0
 	}
 	return cfg.StatusBatchPeriod - s.Now.Sub(s.MirrorChangeSeen)

@@ -286,13 +286,21 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: stepInvalidMirror, checks: []check{wantWhy("cannot carry the new spec to the mirror on w1", "conflicts")},
 		},
-		"the mirror's pods started: the copy waits for the batch period": {
+		"the mirror's pods started while the manager copies many statuses: the copy waits for the batch period": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed), running))
 				s.MirrorChangeSeen = stepNow.Add(-300 * time.Millisecond)
 				return s
 			}(),
 			want: stepNone, checks: []check{wantRequeue(700 * time.Millisecond)},
+		},
+		"the mirror's pods started on a quiet manager: the running status is copied at once": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), mirrorOf(t, stepJob(placed), running))
+				s.MirrorChangeSeen, s.QuietCopying = stepNow.Add(-10*time.Millisecond), true
+				return s
+			}(),
+			want: stepCopyStatus,
 		},
 		"after the batch period the running status is copied": {
 			state: func() jobState {
