@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -70,6 +71,9 @@ type Server struct {
 
 	// front reads the front proxy's configuration; New sets it.
 	front *frontProxy
+	// unauthenticating, while set, is why the front proxy's configuration
+	// is not read yet: requests are answered 503 with it.
+	unauthenticating atomic.Pointer[error]
 	// The seams the unit tests replace; New sets them for real.
 	authn   authenticator.Request
 	access  access
@@ -88,6 +92,8 @@ func New(s *Server) (*Server, error) {
 		return nil, err
 	}
 	s.front, s.authn = front, front
+	notYet := errors.New("the manager has not read the API server's front-proxy configuration yet")
+	s.unauthenticating.Store(&notYet)
 	s.access = reviews{client: s.Kube.AuthorizationV1().SubjectAccessReviews()}
 	s.workers = workerClients{reader: s.Reader, namespace: s.Namespace, qps: s.WorkerQPS, burst: s.WorkerBurst}.client
 	s.callers = newCallers(s.Limits, s.Clock)
@@ -99,12 +105,12 @@ func New(s *Server) (*Server, error) {
 // request to any of them.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Start loads the front-proxy configuration, then serves until ctx ends.
+// Start serves until ctx ends, answering 503 until it has read the
+// front-proxy configuration (loadFront): a cluster whose API server cannot
+// authenticate to extension API servers leaves the inspection API
+// unavailable, and says why, but dispatch and the webhooks go on.
 func (s *Server) Start(ctx context.Context) error {
-	if err := s.front.load(ctx); err != nil {
-		return err
-	}
-	s.front.run(ctx)
+	go s.loadFront(ctx)
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	s.TLS(cfg)
 	listener, err := tls.Listen("tcp", s.Addr, cfg)
@@ -124,6 +130,30 @@ func (s *Server) Start(ctx context.Context) error {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return server.Shutdown(shutdown)
+	}
+}
+
+// frontRetry is how often reading the front-proxy configuration is tried
+// again after it failed.
+const frontRetry = 10 * time.Second
+
+// loadFront reads the front-proxy configuration until it can, then follows
+// it.
+func (s *Server) loadFront(ctx context.Context) {
+	for {
+		err := s.front.load(ctx)
+		if err == nil {
+			s.unauthenticating.Store(nil)
+			s.front.run(ctx)
+			return
+		}
+		s.unauthenticating.Store(&err)
+		logf.FromContext(ctx).Error(err, "the inspection API cannot authenticate its callers yet; trying again", "in", frontRetry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Clock.After(frontRetry):
+		}
 	}
 }
 
@@ -181,6 +211,10 @@ func (a *answerCode) Flush() {
 // authenticated runs h for a caller the front proxy vouches for.
 func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, user.Info)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if why := s.unauthenticating.Load(); why != nil {
+			writeStatus(w, apierrors.NewServiceUnavailable((*why).Error()))
+			return
+		}
 		resp, ok, err := s.authn.AuthenticateRequest(r)
 		if err != nil || !ok {
 			writeStatus(w, apierrors.NewUnauthorized("the inspection API serves requests the API server's aggregator proxies, with its front-proxy client certificate"))

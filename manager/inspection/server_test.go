@@ -2,6 +2,7 @@ package inspection
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -193,5 +194,17 @@ func TestLogRequestsAreBounded(t *testing.T) {
 	}
 	if !limited {
 		t.Errorf("alice made %d log requests at once, none refused", DefaultLimits.Burst+1)
+	}
+}
+
+// Before the manager has read how the API server authenticates to it,
+// every request is answered 503 with the reason, not 401.
+func TestUnavailableUntilTheFrontProxyIsRead(t *testing.T) {
+	s := &Server{}
+	why := errors.New("reading the front-proxy CA: configmaps is forbidden")
+	s.unauthenticating.Store(&why)
+	code, body := get(t, s.Handler(), "alice", inspectionv1alpha1.Path("team", "train", ""))
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "configmaps is forbidden") {
+		t.Errorf("before the front proxy is read: %d %s", code, body)
 	}
 }
