@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
-	"github.com/jobferry/jobferry/internal/eventtime"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/eventtime"
 )
 
 func newDescribeCommand(o *options) *cobra.Command {
