@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -354,4 +356,88 @@ func (q queues) waitQuota(ctx context.Context, t *testing.T, name, cpu, what str
 		t.Fatalf("ClusterQueue %s's CPU quota %s, want %s (%s): %v", name, last, cpu, what, err)
 	}
 	t.Logf("ClusterQueue %s: CPU quota %s (%s) after %s", name, cpu, what, time.Since(start).Round(100*time.Millisecond))
+}
+
+// explainUnfinished logs, for each Job of ns not Complete, what the
+// manager, Kueue and the workers hold of it, and the manager's log lines
+// naming it: a wait that timed out says where each Job stopped.
+func (k *kueueEnv) explainUnfinished(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	jobs, err := k.manager.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing the Jobs of %s: %v", ns, err)
+		return
+	}
+	var workloads kueue.WorkloadList
+	if err := k.c.List(ctx, &workloads, client.InNamespace(ns)); err != nil {
+		t.Logf("listing the Workloads of %s: %v", ns, err)
+	}
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if hasCondition(job, batchv1.JobComplete) != nil {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "unfinished Job %s: suspend=%v active=%d ready=%d succeeded=%d conditions=%s",
+			job.Name, ptr.Deref(job.Spec.Suspend, false), job.Status.Active, ptr.Deref(job.Status.Ready, 0), job.Status.Succeeded, conditionSummary(job.Status.Conditions))
+		for key, v := range job.Annotations {
+			if strings.HasPrefix(key, "jobferry.dev/") && key != v1alpha1.StateSealAnnotation && key != v1alpha1.UserSchedulingAnnotation {
+				fmt.Fprintf(&b, "\n  %s=%s", key, v)
+			}
+		}
+		for j := range workloads.Items {
+			wl := &workloads.Items[j]
+			if owner := metav1.GetControllerOf(wl); owner == nil || owner.UID != job.UID {
+				continue
+			}
+			fmt.Fprintf(&b, "\n  Workload %s active=%v", wl.Name, ptr.Deref(wl.Spec.Active, true))
+			for _, c := range wl.Status.Conditions {
+				fmt.Fprintf(&b, "\n    %s=%s/%s at %s: %s", c.Type, c.Status, c.Reason, c.LastTransitionTime.Format(time.RFC3339), c.Message)
+			}
+			for _, c := range wl.Status.AdmissionChecks {
+				fmt.Fprintf(&b, "\n    check %s %s at %s: %s", c.Name, c.State, c.LastTransitionTime.Format(time.RFC3339), c.Message)
+			}
+			if rs := wl.Status.RequeueState; rs != nil {
+				fmt.Fprintf(&b, "\n    requeueState count=%v at=%v", ptr.Deref(rs.Count, 0), rs.RequeueAt)
+			}
+		}
+		for name, w := range k.workers {
+			m, err := w.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				fmt.Fprintf(&b, "\n  on %s: %v", name, err)
+			default:
+				fmt.Fprintf(&b, "\n  mirror on %s: suspend=%v active=%d ready=%d succeeded=%d conditions=%s",
+					name, ptr.Deref(m.Spec.Suspend, false), m.Status.Active, ptr.Deref(m.Status.Ready, 0), m.Status.Succeeded, conditionSummary(m.Status.Conditions))
+			}
+		}
+		fmt.Fprintf(&b, "\n  the manager's log lines naming it:\n%s", grepLog(k.ManagerProcess.Log, `"`+job.Name+`"`, 40))
+		t.Log(b.String())
+	}
+}
+
+// conditionSummary is conditions as Type=Status/Reason.
+func conditionSummary(conditions []batchv1.JobCondition) string {
+	var parts []string
+	for _, c := range conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// grepLog is the last n lines of the log file at path containing s.
+func grepLog(path, s string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if strings.Contains(line, s) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -83,6 +84,11 @@ func fairShare(ctx context.Context, t *testing.T, k *kueueEnv) {
 		}
 	}
 	bSubmitted := len(sampler.all())
+	defer func() {
+		if t.Failed() {
+			k.explainUnfinished(context.WithoutCancel(ctx), t, nsB)
+		}
+	}()
 	waitAllComplete(ctx, t, k.dispatchEnv, nsB, nB, 5*time.Minute)
 	stop()
 	wg.Wait()
@@ -151,7 +157,13 @@ func preemption(ctx context.Context, t *testing.T, k *kueueEnv) {
 	if _, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job("low", "low", 20*time.Second), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pollJob(ctx, t, k.manager, ns, "low", time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+	// The watch, not the manager Job's status, says the low one runs: it
+	// must see the pod run, then stop and run again.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return watch.lowRuns() >= 1, nil
+	}); err != nil {
+		t.Fatalf("the low-priority Job's pod never ran on the workers: %v; sequence:%s", err, watch.sequence())
+	}
 	watch.note("high submitted")
 	if _, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job("high", "high", 3*time.Second), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -342,11 +354,11 @@ type preemptionWatch struct {
 	ns    string
 	start time.Time
 
-	mu       sync.Mutex
-	events   []string
-	last     map[string]string
-	overlaps int
-	lowRuns  int
+	mu        sync.Mutex
+	events    []string
+	last      map[string]string
+	overlaps  int
+	lowStarts int
 }
 
 func newPreemptionWatch(k *kueueEnv, ns string) *preemptionWatch {
@@ -406,7 +418,7 @@ func (w *preemptionWatch) sample(ctx context.Context) {
 			state = "pod running"
 		}
 		if w.change(name+" on the workers", state) && name == "low" && running[name] {
-			w.lowRuns++
+			w.lowStarts++
 		}
 	}
 }
@@ -423,10 +435,13 @@ func (w *preemptionWatch) change(what, state string) bool {
 
 // lowRanTwice: the low-priority Job's pod started, stopped and started
 // again.
-func (w *preemptionWatch) lowRanTwice() bool {
+func (w *preemptionWatch) lowRanTwice() bool { return w.lowRuns() >= 2 }
+
+// lowRuns is how many times the watch saw the low-priority Job's pod start.
+func (w *preemptionWatch) lowRuns() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lowRuns >= 2
+	return w.lowStarts
 }
 
 func (w *preemptionWatch) sequence() string {

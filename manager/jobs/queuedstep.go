@@ -51,6 +51,14 @@ func nextQueuedUnplaced(s jobState) step {
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue does not queue it (deactivated: "+q.Why+"); set its Workload's spec.active to queue it again")}
 	case q.Check == "":
 		return nextWithoutCheck(q)
+	case staleCheck(q):
+		// jobferry's check says Ready or Retry on a Workload Kueue took the
+		// quota of already: a write of a jobferry before the check was
+		// written only to the Workload as read. Kueue acts on neither now
+		// (a Retry only by evicting, a Ready only on the next reservation,
+		// with a placement let go); Pending queues the Job again.
+		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+			"Kueue took the quota of attempt %d back; jobferry places the Job afresh once Kueue reserves quota again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateReady:
 		// jobferry reported a placement it has since let go (its worker was
 		// lost, its mirror deleted there): the Job must not run on what
@@ -68,6 +76,19 @@ func nextQueuedUnplaced(s jobState) step {
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
 	}
 	return step{Kind: stepPlace}
+}
+
+// staleCheck: jobferry's check is Ready or Retry on a Workload Kueue
+// evicted already (Kueue resets every check to Pending as it evicts, so
+// these came after), or Ready on one it holds no quota for.
+func staleCheck(q *queue.View) bool {
+	switch q.State {
+	case kueue.CheckStateRetry:
+		return q.Evicted
+	case kueue.CheckStateReady:
+		return q.Evicted || !q.QuotaReserved
+	}
+	return false
 }
 
 // nextWithoutCheck decides for a queued Job whose Workload does not list

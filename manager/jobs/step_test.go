@@ -592,6 +592,30 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(reserved, admitted, checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateRetry, "let the placement of attempt 1 go")},
 		},
+		"queued, the check Ready on a Workload Kueue preempted before admitting it (the placement let go): the check turns Pending": {
+			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(evicted, checkState(kueue.CheckStateReady))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "took the quota of attempt 1 back")},
+		},
+		"queued, the check Ready while Kueue is still evicting it: the check turns Pending": {
+			state: queuedState(stepJob(queued), workload(reserved, evicted, checkState(kueue.CheckStateReady))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
+		},
+		"queued, the check Ready on a Workload without quota: the check turns Pending": {
+			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateReady))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
+		},
+		"queued, the check Retry on a Workload Kueue evicted already (Kueue would never act on it): the check turns Pending": {
+			state: queuedState(stepJob(queued), workload(evicted, checkState(kueue.CheckStateRetry))),
+			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
+		},
+		"queued, a stale check the API server refused to change for this Job: nothing": {
+			state: func() jobState {
+				s := queuedState(stepJob(queued), workload(evicted, checkState(kueue.CheckStateRetry)))
+				s.Blocked = map[write]bool{writeCheck: true}
+				return s
+			}(),
+			want: stepNone,
+		},
 		"queued, evicted after a Retry, with pods of the lost worker counted: they are uncounted": {
 			state: queuedState(stepJob(queued, running), workload(reserved, evicted)),
 			want:  stepCopyStatus, checks: []check{func(t *testing.T, st step) {

@@ -73,9 +73,10 @@ func (q *Queue) checks(ctx context.Context) (map[string]bool, error) {
 
 // SetCheck gives jobferry's check on the Workload v summarises the state u
 // says, applied server-side as FieldOwner: only that entry of
-// status.admissionChecks is written, and it is jobferry's alone.
+// status.admissionChecks is written, and it is jobferry's alone. It applies
+// only to the Workload as v read it: a Conflict says Kueue changed it since.
 func (q *Queue) SetCheck(ctx context.Context, namespace string, v View, u CheckUpdate) error {
-	obj, err := checkEntry(namespace, v.Workload, v.Check, u, metav1.NewTime(q.Clock.Now()))
+	obj, err := checkEntry(namespace, v.Workload, v.Version, v.Check, u, metav1.NewTime(q.Clock.Now()))
 	if err != nil {
 		return err
 	}

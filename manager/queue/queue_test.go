@@ -110,7 +110,7 @@ func TestPlacementUpdates(t *testing.T) {
 
 func TestCheckEntryAppliesOnlyJobferrysEntry(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
-	obj, err := checkEntry("team", "job-train-1", "dispatch", CheckUpdate{State: kueue.CheckStateRetry, Message: "worker lost", RequeueAfterSeconds: ptr.To[int32](5)}, now)
+	obj, err := checkEntry("team", "job-train-1", "4711", "dispatch", CheckUpdate{State: kueue.CheckStateRetry, Message: "worker lost", RequeueAfterSeconds: ptr.To[int32](5)}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestCheckEntryAppliesOnlyJobferrysEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Workload","metadata":{"name":"job-train-1","namespace":"team"},` +
+	want := `{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"Workload","metadata":{"name":"job-train-1","namespace":"team","resourceVersion":"4711"},` +
 		`"status":{"admissionChecks":[{"lastTransitionTime":"2026-11-25T12:00:00Z","message":"worker lost","name":"dispatch","requeueAfterSeconds":5,"state":"Retry"}]}}`
 	if string(raw) != want {
 		t.Errorf("applied\n%s\nwant\n%s", raw, want)

@@ -177,8 +177,9 @@ func PlacementUpdates(podSets []kueue.PodSetReference, worker string, d v1alpha1
 }
 
 // checkEntry is the Workload status jobferry applies: its own entry of
-// status.admissionChecks and nothing else.
-func checkEntry(namespace, workload, check string, u CheckUpdate, now metav1.Time) (*unstructured.Unstructured, error) {
+// status.admissionChecks and nothing else, on the Workload's version as
+// read (resourceVersion version; "" for none).
+func checkEntry(namespace, workload, version, check string, u CheckUpdate, now metav1.Time) (*unstructured.Unstructured, error) {
 	entry := kueue.AdmissionCheckState{
 		Name: kueue.AdmissionCheckReference(check), State: u.State, Message: u.Message, LastTransitionTime: now,
 		PodSetUpdates: u.Updates, RequeueAfterSeconds: u.RequeueAfterSeconds,
@@ -192,6 +193,16 @@ func checkEntry(namespace, workload, check string, u CheckUpdate, now metav1.Tim
 		"metadata": map[string]any{"namespace": namespace, "name": workload},
 		"status":   map[string]any{"admissionChecks": []any{fields}},
 	}}
+	if version != "" {
+		// A precondition: the entry is decided on the Workload as read,
+		// and Kueue may have changed it since (evicted it, resetting every
+		// check to Pending). Applied over that, a Ready would tell Kueue
+		// of a placement already let go; a Retry, on a Workload already
+		// evicted, would hold it out of the queue for good (Kueue acts on
+		// a Retry only by evicting). The API server refuses the apply as a
+		// Conflict instead, and the Job is reconciled on what Kueue wrote.
+		obj.SetResourceVersion(version)
+	}
 	return obj, nil
 }
 
