@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -283,6 +285,84 @@ func TestPlaceSpreadsABurstWithTheAssumeCache(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"a": 20, "b": 20}, counts); diff != "" {
 		t.Errorf("placements per worker (-want +got):\n%s", diff)
+	}
+}
+
+// Placement quality at 50 workers of eight sizes (16 to 128 CPUs): a burst
+// of one-CPU Jobs filling half the total spreads in proportion to each
+// worker's capacity (within ±10 % of its share); once a worker is lost or
+// its summary shows it full, the next placements go elsewhere; filled to
+// the brim, no worker is given more than its published room.
+func TestPlaceSpreadsInProportionToCapacityAcross50Workers(t *testing.T) {
+	const n = 50
+	workers := make([]Worker, n)
+	total := 0
+	for i := range workers {
+		cpus := 16 * (1 + i%8)
+		total += cpus
+		idle := res("cpu", fmt.Sprint(cpus), "pods", "10000")
+		workers[i] = worker(fmt.Sprintf("w%02d", i), pool("general", idle, idle))
+		workers[i].Assumed = map[string]corev1.ResourceList{}
+	}
+	capacity := func(i int) int { return 16 * (1 + i%8) }
+	counts := map[string]int{}
+	place := func() (Decision, bool) {
+		t.Helper()
+		d, err := Place(job("1", 1), workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Placed() {
+			return d, false
+		}
+		counts[d.Worker]++
+		for i := range workers {
+			if workers[i].Name == d.Worker {
+				workers[i].Assumed[d.Pool] = add(workers[i].Assumed[d.Pool], d.Request)
+			}
+		}
+		return d, true
+	}
+	for range total / 2 {
+		if d, ok := place(); !ok {
+			t.Fatalf("not placed with half the capacity free: %s", d.Summary())
+		}
+	}
+	worst := 0.0
+	for i, w := range workers {
+		share := float64(total/2) * float64(capacity(i)) / float64(total)
+		off := (float64(counts[w.Name]) - share) / share
+		worst = max(worst, math.Abs(off))
+		if math.Abs(off) > 0.10 {
+			t.Errorf("%s (%d CPUs) got %d Jobs, its capacity-proportional share is %.1f (%+.0f%%)", w.Name, capacity(i), counts[w.Name], share, off*100)
+		}
+	}
+	t.Logf("%d Jobs over %d workers: the largest deviation from the capacity-proportional share is %.1f%%", total/2, n, worst*100)
+
+	// w07 (the largest) is lost; w15 (as large) reports itself full.
+	workers[7].Connected = false
+	workers[15].Pools[0].Free = res("cpu", "0", "pods", "10000")
+	frozen := map[int]int{7: counts["w07"], 15: counts["w15"]}
+	for range 100 {
+		if d, ok := place(); !ok || d.Worker == "w07" || d.Worker == "w15" {
+			t.Fatalf("placed on %q (lost or full) or not at all: %s", d.Worker, d.Summary())
+		}
+	}
+
+	// Filled to the brim: every other worker takes exactly its room.
+	for {
+		if _, ok := place(); !ok {
+			break
+		}
+	}
+	for i, w := range workers {
+		room := capacity(i)
+		if c, ok := frozen[i]; ok {
+			room = c // nothing more once lost or full
+		}
+		if counts[w.Name] != room {
+			t.Errorf("%s (%d CPUs) was given %d one-CPU Jobs, want %d", w.Name, capacity(i), counts[w.Name], room)
+		}
 	}
 }
 
