@@ -53,10 +53,11 @@ func nextQueuedUnplaced(s jobState) step {
 		return nextWithoutCheck(q)
 	case staleCheck(q):
 		// jobferry's check says Ready or Retry on a Workload Kueue took the
-		// quota of already: a write of a jobferry before the check was
-		// written only to the Workload as read. Kueue acts on neither now
-		// (a Retry only by evicting, a Ready only on the next reservation,
-		// with a placement let go); Pending queues the Job again.
+		// quota of already: left by a write that landed after Kueue's
+		// eviction (a manager from before checks were written only on the
+		// Workload as read). Kueue acts on neither now (on a Retry only by
+		// evicting; on a Ready at the next reservation, with a placement
+		// let go); Pending queues the Job again.
 		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 			"Kueue took the quota of attempt %d back; jobferry places the Job afresh once Kueue reserves quota again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateReady:
