@@ -147,6 +147,10 @@ func (s *Server) loadFront(ctx context.Context) {
 			s.front.run(ctx)
 			return
 		}
+		if ctx.Err() != nil {
+			// Stopping: the read was cut short, nothing failed.
+			return
+		}
 		s.unauthenticating.Store(&err)
 		logf.FromContext(ctx).Error(err, "the inspection API cannot authenticate its callers yet; trying again", "in", frontRetry)
 		select {
