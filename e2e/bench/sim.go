@@ -43,11 +43,17 @@ type SimulatedFigures struct {
 // cluster: its CPUs, stopped with it).
 const simulatorComponent = "simulator"
 
-// simulatedWorkers are the specs of simulated workers.
+// simulatedWorkers are the specs of simulated workers: lean API servers
+// (localcluster.Spec.APIServerOnly) keeping their objects in the etcd of the
+// first, so fifty of them fit on one CPU.
 func simulatedWorkers(n int, cpus string) []localcluster.Spec {
 	var out []localcluster.Spec
 	for i := 1; i <= n; i++ {
-		out = append(out, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), APIServerOnly: true, CPUs: cpus})
+		s := localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), APIServerOnly: true, CPUs: cpus}
+		if i > 1 {
+			s.EtcdOf = "worker-1"
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -45,12 +45,18 @@ func (e *Environment) Clusters() []*Cluster {
 	return append(out, e.Workers...)
 }
 
-// Stop stops every cluster of the environment.
+// Stop stops every cluster of the environment, those using another's etcd
+// (Spec.EtcdOf) before the one running it.
 func (e *Environment) Stop() error {
 	var errs []error
-	for _, c := range e.Clusters() {
-		if err := c.Stop(); err != nil {
-			errs = append(errs, err)
+	for _, sharing := range []bool{true, false} {
+		for _, c := range e.Clusters() {
+			if c == nil || (c.etcdOf != "") != sharing {
+				continue
+			}
+			if err := c.Stop(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -63,10 +69,18 @@ func (e *Environment) Release() {
 	}
 }
 
-// StartEnvironment starts the manager and every worker concurrently.
+// sharingStarts bounds how many clusters using another's etcd start at once:
+// fifty API servers starting together on one CPU miss every deadline.
+const sharingStarts = 4
+
+// StartEnvironment starts the manager and every worker concurrently; then,
+// a few at a time, the clusters using the etcd of one of those (Spec.EtcdOf).
 func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts EnvironmentOptions) (*Environment, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("EnvironmentOptions.Dir is required")
+	}
+	if err := checkInotify(spec); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
@@ -81,34 +95,44 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 	env := &Environment{Dir: opts.Dir, CA: ca, Workers: make([]*Cluster, len(spec.Workers))}
 	specs := append([]Spec{spec.Manager}, spec.Workers...)
 	started := make([]*Cluster, len(specs))
-	group, gctx := errgroup.WithContext(ctx)
-	for i, s := range specs {
-		group.Go(func() error {
-			c, err := Start(gctx, s, Options{
-				Dir: filepath.Join(opts.Dir, s.Name), BinDir: opts.BinDir, CA: ca,
-				Detached: opts.Detached, Progress: opts.Progress,
+	startPhase := func(sharing bool, limit int) error {
+		etcdOf := map[string]string{}
+		for _, c := range started {
+			if c != nil {
+				etcdOf[c.Name] = c.EtcdURL
+			}
+		}
+		group, gctx := errgroup.WithContext(ctx)
+		group.SetLimit(limit)
+		for i, s := range specs {
+			if (s.EtcdOf != "") != sharing {
+				continue
+			}
+			etcd, ok := etcdOf[s.EtcdOf]
+			if sharing && !ok {
+				return fmt.Errorf("cluster %s: EtcdOf %q names no cluster of the environment that runs its own etcd", s.Name, s.EtcdOf)
+			}
+			group.Go(func() error {
+				c, err := Start(gctx, s, Options{
+					Dir: filepath.Join(opts.Dir, s.Name), BinDir: opts.BinDir, CA: ca,
+					Detached: opts.Detached, Progress: opts.Progress, Etcd: etcd,
+				})
+				started[i] = c
+				return err
 			})
-			started[i] = c
-			return err
-		})
+		}
+		return group.Wait()
 	}
-	err = group.Wait()
+	err = startPhase(false, -1)
+	if err == nil {
+		err = startPhase(true, sharingStarts)
+	}
 	env.Manager = started[0]
 	copy(env.Workers, started[1:])
 	if err != nil {
-		return nil, errors.Join(err, env.stopStarted())
+		return nil, errors.Join(err, env.Stop())
 	}
 	return env, nil
-}
-
-func (e *Environment) stopStarted() error {
-	var errs []error
-	for _, c := range e.Clusters() {
-		if c != nil {
-			errs = append(errs, c.Stop())
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // RunningCluster is a cluster of a detached environment, read back from disk.

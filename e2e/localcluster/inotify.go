@@ -1,0 +1,71 @@
+package localcluster
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// inotifyLimitFile holds the most inotify instances one user may have open.
+const inotifyLimitFile = "/proc/sys/fs/inotify/max_user_instances"
+
+// Inotify instances the components of a cluster open, counted in
+// /proc/<pid>/fd (anon_inode:inotify): a kube-apiserver watches its
+// certificate and CA files with six; a controller-manager, scheduler or
+// KWOK with a few; whatever runs beside the clusters (the jobferry manager's
+// certificate watchers, helm, the tests) with some more.
+const (
+	inotifyPerAPIServer = 6
+	inotifyPerComponent = 2
+	inotifyBeside       = 16
+)
+
+// inotifyInstances is how many inotify instances an environment's control
+// planes open together.
+func inotifyInstances(spec EnvironmentSpec) int {
+	n := inotifyBeside
+	for _, s := range append([]Spec{spec.Manager}, spec.Workers...) {
+		n += inotifyPerAPIServer
+		if !s.APIServerOnly {
+			n += inotifyPerComponent // kube-controller-manager
+		}
+		if len(s.Pools) > 0 {
+			n += 2 * inotifyPerComponent // kube-scheduler and KWOK
+		}
+	}
+	return n
+}
+
+// checkInotify refuses an environment whose components would run out of
+// inotify instances: past the limit a component fails at start ("too many
+// open files") far from the cause.
+func checkInotify(spec EnvironmentSpec) error {
+	data, err := os.ReadFile(inotifyLimitFile)
+	if err != nil {
+		return fmt.Errorf("reading the inotify limit: %w", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("reading the inotify limit %s: %w", inotifyLimitFile, err)
+	}
+	return inotifyVerdict(inotifyInstances(spec), limit, len(spec.Workers)+1)
+}
+
+// inotifyVerdict says whether need inotify instances fit under limit.
+func inotifyVerdict(need, limit, clusters int) error {
+	if need <= limit {
+		return nil
+	}
+	return fmt.Errorf("%d clusters need about %d inotify instances (each API server watches its certificates), "+
+		"more than fs.inotify.max_user_instances (%d) allows: raise it, e.g. sysctl -w fs.inotify.max_user_instances=%d",
+		clusters, need, limit, roundUpPowerOfTwo(need))
+}
+
+func roundUpPowerOfTwo(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}

@@ -1,0 +1,39 @@
+package localcluster
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
+	simulated := EnvironmentSpec{Manager: Spec{Name: "manager"}}
+	for i := 0; i < 50; i++ {
+		simulated.Workers = append(simulated.Workers, Spec{APIServerOnly: true})
+	}
+	real := EnvironmentSpec{Manager: Spec{Name: "manager"}, Workers: []Spec{{Pools: []Pool{{Name: "general"}}}, {Pools: []Pool{{Name: "general"}}}}}
+	for _, tc := range []struct {
+		name  string
+		spec  EnvironmentSpec
+		limit int
+		want  int
+		fits  bool
+	}{
+		{"two real workers fit the default limit", real, 128, 16 + 6 + 2 + 2*(6+2+4), true},
+		{"fifty simulated workers do not", simulated, 128, 16 + 6 + 2 + 50*6, false},
+		{"they do once it is raised", simulated, 1024, 16 + 6 + 2 + 50*6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			need := inotifyInstances(tc.spec)
+			if need != tc.want {
+				t.Fatalf("need %d inotify instances, want %d", need, tc.want)
+			}
+			err := inotifyVerdict(need, tc.limit, len(tc.spec.Workers)+1)
+			if (err == nil) != tc.fits {
+				t.Fatalf("verdict %v, want fits=%v", err, tc.fits)
+			}
+			if err != nil && !strings.Contains(err.Error(), "sysctl -w fs.inotify.max_user_instances=512") {
+				t.Fatalf("the error does not say how to raise the limit: %v", err)
+			}
+		})
+	}
+}
