@@ -45,6 +45,23 @@ func (e *Environment) Clusters() []*Cluster {
 	return append(out, e.Workers...)
 }
 
+// checkEtcdOf: every Spec.EtcdOf names another cluster of specs that runs
+// its own etcd.
+func checkEtcdOf(specs []Spec) error {
+	owners := map[string]bool{}
+	for _, s := range specs {
+		if s.EtcdOf == "" {
+			owners[s.Name] = true
+		}
+	}
+	for _, s := range specs {
+		if s.EtcdOf != "" && !owners[s.EtcdOf] {
+			return fmt.Errorf("cluster %s: EtcdOf %q names no cluster of the environment that runs its own etcd", s.Name, s.EtcdOf)
+		}
+	}
+	return nil
+}
+
 // Stop stops every cluster of the environment, those using another's etcd
 // (Spec.EtcdOf) before the one running it.
 func (e *Environment) Stop() error {
@@ -79,6 +96,10 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 	if opts.Dir == "" {
 		return nil, errors.New("EnvironmentOptions.Dir is required")
 	}
+	specs := append([]Spec{spec.Manager}, spec.Workers...)
+	if err := checkEtcdOf(specs); err != nil {
+		return nil, err
+	}
 	if err := checkInotify(spec); err != nil {
 		return nil, err
 	}
@@ -93,7 +114,6 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 		return nil, err
 	}
 	env := &Environment{Dir: opts.Dir, CA: ca, Workers: make([]*Cluster, len(spec.Workers))}
-	specs := append([]Spec{spec.Manager}, spec.Workers...)
 	started := make([]*Cluster, len(specs))
 	startPhase := func(sharing bool, limit int) error {
 		etcdOf := map[string]string{}
@@ -108,10 +128,7 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 			if (s.EtcdOf != "") != sharing {
 				continue
 			}
-			etcd, ok := etcdOf[s.EtcdOf]
-			if sharing && !ok {
-				return fmt.Errorf("cluster %s: EtcdOf %q names no cluster of the environment that runs its own etcd", s.Name, s.EtcdOf)
-			}
+			etcd := etcdOf[s.EtcdOf] // checkEtcdOf: started in the first phase
 			group.Go(func() error {
 				c, err := Start(gctx, s, Options{
 					Dir: filepath.Join(opts.Dir, s.Name), BinDir: opts.BinDir, CA: ca,

@@ -37,3 +37,26 @@ func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
 		})
 	}
 }
+
+func TestEtcdOfNamesAClusterRunningItsOwnEtcd(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []Spec
+		err   string
+	}{
+		{"own etcds", []Spec{{Name: "manager"}, {Name: "worker-1"}}, ""},
+		{"sharing the first worker's", []Spec{{Name: "manager"}, {Name: "worker-1"}, {Name: "worker-2", EtcdOf: "worker-1"}}, ""},
+		{"an unknown cluster", []Spec{{Name: "manager"}, {Name: "worker-2", EtcdOf: "worker-1"}}, `cluster worker-2: EtcdOf "worker-1" names no cluster`},
+		{"one that shares itself", []Spec{{Name: "manager"}, {Name: "worker-1", EtcdOf: "manager"}, {Name: "worker-2", EtcdOf: "worker-1"}}, `cluster worker-2: EtcdOf "worker-1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkEtcdOf(tc.specs)
+			if tc.err == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
