@@ -2,9 +2,11 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -122,5 +124,55 @@ func TestNamespaceReaderFallsBackToTheAPI(t *testing.T) {
 	}
 	if got, err := (NamespaceReader{Cache: cache, API: api}).Get(ctx, "team-none"); got != nil || err != nil {
 		t.Errorf("a namespace that does not exist: got %v, %v", got, err)
+	}
+}
+
+// The patch the opt-in webhook answers with, applied to the Job as its
+// author sent it, gives what OptIn decides: for every shape of the three
+// fields it sets, annotations absent, empty or present.
+func TestOptInPatchGivesOptIn(t *testing.T) {
+	held := v1alpha1.HeldForPlacementAnnotation
+	cases := map[string]*batchv1.Job{
+		"a plain Job":                      {},
+		"with other annotations":           {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"team": "a/b~c"}}},
+		"with empty annotations":           {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}},
+		"created suspended":                {Spec: batchv1.JobSpec{Suspend: ptr.To(true)}},
+		"explicitly not suspended":         {Spec: batchv1.JobSpec{Suspend: ptr.To(false)}},
+		"an explicit opt-in":               {Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy)}},
+		"already opted in and held":        {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{held: "true"}}, Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true)}},
+		"held by its author, wrongly":      {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{held: "false"}}},
+		"suspended, annotated by the user": {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{held: "yes"}}, Spec: batchv1.JobSpec{Suspend: ptr.To(true)}},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			in.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "registry.example/c:1"}}
+			want, changed := OptIn(in)
+			if !changed {
+				t.Fatalf("OptIn left the Job alone")
+			}
+			raw, err := json.Marshal(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops, err := json.Marshal(OptInPatch(in, want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch, err := jsonpatch.DecodePatch(ops)
+			if err != nil {
+				t.Fatalf("decoding %s: %v", ops, err)
+			}
+			patched, err := patch.Apply(raw)
+			if err != nil {
+				t.Fatalf("applying %s: %v", ops, err)
+			}
+			got := &batchv1.Job{}
+			if err := json.Unmarshal(patched, got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("patch %s (-OptIn +patched):\n%s", ops, diff)
+			}
+		})
 	}
 }
