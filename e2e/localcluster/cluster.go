@@ -437,18 +437,18 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 
 	progress("starting kube-apiserver on %s", c.Server)
-	var auditArgs []string
+	var apiServerArgs []string
 	if spec.Audit {
 		if err := os.WriteFile(files.path("audit-policy.yaml"), []byte(auditPolicy), 0o644); err != nil {
 			return err
 		}
-		auditArgs = []string{"--audit-policy-file=" + files.path("audit-policy.yaml"), "--audit-log-path=" + c.AuditLogPath(),
+		apiServerArgs = []string{"--audit-policy-file=" + files.path("audit-policy.yaml"), "--audit-log-path=" + c.AuditLogPath(),
 			"--audit-log-format=json", "--audit-log-maxsize=0"}
 	}
 	if spec.APIServerOnly {
-		auditArgs = append(auditArgs, apiServerOnlyArgs...)
+		apiServerArgs = append(apiServerArgs, apiServerOnlyArgs...)
 	}
-	apiserver, err := run("kube-apiserver", append(append(auditArgs, etcdArgs...),
+	apiserver, err := run("kube-apiserver", append(append(apiServerArgs, etcdArgs...),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+files.path("pki"),
