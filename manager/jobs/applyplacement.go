@@ -235,7 +235,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 		updated, err = placedJob(job, decision.Worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
-		err = r.writeJob(ctx, updated)
+		err = r.writeJob(ctx, job, updated)
 	}
 	if err != nil {
 		r.assume.forget(job.UID)
@@ -337,7 +337,7 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 	if change != nil {
 		change(updated)
 	}
-	if err := r.writeJob(ctx, updated); err != nil {
+	if err := r.writeJob(ctx, job, updated); err != nil {
 		return err
 	}
 	r.assume.forget(job.UID)
@@ -354,7 +354,7 @@ func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID 
 	if mirrorUID != "" {
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.MirrorUIDAnnotation, string(mirrorUID))
 	}
-	if err := r.writeJob(ctx, updated); err != nil {
+	if err := r.writeJob(ctx, job, updated); err != nil {
 		return err
 	}
 	*job = *updated
@@ -382,7 +382,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 	if err != nil {
 		return err
 	}
-	if err := r.writeJob(ctx, updated); err != nil {
+	if err := r.writeJob(ctx, job, updated); err != nil {
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
 	}
 	*job = *updated

@@ -89,7 +89,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // the manager chart (hack/generate.sh writes them with controller-gen into
 // charts/jobferry-manager/files/). Every read goes through the cache: list
 // and watch, never get (the install test checks each right is used).
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
@@ -457,16 +457,20 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	return s, err
 }
 
-// writeJob updates a manager Job with its jobferry state sealed: every
-// write of the Job by the manager goes through here, so what it leaves is
-// always what Verify trusts.
-func (r *JobReconciler) writeJob(ctx context.Context, job *batchv1.Job) error {
+// writeJob writes a manager Job changed from original (as read) to job,
+// with its jobferry state sealed: every write of the Job's metadata and
+// spec by the manager goes through here, so what it leaves is always what
+// Verify trusts. It sends a merge patch of what changed, on the condition
+// that the Job is still at original's resourceVersion (a Conflict
+// otherwise, as an update would get): only the fields the manager changes
+// travel, so the Job need not be held whole to write it.
+func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job) error {
 	key, err := r.Keys.Key(ctx)
 	if err != nil {
 		return err
 	}
 	sealed := jobstate.Sealed(job, key)
-	if err := r.Client.Update(ctx, sealed); err != nil {
+	if err := r.Client.Patch(ctx, sealed, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	*job = *sealed
@@ -525,7 +529,7 @@ func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) e
 	}
 	updated := job.DeepCopy()
 	controllerutil.RemoveFinalizer(updated, v1alpha1.MirrorFinalizer)
-	if err := r.writeJob(ctx, updated); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.writeJob(ctx, job, updated); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}
 	return nil

@@ -36,8 +36,8 @@ type jobsHarness struct {
 	workers  *workerstest.Pool
 	clock    *clocktesting.FakeClock
 	recorder *events.FakeRecorder
-	// updates and statusUpdates count the manager Job writes.
-	updates, statusUpdates atomic.Int32
+	// jobWrites (updates and patches) and statusUpdates count the manager Job writes.
+	jobWrites, statusUpdates atomic.Int32
 }
 
 func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
@@ -54,9 +54,15 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		WithInterceptorFuncs(interceptor.Funcs{
 			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 				if _, ok := obj.(*batchv1.Job); ok {
-					h.updates.Add(1)
+					h.jobWrites.Add(1)
 				}
 				return c.Update(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if _, ok := obj.(*batchv1.Job); ok {
+					h.jobWrites.Add(1)
+				}
+				return c.Patch(ctx, obj, patch, opts...)
 			},
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
@@ -160,8 +166,8 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if got := h.events(); strings.Join(got, ",") != ReasonDispatched {
 		t.Errorf("events %v, want one %s", got, ReasonDispatched)
 	}
-	if h.updates.Load() != 2 || h.statusUpdates.Load() != 0 {
-		t.Errorf("manager writes: %d updates, %d status updates; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.updates.Load(), h.statusUpdates.Load())
+	if h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 0 {
+		t.Errorf("manager writes: %d of the Job, %d of its status; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.jobWrites.Load(), h.statusUpdates.Load())
 	}
 	job = h.job(t)
 	if job.Annotations[v1alpha1.MirrorUIDAnnotation] != string(m.UID) {
@@ -226,13 +232,13 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if m := h.mirror(t, "w1"); m == nil {
 		t.Errorf("the finished mirror was deleted while its manager Job exists")
 	}
-	if h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
-		t.Errorf("manager writes: %d updates, %d status updates; want 2 and 2", h.updates.Load(), h.statusUpdates.Load())
+	if h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 2 {
+		t.Errorf("manager writes: %d of the Job, %d of its status; want 2 and 2", h.jobWrites.Load(), h.statusUpdates.Load())
 	}
 	// Nothing is left to do, and nothing runs again.
 	h.reconcile(t)
-	if m := h.mirror(t, "w1"); m == nil || h.updates.Load() != 2 || h.statusUpdates.Load() != 2 {
-		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.updates.Load(), h.statusUpdates.Load())
+	if m := h.mirror(t, "w1"); m == nil || h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 2 {
+		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.jobWrites.Load(), h.statusUpdates.Load())
 	}
 }
 

@@ -61,7 +61,7 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 		updated := job.DeepCopy()
 		updated.Spec.Suspend = ptr.To(false)
 		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
-		if err := r.writeJob(ctx, updated); err != nil {
+		if err := r.writeJob(ctx, job, updated); err != nil {
 			return fmt.Errorf("releasing a Job with nothing to run: %w", err)
 		}
 		job = updated

@@ -1,0 +1,117 @@
+//go:build integration
+
+package jobs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
+)
+
+// writeJob, on a real kube-apiserver: the placement (annotations and the
+// worker's directives in the pod template) lands sealed and leaves the rest
+// of the template as it was; releasing the Job removes what placing added;
+// and a write from a Job as read before someone else's change is refused
+// with a Conflict, not applied over it.
+func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef")}
+	r := &JobReconciler{Client: c, Keys: fixedKey(key)}
+
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "placed",
+			Annotations: map[string]string{v1alpha1.HeldForPlacementAnnotation: "true", "team": "a"}},
+		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "work", Image: "registry.example/work:1", Command: []string{"run"},
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "batch"}}}},
+		}}},
+	}
+	if err := c.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	read := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), read); err != nil {
+		t.Fatal(err)
+	}
+
+	placed, err := placedJob(read, "worker-1", v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeJob(ctx, read, placed); err != nil {
+		t.Fatalf("writing the placement: %v", err)
+	}
+	got := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" || got.Annotations["team"] != "a" {
+		t.Errorf("annotations after placing: %v", got.Annotations)
+	}
+	if verdict, _ := jobstate.Verify(got, key); verdict != jobstate.Trusted || got.Annotations[v1alpha1.StateSealAnnotation] == "" {
+		t.Errorf("the placement is not sealed: %v, annotations %v", verdict, got.Annotations)
+	}
+	spec := got.Spec.Template.Spec
+	if spec.NodeSelector["pool"] != "general" {
+		t.Errorf("the worker's node selector was not injected: %v", spec.NodeSelector)
+	}
+	if c := spec.Containers; len(c) != 1 || c[0].Image != "registry.example/work:1" || len(c[0].Env) != 1 || c[0].Command[0] != "run" {
+		t.Errorf("the containers changed: %+v", c)
+	}
+	if placed.ResourceVersion != got.ResourceVersion {
+		t.Errorf("the written Job holds resourceVersion %s, the server %s", placed.ResourceVersion, got.ResourceVersion)
+	}
+
+	released := releasedJob(got)
+	if err := r.writeJob(ctx, got, released); err != nil {
+		t.Fatalf("writing the release: %v", err)
+	}
+	again := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), again); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Annotations[v1alpha1.WorkerAnnotation]; ok {
+		t.Errorf("the worker annotation is still there after the release: %v", again.Annotations)
+	}
+
+	// got is now stale: a write from it must not land over the release.
+	stale := got.DeepCopy()
+	metav1.SetMetaDataAnnotation(&stale.ObjectMeta, v1alpha1.MirrorUIDAnnotation, "uid-from-a-stale-read")
+	if err := r.writeJob(ctx, got, stale); !apierrors.IsConflict(err) {
+		t.Fatalf("a write from a stale read: %v, want a Conflict", err)
+	}
+	final := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), final); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := final.Annotations[v1alpha1.MirrorUIDAnnotation]; ok {
+		t.Errorf("the stale write landed: %v", final.Annotations)
+	}
+}
