@@ -79,7 +79,7 @@ func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode,
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   job.Namespace,
 			Name:        job.Name,
-			Labels:      withoutGenerated(job.Labels),
+			Labels:      WithoutGeneratedLabels(job.Labels),
 			Annotations: maps.Clone(job.Annotations),
 		},
 		Spec: *job.Spec.DeepCopy(),
@@ -101,7 +101,7 @@ func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode,
 	if controller == v1alpha1.JobControllerWorker {
 		spec.ManagedBy = ptr.To(v1alpha1.WorkerManagedBy)
 	}
-	spec.Template.Labels = withoutGenerated(spec.Template.Labels)
+	spec.Template.Labels = WithoutGeneratedLabels(spec.Template.Labels)
 	if scheduling != nil {
 		merged, err := directives.Merge(spec.Template, *scheduling)
 		if err != nil {
@@ -112,7 +112,9 @@ func Build(job *batchv1.Job, id Identity, controller v1alpha1.JobControllerMode,
 	return mirror, nil
 }
 
-func withoutGenerated(labels map[string]string) map[string]string {
+// WithoutGeneratedLabels is labels without those the API server derives
+// from a Job's own UID and name (a copy; nil stays nil).
+func WithoutGeneratedLabels(labels map[string]string) map[string]string {
 	out := maps.Clone(labels)
 	for _, l := range generatedLabels {
 		delete(out, l)

@@ -70,7 +70,7 @@ func TemplateMutable(job *batchv1.Job) bool {
 // sameSchedulingTemplate compares what carryScheduling copies, ignoring the
 // labels the worker's API server derives from the mirror's own UID.
 func sameSchedulingTemplate(have, want corev1.PodTemplateSpec) bool {
-	return equality.Semantic.DeepEqual(withoutGenerated(have.Labels), withoutGenerated(want.Labels)) &&
+	return equality.Semantic.DeepEqual(WithoutGeneratedLabels(have.Labels), WithoutGeneratedLabels(want.Labels)) &&
 		equality.Semantic.DeepEqual(have.Annotations, want.Annotations) &&
 		equality.Semantic.DeepEqual(have.Spec.NodeSelector, want.Spec.NodeSelector) &&
 		equality.Semantic.DeepEqual(have.Spec.Tolerations, want.Spec.Tolerations) &&
@@ -81,7 +81,7 @@ func sameSchedulingTemplate(have, want corev1.PodTemplateSpec) bool {
 // carryScheduling copies the template fields a suspended Job's template may
 // change, keeping the generated labels the worker's API server set.
 func carryScheduling(dst *corev1.PodTemplateSpec, src corev1.PodTemplateSpec) {
-	labels := withoutGenerated(src.Labels)
+	labels := WithoutGeneratedLabels(src.Labels)
 	for _, l := range generatedLabels {
 		if v, ok := dst.Labels[l]; ok {
 			if labels == nil {

@@ -24,7 +24,7 @@ func TestSpecUpdate(t *testing.T) {
 	}
 	desiredFrom := func(m *batchv1.Job, change func(*batchv1.JobSpec)) *batchv1.Job {
 		d := &batchv1.Job{Spec: *m.Spec.DeepCopy()}
-		d.Spec.Template.Labels = withoutGenerated(d.Spec.Template.Labels)
+		d.Spec.Template.Labels = WithoutGeneratedLabels(d.Spec.Template.Labels)
 		change(&d.Spec)
 		return d
 	}

@@ -156,7 +156,16 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			return false, result, err
 		}
 	}
-	m, err := desiredMirror(job, activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
+	whole, err := r.withStoredTemplate(ctx, job)
+	if err != nil {
+		return false, reconcile.Result{}, err
+	}
+	if whole == nil {
+		// Its spec changed since it was read, or it is gone: the cache
+		// brings the news, and the mirror is built from the new spec.
+		return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	m, err := desiredMirror(whole, activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
@@ -291,6 +300,28 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	}
 	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil
+}
+
+// withStoredTemplate is job with the pod template the API server holds: the
+// cache keeps manager Jobs' templates without what only their mirror needs
+// (managercache.trimJob), and a mirror is created whole. One read per mirror
+// created. nil when the Job is gone or its spec (whose every change moves
+// its generation) changed since job was read: the mirror is not built from
+// a mix of the two.
+func (r *JobReconciler) withStoredTemplate(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+	stored := &batchv1.Job{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), stored); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the pod template of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	if stored.UID != job.UID || stored.Generation != job.Generation {
+		return nil, nil
+	}
+	whole := job.DeepCopy()
+	whole.Spec.Template = stored.Spec.Template
+	return whole, nil
 }
 
 // updateFromCache writes to the worker the changes that make cached (the

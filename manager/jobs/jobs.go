@@ -89,7 +89,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // the manager chart (hack/generate.sh writes them with controller-gen into
 // charts/jobferry-manager/files/). Every read goes through the cache: list
 // and watch, never get (the install test checks each right is used).
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
@@ -128,7 +128,8 @@ type JobReconciler struct {
 	// (statekey.Keys; package jobstate).
 	Keys keySource
 	// APIReader reads from the manager cluster's API server what the cache
-	// does not know yet (a namespace created moments before its Job).
+	// does not know yet (a namespace created moments before its Job) or does
+	// not keep (a manager Job's whole pod template).
 	APIReader client.Reader
 	Clock     clock.Clock
 	// Concurrency is the number of Jobs reconciled at once.

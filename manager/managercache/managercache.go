@@ -15,11 +15,13 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // CacheOptions are the manager cluster cache's: the kubeconfig Secrets of
-// the manager's namespace only, not every Secret of the cluster; Jobs other
-// controllers manage reduced to what tells them apart (see trimJob); no
+// the manager's namespace only, not every Secret of the cluster; manager
+// Jobs without what only their mirror needs and Jobs other controllers
+// manage reduced to what tells them apart (see trimJob); no
 // managedFields on anything, as nothing reads them. The manager's memory
 // then grows with the Jobs it dispatches, not with the cluster.
 func CacheOptions(namespace string) cache.Options {
@@ -32,9 +34,10 @@ func CacheOptions(namespace string) cache.Options {
 	}
 }
 
-// trimJob keeps a manager Job whole but its managedFields, and of any other
-// Job only its identity: the Job controller skips it (isManagerJob), and no
-// reader of the cache needs more.
+// trimJob keeps a manager Job without its managedFields and with its pod
+// template trimmed (trimTemplate), and of any other Job only its identity:
+// the Job controller skips it (isManagerJob), and no reader of the cache
+// needs more.
 func trimJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -42,6 +45,7 @@ func trimJob(obj any) (any, error) {
 	}
 	if v1alpha1.IsManagerJob(job) {
 		job.ManagedFields = nil
+		trimTemplate(&job.Spec.Template)
 		return job, nil
 	}
 	return &batchv1.Job{
@@ -53,6 +57,33 @@ func trimJob(obj any) (any, error) {
 		},
 		Spec: batchv1.JobSpec{ManagedBy: job.Spec.ManagedBy},
 	}, nil
+}
+
+// trimTemplate drops from a cached manager Job's pod template what no
+// reader of the cache uses, so the manager's memory does not grow with the
+// size of its users' pod specs: the labels the API server derives from the
+// Job's UID and name (a mirror never carries them), and of every container
+// what neither placement (requests, restart policy) nor the dispatch
+// policy's Pod Security check (security contexts, ports) reads — image,
+// command, arguments, environment, mounts, probes, lifecycle. The mirror is
+// built from the template as the API server holds it (a read at its
+// creation), and the manager's writes cannot take the rest away: metadata
+// and spec go as patches of what changed, and the API server takes a
+// status update's spec from the stored Job.
+func trimTemplate(t *corev1.PodTemplateSpec) {
+	if t.Labels = mirror.WithoutGeneratedLabels(t.Labels); len(t.Labels) == 0 {
+		t.Labels = nil
+	}
+	for _, containers := range [][]corev1.Container{t.Spec.InitContainers, t.Spec.Containers} {
+		for i := range containers {
+			c := &containers[i]
+			c.Image, c.ImagePullPolicy, c.WorkingDir = "", "", ""
+			c.Command, c.Args, c.Env, c.EnvFrom = nil, nil, nil, nil
+			c.VolumeMounts, c.VolumeDevices = nil, nil
+			c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
+			c.TerminationMessagePath, c.TerminationMessagePolicy = "", ""
+		}
+	}
 }
 
 // PlacementIndex indexes manager Jobs by the worker they are placed on, and
