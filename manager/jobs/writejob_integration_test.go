@@ -115,3 +115,64 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 		t.Errorf("the stale write landed: %v", final.Annotations)
 	}
 }
+
+// withStoredTemplate, on a real kube-apiserver: a Job as the cache keeps it
+// (its containers without image or command) gets the template the API
+// server holds; a Job whose spec changed since it was read gets nothing.
+func TestIntegrationWithStoredTemplateReadsTheWholeTemplate(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := &JobReconciler{Client: c, APIReader: c}
+
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "whole"},
+		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "work", Image: "registry.example/work:1", Command: []string{"run"}}},
+		}}},
+	}
+	if err := c.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	cached := job.DeepCopy()
+	cached.Spec.Template.Spec.Containers[0].Image, cached.Spec.Template.Spec.Containers[0].Command = "", nil
+	cached.Annotations = map[string]string{v1alpha1.WorkerAnnotation: "worker-1"}
+
+	whole, err := r.withStoredTemplate(ctx, cached)
+	if err != nil || whole == nil {
+		t.Fatalf("reading the stored template: %v, %v", whole, err)
+	}
+	if c := whole.Spec.Template.Spec.Containers[0]; c.Image != "registry.example/work:1" || len(c.Command) != 1 {
+		t.Errorf("the container is not the stored one: %+v", c)
+	}
+	if whole.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" {
+		t.Errorf("the rest is not the Job as read: %v", whole.Annotations)
+	}
+
+	stored := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), stored); err != nil {
+		t.Fatal(err)
+	}
+	changed := stored.DeepCopy()
+	changed.Spec.Parallelism = ptr.To[int32](2)
+	if err := c.Update(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if whole, err := r.withStoredTemplate(ctx, cached); err != nil || whole != nil {
+		t.Errorf("a Job whose spec changed since it was read: %v, %v; want nothing", whole, err)
+	}
+}
