@@ -284,7 +284,7 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 	const limit = 256 * 1024
 	used := len(v1alpha1.HeldForPlacementAnnotation) + len("true") + len("payload")
 	big.Annotations = map[string]string{"payload": strings.Repeat("x", limit-used-10)}
-	before := countPutRejections(t, d)
+	before := countWriteRejections(t, d)
 	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 		}
 	}
 	waitAllComplete(ctx, t, d, other, 3, time.Minute)
-	if n := countPutRejections(t, d) - before; n != 1 {
+	if n := countWriteRejections(t, d) - before; n != 1 {
 		t.Errorf("the manager's API server rejected %v writes while one placement was refused, want 1 (no retry until the Job changes)", n)
 	}
 	mergePatchJob(ctx, t, d.manager, ns, big.Name, `{"metadata":{"annotations":{"payload":null}}}`)
@@ -346,9 +346,16 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 	d.assertNoRejectedStatusWrites(t)
 }
 
-// countPutRejections is how many PUTs the manager's API server answered
-// with 422 Unprocessable Entity (the manager's client-go metrics).
-func countPutRejections(t *testing.T, d *dispatchEnv) float64 {
+// countWriteRejections is how many writes (updates and patches) the
+// manager's API server answered with 422 Unprocessable Entity (the
+// manager's client-go metrics).
+func countWriteRejections(t *testing.T, d *dispatchEnv) float64 {
 	t.Helper()
-	return metricSum(d.metrics(t)["rest_client_requests_total"], map[string]string{"code": "422", "method": "PUT", "host": strings.TrimPrefix(d.Manager.Server, "https://")})
+	requests := d.metrics(t)["rest_client_requests_total"]
+	host := strings.TrimPrefix(d.Manager.Server, "https://")
+	var n float64
+	for _, method := range []string{"PUT", "PATCH"} {
+		n += metricSum(requests, map[string]string{"code": "422", "method": method, "host": host})
+	}
+	return n
 }
