@@ -19,12 +19,10 @@ import (
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
-// writeJob, on a real kube-apiserver: the placement (annotations and the
-// worker's directives in the pod template) lands sealed and leaves the rest
-// of the template as it was; releasing the Job removes what placing added;
-// and a write from a Job as read before someone else's change is refused
-// with a Conflict, not applied over it.
-func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
+// startAPIServer starts a kube-apiserver and etcd (envtest) for the test
+// and returns a client of it.
+func startAPIServer(t *testing.T) client.Client {
+	t.Helper()
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
@@ -39,6 +37,16 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// writeJob, on a real kube-apiserver: the placement (annotations and the
+// worker's directives in the pod template) lands sealed and leaves the rest
+// of the template as it was; releasing the Job removes what placing added;
+// and a write from a Job as read before someone else's change is refused
+// with a Conflict, not applied over it.
+func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
+	c := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef")}
@@ -120,20 +128,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 // (its containers without image or command) gets the template the API
 // server holds; a Job whose spec changed since it was read gets nothing.
 func TestIntegrationWithStoredTemplateReadsTheWholeTemplate(t *testing.T) {
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := &JobReconciler{Client: c, APIReader: c}
