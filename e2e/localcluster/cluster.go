@@ -412,7 +412,6 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		return waitFor(ctx, opts.StartTimeout, p, check)
 	}
 
-	etcdArgs := []string{"--etcd-servers=" + opts.Etcd, "--etcd-prefix=/" + spec.Name}
 	c.EtcdURL = opts.Etcd
 	if spec.EtcdOf == "" {
 		progress("starting etcd")
@@ -433,7 +432,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err := waitReady(etcd, httpOK(c.EtcdURL+"/health", nil)); err != nil {
 			return err
 		}
-		etcdArgs = []string{"--etcd-servers=" + c.EtcdURL}
+	}
+	etcdArgs := []string{"--etcd-servers=" + c.EtcdURL}
+	if spec.EtcdOf != "" {
+		etcdArgs = append(etcdArgs, "--etcd-prefix=/"+spec.Name)
 	}
 
 	progress("starting kube-apiserver on %s", c.Server)

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -62,10 +63,4 @@ func inotifyVerdict(need, limit, clusters int) error {
 		clusters, need, limit, roundUpPowerOfTwo(need))
 }
 
-func roundUpPowerOfTwo(n int) int {
-	p := 1
-	for p < n {
-		p *= 2
-	}
-	return p
-}
+func roundUpPowerOfTwo(n int) int { return 1 << bits.Len(uint(n-1)) }
