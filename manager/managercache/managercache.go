@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/internal/sharedstrings"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -34,18 +35,22 @@ func CacheOptions(namespace string) cache.Options {
 	}
 }
 
-// trimJob keeps a manager Job without its managedFields and with its pod
-// template trimmed (trimTemplate), and of any other Job only its identity:
-// the Job controller skips it (isManagerJob), and no reader of the cache
-// needs more.
+// trimJob keeps a manager Job without its managedFields and its selector
+// (a mirror gets its own from its worker's API server; the manager's writes
+// of the spec are patches of what changed), with its pod template trimmed
+// (trimTemplate) and its repeated strings shared with the other cached Jobs
+// (package sharedstrings); and of any other Job only its identity: the Job
+// controller skips it (isManagerJob), and no reader of the cache needs
+// more.
 func trimJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil
 	}
 	if v1alpha1.IsManagerJob(job) {
-		job.ManagedFields = nil
+		job.ManagedFields, job.Spec.Selector = nil, nil
 		trimTemplate(&job.Spec.Template)
+		sharedstrings.Job(job)
 		return job, nil
 	}
 	return &batchv1.Job{

@@ -22,7 +22,7 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 				Annotations:   map[string]string{v1alpha1.WorkerAnnotation: "worker-1"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 			},
-			Spec: batchv1.JobSpec{ManagedBy: managedBy, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Spec: batchv1.JobSpec{ManagedBy: managedBy, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "u1"}}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
 			}}},
 			Status: batchv1.JobStatus{Active: 1},
@@ -35,6 +35,9 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 	managed := got.(*batchv1.Job)
 	if managed.ManagedFields != nil {
 		t.Error("a manager Job keeps its managedFields in the cache")
+	}
+	if managed.Spec.Selector != nil {
+		t.Error("a manager Job keeps its selector in the cache")
 	}
 	if managed.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" || len(managed.Spec.Template.Spec.Containers) != 1 || managed.Status.Active != 1 {
 		t.Errorf("a manager Job lost what the cache's readers read: %+v", managed)

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/sharedstrings"
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
@@ -35,7 +37,7 @@ func SlimMirror(obj any) (any, error) {
 	out := &batchv1.Job{
 		TypeMeta: job.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: job.Name, UID: job.UID, ResourceVersion: job.ResourceVersion, Generation: job.Generation,
+			Namespace: sharedstrings.Canonical(job.Namespace), Name: job.Name, UID: job.UID, ResourceVersion: job.ResourceVersion, Generation: job.Generation,
 			CreationTimestamp: job.CreationTimestamp, DeletionTimestamp: job.DeletionTimestamp, Labels: jobferryLabels(job.Labels),
 		},
 		Spec: batchv1.JobSpec{
@@ -43,13 +45,14 @@ func SlimMirror(obj any) (any, error) {
 			BackoffLimit: spec.BackoffLimit, BackoffLimitPerIndex: spec.BackoffLimitPerIndex, MaxFailedIndexes: spec.MaxFailedIndexes,
 			Suspend: spec.Suspend, CompletionMode: spec.CompletionMode, ManagedBy: spec.ManagedBy,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: bounded(template.Labels), Annotations: bounded(template.Annotations)},
+				ObjectMeta: metav1.ObjectMeta{Labels: sharedKeys(bounded(template.Labels)), Annotations: sharedKeys(bounded(template.Annotations))},
 				Spec: corev1.PodSpec{NodeSelector: template.Spec.NodeSelector, Tolerations: template.Spec.Tolerations,
 					SchedulingGates: template.Spec.SchedulingGates},
 			},
 		},
 		Status: job.Status,
 	}
+	sharedstrings.Conditions(out.Status.Conditions)
 	if a := template.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		out.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
 	}
@@ -57,7 +60,9 @@ func SlimMirror(obj any) (any, error) {
 }
 
 // jobferryLabels are the jobferry.dev/ labels of a Job: the only ones the
-// manager reads on a worker.
+// manager reads on a worker. Their keys, and the values every mirror of
+// this manager repeats (its origin, the attempt), are shared copies
+// (package sharedstrings); the origin UID is the manager Job's own.
 func jobferryLabels(labels map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range labels {
@@ -65,10 +70,19 @@ func jobferryLabels(labels map[string]string) map[string]string {
 			if out == nil {
 				out = map[string]string{}
 			}
-			out[k] = v
+			if k != v1alpha1.OriginUIDLabel {
+				v = sharedstrings.Canonical(v)
+			}
+			out[sharedstrings.Canonical(k)] = v
 		}
 	}
 	return out
+}
+
+// sharedKeys is m with its keys shared (package sharedstrings).
+func sharedKeys(m map[string]string) map[string]string {
+	sharedstrings.Keys(m)
+	return m
 }
 
 // bounded is m, or nil when its keys and values hold more than
