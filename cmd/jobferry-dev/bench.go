@@ -114,6 +114,7 @@ only, Kueue off.`,
 	cmd.Flags().IntVar(&sim.Nodes, "sim-nodes", sim.Nodes, "nodes each simulated worker pretends to have (16 CPUs, 110 pods each)")
 	cmd.Flags().DurationVar(&sim.Timing.Start, "sim-start", sim.Timing.Start, "from a mirror's creation to its simulated pod running")
 	cmd.Flags().DurationVar(&sim.Timing.RunFor, "sim-run-for", sim.Timing.RunFor, "how long a simulated pod runs")
+	cmd.Flags().Float64Var(&sim.ReleaseRate, "sim-release-rate", 0, "with --sim-hold, release the Jobs this many a second (Complete at a steady rate while the rest are still tracked) instead of all at once")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd

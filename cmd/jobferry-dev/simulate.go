@@ -45,15 +45,16 @@ func newSimulateCommand() *cobra.Command {
 			}
 			opts.Log = cmd.ErrOrStderr()
 			if opts.Timing.Hold {
-				// SIGUSR1 releases the held Jobs (the bench sends it once
-				// it has measured every Job tracked at once).
+				// Each SIGUSR1 releases the Jobs held then (the bench sends
+				// it once it has measured every Job of a run tracked at once).
 				signals := make(chan os.Signal, 1)
 				signal.Notify(signals, syscall.SIGUSR1)
 				release := make(chan struct{})
 				go func() {
-					<-signals
-					fmt.Fprintln(cmd.ErrOrStderr(), "releasing the held Jobs")
-					close(release)
+					for range signals {
+						fmt.Fprintln(cmd.ErrOrStderr(), "releasing the held Jobs")
+						release <- struct{}{}
+					}
 				}()
 				opts.Release = release
 			}
@@ -67,6 +68,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&opts.Timing.RunFor, "run-for", opts.Timing.RunFor, "how long pods run, unless the template says ("+simworker.RunForAnnotation+")")
 	cmd.Flags().DurationVar(&opts.Publish, "publish", opts.Publish, "how often a changed capacity summary is written")
 	cmd.Flags().BoolVar(&opts.Timing.Hold, "hold", false, "keep running Jobs running until SIGUSR1")
+	cmd.Flags().Float64Var(&opts.ReleaseRate, "release-rate", 0, "Jobs a second a SIGUSR1 releases, over all workers (0: all at once)")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "status writes in flight per worker")
 	return cmd
 }

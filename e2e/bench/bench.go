@@ -131,6 +131,10 @@ type Arm struct {
 	// profileSeconds, and ProfileTop its hottest functions (jobferry arm).
 	Profile    string `json:"managerCPUProfile,omitempty"`
 	ProfileTop string `json:"-"`
+	// APIServerProfile is the manager cluster's API server's CPU profile
+	// over the same seconds, and APIServerProfileTop its hottest functions.
+	APIServerProfile    string `json:"managerAPIServerCPUProfile,omitempty"`
+	APIServerProfileTop string `json:"-"`
 	// HeapProfile is the manager's live heap once every Job of the arm was
 	// Complete (all tracked, none deleted yet), and HeapTop what allocated
 	// most of it (jobferry arm).
@@ -193,7 +197,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("a simulated run has no Kueue arm: run it with Kueue off")
 		}
 		workers = simulatedWorkers(cfg.Workers, res.WorkerCPUs)
-		res.Simulated = &SimulatedFigures{Nodes: sim.Nodes, StartSeconds: sim.Timing.Start.Seconds(), RunSeconds: sim.Timing.RunFor.Seconds(), Held: sim.Timing.Hold}
+		res.Simulated = &SimulatedFigures{Nodes: sim.Nodes, StartSeconds: sim.Timing.Start.Seconds(), RunSeconds: sim.Timing.RunFor.Seconds(), Held: sim.Timing.Hold, ReleaseRate: sim.ReleaseRate}
 	} else {
 		for i := 1; i <= cfg.Workers; i++ {
 			workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})
@@ -206,7 +210,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	pprofAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	managerArgs := append([]string{"--pprof-bind-address=" + pprofAddr}, cfg.ManagerArgs...)
-	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerArgs: managerArgs, Progress: cfg.Progress}
+	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerClusterProfiling: true, ManagerArgs: managerArgs, Progress: cfg.Progress}
 	if cfg.Simulated != nil {
 		opts.Simulate = startSimulator(*cfg.Simulated)
 	}
@@ -232,6 +236,11 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	b.pprofURL, b.managerBinary = "http://"+pprofAddr, env.ManagerProcess.Binary
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		return nil, err
+	}
+	b.apiServerBinary = filepath.Join(binDir, "kube-apiserver")
 	for i, n := range cfg.Ns {
 		if i > 0 {
 			if err := b.cleanUp(ctx, cfg.Ns[i-1]); err != nil {
@@ -290,11 +299,12 @@ func orAll(cpus string) string {
 type bencher struct {
 	env *devenv.Env
 	cfg Config
-	// pprofURL serves the manager's profiler; managerBinary is what it runs.
-	pprofURL, managerBinary string
-	manager                 kubernetes.Interface
-	workers                 []kubernetes.Interface
-	clusters                []*localcluster.Cluster
+	// pprofURL serves the manager's profiler; managerBinary is what it
+	// runs and apiServerBinary what its cluster's API server runs.
+	pprofURL, managerBinary, apiServerBinary string
+	manager                                  kubernetes.Interface
+	workers                                  []kubernetes.Interface
+	clusters                                 []*localcluster.Cluster
 	// queues and workloads are clients of Kueue's API on the manager
 	// (Kueue arm).
 	queues    client.Client
@@ -562,9 +572,12 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	}
 	figures := queueFigures(metricsBefore, metricsAfter, n)
 	measured.Queue = &figures
-	if measured.Profile, measured.ProfileTop, err = profile(); err != nil {
+	managerProfile, apiServerProfile, err := profile()
+	if err != nil {
 		return Arm{}, err
 	}
+	measured.Profile, measured.ProfileTop = managerProfile.path, managerProfile.top
+	measured.APIServerProfile, measured.APIServerProfileTop = apiServerProfile.path, apiServerProfile.top
 	return measured, nil
 }
 

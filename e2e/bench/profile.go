@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,27 +18,46 @@ import (
 // covers, from its first create: the burst of placements.
 const profileSeconds = 30
 
-// profile starts a CPU profile of the manager and returns a function that
-// waits for it and saves it into the output directory, with the hottest
-// functions as `go tool pprof -top` prints them.
-func (b *bencher) profile(ctx context.Context, tag string) func() (path, top string, err error) {
+// profile starts CPU profiles of the manager and of its cluster's API
+// server (they share a CPU: the dispatch ceiling is what both spend per
+// Job) and returns a function that waits for them and saves them into the
+// output directory, with the hottest functions as `go tool pprof -top`
+// prints them.
+func (b *bencher) profile(ctx context.Context, tag string) func() (manager, apiServer savedProfile, err error) {
 	type result struct {
 		data []byte
 		err  error
 	}
-	done := make(chan result, 1)
+	managerDone, apiServerDone := make(chan result, 1), make(chan result, 1)
 	go func() {
 		data, err := b.fetchPprof(ctx, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
-		done <- result{data: data, err: err}
+		managerDone <- result{data: data, err: err}
 	}()
-	return func() (string, string, error) {
-		r := <-done
-		if r.err != nil {
-			return "", "", r.err
+	go func() {
+		data, err := b.manager.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(profileSeconds)).Timeout((profileSeconds + 30) * time.Second).DoRaw(ctx)
+		if err != nil {
+			err = fmt.Errorf("profiling the manager cluster's API server: %w", err)
 		}
-		return b.savePprof(ctx, "manager-cpu-"+tag+".pprof", r.data)
+		apiServerDone <- result{data: data, err: err}
+	}()
+	return func() (savedProfile, savedProfile, error) {
+		m, a := <-managerDone, <-apiServerDone
+		if err := errors.Join(m.err, a.err); err != nil {
+			return savedProfile{}, savedProfile{}, err
+		}
+		manager, err := b.savePprof(ctx, b.managerBinary, "manager-cpu-"+tag+".pprof", m.data)
+		if err != nil {
+			return savedProfile{}, savedProfile{}, err
+		}
+		apiServer, err := b.savePprof(ctx, b.apiServerBinary, "manager-apiserver-cpu-"+tag+".pprof", a.data)
+		return manager, apiServer, err
 	}
 }
+
+// savedProfile is a profile in the output directory and what `go tool
+// pprof -top` prints of it.
+type savedProfile struct{ path, top string }
 
 // heapProfile saves the manager's live heap (after a collection) into the
 // output directory, with the functions that allocated most of it: taken
@@ -47,7 +67,8 @@ func (b *bencher) heapProfile(ctx context.Context, tag string) (path, top string
 	if err != nil {
 		return "", "", err
 	}
-	return b.savePprof(ctx, "manager-heap-"+tag+".pprof", data, "-sample_index=inuse_space")
+	saved, err := b.savePprof(ctx, b.managerBinary, "manager-heap-"+tag+".pprof", data, "-sample_index=inuse_space")
+	return saved.path, saved.top, err
 }
 
 // liveHeapBytes is the manager's heap in use right after a garbage
@@ -89,20 +110,19 @@ func (b *bencher) fetchPprof(ctx context.Context, endpoint string, timeout time.
 	return data, err
 }
 
-// savePprof writes a profile into the output directory and returns its path
-// and what `go tool pprof -top` prints of it.
-func (b *bencher) savePprof(ctx context.Context, name string, data []byte, pprofArgs ...string) (string, string, error) {
+// savePprof writes a profile of binary into the output directory.
+func (b *bencher) savePprof(ctx context.Context, binary, name string, data []byte, pprofArgs ...string) (savedProfile, error) {
 	if err := os.MkdirAll(b.cfg.Out, 0o755); err != nil {
-		return "", "", err
+		return savedProfile{}, err
 	}
 	path := filepath.Join(b.cfg.Out, name)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "", "", err
+		return savedProfile{}, err
 	}
-	args := append(append([]string{"tool", "pprof", "-top", "-nodecount=25"}, pprofArgs...), b.managerBinary, path)
+	args := append(append([]string{"tool", "pprof", "-top", "-nodecount=25"}, pprofArgs...), binary, path)
 	top, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
-		return "", "", fmt.Errorf("go %v: %w\n%s", args, err, top)
+		return savedProfile{}, fmt.Errorf("go %v: %w\n%s", args, err, top)
 	}
-	return path, string(top), nil
+	return savedProfile{path: path, top: string(top)}, nil
 }

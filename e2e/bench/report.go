@@ -165,6 +165,9 @@ func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
 	if a.ProfileTop != "" {
 		fmt.Fprintf(b, "\nThe manager's CPU profile, first %d s of the %s arm (`%s`):\n\n```\n%s```\n", profileSeconds, arm, filepath.Base(a.Profile), a.ProfileTop)
 	}
+	if a.APIServerProfileTop != "" {
+		fmt.Fprintf(b, "\nThe manager cluster's API server's CPU profile over the same seconds (`%s`; it shares the manager's CPU):\n\n```\n%s```\n", filepath.Base(a.APIServerProfile), a.APIServerProfileTop)
+	}
 	if a.HeapTop != "" {
 		fmt.Fprintf(b, "\nIn the %s arm, the manager's live heap once all %d Jobs were Complete grew by %.1f KiB per Job (HeapAlloc after a collection; the RSS adds the collector's headroom). What holds it (`%s`, in-use space):\n\n```\n%s```\n",
 			arm, n, a.ManagerLiveHeapPerJob/1024, filepath.Base(a.HeapProfile), a.HeapTop)

@@ -24,6 +24,8 @@ type Simulation struct {
 	// 110 pods a node).
 	Nodes  int
 	Timing simworker.Timing
+	// ReleaseRate releases held Jobs this many a second (0: all at once).
+	ReleaseRate float64
 	// Binary is jobferry-dev, which runs the simulator (simulate-workers)
 	// as a process of the workers' CPUs.
 	Binary string
@@ -35,8 +37,9 @@ type SimulatedFigures struct {
 	StartSeconds float64 `json:"podStartSeconds"`
 	RunSeconds   float64 `json:"podRunSeconds"`
 	// Held: every Job was held running until all N were tracked at once,
-	// then released.
-	Held bool `json:"held,omitempty"`
+	// then released, ReleaseRate a second (0: all at once).
+	Held        bool    `json:"held,omitempty"`
+	ReleaseRate float64 `json:"releaseRate,omitempty"`
 }
 
 // simulatorComponent names the simulator's process (on the first worker's
@@ -61,7 +64,8 @@ func simulatedWorkers(n int, cpus string) []localcluster.Spec {
 // SimulateArgs are the simulate-workers arguments for the workers of env.
 func SimulateArgs(workers []*localcluster.Cluster, sim Simulation) []string {
 	args := []string{"simulate-workers", "--nodes=" + strconv.Itoa(sim.Nodes),
-		"--start=" + sim.Timing.Start.String(), "--run-for=" + sim.Timing.RunFor.String(), "--hold=" + strconv.FormatBool(sim.Timing.Hold)}
+		"--start=" + sim.Timing.Start.String(), "--run-for=" + sim.Timing.RunFor.String(), "--hold=" + strconv.FormatBool(sim.Timing.Hold),
+		"--release-rate=" + strconv.FormatFloat(sim.ReleaseRate, 'g', -1, 64)}
 	for _, w := range workers {
 		args = append(args, "--worker="+w.Name+"="+w.KubeconfigPath)
 	}
@@ -116,8 +120,20 @@ func simMarkdown(res *Result) string {
 		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.4f | %.4f | %.0f MiB | %.1f KiB | %.1f KiB | %.1f |\n", r.N, j.WritesTotal["manager"], workersTotal(j),
 			j.CPU[managerProcess], j.CPU[apiServerProcess], float64(j.ManagerPeakRSS)/(1<<20), j.ManagerRSSPerJob/1024, j.ManagerLiveHeapPerJob/1024, reconciles)
 	}
+	b.WriteString("\nDispatch ceiling: Jobs a second one CPU carries through their whole life (placed, mirrored, status copied, deleted), from the CPU each spends per Job: " +
+		"the manager alone (as when its cluster's API server runs on other machines), and the manager with its API server on one CPU as here, where the measured mirrors/s beside it is bound by both.\n\n" +
+		"| N | mirrors/s measured | ceiling, manager alone (1 / its CPU-s per Job) | ceiling, manager and its API server on one CPU |\n|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		j := r.Jobferry
+		fmt.Fprintf(&b, "| %d | %.1f | %s | %s |\n", r.N, j.MirrorRate, perSecond(j.CPU[managerProcess]), perSecond(j.CPU[managerProcess]+j.CPU[apiServerProcess]))
+	}
 	if sim.Held {
-		b.WriteString("\nEvery Job held running until all N were running at once (tracked by the manager together), then released: the manager then, after a collection:\n\n| N | all running after | manager RSS | RSS/tracked Job | live heap/tracked Job |\n|---|---|---|---|---|\n")
+		released := "all at once"
+		if sim.ReleaseRate > 0 {
+			released = fmt.Sprintf("%.0f a second (Complete at a steady rate while the rest were still tracked)", sim.ReleaseRate)
+		}
+		fmt.Fprintf(&b, "\nEvery Job held running until all N were running at once (tracked by the manager together), then released %s: the manager then, after a collection:\n\n", released)
+		b.WriteString("| N | all running after | manager RSS | RSS/tracked Job | live heap/tracked Job |\n|---|---|---|---|---|\n")
 		for _, r := range res.Runs {
 			if t := r.Jobferry.Tracked; t != nil {
 				fmt.Fprintf(&b, "| %d | %.0f s | %.0f MiB | %.1f KiB | %.1f KiB |\n", r.N, t.AllRunningSeconds, float64(t.RSS)/(1<<20), t.RSSPerJob/1024, t.LiveHeapPerJob/1024)
@@ -136,6 +152,15 @@ func simMarkdown(res *Result) string {
 		}
 	}
 	return b.String()
+}
+
+// perSecond is how many Jobs a second one CPU carries at cpuPerJob
+// CPU-seconds each.
+func perSecond(cpuPerJob float64) string {
+	if cpuPerJob <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f Jobs/s", 1/cpuPerJob)
 }
 
 // trackAll waits until the simulator holds all n Jobs running, measures the

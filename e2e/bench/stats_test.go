@@ -275,3 +275,18 @@ func TestHeapAllocFromADebugHeapProfile(t *testing.T) {
 		t.Error("a profile without HeapAlloc gave no error")
 	}
 }
+
+func TestSimulatedReportDerivesTheDispatchCeilingFromCPUPerJob(t *testing.T) {
+	res := &Result{Started: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 10, ManagerCPUs: "0", WorkerCPUs: "1",
+		Simulated: &SimulatedFigures{Nodes: 100, StartSeconds: 1, RunSeconds: 1},
+		Runs: []Run{
+			{N: 3000, Jobferry: Arm{timings: timings{MirrorRate: 21.9}, CPU: map[string]float64{managerProcess: 0.0125, apiServerProcess: 0.0275}}},
+			{N: 10, Jobferry: Arm{}},
+		}}
+	md := Markdown(res)
+	for _, want := range []string{"| 3000 | 21.9 | 80 Jobs/s | 25 Jobs/s |", "| 10 | 0.0 | — | — |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -103,6 +103,9 @@ type Options struct {
 	// ManagerCPUs pins the manager cluster's processes, the jobferry manager
 	// included, to these CPUs (a taskset list); Workers carry their own.
 	ManagerCPUs string
+	// ManagerClusterProfiling serves the manager cluster's API server's
+	// /debug/pprof/ (the bench profiles it).
+	ManagerClusterProfiling bool
 	// JobControllers sets spec.jobController of a worker's WorkerCluster
 	// (by worker name; Builtin when absent).
 	JobControllers map[string]v1alpha1.JobControllerMode
@@ -167,7 +170,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		}
 	}
 	environment, err := localcluster.StartEnvironment(ctx, localcluster.EnvironmentSpec{
-		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs}, Workers: opts.Workers,
+		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs, Profiling: opts.ManagerClusterProfiling}, Workers: opts.Workers,
 	}, localcluster.EnvironmentOptions{Dir: opts.Dir, Detached: opts.Detached, Progress: opts.Progress})
 	if err != nil {
 		return nil, err

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -45,10 +46,14 @@ type Options struct {
 	Publish, Heartbeat time.Duration
 	// Concurrency is how many status writes one worker has in flight.
 	Concurrency int
-	// Release, closed, ends the hold of Timing.Hold: every running Job
-	// that has run its time completes then.
-	Release <-chan struct{}
-	Log     io.Writer
+	// Release ends the hold of Timing.Hold for the Jobs there are when it
+	// receives: every running Job that has run its time completes then,
+	// or, with ReleaseRate, that many Jobs a second over all workers,
+	// oldest name first on each (completions at a steady rate while the
+	// rest are still tracked). Later Jobs are held until the next receive.
+	Release     <-chan struct{}
+	ReleaseRate float64
+	Log         io.Writer
 }
 
 // DefaultOptions: pods run a second after their Job is created, for a
@@ -61,9 +66,36 @@ func Run(ctx context.Context, targets []Target, opts Options) error {
 		opts.Log = io.Discard
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	for _, t := range targets {
+	// One limiter for all workers: ReleaseRate is the whole rate.
+	releases := rate.NewLimiter(rate.Inf, 1)
+	if opts.ReleaseRate > 0 {
+		releases = rate.NewLimiter(rate.Limit(opts.ReleaseRate), 1)
+	}
+	// Each release reaches every worker.
+	var workerReleases []chan struct{}
+	for range targets {
+		workerReleases = append(workerReleases, make(chan struct{}, 1))
+	}
+	if opts.Release != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-opts.Release:
+					for _, r := range workerReleases {
+						select {
+						case r <- struct{}{}:
+						default: // a release is pending there already
+						}
+					}
+				}
+			}
+		}()
+	}
+	for i, t := range targets {
 		g.Go(func() error {
-			if err := simulate(ctx, t, opts); err != nil && ctx.Err() == nil {
+			if err := simulate(ctx, t, opts, workerReleases[i], releases); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("simulated worker %s: %w", t.Name, err)
 			}
 			return nil
@@ -76,15 +108,15 @@ func Run(ctx context.Context, targets []Target, opts Options) error {
 type simulated struct {
 	Target
 	opts Options
-	// released: Release was closed, so Timing.Hold no longer holds.
-	released atomic.Bool
+	// released holds the Jobs Timing.Hold no longer holds.
+	released releasedJobs
 	kube     kubernetes.Interface
 	jobs     toolscache.Indexer
 	queue    workqueue.TypedDelayingInterface[types.NamespacedName]
 	nodes    []corev1.Node
 }
 
-func simulate(ctx context.Context, t Target, opts Options) error {
+func simulate(ctx context.Context, t Target, opts Options, release <-chan struct{}, releases *rate.Limiter) error {
 	cfg := rest.CopyConfig(t.Config)
 	cfg.QPS, cfg.Burst = 5000, 10000
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -118,16 +150,14 @@ func simulate(ctx context.Context, t Target, opts Options) error {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
-	if opts.Timing.Hold && opts.Release != nil {
+	if opts.Timing.Hold {
 		go func() {
-			select {
-			case <-ctx.Done():
-			case <-opts.Release:
-				s.released.Store(true)
-				for _, key := range s.jobs.ListKeys() {
-					if ns, name, err := toolscache.SplitMetaNamespaceKey(key); err == nil {
-						s.queue.Add(types.NamespacedName{Namespace: ns, Name: name})
-					}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-release:
+					s.release(ctx, releases)
 				}
 			}
 		}()
@@ -142,6 +172,46 @@ func simulate(ctx context.Context, t Target, opts Options) error {
 	err = s.publish(ctx)
 	wg.Wait()
 	return err
+}
+
+// release ends the hold of the worker's Jobs, oldest name first, as fast
+// as releases allows.
+func (s *simulated) release(ctx context.Context, releases *rate.Limiter) {
+	keys := s.jobs.ListKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		ns, name, err := toolscache.SplitMetaNamespaceKey(k)
+		if err != nil {
+			continue
+		}
+		if err := releases.Wait(ctx); err != nil {
+			return
+		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		s.released.add(key)
+		s.queue.Add(key)
+	}
+}
+
+// releasedJobs are the Jobs a worker no longer holds running.
+type releasedJobs struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]bool
+}
+
+func (r *releasedJobs) add(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.jobs == nil {
+		r.jobs = map[types.NamespacedName]bool{}
+	}
+	r.jobs[key] = true
+}
+
+func (r *releasedJobs) has(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobs[key]
 }
 
 // trim keeps of a Job what the simulator reads: its identity, the spec
@@ -179,7 +249,7 @@ func (s *simulated) step(ctx context.Context) bool {
 	}
 	job := obj.(*batchv1.Job)
 	timing := s.opts.Timing
-	if timing.Hold && s.released.Load() {
+	if timing.Hold && s.released.has(key) {
 		// Released: a Job that ran its time while held completes now.
 		timing.Hold = false
 	}
