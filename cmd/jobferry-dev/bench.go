@@ -27,6 +27,7 @@ func newBenchCommand() *cobra.Command {
 		withKueue bool
 		simulated bool
 		interval  time.Duration
+		failover  bool
 		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
@@ -89,7 +90,7 @@ only, Kueue off.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, Failover: failover, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -115,6 +116,7 @@ only, Kueue off.`,
 	cmd.Flags().DurationVar(&sim.Timing.Start, "sim-start", sim.Timing.Start, "from a mirror's creation to its simulated pod running")
 	cmd.Flags().DurationVar(&sim.Timing.RunFor, "sim-run-for", sim.Timing.RunFor, "how long a simulated pod runs")
 	cmd.Flags().Float64Var(&sim.ReleaseRate, "sim-release-rate", 0, "with --sim-hold, release the Jobs this many a second (Complete at a steady rate while the rest are still tracked) instead of all at once")
+	cmd.Flags().BoolVar(&failover, "sim-failover", false, "with --sim-hold and one N: run two manager replicas and SIGKILL the leader once every Job is tracked; report the takeover and the mirrors per Job")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd

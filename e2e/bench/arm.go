@@ -116,6 +116,34 @@ func (o *observer) quotaReserved(job string, at time.Time) {
 	}
 }
 
+// firstCompleteAfter is the earliest a submitted Job was seen Complete at
+// or after t, false when none was.
+func (o *observer) firstCompleteAfter(t time.Time) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var first time.Time
+	for _, j := range o.jobs {
+		if !j.complete.IsZero() && !j.complete.Before(t) && (first.IsZero() || j.complete.Before(first)) {
+			first = j.complete
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// lagSince is the status-copy lag (the mirror's Complete seen until the
+// manager Job's) of the Jobs whose mirror was seen Complete at or after t.
+func (o *observer) lagSince(t time.Time) Percentiles {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var lag []time.Duration
+	for _, j := range o.jobs {
+		if !j.mirrorComplete.IsZero() && !j.complete.IsZero() && !j.mirrorComplete.Before(t) {
+			lag = append(lag, nonNegative(j.complete.Sub(j.mirrorComplete)))
+		}
+	}
+	return percentiles(lag)
+}
+
 // runningCount is how many submitted Jobs were seen running.
 func (o *observer) runningCount() int {
 	o.mu.Lock()

@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +64,10 @@ type Config struct {
 	// Simulated, when set, runs the workers as API servers only, their Jobs
 	// moved by the simulator: the jobferry arm only, labelled simulated.
 	Simulated *Simulation
-	Progress  io.Writer
+	// Failover runs the manager as two replicas and, in a held simulated
+	// run, kills the leader once every Job is tracked (see failover.go).
+	Failover bool
+	Progress io.Writer
 }
 
 // Result is everything one run measured; result.json holds it.
@@ -78,7 +83,10 @@ type Result struct {
 	Kueue bool `json:"kueue"`
 	// Simulated: the workers were simulated (no direct arm).
 	Simulated *SimulatedFigures `json:"simulated,omitempty"`
-	Runs      []Run             `json:"runs"`
+	// Failover: two manager replicas, the leader killed in each run (its
+	// figures are both replicas').
+	Failover bool  `json:"failover,omitempty"`
+	Runs     []Run `json:"runs"`
 }
 
 // Run is one N: every arm.
@@ -148,6 +156,8 @@ type Arm struct {
 	// Tracked is the manager with all N Jobs running at once (a simulated
 	// run that holds them).
 	Tracked *Tracked `json:"tracked,omitempty"`
+	// Failover is what a failover run measured of the takeover.
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // Tracked is what the manager took with every Job of an arm running at
@@ -163,6 +173,8 @@ type Tracked struct {
 	LiveHeapPerJob float64 `json:"liveHeapPerJobBytes"`
 	HeapProfile    string  `json:"heapProfile"`
 	HeapTop        string  `json:"-"`
+	// killed is when a failover run killed the leader, after measuring.
+	killed time.Time
 }
 
 // dispatchLabels opt the jobferry arm's namespace in: the labels the
@@ -204,13 +216,15 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	fmt.Fprintf(cfg.Progress, "bench: starting a manager (CPUs %s) and %d workers (CPUs %s)\n", orAll(res.ManagerCPUs), cfg.Workers, orAll(res.WorkerCPUs))
-	ports, err := localcluster.FreePorts(1)
-	if err != nil {
-		return nil, err
+	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerClusterProfiling: true, ManagerProfiling: true,
+		ManagerArgs: cfg.ManagerArgs, Progress: cfg.Progress}
+	if cfg.Failover {
+		if cfg.Simulated == nil || !cfg.Simulated.Timing.Hold || len(cfg.Ns) != 1 {
+			return nil, fmt.Errorf("a failover run is a simulated run with held Jobs and one N")
+		}
+		opts.ManagerReplicas = 2
+		res.Failover = true
 	}
-	pprofAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	managerArgs := append([]string{"--pprof-bind-address=" + pprofAddr}, cfg.ManagerArgs...)
-	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerClusterProfiling: true, ManagerArgs: managerArgs, Progress: cfg.Progress}
 	if cfg.Simulated != nil {
 		opts.Simulate = startSimulator(*cfg.Simulated)
 	}
@@ -235,7 +249,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
-	b.pprofURL, b.managerBinary = "http://"+pprofAddr, env.ManagerProcess.Binary
+	b.pprofURL, b.managerBinary = env.Replicas[0].PprofURL, env.ManagerProcess.Binary
 	binDir, err := localcluster.BinDir()
 	if err != nil {
 		return nil, err
@@ -309,6 +323,13 @@ type bencher struct {
 	// (Kueue arm).
 	queues    client.Client
 	workloads kueueclient.Interface
+	// retired are the manager replicas killed during the arm, as last
+	// read (failover.go).
+	retired []retired
+	// mu guards replicaPIDs, the manager replicas' PIDs the RSS sampler
+	// reads while a failover restarts one.
+	mu          sync.Mutex
+	replicaPIDs []int
 }
 
 func newBencher(env *devenv.Env, cfg Config) (*bencher, error) {
@@ -508,11 +529,17 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	var settled, cleanUp time.Duration
 	var heapProfile, heapTop string
 	var heapAfter int64
-	heapBefore, err := b.liveHeapBytes(ctx)
-	if err != nil {
-		return Arm{}, err
+	// Each replica's live heap: a failover's figures are the new leader's.
+	var heapBefores []int64
+	for _, r := range b.env.Replicas {
+		heap, err := b.liveHeapBytesAt(ctx, r.PprofURL)
+		if err != nil {
+			return Arm{}, err
+		}
+		heapBefores = append(heapBefores, heap)
 	}
-	metricsBefore, err := scrape(ctx, b.env.MetricsURL)
+	heapBefore, measuredReplica := heapBefores[0], 0
+	metricsBefore, err := b.scrapeManager(ctx)
 	if err != nil {
 		return Arm{}, err
 	}
@@ -522,6 +549,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 		return Arm{}, err
 	}
 	var tracked *Tracked
+	var failover *Failover
 	measured, err := b.measure(ctx, n, ns, what, o, func() error {
 		start := time.Now()
 		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
@@ -537,6 +565,12 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 			return err
 		}
 		var err error
+		if tracked != nil && !tracked.killed.IsZero() {
+			if failover, err = b.failoverFigures(ctx, ns, n, o, start, tracked.killed); err != nil {
+				return err
+			}
+			measuredReplica = failover.leader
+		}
 		if heapAfter, err = b.liveHeapBytes(ctx); err != nil {
 			return err
 		}
@@ -561,12 +595,14 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	if err != nil {
 		return Arm{}, err
 	}
-	measured.Tracked = tracked
+	measured.Tracked, measured.Failover = tracked, failover
 	measured.SettleSeconds = settled.Seconds()
 	measured.CleanUpSeconds = cleanUp.Seconds()
 	measured.HeapProfile, measured.HeapTop = heapProfile, heapTop
-	measured.ManagerLiveHeapPerJob = float64(heapAfter-heapBefore) / float64(n)
-	metricsAfter, err := scrape(ctx, b.env.MetricsURL)
+	// A restarted replica's heap before is the killed one's (the same
+	// binary, the same start).
+	measured.ManagerLiveHeapPerJob = float64(heapAfter-heapBefores[measuredReplica]) / float64(n)
+	metricsAfter, err := b.scrapeManager(ctx)
 	if err != nil {
 		return Arm{}, err
 	}
@@ -647,7 +683,8 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 	if err != nil {
 		return Arm{}, err
 	}
-	rss := sampleRSS(pid, 250*time.Millisecond)
+	b.setReplicaPIDs()
+	rss := sampleRSS(b.currentReplicaPIDs, 250*time.Millisecond)
 	runErr := run()
 	peak, rssErr := rss.finish()
 	if runErr != nil {
@@ -664,10 +701,20 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 	if err != nil {
 		return Arm{}, err
 	}
+	for _, r := range b.retired {
+		cpuAfter[r.cpuKey] += r.cpu
+	}
 	arm := Arm{
 		timings: o.timings(), Writes: map[string]map[string]float64{}, WritesTotal: map[string]float64{},
 		CPU: perJob(cpuBefore, cpuAfter, n), ManagerPeakRSS: peak, ManagerBaseRSS: base,
 		ManagerRSSPerJob: float64(peak-base) / float64(n),
+	}
+	// The manager's CPU is all its replicas'.
+	for key, cpu := range arm.CPU {
+		if strings.HasPrefix(key, managerProcess+"-") {
+			arm.CPU[managerProcess] += cpu
+			delete(arm.CPU, key)
+		}
 	}
 	for cluster, after := range writesAfter {
 		arm.Writes[cluster] = perJob(writesBefore[cluster], after, n)
@@ -677,6 +724,22 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 		return Arm{}, err
 	}
 	return arm, nil
+}
+
+// setReplicaPIDs notes the manager replicas' PIDs for the RSS sampler.
+func (b *bencher) setReplicaPIDs() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replicaPIDs = b.replicaPIDs[:0]
+	for _, r := range b.env.Replicas {
+		b.replicaPIDs = append(b.replicaPIDs, r.Process.PID)
+	}
+}
+
+func (b *bencher) currentReplicaPIDs() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.replicaPIDs)
 }
 
 // eventsByReason counts the Events of namespace ns on every cluster by

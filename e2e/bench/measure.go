@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,11 +109,11 @@ func clusterWrites(ctx context.Context, clusters []*localcluster.Cluster) (map[s
 	return out, nil
 }
 
-// rssSampler follows a process's resident set size until stopped and keeps
-// the peak: VmHWM would hold the peak of the whole process life, earlier
-// arms included.
+// rssSampler follows the resident set size of the processes pids names
+// (the manager's replicas, which a failover run kills and restarts) until
+// stopped and keeps the largest: VmHWM would hold the peak of the whole
+// process life, earlier arms included.
 type rssSampler struct {
-	pid  int
 	stop chan struct{}
 	done chan struct{}
 
@@ -120,20 +122,25 @@ type rssSampler struct {
 	err  error
 }
 
-func sampleRSS(pid int, every time.Duration) *rssSampler {
-	s := &rssSampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+func sampleRSS(pids func() []int, every time.Duration) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
-			rss, err := rssBytes(pid)
-			s.mu.Lock()
-			if err != nil && s.err == nil {
-				s.err = err
+			for _, pid := range pids() {
+				rss, err := rssBytes(pid)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // killed since pids was read
+				}
+				s.mu.Lock()
+				if err != nil && s.err == nil {
+					s.err = err
+				}
+				s.peak = max(s.peak, rss)
+				s.mu.Unlock()
 			}
-			s.peak = max(s.peak, rss)
-			s.mu.Unlock()
 			select {
 			case <-s.stop:
 				return

@@ -30,7 +30,7 @@ func (b *bencher) profile(ctx context.Context, tag string) func() (manager, apiS
 	}
 	managerDone, apiServerDone := make(chan result, 1), make(chan result, 1)
 	go func() {
-		data, err := b.fetchPprof(ctx, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
+		data, err := fetchPprof(ctx, b.pprofURL, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
 		managerDone <- result{data: data, err: err}
 	}()
 	go func() {
@@ -63,7 +63,7 @@ type savedProfile struct{ path, top string }
 // output directory, with the functions that allocated most of it: taken
 // when every Job of the arm is tracked, it shows what the memory per Job is.
 func (b *bencher) heapProfile(ctx context.Context, tag string) (path, top string, err error) {
-	data, err := b.fetchPprof(ctx, "heap?gc=1", 30*time.Second)
+	data, err := fetchPprof(ctx, b.pprofURL, "heap?gc=1", 30*time.Second)
 	if err != nil {
 		return "", "", err
 	}
@@ -75,7 +75,13 @@ func (b *bencher) heapProfile(ctx context.Context, tag string) (path, top string
 // collection (runtime.MemStats HeapAlloc, as /debug/pprof/heap?debug=1
 // prints it): what its objects take, without the collector's headroom.
 func (b *bencher) liveHeapBytes(ctx context.Context) (int64, error) {
-	data, err := b.fetchPprof(ctx, "heap?gc=1&debug=1", 30*time.Second)
+	return b.liveHeapBytesAt(ctx, b.pprofURL)
+}
+
+// liveHeapBytesAt is liveHeapBytes of the replica whose profiler is at
+// pprofURL.
+func (b *bencher) liveHeapBytesAt(ctx context.Context, pprofURL string) (int64, error) {
+	data, err := fetchPprof(ctx, pprofURL, "heap?gc=1&debug=1", 30*time.Second)
 	if err != nil {
 		return 0, err
 	}
@@ -92,9 +98,9 @@ func heapAlloc(profile []byte) (int64, error) {
 	return 0, fmt.Errorf("no HeapAlloc in the manager's heap profile")
 }
 
-// fetchPprof gets one of the manager's /debug/pprof/ endpoints.
-func (b *bencher) fetchPprof(ctx context.Context, endpoint string, timeout time.Duration) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.pprofURL+"/debug/pprof/"+endpoint, nil)
+// fetchPprof gets one of a manager replica's /debug/pprof/ endpoints.
+func fetchPprof(ctx context.Context, pprofURL, endpoint string, timeout time.Duration) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprofURL+"/debug/pprof/"+endpoint, nil)
 	if err != nil {
 		return nil, err
 	}

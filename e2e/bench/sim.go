@@ -140,6 +140,17 @@ func simMarkdown(res *Result) string {
 			}
 		}
 	}
+	if res.Failover {
+		b.WriteString("\n**Failover**: the manager ran as two replicas with leader election (its CPU-s, writes and metrics above are both replicas'). Once every Job was running and the leader's memory measured, the bench SIGKILLed the leader, released the Jobs and restarted the killed replica; " +
+			"the first status copy after the kill is the first manager Job seen Complete; the lag after the takeover is that of the Jobs whose mirror completed after it. Mirrors are counted per manager Job on the workers once all were Complete.\n\n" +
+			"| N | leader killed after | new leader | kill → first status copy | status-copy lag after the takeover p50 / p95 / p99 / max | Jobs with one mirror | with two or more | without a mirror |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range res.Runs {
+			if f := r.Jobferry.Failover; f != nil {
+				fmt.Fprintf(&b, "| %d | %.0f s | %s | %.1f s | %s | %d | %d | %d |\n", r.N, f.KilledAfterSeconds, f.NewLeader, f.FirstCopySeconds, fourPercentiles(f.LagAfterTakeover),
+					f.JobsWithOneMirror, f.JobsWithTwoOrMore, f.JobsWithoutAMirror)
+			}
+		}
+	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d (simulated workers)\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
 		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n| cluster | resource, verb | jobferry |\n|---|---|---|\n")
@@ -183,12 +194,22 @@ func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag st
 		return nil, err
 	}
 	t.RSSPerJob, t.LiveHeapPerJob = float64(t.RSS-rssBefore)/float64(n), float64(heap-heapBefore)/float64(n)
-	simulator, err := b.env.Workers[0].Component(simulatorComponent)
-	if err != nil {
-		return nil, err
+	release := func() error {
+		simulator, err := b.env.Workers[0].Component(simulatorComponent)
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(simulator.PID, syscall.SIGUSR1); err != nil {
+			return fmt.Errorf("releasing the held Jobs: %w", err)
+		}
+		return nil
 	}
-	if err := syscall.Kill(simulator.PID, syscall.SIGUSR1); err != nil {
-		return nil, fmt.Errorf("releasing the held Jobs: %w", err)
+	if !b.cfg.Failover {
+		return t, release()
+	}
+	fmt.Fprintf(b.cfg.Progress, "%s: killing the leader, releasing the Jobs\n", what)
+	if t.killed, err = b.killLeader(ctx, release); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -104,8 +104,9 @@ type Options struct {
 	// included, to these CPUs (a taskset list); Workers carry their own.
 	ManagerCPUs string
 	// ManagerClusterProfiling serves the manager cluster's API server's
-	// /debug/pprof/ (the bench profiles it).
-	ManagerClusterProfiling bool
+	// /debug/pprof/ (the bench profiles it); ManagerProfiling serves each
+	// manager replica's (Replica.PprofURL).
+	ManagerClusterProfiling, ManagerProfiling bool
 	// JobControllers sets spec.jobController of a worker's WorkerCluster
 	// (by worker name; Builtin when absent).
 	JobControllers map[string]v1alpha1.JobControllerMode
@@ -138,6 +139,8 @@ type Env struct {
 type Replica struct {
 	Process    *localcluster.Process
 	MetricsURL string
+	// PprofURL serves its /debug/pprof/ (Options.ManagerProfiling).
+	PprofURL string
 }
 
 // KillManager SIGKILLs the manager binary (no clean-up of any kind, as a
@@ -146,11 +149,17 @@ func (e *Env) KillManager(ctx context.Context) error {
 	if err := syscall.Kill(e.ManagerProcess.PID, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("killing the manager: %w", err)
 	}
+	return e.RestartManager(ctx)
+}
+
+// RestartManager starts the (first) manager binary again with the same
+// arguments, once it was stopped or killed, and returns once it is ready.
+func (e *Env) RestartManager(ctx context.Context) error {
 	p, err := e.Manager.RestartComponent(e.ManagerProcess.Name)
 	if err != nil {
 		return err
 	}
-	e.ManagerProcess = p
+	e.ManagerProcess, e.Replicas[0].Process = p, p
 	return localcluster.WaitHealthy(ctx, p, e.readyURL, time.Minute)
 }
 
@@ -272,7 +281,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	replicas := max(opts.ManagerReplicas, 1)
 	var webhookPort, inspectionPort int
 	for i := range replicas {
-		ports, err := localcluster.FreePorts(4)
+		ports, err := localcluster.FreePorts(5)
 		if err != nil {
 			return err
 		}
@@ -293,6 +302,11 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 		if replicas > 1 {
 			args = append(args, "--leader-elect")
 		}
+		var pprofURL string
+		if opts.ManagerProfiling {
+			args = append(args, "--pprof-bind-address=127.0.0.1:"+strconv.Itoa(ports[4]))
+			pprofURL = fmt.Sprintf("http://127.0.0.1:%d", ports[4])
+		}
 		name := "jobferry-manager"
 		if i > 0 {
 			name = fmt.Sprintf("jobferry-manager-%d", i+1)
@@ -306,7 +320,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 			return err
 		}
 		metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL})
+		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL, PprofURL: pprofURL})
 		if i == 0 {
 			e.ManagerProcess, e.MetricsURL, e.readyURL = p, metricsURL, readyURL
 		}
