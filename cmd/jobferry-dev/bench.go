@@ -28,6 +28,7 @@ func newBenchCommand() *cobra.Command {
 		simulated bool
 		interval  time.Duration
 		failover  bool
+		keepJobs  bool
 		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
@@ -90,7 +91,7 @@ only, Kueue off.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, Failover: failover, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, Failover: failover, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -117,6 +118,7 @@ only, Kueue off.`,
 	cmd.Flags().DurationVar(&sim.Timing.RunFor, "sim-run-for", sim.Timing.RunFor, "how long a simulated pod runs")
 	cmd.Flags().Float64Var(&sim.ReleaseRate, "sim-release-rate", 0, "with --sim-hold, release the Jobs this many a second (Complete at a steady rate while the rest are still tracked) instead of all at once")
 	cmd.Flags().BoolVar(&failover, "sim-failover", false, "with --sim-hold and one N: run two manager replicas and SIGKILL the leader once every Job is tracked; report the takeover and the mirrors per Job")
+	cmd.Flags().BoolVar(&keepJobs, "sim-keep-jobs", false, "with --simulated and one N: leave the Jobs once measured, torn down with the clusters (deleting 100,000 one by one takes half an hour; writes and CPU then leave it out)")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	return cmd

@@ -67,6 +67,10 @@ type Config struct {
 	// Failover runs the manager as two replicas and, in a held simulated
 	// run, kills the leader once every Job is tracked (see failover.go).
 	Failover bool
+	// KeepJobs leaves a simulated run's Jobs on the manager once measured,
+	// to go with the clusters: deleting 100,000 one by one would take half
+	// an hour. Writes and CPU then leave the clean-up out.
+	KeepJobs bool
 	Progress io.Writer
 }
 
@@ -85,7 +89,9 @@ type Result struct {
 	Simulated *SimulatedFigures `json:"simulated,omitempty"`
 	// Failover: two manager replicas, the leader killed in each run (its
 	// figures are both replicas').
-	Failover bool  `json:"failover,omitempty"`
+	Failover bool `json:"failover,omitempty"`
+	// KeptJobs: the Jobs were not deleted (Config.KeepJobs).
+	KeptJobs bool  `json:"keptJobs,omitempty"`
 	Runs     []Run `json:"runs"`
 }
 
@@ -224,6 +230,12 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		opts.ManagerReplicas = 2
 		res.Failover = true
+	}
+	if cfg.KeepJobs {
+		if cfg.Simulated == nil || len(cfg.Ns) != 1 {
+			return nil, fmt.Errorf("only a simulated run with one N keeps its Jobs")
+		}
+		res.KeptJobs = true
 	}
 	if cfg.Simulated != nil {
 		opts.Simulate = startSimulator(*cfg.Simulated)
@@ -587,8 +599,10 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 			}
 			settled = time.Since(start)
 		}
-		if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, n, what); err != nil {
-			return err
+		if !b.cfg.KeepJobs {
+			if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, n, what); err != nil {
+				return err
+			}
 		}
 		return b.waitQuiet(ctx, ns, what)
 	})

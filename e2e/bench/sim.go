@@ -92,14 +92,18 @@ func simMarkdown(res *Result) string {
 	var b strings.Builder
 	sim := res.Simulated
 	fmt.Fprintf(&b, "# jobferry bench on simulated workers, %s\n\n", res.Started.Format("2006-01-02 15:04 UTC"))
+	cleanUp := "once all are Complete the Jobs are deleted one by one on the manager, and writes and CPU include that clean-up."
+	if res.KeptJobs {
+		cleanUp = "the Jobs were kept once all were Complete (torn down with the clusters), so writes and CPU leave their deletion out."
+	}
 	split := "not split (every process may use every CPU)"
 	if res.ManagerCPUs != "" {
 		split = fmt.Sprintf("manager cluster and jobferry manager on CPU %s, simulated workers and the simulator on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
 	}
 	fmt.Fprintf(&b, "**Simulated workers**: %d API servers (etcd and kube-apiserver, no nodes, no pods, no controllers), each pretending to %d nodes of 16 CPUs; "+
 		"the simulator moves every mirror through the statuses kube-controller-manager writes (started %.1f s after its creation, Complete %.1f s later) and publishes each worker's ClusterCapacity from its running Jobs. "+
-		"These figures measure the manager; ratios against direct submission come from the real-worker bench. %d host CPUs, %s. One-pod Jobs; every figure observed through watches; once all are Complete the Jobs are deleted one by one on the manager, and writes and CPU include that clean-up.",
-		res.Workers, sim.Nodes, sim.StartSeconds, sim.RunSeconds, res.HostCPUs, split)
+		"These figures measure the manager; ratios against direct submission come from the real-worker bench. %d host CPUs, %s. One-pod Jobs; every figure observed through watches; %s",
+		res.Workers, sim.Nodes, sim.StartSeconds, sim.RunSeconds, res.HostCPUs, split, cleanUp)
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
