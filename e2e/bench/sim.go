@@ -198,6 +198,9 @@ func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag st
 		return nil, err
 	}
 	t.RSSPerJob, t.LiveHeapPerJob = float64(t.RSS-rssBefore)/float64(n), float64(heap-heapBefore)/float64(n)
+	// Said now too: a long run's last phase may not finish.
+	fmt.Fprintf(b.cfg.Progress, "%s: with all %d tracked, manager RSS %.0f MiB (%.1f KiB per Job), live heap %.1f KiB per Job (profile %s)\n",
+		what, n, float64(t.RSS)/(1<<20), t.RSSPerJob/1024, t.LiveHeapPerJob/1024, t.HeapProfile)
 	release := func() error {
 		simulator, err := b.env.Workers[0].Component(simulatorComponent)
 		if err != nil {
