@@ -88,7 +88,7 @@ func TestOrphans(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			for _, m := range orphans(tc.mirrors, tc.jobs, "m1", tc.shared) {
+			for _, m := range orphans(tc.mirrors, liveAttempts(tc.jobs), "m1", tc.shared) {
 				got = append(got, m.Name)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -108,9 +108,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	up, down := workerstest.NewConn("jobferry", &live, &gone), workerstest.NewConn("jobferry", &other)
 	down.Down = true
 	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
-	for _, w := range []string{"w1", "w2"} {
-		gc.collect(ctx, w)
-	}
+	gc.collectAll(ctx)
 	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
 		if err := c.API.List(ctx, &list); err != nil {
