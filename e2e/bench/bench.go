@@ -12,6 +12,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -195,7 +196,7 @@ func dispatchLabels() (map[string]string, error) {
 
 // RunBench starts the clusters, runs every N and writes the report after
 // each.
-func RunBench(ctx context.Context, cfg Config) (*Result, error) {
+func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
@@ -250,7 +251,7 @@ func RunBench(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = env.Stop() }()
+	defer func() { err = errors.Join(err, env.Stop()) }()
 	b, err := newBencher(env, cfg)
 	if err != nil {
 		return nil, err
