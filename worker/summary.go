@@ -21,6 +21,26 @@ const UnlabelledPool = "default"
 // they are terminal. Labels and taints are those shared by every node of the
 // pool. Pools are sorted by name.
 func Summarize(nodes []corev1.Node, pods []corev1.Pod, poolLabel string) []v1alpha1.NodePool {
+	pools, poolOfNode := NodePools(nodes, poolLabel)
+	requested := map[string]corev1.ResourceList{}
+	for i := range pods {
+		pod := &pods[i]
+		name, ok := poolOfNode[pod.Spec.NodeName]
+		if !ok || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if requested[name] == nil {
+			requested[name] = corev1.ResourceList{}
+		}
+		AddTo(requested[name], PodRequests(pod))
+	}
+	return WithRequested(pools, requested)
+}
+
+// NodePools are the pools of the ready, schedulable nodes (what they offer,
+// the labels and taints all their nodes share; nothing requested yet),
+// sorted by name, and the pool of each such node.
+func NodePools(nodes []corev1.Node, poolLabel string) ([]v1alpha1.NodePool, map[string]string) {
 	pools := map[string]*v1alpha1.NodePool{}
 	poolOfNode := map[string]string{}
 	for i := range nodes {
@@ -45,20 +65,34 @@ func Summarize(nodes []corev1.Node, pods []corev1.Pod, poolLabel string) []v1alp
 			})
 		}
 		p.Nodes++
-		addTo(p.Allocatable, n.Status.Allocatable)
-	}
-	for i := range pods {
-		pod := &pods[i]
-		name, ok := poolOfNode[pod.Spec.NodeName]
-		if !ok || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-		requests[corev1.ResourcePods] = resource.MustParse("1")
-		addTo(pools[name].Requested, requests)
+		AddTo(p.Allocatable, n.Status.Allocatable)
 	}
 	out := make([]v1alpha1.NodePool, 0, len(pools))
 	for _, p := range pools {
+		if len(p.Taints) == 0 {
+			p.Taints = nil
+		}
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	return out, poolOfNode
+}
+
+// PodRequests is what a pod holds of its node's allocatable: its
+// containers' requests and one of the node's pods.
+func PodRequests(pod *corev1.Pod) corev1.ResourceList {
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	requests[corev1.ResourcePods] = resource.MustParse("1")
+	return requests
+}
+
+// WithRequested are the pools (of NodePools) with what their pods request,
+// requested by pool name, and what that leaves free (never below zero).
+func WithRequested(pools []v1alpha1.NodePool, requested map[string]corev1.ResourceList) []v1alpha1.NodePool {
+	out := make([]v1alpha1.NodePool, len(pools))
+	for i, p := range pools {
+		p.Requested = corev1.ResourceList{}
+		AddTo(p.Requested, requested[p.Name])
 		p.Free = corev1.ResourceList{}
 		for name, total := range p.Allocatable {
 			free := total.DeepCopy()
@@ -68,12 +102,8 @@ func Summarize(nodes []corev1.Node, pods []corev1.Pod, poolLabel string) []v1alp
 			}
 			p.Free[name] = free
 		}
-		if len(p.Taints) == 0 {
-			p.Taints = nil
-		}
-		out = append(out, *p)
+		out[i] = p
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.NodePool) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -90,7 +120,8 @@ func usable(n *corev1.Node) bool {
 	return false
 }
 
-func addTo(sum, l corev1.ResourceList) {
+// AddTo adds l to sum, resource by resource.
+func AddTo(sum, l corev1.ResourceList) {
 	for name, q := range l {
 		v := sum[name]
 		v.Add(q)

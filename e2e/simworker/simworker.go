@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"sync"
@@ -113,7 +112,10 @@ type simulated struct {
 	kube     kubernetes.Interface
 	jobs     toolscache.Indexer
 	queue    workqueue.TypedDelayingInterface[types.NamespacedName]
-	nodes    []corev1.Node
+	// pools are the nodes' pools with nothing requested; usage what the
+	// running Jobs request of them.
+	pools []v1alpha1.NodePool
+	usage *usage
 }
 
 func simulate(ctx context.Context, t Target, opts Options, release <-chan struct{}, releases *rate.Limiter) error {
@@ -127,17 +129,29 @@ func simulate(ctx context.Context, t Target, opts Options, release <-chan struct
 	informer := factory.Batch().V1().Jobs().Informer()
 	s := &simulated{Target: t, opts: opts, kube: kube, jobs: informer.GetIndexer(),
 		queue: workqueue.NewTypedDelayingQueue[types.NamespacedName]()}
+	var nodes []corev1.Node
 	for _, n := range localcluster.NodesFor(t.Pools, v1alpha1.DefaultPoolLabel) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		s.nodes = append(s.nodes, *n)
+		nodes = append(nodes, *n)
 	}
-	enqueue := func(obj any) {
+	pools, poolOfNode := worker.NodePools(nodes, v1alpha1.DefaultPoolLabel)
+	s.pools, s.usage = pools, newUsage(nodes, poolOfNode)
+	changed := func(obj any) {
 		if job, ok := obj.(*batchv1.Job); ok {
+			s.usage.set(job)
 			s.queue.Add(types.NamespacedName{Namespace: job.Namespace, Name: job.Name})
 		}
 	}
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: changed, UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if job, ok := obj.(*batchv1.Job); ok {
+				s.usage.remove(job.UID)
+			}
+		},
 	}); err != nil {
 		return err
 	}
@@ -277,8 +291,8 @@ func (s *simulated) step(ctx context.Context) bool {
 	return true
 }
 
-// publish writes the worker's ClusterCapacity from its nodes and the pods
-// of its running Jobs, as the worker binary does, until ctx ends.
+// publish writes the worker's ClusterCapacity from its nodes and what its
+// running Jobs' pods request, as the worker binary does, until ctx ends.
 func (s *simulated) publish(ctx context.Context) error {
 	scheme := v1alpha1.NewScheme()
 	c, err := client.New(s.Config, client.Options{Scheme: scheme})
@@ -294,7 +308,7 @@ func (s *simulated) publish(ctx context.Context) error {
 	var last []v1alpha1.NodePool
 	var lastWrite time.Time
 	for {
-		pools := worker.Summarize(s.nodes, s.pods(), v1alpha1.DefaultPoolLabel)
+		pools := worker.WithRequested(s.pools, s.usage.snapshot())
 		if !equality.Semantic.DeepEqual(pools, last) || time.Since(lastWrite) >= s.opts.Heartbeat {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cc), cc); err != nil {
 				return fmt.Errorf("reading its ClusterCapacity: %w", err)
@@ -312,26 +326,4 @@ func (s *simulated) publish(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// pods are the pods the running Jobs would have, spread over the nodes.
-func (s *simulated) pods() []corev1.Pod {
-	var pods []corev1.Pod
-	if len(s.nodes) == 0 {
-		return nil
-	}
-	for _, obj := range s.jobs.List() {
-		job := obj.(*batchv1.Job)
-		if !running(job) {
-			continue
-		}
-		h := fnv.New32a()
-		h.Write([]byte(job.UID))
-		for i := range job.Status.Active {
-			node := s.nodes[(int(h.Sum32())+int(i))%len(s.nodes)].Name
-			pods = append(pods, corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: job.Spec.Template.Spec.Containers},
-				Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-		}
-	}
-	return pods
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/internal/sharedstrings"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -92,21 +91,14 @@ func trimTemplate(t *corev1.PodTemplateSpec) {
 }
 
 // PlacementIndex indexes manager Jobs by the worker they are placed on, and
-// UnplacedKey for those not placed, so counting a worker's Jobs and finding
-// the Jobs a capacity change may unblock read only those.
+// UnplacedKey for those not placed, so finding the Jobs a worker's change
+// or a capacity change may unblock reads only those.
 const PlacementIndex = "jobferry.dev/placement"
 
 // UnplacedKey is the PlacementIndex value of a manager Job not placed.
 const UnplacedKey = "-"
 
-// UnfinishedPlacementIndex indexes the unfinished manager Jobs placed on a
-// worker by that worker: counting a worker's Jobs reads only those, not
-// every Job it ever ran (at 5,000 Jobs that list allocated ~3 MB per worker
-// at every count, every 2 s while Jobs change).
-const UnfinishedPlacementIndex = "jobferry.dev/unfinished-placement"
-
-// IndexJobs registers PlacementIndex and UnfinishedPlacementIndex with the
-// manager cluster's cache.
+// IndexJobs registers PlacementIndex with the manager cluster's cache.
 func IndexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	err := indexer.IndexField(ctx, &batchv1.Job{}, PlacementIndex, func(obj client.Object) []string {
 		job, ok := obj.(*batchv1.Job)
@@ -118,27 +110,7 @@ func IndexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	if err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
-	err = indexer.IndexField(ctx, &batchv1.Job{}, UnfinishedPlacementIndex, func(obj client.Object) []string {
-		job, ok := obj.(*batchv1.Job)
-		if !ok || !v1alpha1.IsManagerJob(job) {
-			return nil
-		}
-		return unfinishedPlacementKeys(job)
-	})
-	if err != nil {
-		return fmt.Errorf("indexing unfinished manager Jobs by placement: %w", err)
-	}
 	return nil
-}
-
-// unfinishedPlacementKeys is the Job's worker while it is placed and
-// unfinished, else nothing.
-func unfinishedPlacementKeys(job *batchv1.Job) []string {
-	worker := job.Annotations[v1alpha1.WorkerAnnotation]
-	if worker == "" || jobstatus.Finished(job.Status) {
-		return nil
-	}
-	return []string{worker}
 }
 
 func placementKey(job *batchv1.Job) string {

@@ -1,7 +1,6 @@
 package managercache
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,26 +65,6 @@ func TestPlacementKeyTellsUnplacedFromPlaced(t *testing.T) {
 	}
 	if got := placementKey(&batchv1.Job{}); got != UnplacedKey {
 		t.Errorf("unplaced Job indexed as %q, want %q", got, UnplacedKey)
-	}
-}
-
-func TestUnfinishedPlacementKeysLeaveOutFinishedAndUnplacedJobs(t *testing.T) {
-	onW1 := func(status batchv1.JobStatus) *batchv1.Job {
-		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.WorkerAnnotation: "w1"}}, Status: status}
-	}
-	cases := []struct {
-		name string
-		job  *batchv1.Job
-		want []string
-	}{
-		{"running on w1", onW1(batchv1.JobStatus{Active: 1}), []string{"w1"}},
-		{"finished on w1", onW1(batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}), nil},
-		{"unplaced", &batchv1.Job{}, nil},
-	}
-	for _, tc := range cases {
-		if got := unfinishedPlacementKeys(tc.job); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // jobCounts is what a manager Job adds to its worker's DISPATCHED and
-// RUNNING columns (countJobs): the worker it is placed on, whether it is
+// RUNNING columns (jobTally): the worker it is placed on, whether it is
 // unfinished, whether a pod of it is active.
 type jobCounts struct {
 	worker             string
@@ -31,21 +31,24 @@ func countsOf(job *batchv1.Job) jobCounts {
 }
 
 // jobCountsHandler has the WorkerCluster controller follow the manager Jobs
-// themselves, whoever changed them: a Job placed on a worker or released
-// from it, started, finished or deleted asks for that worker's reconcile
-// countsRefresh later. The work queue keeps one such request per worker,
+// themselves, whoever changed them: each event moves the Job in the tally,
+// and a Job placed on a worker or released from it, started, finished or
+// deleted asks for that worker's reconcile countsRefresh later. The work queue keeps one such request per worker,
 // so a burst of Job changes refreshes the counts once. Only a worker that
 // is a WorkerCluster (in the cache, reader) is asked for: the worker
 // annotation of a Job is what its writer says, and a reconcile of a
 // WorkerCluster that does not exist takes it for one just deleted.
 type jobCountsHandler struct {
 	reader client.Reader
+	tally  *jobTally
 }
 
 var _ handler.EventHandler = jobCountsHandler{}
 
 func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.refresh(ctx, q, countsOf(asJob(e.Object)))
+	c := countsOf(asJob(e.Object))
+	h.tally.move(jobCounts{}, c)
+	h.refresh(ctx, q, c)
 }
 
 func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -53,6 +56,7 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 	if before == after {
 		return
 	}
+	h.tally.move(before, after)
 	h.refresh(ctx, q, before)
 	if after.worker != before.worker {
 		h.refresh(ctx, q, after)
@@ -60,7 +64,9 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 }
 
 func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.refresh(ctx, q, countsOf(asJob(e.Object)))
+	c := countsOf(asJob(e.Object))
+	h.tally.move(c, jobCounts{})
+	h.refresh(ctx, q, c)
 }
 
 func (jobCountsHandler) Generic(context.Context, event.GenericEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -75,7 +81,7 @@ func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimi
 	key := types.NamespacedName{Name: c.worker}
 	if err := h.reader.Get(ctx, key, &v1alpha1.WorkerCluster{}); err != nil {
 		// Not one (or the cache cannot say): its own reconciles, every
-		// health interval, count its Jobs anyway.
+		// health interval, read its counts anyway.
 		return
 	}
 	q.AddAfter(reconcile.Request{NamespacedName: key}, countsRefresh)

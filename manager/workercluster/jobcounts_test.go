@@ -52,7 +52,7 @@ func TestJobCountsHandler(t *testing.T) {
 	local := func(j *batchv1.Job) { j.Spec.ManagedBy = nil }
 	workers := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(
 		&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}).Build()
-	h := jobCountsHandler{reader: workers}
+	h := jobCountsHandler{reader: workers, tally: newJobTally()}
 	ctx := context.Background()
 	cases := map[string]struct {
 		send func(q *recordingQueue)

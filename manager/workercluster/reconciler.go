@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -50,14 +49,17 @@ const rightsRetry = 3 * time.Second
 // (decideWorker) and one status write; then it tells the pool's subscribers
 // what changed (PlacementsAffected, connected, reconciled).
 type Reconciler struct {
-	// Client reads WorkerClusters, their Secrets and the manager Jobs
-	// (counted through managercache.UnfinishedPlacementIndex, which must
-	// be registered), and writes WorkerCluster status.
+	// Client reads WorkerClusters and their Secrets, watches the manager
+	// Jobs (counted as they change, in tally), and writes WorkerCluster
+	// status.
 	Client client.Client
 	// Pool holds the connections to the workers.
 	Pool *workers.Pool
 	// HealthInterval is how often a connected worker is probed.
 	HealthInterval time.Duration
+
+	// tally counts each worker's Jobs; made by SetupWithManager.
+	tally *jobTally
 }
 
 // SetupWithManager registers the controller and the worker capacity
@@ -82,6 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return out
 	})
+	r.tally = newJobTally()
 	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == r.Pool.Namespace })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("workercluster").
@@ -90,7 +93,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// which would otherwise loop as fast as probes fail.
 		For(&v1alpha1.WorkerCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, secretToWorkers, builder.WithPredicates(inNamespace)).
-		Watches(&batchv1.Job{}, jobCountsHandler{reader: r.Client}).
+		Watches(&batchv1.Job{}, jobCountsHandler{reader: r.Client, tally: r.tally}).
 		WatchesRawSource(source.Channel(r.Pool.Requests(), &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
@@ -195,9 +198,9 @@ func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster
 		f.capacity = conn.Capacity(ctx)
 		f.credential, f.credentialCondition, f.credentialAfter = r.Pool.KeepCredential(ctx, wc, conn)
 	}
-	var err error
-	f.dispatched, f.running, err = r.countJobs(ctx, wc.Name)
-	return f, err
+	counts := r.tally.counts(wc.Name)
+	f.dispatched, f.running = counts.dispatched, counts.running
+	return f, nil
 }
 
 // workerDecision is what decideWorker makes of the facts.
@@ -283,19 +286,4 @@ func backoff(n int32) time.Duration {
 		d *= 2
 	}
 	return min(d, time.Minute)
-}
-
-func (r *Reconciler) countJobs(ctx context.Context, worker string) (dispatched, running int32, err error) {
-	var jobs batchv1.JobList
-	if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.UnfinishedPlacementIndex: worker}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, 0, fmt.Errorf("listing unfinished manager Jobs placed on %s: %w", worker, err)
-	}
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		dispatched++
-		if job.Status.Active > 0 {
-			running++
-		}
-	}
-	return dispatched, running, nil
 }
