@@ -15,12 +15,14 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -328,7 +330,13 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	if err := jobReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Job controller: %w", err)
 	}
-	collector := &orphans.Collector{Client: mgr.GetClient(), Workers: pool, ManagerID: installation, Interval: c.gcInterval,
+	// The Job informer the controllers share; made now, started with the
+	// cache.
+	jobInformer, err := mgr.GetCache().GetInformer(context.Background(), &batchv1.Job{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
+	}
+	collector := &orphans.Collector{Jobs: jobInformer, Workers: pool, ManagerID: installation, Interval: c.gcInterval,
 		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)

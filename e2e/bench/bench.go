@@ -180,6 +180,11 @@ type Tracked struct {
 	LiveHeapPerJob float64 `json:"liveHeapPerJobBytes"`
 	HeapProfile    string  `json:"heapProfile"`
 	HeapTop        string  `json:"-"`
+	// CPU is each process's CPU seconds per Job from the first create
+	// until every Job was running: placing, mirroring and copying the
+	// running status, without the completions and the clean-up the arm's
+	// CPU includes. The replicas are apart: the first is the leader.
+	CPU map[string]float64 `json:"cpuSecondsPerJobToAllRunning"`
 	// killed is when a failover run killed the leader, after measuring.
 	killed time.Time
 }
@@ -565,19 +570,22 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	var failover *Failover
 	measured, err := b.measure(ctx, n, ns, what, o, func() error {
 		start := time.Now()
+		cpuStart, err := processCPU(b.clusters)
+		if err != nil {
+			return err
+		}
 		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
 		if sim := b.cfg.Simulated; sim != nil && sim.Timing.Hold {
 			var err error
-			if tracked, err = b.trackAll(ctx, o, n, what, profileTag, start, rssBefore, heapBefore); err != nil {
+			if tracked, err = b.trackAll(ctx, o, n, what, profileTag, start, cpuStart, rssBefore, heapBefore); err != nil {
 				return err
 			}
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
 		}
-		var err error
 		if tracked != nil && !tracked.killed.IsZero() {
 			if failover, err = b.failoverFigures(ctx, ns, n, o, start, tracked.killed); err != nil {
 				return err

@@ -143,6 +143,15 @@ func simMarkdown(res *Result) string {
 				fmt.Fprintf(&b, "| %d | %.0f s | %.0f MiB | %.1f KiB | %.1f KiB |\n", r.N, t.AllRunningSeconds, float64(t.RSS)/(1<<20), t.RSSPerJob/1024, t.LiveHeapPerJob/1024)
 			}
 		}
+		b.WriteString("\nDispatch alone, from the first create until every Job was running (webhooks, placement, mirror, running status copied; no completion or clean-up): " +
+			"CPU-s per Job of the manager (the leader, when replicated) and of its API server, and the Jobs a second one CPU would place and mirror at that cost.\n\n" +
+			"| N | manager CPU-s/Job | its API server's | dispatch ceiling, manager alone | manager and its API server on one CPU |\n|---|---|---|---|---|\n")
+		for _, r := range res.Runs {
+			if t := r.Jobferry.Tracked; t != nil {
+				m, a := t.CPU[managerProcess], t.CPU[apiServerProcess]
+				fmt.Fprintf(&b, "| %d | %.4f | %.4f | %s | %s |\n", r.N, m, a, perSecond(m), perSecond(m+a))
+			}
+		}
 	}
 	if res.Failover {
 		b.WriteString("\n**Failover**: the manager ran as two replicas with leader election (its CPU-s, writes and metrics above are both replicas'). Once every Job was running and the leader's memory measured, the bench SIGKILLed the leader, released the Jobs and restarted the killed replica; " +
@@ -180,13 +189,18 @@ func perSecond(cpuPerJob float64) string {
 
 // trackAll waits until the simulator holds all n Jobs running, measures the
 // manager tracking them at once, and releases them.
-func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag string, start time.Time, rssBefore, heapBefore int64) (*Tracked, error) {
+func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag string, start time.Time, cpuStart map[string]float64, rssBefore, heapBefore int64) (*Tracked, error) {
 	if err := waitRunning(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 		return nil, err
 	}
 	t := &Tracked{AllRunningSeconds: time.Since(start).Seconds()}
-	fmt.Fprintf(b.cfg.Progress, "%s: all %d Jobs running after %.0f s; measuring the manager\n", what, n, t.AllRunningSeconds)
-	var err error
+	cpuNow, err := processCPU(b.clusters)
+	if err != nil {
+		return nil, err
+	}
+	t.CPU = perJob(cpuStart, cpuNow, n)
+	fmt.Fprintf(b.cfg.Progress, "%s: all %d Jobs running after %.0f s; to there the manager took %.4f CPU-s per Job (dispatch ceiling %s), its API server %.4f; measuring the manager\n",
+		what, n, t.AllRunningSeconds, t.CPU[managerProcess], perSecond(t.CPU[managerProcess]), t.CPU[apiServerProcess])
 	if t.RSS, err = rssBytes(b.env.ManagerProcess.PID); err != nil {
 		return nil, err
 	}

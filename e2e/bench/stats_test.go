@@ -290,3 +290,16 @@ func TestSimulatedReportDerivesTheDispatchCeilingFromCPUPerJob(t *testing.T) {
 		}
 	}
 }
+
+// A held run reports the dispatch alone: the leader's CPU per Job until all
+// were running, and the ceiling it gives, apart from the standby replica.
+func TestSimulatedReportDerivesTheDispatchCeilingOfAHeldRun(t *testing.T) {
+	res := &Result{Started: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 10, ManagerCPUs: "0", WorkerCPUs: "1",
+		Simulated: &SimulatedFigures{Nodes: 100, StartSeconds: 1, RunSeconds: 1, Held: true},
+		Runs: []Run{{N: 100000, Jobferry: Arm{Tracked: &Tracked{AllRunningSeconds: 5000,
+			CPU: map[string]float64{managerProcess: 0.008, managerProcess + "-2": 0.006, apiServerProcess: 0.02}}}}}}
+	md := Markdown(res)
+	if want := "| 100000 | 0.0080 | 0.0200 | 125 Jobs/s | 36 Jobs/s |"; !strings.Contains(md, want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+}

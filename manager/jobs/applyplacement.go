@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -294,15 +296,19 @@ func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q queue.Vi
 // workerViews describes every WorkerCluster for placement of a Job from the
 // manager namespace ns.
 func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) ([]dispatch.Worker, error) {
+	// The cache's own objects, not copies: a copy of every WorkerCluster,
+	// status and capacity included, at every placement was 5 % of the
+	// manager's CPU at 100,000 Jobs. The view copies what it keeps.
 	var list v1alpha1.WorkerClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing WorkerClusters: %w", err)
 	}
 	views := make([]dispatch.Worker, 0, len(list.Items))
-	for _, wc := range list.Items {
+	for i := range list.Items {
+		wc := &list.Items[i]
 		view := dispatch.Worker{
-			Name: wc.Name, Labels: wc.Labels, Cordoned: wc.Spec.Cordoned, Namespaces: wc.Spec.Namespaces,
-			Directives: wc.Spec.Scheduling, Assumed: r.assume.assumed(wc.Name),
+			Name: wc.Name, Labels: maps.Clone(wc.Labels), Cordoned: wc.Spec.Cordoned, Namespaces: slices.Clone(wc.Spec.Namespaces),
+			Directives: *wc.Spec.Scheduling.DeepCopy(), Assumed: r.assume.assumed(wc.Name),
 		}
 		if conn := r.conn(wc.Name); conn != nil && conn.Connected() {
 			view.Connected = true

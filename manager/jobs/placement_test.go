@@ -6,7 +6,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -113,4 +115,45 @@ func TestPlacedJob(t *testing.T) {
 			t.Errorf("released as held: %v", released.Annotations)
 		}
 	})
+}
+
+// The patch of a placement write is the same from the Jobs without what
+// both hold alike as from the whole Jobs, the status apart (never written
+// through the Job itself, so always left out).
+func TestWithoutWhatBothHoldKeepsThePatch(t *testing.T) {
+	base := func() *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", ResourceVersion: "7", Annotations: map[string]string{"a": "1"}},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}},
+			Status: batchv1.JobStatus{Active: 1}}
+		return j
+	}
+	cases := map[string]func(*batchv1.Job){
+		"annotations":           func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w1"; delete(j.Annotations, "a") },
+		"unsuspended":           func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) },
+		"directives in the pod": func(j *batchv1.Job) { j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"} },
+		"nothing":               func(*batchv1.Job) {},
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			before, after := base(), base()
+			change(after)
+			want, err := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}).Data(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after.Status.Active = 2 // left out either way
+			from, to := withoutWhatBothHold(before, after)
+			got, err := client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}).Data(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("patch %s, want %s", got, want)
+			}
+			if before.Status.Active != 1 || after.Status.Active != 2 || len(after.Spec.Template.Spec.Containers) != 1 {
+				t.Error("the Jobs themselves changed")
+			}
+		})
+	}
 }

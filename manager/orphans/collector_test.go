@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
@@ -88,7 +89,7 @@ func TestOrphans(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			for _, m := range orphans(tc.mirrors, liveAttempts(tc.jobs), "m1", tc.shared) {
+			for _, m := range orphans(tc.mirrors, liveOf(tc.jobs...), "m1", tc.shared) {
 				got = append(got, m.Name)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -98,17 +99,97 @@ func TestOrphans(t *testing.T) {
 	}
 }
 
+// liveOf is the collector's memory after the cache delivered jobs.
+func liveOf(jobs ...batchv1.Job) liveAttempt {
+	live := newLiveJobs()
+	for i := range jobs {
+		live.set(&jobs[i])
+	}
+	return live.attempt
+}
+
+// The memory follows each Job: its attempt while live, nothing once it is
+// being deleted or gone (a tombstone included).
+func TestLiveJobsFollowTheJobsEvents(t *testing.T) {
+	live := newLiveJobs()
+	h := live.handler()
+	j1, j2 := gcJob("u1", 1), gcJob("u2", 1)
+	h.OnAdd(&j1, true)
+	h.OnAdd(&j2, true)
+	again := gcJob("u1", 2)
+	h.OnUpdate(&j1, &again)
+	deleting := gcJob("u2", 1)
+	deleting.DeletionTimestamp = &metav1.Time{}
+	h.OnUpdate(&j2, &deleting)
+	if a, ok := live.attempt("u1"); !ok || a != 2 {
+		t.Errorf("u1: attempt %d, live %t; want 2, live", a, ok)
+	}
+	if _, ok := live.attempt("u2"); ok {
+		t.Error("u2, being deleted, is still live")
+	}
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-a/job-u1", Obj: &again})
+	if _, ok := live.attempt("u1"); ok || len(live.attempts) != 0 {
+		t.Errorf("after the deletes the memory keeps %v", live.attempts)
+	}
+}
+
+// fakeJobInformer delivers the Jobs it holds to a handler as it registers,
+// as an informer does, and says the registration synced once told to.
+type fakeJobInformer struct {
+	mu       sync.Mutex
+	jobs     []batchv1.Job
+	handlers []toolscache.ResourceEventHandler
+	synced   bool
+	// polls counts the HasSynced calls answered false.
+	polls int
+}
+
+func (f *fakeJobInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.jobs {
+		h.OnAdd(&f.jobs[i], true)
+	}
+	f.handlers = append(f.handlers, h)
+	return fakeRegistration{f}, nil
+}
+
+func (f *fakeJobInformer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error { return nil }
+
+func (f *fakeJobInformer) setSynced() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced = true
+}
+
+func (f *fakeJobInformer) notSyncedPolls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.polls
+}
+
+type fakeRegistration struct{ f *fakeJobInformer }
+
+func (r fakeRegistration) HasSynced() bool {
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	if !r.f.synced {
+		r.f.polls++
+	}
+	return r.f.synced
+}
+
+func (r fakeRegistration) HasSyncedChecker() toolscache.DoneChecker { return nil }
+
 // The collector deletes a gone Job's mirror on a connected worker, keeps
 // the live one's, and leaves a disconnected worker alone.
 func TestOrphanCollectorCollects(t *testing.T) {
 	ctx := context.Background()
 	live, gone, other := gcMirror("live", "u1", 1, "m1"), gcMirror("gone", "u2", 1, "m1"), gcMirror("x", "u3", 1, "m1")
-	job := gcJob("u1", 1)
-	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&job).Build()
 	up, down := workerstest.NewConn("jobferry", &live, &gone), workerstest.NewConn("jobferry", &other)
 	down.Down = true
-	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
-	gc.collectAll(ctx)
+	gc := &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
+	gc.collectAll(ctx, liveOf(gcJob("u1", 1)))
 	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
 		if err := c.API.List(ctx, &list); err != nil {
@@ -132,16 +213,18 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	}
 }
 
-// Started, the collector looks at every worker, then at each worker the
-// pool says (re)connected, on the collector's own context.
+// Started, the collector waits until it has seen every manager Job (a Job
+// not yet delivered would pass for a gone one), then looks at every
+// worker, then at each worker the pool says (re)connected, on the
+// collector's own context.
 func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, second := gcMirror("first", "u1", 1, "m1"), gcMirror("second", "u2", 1, "m1")
-	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
-	w1 := workerstest.NewConn("jobferry", &first)
+	kept, first, second := gcMirror("kept", "u0", 1, "m1"), gcMirror("first", "u1", 1, "m1"), gcMirror("second", "u2", 1, "m1")
+	w1 := workerstest.NewConn("jobferry", &kept, &first)
 	connected := make(chan string, 1)
-	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
+	jobs := &fakeJobInformer{jobs: []batchv1.Job{gcJob("u0", 1)}}
+	gc := &Collector{Jobs: jobs, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
 	done := make(chan error, 1)
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {
@@ -150,6 +233,17 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}
 	}
+	// Asked twice whether it has seen every Job, and told no: nothing is
+	// collected meanwhile.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return jobs.notSyncedPolls() >= 2, nil
+	}); err != nil {
+		t.Fatalf("the collector never asked whether it had seen every Job: %v", err)
+	}
+	if done, err := gone(first)(ctx); err != nil || done {
+		t.Fatalf("an orphan was collected before the collector had seen every Job (gone %t, %v)", done, err)
+	}
+	jobs.setSynced()
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, gone(first)); err != nil {
 		t.Fatalf("the orphan there at start was not collected: %v", err)
 	}
@@ -160,6 +254,9 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	connected <- "w1"
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, gone(second)); err != nil {
 		t.Fatalf("the orphan on the reconnected worker was not collected: %v", err)
+	}
+	if gone, err := gone(kept)(ctx); err != nil || gone {
+		t.Errorf("the live Job's mirror was collected (%v)", err)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -2,6 +2,7 @@ package workercluster
 
 import (
 	"context"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,13 +79,16 @@ func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimi
 	if c.worker == "" {
 		return
 	}
-	key := types.NamespacedName{Name: c.worker}
-	if err := h.reader.Get(ctx, key, &v1alpha1.WorkerCluster{}); err != nil {
+	// A list of the cache's own WorkerClusters, not copies: a Get would
+	// copy the worker's whole status at every Job event.
+	var list v1alpha1.WorkerClusterList
+	if err := h.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil ||
+		!slices.ContainsFunc(list.Items, func(wc v1alpha1.WorkerCluster) bool { return wc.Name == c.worker }) {
 		// Not one (or the cache cannot say): its own reconciles, every
 		// health interval, read its counts anyway.
 		return
 	}
-	q.AddAfter(reconcile.Request{NamespacedName: key}, countsRefresh)
+	q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: c.worker}}, countsRefresh)
 }
 
 // asJob is obj as a Job; nil when it is not one (a tombstone).

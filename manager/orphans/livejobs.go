@@ -1,0 +1,83 @@
+package orphans
+
+import (
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/jobferry/jobferry/manager/jobstate"
+)
+
+// JobInformer is the manager cluster cache's Job informer
+// (cache.Informer), which the collector follows; a fake in unit tests.
+type JobInformer interface {
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+	RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error
+}
+
+// liveJobs is the collector's memory of the manager's Jobs: the dispatch
+// attempt (jobstate.Attempt) of each one not being deleted, by UID, kept
+// from the cache's Job events. A collection looks mirrors up in it instead
+// of listing every manager Job: at 100,000 Jobs that list copied 130 MB
+// every collection and was a tenth of all the manager allocated.
+//
+// It holds one entry per cached Job, and is complete only once its
+// registration has synced (every Job in the cache when it registered
+// delivered): before, a missing Job would be taken for a gone one.
+type liveJobs struct {
+	mu       sync.RWMutex
+	attempts map[types.UID]int
+}
+
+func newLiveJobs() *liveJobs {
+	return &liveJobs{attempts: map[types.UID]int{}}
+}
+
+// attempt is the live Job's dispatch attempt; false when no such Job is
+// live (gone, or being deleted).
+func (l *liveJobs) attempt(uid types.UID) (int, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	a, ok := l.attempts[uid]
+	return a, ok
+}
+
+// set records the Job as it is now.
+func (l *liveJobs) set(obj any) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if job.DeletionTimestamp != nil {
+		delete(l.attempts, job.UID)
+		return
+	}
+	l.attempts[job.UID] = jobstate.Attempt(job)
+}
+
+// remove forgets a deleted Job.
+func (l *liveJobs) remove(obj any) {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.attempts, job.UID)
+}
+
+// handler keeps l from the informer's events.
+func (l *liveJobs) handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    l.set,
+		UpdateFunc: func(_, obj any) { l.set(obj) },
+		DeleteFunc: l.remove,
+	}
+}
