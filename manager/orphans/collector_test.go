@@ -154,7 +154,9 @@ func (f *fakeJobInformer) AddEventHandler(h toolscache.ResourceEventHandler) (to
 	return fakeRegistration{f}, nil
 }
 
-func (f *fakeJobInformer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error { return nil }
+func (f *fakeJobInformer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error {
+	return nil
+}
 
 func (f *fakeJobInformer) setSynced() {
 	f.mu.Lock()
