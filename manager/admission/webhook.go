@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,19 @@ const (
 // server. The validating one reads namespaces through cache (and api, for
 // those the cache does not know yet) to apply the dispatch policy.
 func RegisterWebhooks(server webhook.Server, decoder admission.Decoder, cache, api client.Reader, policy *DispatchPolicy) {
-	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}})
-	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, namespaces: NamespaceReader{Cache: cache, API: api}, policy: policy}})
+	server.Register(MutatePath, &webhook.Admission{Handler: &optIn{decoder: decoder}, LogConstructor: requestLogger})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &validator{decoder: decoder, namespaces: NamespaceReader{Cache: cache, API: api}, policy: policy}, LogConstructor: requestLogger})
+}
+
+// requestLogger is the logger a webhook request's handler gets: the
+// webhook's own. controller-runtime's default adds six values of the
+// request to it for every request, which zap encodes at once whether or not
+// anything is logged: ~6 KB per request, a twentieth of what the manager
+// allocated while 100,000 Jobs were created. The handlers log nothing; the
+// responses they refuse with carry the rule and the object in the API
+// server's answer and audit log.
+func requestLogger(base logr.Logger, _ *admission.Request) logr.Logger {
+	return base
 }
 
 // optIn runs on Job creation in namespaces labelled jobferry.dev/dispatch:
