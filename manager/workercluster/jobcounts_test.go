@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -30,26 +31,36 @@ func (q *recordingQueue) AddAfter(r reconcile.Request, d time.Duration) {
 	q.after = append(q.after, d)
 }
 
+// managerJob is manager Job name, placed on worker ("": not placed),
+// changed by change.
+func managerJob(name, worker string, change ...func(*batchv1.Job)) *batchv1.Job {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID(name), Annotations: map[string]string{}},
+		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy)}}
+	if worker != "" {
+		job.Annotations[v1alpha1.WorkerAnnotation] = worker
+	}
+	for _, c := range change {
+		c(job)
+	}
+	return job
+}
+
+// Changes of a Job the counts read.
+var (
+	active = func(j *batchv1.Job) { j.Status.Active = 1 }
+	done   = func(j *batchv1.Job) {
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	}
+	local = func(j *batchv1.Job) { j.Spec.ManagedBy = nil }
+)
+
 // A worker's counts are refreshed, countsRefresh later, when a manager Job
 // placed there changes what they count — and only then.
 func TestJobCountsHandler(t *testing.T) {
 	on := func(worker string, change ...func(*batchv1.Job)) *batchv1.Job {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", Annotations: map[string]string{}},
-			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy)}}
-		if worker != "" {
-			job.Annotations[v1alpha1.WorkerAnnotation] = worker
-		}
-		for _, c := range change {
-			c(job)
-		}
-		return job
-	}
-	active := func(j *batchv1.Job) { j.Status.Active = 1 }
-	done := func(j *batchv1.Job) {
-		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		return managerJob("train", worker, change...)
 	}
 	labelled := func(j *batchv1.Job) { j.Labels = map[string]string{"team": "a"} }
-	local := func(j *batchv1.Job) { j.Spec.ManagedBy = nil }
 	workers := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(
 		&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}).Build()
 	h := jobCountsHandler{reader: workers, tally: newJobTally()}

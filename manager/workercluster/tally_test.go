@@ -6,10 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -20,23 +16,7 @@ import (
 // the worker it is placed on, running while a pod is active, moved with
 // it, and gone once it finishes or is deleted — leaving no entry behind.
 func TestJobTallyFollowsEachJobsEvents(t *testing.T) {
-	job := func(name, worker string, change ...func(*batchv1.Job)) *batchv1.Job {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID(name), Annotations: map[string]string{}},
-			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy)}}
-		if worker != "" {
-			j.Annotations[v1alpha1.WorkerAnnotation] = worker
-		}
-		for _, c := range change {
-			c(j)
-		}
-		return j
-	}
-	active := func(j *batchv1.Job) { j.Status.Active = 1 }
-	done := func(j *batchv1.Job) {
-		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-	}
-	local := func(j *batchv1.Job) { j.Spec.ManagedBy = nil }
-
+	job := managerJob
 	ctx := context.Background()
 	h := jobCountsHandler{reader: fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build(), tally: newJobTally()}
 	q := &recordingQueue{}
