@@ -52,22 +52,33 @@ func cpuSeconds(pid int) (float64, error) {
 	return (u + s) / clockTicks, nil
 }
 
-// rssBytes is a process's resident set size now.
+// rssBytes is a process's resident set size now. A process that has exited
+// but is not yet reaped (a zombie: a failover run's killed leader) has no
+// memory and no VmRSS line: that is an fs.ErrNotExist, as for one gone.
 func rssBytes(pid int) (int64, error) {
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0, fmt.Errorf("reading the memory of pid %d: %w", pid, err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
+	rss, err := rssFromStatus(string(status))
+	if err != nil {
+		return 0, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return rss, nil
+}
+
+// rssFromStatus is the VmRSS of a /proc/<pid>/status, in bytes.
+func rssFromStatus(status string) (int64, error) {
+	for _, line := range strings.Split(status, "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parsing VmRSS of pid %d: %w", pid, err)
+				return 0, fmt.Errorf("parsing VmRSS: %w", err)
 			}
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no VmRSS in its status (the process has exited): %w", fs.ErrNotExist)
 }
 
 // processCPU reads the CPU time of every process of the clusters, keyed

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"strings"
 	"testing"
@@ -301,5 +303,20 @@ func TestSimulatedReportDerivesTheDispatchCeilingOfAHeldRun(t *testing.T) {
 	md := Markdown(res)
 	if want := "| 100000 | 0.0080 | 0.0200 | 125 Jobs/s | 36 Jobs/s |"; !strings.Contains(md, want) {
 		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+}
+
+// A zombie (a killed replica not yet reaped) has no VmRSS: the RSS sampler
+// takes it for gone, as it does a process that no longer exists.
+func TestRSSFromStatusTakesAZombieForGone(t *testing.T) {
+	rss, err := rssFromStatus("Name:\tmanager\nState:\tS (sleeping)\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n")
+	if err != nil || rss != 1024*1024 {
+		t.Errorf("a live process: %d, %v; want 1 MiB", rss, err)
+	}
+	if _, err := rssFromStatus("Name:\tmanager\nState:\tZ (zombie)\nThreads:\t1\n"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a zombie: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := rssFromStatus("VmRSS:\tmany kB\n"); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an unreadable VmRSS: %v, want a parse error", err)
 	}
 }
