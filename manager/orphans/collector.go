@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,8 +25,10 @@ import (
 // manager's Jobs (as their events arrive, liveJobs) and each worker's
 // mirrors of this installation.
 type Collector struct {
-	// Jobs is the manager cluster cache's Job informer.
-	Jobs JobInformer
+	// Jobs is the manager cluster cache's Job informer, and Client reads
+	// that cache.
+	Jobs   JobInformer
+	Client client.Reader
 	// Workers are the connections to the workers: the pool, or a fake in
 	// unit tests.
 	Workers workers.Lookup
@@ -111,6 +114,17 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	}
 	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
 	for _, m := range orphans(mirrors.Items, live, gc.ManagerID, conn.OriginShared()) {
+		// The memory of the manager's Jobs hears of a Job after the cache
+		// has it, and a mirror is only ever made from a cached Job: the
+		// cache itself, read now, after the mirror was seen, has its Job
+		// unless it is gone. A mirror made a moment ago must not pass for
+		// an orphan while the memory lags.
+		if kept, err := gc.liveInCache(ctx, m); err != nil || kept {
+			if err != nil {
+				log.Error(err, "reading the manager Job of a mirror that looks orphaned", "mirror", client.ObjectKeyFromObject(m))
+			}
+			continue
+		}
 		deleted, err := workers.DeleteMirror(ctx, conn, worker, m)
 		if err != nil {
 			log.Error(err, "deleting orphaned mirror", "mirror", client.ObjectKeyFromObject(m))
@@ -122,6 +136,21 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 		metrics.OrphansDeleted.WithLabelValues(worker).Inc()
 		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", m.Labels[v1alpha1.OriginUIDLabel])
 	}
+}
+
+// liveInCache: the manager cache holds the mirror's Job (the same namespace,
+// name and UID), not being deleted, at an attempt the mirror's is not
+// older than.
+func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, error) {
+	var job batchv1.Job
+	if err := gc.Client.Get(ctx, client.ObjectKeyFromObject(m), &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	attempt, ok := liveAttemptOf(&job)
+	return ok && job.UID == types.UID(m.Labels[v1alpha1.OriginUIDLabel]) && mirror.Attempt(m) >= attempt, nil
 }
 
 // orphans are the mirrors, among those of this installation's origin the

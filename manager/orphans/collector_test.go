@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
@@ -31,7 +32,7 @@ func gcMirror(name, uid string, attempt int, manager string) batchv1.Job {
 	if manager != "" {
 		labels[v1alpha1.ManagerIDLabel] = manager
 	}
-	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: labels}}
+	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("mirror-" + name), Labels: labels}}
 }
 
 // gcJob is manager Job uid at attempt attempt.
@@ -184,13 +185,21 @@ func (r fakeRegistration) HasSynced() bool {
 func (r fakeRegistration) HasSyncedChecker() toolscache.DoneChecker { return nil }
 
 // The collector deletes a gone Job's mirror on a connected worker, keeps
-// the live one's, and leaves a disconnected worker alone.
+// the live one's — also when only the cache has the Job yet, the memory of
+// the Jobs lagging — and leaves a disconnected worker alone.
 func TestOrphanCollectorCollects(t *testing.T) {
 	ctx := context.Background()
 	live, gone, other := gcMirror("live", "u1", 1, "m1"), gcMirror("gone", "u2", 1, "m1"), gcMirror("x", "u3", 1, "m1")
-	up, down := workerstest.NewConn("jobferry", &live, &gone), workerstest.NewConn("jobferry", &other)
+	fresh, renamed := gcMirror("job-u4", "u4", 1, "m1"), gcMirror("job-u5", "u5", 1, "m1")
+	up, down := workerstest.NewConn("jobferry", &live, &gone, &fresh, &renamed), workerstest.NewConn("jobferry", &other)
 	down.Down = true
-	gc := &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
+	// The cache has u4 (not yet in the memory) and a Job named as u5's
+	// mirror but with another UID (deleted and made again).
+	cached := gcJob("u4", 1)
+	sameName := gcJob("u5", 1)
+	sameName.UID = "u5-again"
+	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&cached, &sameName).Build()
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
 	gc.collectAll(ctx, liveOf(gcJob("u1", 1)))
 	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
@@ -204,7 +213,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if diff := cmp.Diff([]string{"live"}, names(up)); diff != "" {
+	if diff := cmp.Diff([]string{"job-u4", "live"}, names(up)); diff != "" {
 		t.Errorf("mirrors left on the connected worker (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"x"}, names(down)); diff != "" {
@@ -226,7 +235,8 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	w1 := workerstest.NewConn("jobferry", &kept, &first)
 	connected := make(chan string, 1)
 	jobs := &fakeJobInformer{jobs: []batchv1.Job{gcJob("u0", 1)}}
-	gc := &Collector{Jobs: jobs, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
+	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
+	gc := &Collector{Jobs: jobs, Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
 	done := make(chan error, 1)
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {

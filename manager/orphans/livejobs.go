@@ -52,11 +52,21 @@ func (l *liveJobs) set(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if job.DeletionTimestamp != nil {
+	attempt, live := liveAttemptOf(job)
+	if !live {
 		delete(l.attempts, job.UID)
 		return
 	}
-	l.attempts[job.UID] = jobstate.Attempt(job)
+	l.attempts[job.UID] = attempt
+}
+
+// liveAttemptOf is the Job's dispatch attempt; false when it is being
+// deleted (its mirrors are orphans then).
+func liveAttemptOf(job *batchv1.Job) (int, bool) {
+	if job.DeletionTimestamp != nil {
+		return 0, false
+	}
+	return jobstate.Attempt(job), true
 }
 
 // remove forgets a deleted Job.
