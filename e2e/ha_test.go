@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,16 +25,21 @@ import (
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
-// isLeader reads controller-runtime's leader_election_master_status from a
-// replica; false when the replica does not answer.
-func isLeader(url string) bool {
+// replicaMetrics reads a replica's metrics.
+func replicaMetrics(url string) (map[string]*dto.MetricFamily, error) {
 	resp, err := http.Get(url)
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// isLeader reads controller-runtime's leader_election_master_status from a
+// replica; false when the replica does not answer.
+func isLeader(url string) bool {
+	families, err := replicaMetrics(url)
 	if err != nil {
 		return false
 	}
@@ -45,7 +51,34 @@ func isLeader(url string) bool {
 	return false
 }
 
-// With two manager replicas, killing the leader mid-run loses nothing, and
+// standbyRequests are what a replica asked of each worker's API server, by
+// verb (jobferry_workercluster_requests_total, answered 200), and how many
+// worker capacity series it serves.
+func standbyRequests(url string) (map[string]map[string]float64, int, error) {
+	families, err := replicaMetrics(url)
+	if err != nil {
+		return nil, 0, err
+	}
+	byWorker := map[string]map[string]float64{}
+	for _, m := range families["jobferry_workercluster_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["code"] != "200" && labels["code"] != "201" {
+			continue
+		}
+		if byWorker[labels["worker"]] == nil {
+			byWorker[labels["worker"]] = map[string]float64{}
+		}
+		byWorker[labels["worker"]][labels["verb"]] += m.GetCounter().GetValue()
+	}
+	return byWorker, len(families["jobferry_workercluster_pool_allocatable"].GetMetric()), nil
+}
+
+// With two manager replicas, the one that does not lead keeps a read-only
+// watch on every worker (a warm standby: it writes nothing there and serves
+// no worker capacity series); killing the leader mid-run loses nothing, and
 // the other replica takes over within the lease duration.
 func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 	const lease = 4 * time.Second
@@ -89,6 +122,28 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 		t.Fatalf("no single leader among the two replicas: %v", err)
 	}
 
+	// The standby watches every worker's mirrors, and writes to none.
+	var requests map[string]map[string]float64
+	var capacitySeries int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		requests, capacitySeries, err = standbyRequests(env.Replicas[follower].MetricsURL)
+		if err != nil {
+			return false, nil
+		}
+		for _, w := range env.Workers {
+			if requests[w.Name]["WATCH"] == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the standby replica does not watch every worker: its requests %v", requests)
+	}
+	if capacitySeries != 0 {
+		t.Errorf("the standby serves %d worker capacity series; want none (the leader's)", capacitySeries)
+	}
+
 	ns := d.optedInNamespace(ctx, t)
 	rec := recordWorkers(ctx, t, d, ns)
 	const total = 100
@@ -113,6 +168,17 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	if requests, _, err = standbyRequests(env.Replicas[follower].MetricsURL); err != nil {
+		t.Fatal(err)
+	}
+	for worker, verbs := range requests {
+		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			if verbs[verb] > 0 {
+				t.Errorf("the standby sent %v %s requests to %s while it did not lead; want none", verbs[verb], verb, worker)
+			}
+		}
 	}
 
 	killed := time.Now()

@@ -302,7 +302,14 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: installation,
 		QPS: float32(c.workerQPS), Burst: c.workerBurst, Clock: clock.RealClock{},
 		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold,
+		Leading: mgr.Elected(),
 	})
+	// A replica that does not lead keeps the workers connected, so its
+	// caches hold their mirrors when it takes over.
+	standby := &workers.Standby{Pool: pool, Reader: mgr.GetClient(), Interval: c.healthInterval, Clock: clock.RealClock{}}
+	if err := mgr.Add(standby); err != nil {
+		return fmt.Errorf("adding the standby's worker connections: %w", err)
+	}
 	workerClusters := &workercluster.Reconciler{Client: mgr.GetClient(), Pool: pool, HealthInterval: c.healthInterval}
 	if err := workerClusters.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the WorkerCluster controller: %w", err)

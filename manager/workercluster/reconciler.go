@@ -65,7 +65,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller and the worker capacity
 // metrics it serves from the pool.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := crmetrics.Registry.Register(workers.NewCapacityCollector(r.Pool)); err != nil {
+	if err := crmetrics.Registry.Register(workers.NewCapacityCollector(r.Pool, r.Pool.Leads)); err != nil {
 		return fmt.Errorf("registering the worker capacity metrics: %w", err)
 	}
 	secretToWorkers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -21,6 +21,7 @@ func TestCapacityCollectorServesEachConnectedWorkersPools(t *testing.T) {
 		Free:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2500m"), "example.com/gpu": resource.MustParse("6")},
 	}}
 	conns.Conns["w2"].Down = true
+	leads := func() bool { return true }
 	want := `
 # HELP jobferry_workercluster_pool_free Allocatable minus requested resources of a worker's node pool, from its ClusterCapacity.
 # TYPE jobferry_workercluster_pool_free gauge
@@ -34,11 +35,15 @@ jobferry_workercluster_pool_nodes{pool="gpu",worker="w1"} 2
 jobferry_workercluster_pool_requested{pool="gpu",resource="cpu",worker="w1"} 1.5
 jobferry_workercluster_pool_requested{pool="gpu",resource="example.com/gpu",worker="w1"} 2
 `
-	if err := testutil.CollectAndCompare(workers.NewCapacityCollector(conns), strings.NewReader(want),
+	if err := testutil.CollectAndCompare(workers.NewCapacityCollector(conns, leads), strings.NewReader(want),
 		"jobferry_workercluster_pool_free", "jobferry_workercluster_pool_nodes", "jobferry_workercluster_pool_requested"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(workers.NewCapacityCollector(conns), "jobferry_workercluster_pool_allocatable"); n != 2 {
+	if n := testutil.CollectAndCount(workers.NewCapacityCollector(conns, leads), "jobferry_workercluster_pool_allocatable"); n != 2 {
 		t.Errorf("%d allocatable series, want w1's 2 (w2 is disconnected)", n)
+	}
+	standby := func() bool { return false }
+	if n := testutil.CollectAndCount(workers.NewCapacityCollector(conns, standby)); n != 0 {
+		t.Errorf("a standby replica serves %d series, want none (the leader serves them)", n)
 	}
 }

@@ -12,17 +12,21 @@ import (
 )
 
 // capacityCollector serves the pools of each connected worker's last
-// capacity summary, at scrape time from the worker caches.
+// capacity summary, at scrape time from the worker caches, on the leader
+// only: a standby's connections (Standby) would serve the same series
+// twice.
 type capacityCollector struct {
 	conns                               Lookup
+	leads                               func() bool
 	allocatable, requested, free, nodes *prometheus.Desc
 }
 
 // NewCapacityCollector serves the pools of each connected worker's last
-// capacity summary (jobferry_workercluster_pool_*).
-func NewCapacityCollector(conns Lookup) prometheus.Collector {
+// capacity summary (jobferry_workercluster_pool_*) while leads says this
+// replica leads.
+func NewCapacityCollector(conns Lookup, leads func() bool) prometheus.Collector {
 	labels := []string{"worker", "pool", "resource"}
-	return &capacityCollector{conns: conns,
+	return &capacityCollector{conns: conns, leads: leads,
 		allocatable: prometheus.NewDesc("jobferry_workercluster_pool_allocatable",
 			"Allocatable resources of a worker's node pool (cpu in cores, memory and storage in bytes, pods and others in units), from its ClusterCapacity.", labels, nil),
 		requested: prometheus.NewDesc("jobferry_workercluster_pool_requested",
@@ -42,6 +46,9 @@ func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.leads() {
+		return
+	}
 	for _, worker := range c.conns.Names() {
 		conn := c.conns.Conn(worker)
 		if conn == nil || !conn.Connected() {

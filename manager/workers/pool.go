@@ -61,10 +61,21 @@ type Pool struct {
 	// RenewalThreshold is the fraction of a worker token's lifetime after
 	// which the manager renews it (DefaultRenewalThreshold when 0).
 	RenewalThreshold float64
+	// Leading is closed once this replica leads (the controller manager's
+	// Elected); nil: it leads from the start. Until then the pool may hold
+	// connections (a warm standby: Standby) but tells no subscriber of
+	// them and asks its controller for no reconcile: their controllers
+	// run on the leader only.
+	Leading <-chan struct{}
 
 	// workerEvents asks the WorkerCluster controller for a reconcile
 	// (Requests).
 	workerEvents chan event.GenericEvent
+
+	// connecting serializes Connect per worker: the WorkerCluster
+	// controller and, as the replica takes the lease, the standby's last
+	// round may connect the same worker at once.
+	connecting workerLocks
 
 	mu    sync.RWMutex
 	conns map[string]*Connection
@@ -81,6 +92,19 @@ func NewPool(p *Pool) *Pool {
 	p.conns = map[string]*Connection{}
 	p.workerEvents = make(chan event.GenericEvent, 64)
 	return p
+}
+
+// Leads says whether this replica leads (see Leading).
+func (p *Pool) Leads() bool {
+	if p.Leading == nil {
+		return true
+	}
+	select {
+	case <-p.Leading:
+		return true
+	default:
+		return false
+	}
 }
 
 // Handlers are what a subscriber is told of the workers (Subscribe);
@@ -148,6 +172,7 @@ func (p *Pool) TellConnected(ctx context.Context, worker string) {
 // probes it; it returns the Connected condition, and the connection (nil
 // when there is none).
 func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.Condition, *Connection) {
+	defer p.connecting.lock(wc.Name)()
 	notConnected := func(reason, format string, args ...any) (metav1.Condition, *Connection) {
 		p.Drop(wc.Name)
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
@@ -348,8 +373,13 @@ func (p *Pool) ReadNamespaces(ctx context.Context, ns string) {
 	}
 }
 
-// reconcileWorker asks for a reconcile of the WorkerCluster worker.
+// reconcileWorker asks for a reconcile of the WorkerCluster worker. Not
+// leading, nothing does: the standby's next round looks at the worker, and
+// the controller reconciles every worker once it leads.
 func (p *Pool) reconcileWorker(worker string) {
+	if !p.Leads() {
+		return
+	}
 	p.workerEvents <- event.GenericEvent{Object: &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: worker}}}
 }
 
@@ -405,6 +435,9 @@ func (p *Pool) Connected(name string) bool {
 	return conn != nil && conn.Connected()
 }
 
+// mirrorChanged tells the subscribers a mirror changed, while leading:
+// before, the Job controller does not run, and once it does it looks at
+// every manager Job, reading the mirrors from the warm cache.
 func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 	if mirror.OtherManager(job, p.ManagerID) {
 		// Another installation's, with the same origin: nothing of this
@@ -416,6 +449,9 @@ func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 		}
 		return
 	}
+	if !p.Leads() {
+		return
+	}
 	for _, h := range p.handlers() {
 		if h.MirrorChanged != nil {
 			h.MirrorChanged(worker, job)
@@ -424,6 +460,9 @@ func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 }
 
 func (p *Pool) capacityChanged(worker string) {
+	if !p.Leads() {
+		return
+	}
 	for _, h := range p.handlers() {
 		if h.CapacityChanged != nil {
 			h.CapacityChanged(worker)
@@ -454,4 +493,27 @@ func (p *Pool) PlacementsAffected(ctx context.Context, worker string, unplaced b
 			h.PlacementsAffected(ctx, worker, unplaced)
 		}
 	}
+}
+
+// workerLocks are a lock per worker name, made on first use and kept: one
+// per WorkerCluster name ever connected, a few bytes each.
+type workerLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+// lock takes the worker's lock and returns its release.
+func (l *workerLocks) lock(worker string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*sync.Mutex{}
+	}
+	m := l.locks[worker]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.locks[worker] = m
+	}
+	l.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }

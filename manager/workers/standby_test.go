@@ -1,0 +1,90 @@
+package workers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// A pool on a replica that does not lead tells its subscribers nothing and
+// asks its controller for no reconcile (neither runs there); once it
+// leads, it does both.
+func TestPoolTellsNothingUntilItLeads(t *testing.T) {
+	leading := make(chan struct{})
+	p := NewPool(&Pool{ManagerID: "install-1", Leading: leading})
+	var mirrors, capacities int
+	p.Subscribe(Handlers{
+		MirrorChanged:   func(string, *batchv1.Job) { mirrors++ },
+		CapacityChanged: func(string) { capacities++ },
+	})
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j",
+		Labels: map[string]string{v1alpha1.ManagerIDLabel: "install-1"}}}
+	tell := func() {
+		p.mirrorChanged("w1", job)
+		p.capacityChanged("w1")
+		p.reconcileWorker("w1")
+	}
+
+	tell()
+	if p.Leads() || mirrors != 0 || capacities != 0 || len(p.Requests()) != 0 {
+		t.Fatalf("before leading: leads=%v, told of %d mirrors, %d capacities, %d reconciles asked; want none",
+			p.Leads(), mirrors, capacities, len(p.Requests()))
+	}
+	close(leading)
+	tell()
+	if !p.Leads() || mirrors != 1 || capacities != 1 || len(p.Requests()) != 1 {
+		t.Fatalf("leading: leads=%v, told of %d mirrors, %d capacities, %d reconciles asked; want 1 each",
+			p.Leads(), mirrors, capacities, len(p.Requests()))
+	}
+}
+
+// The standby connects each WorkerCluster's worker every interval while
+// the replica does not lead, and stops as soon as it does. (A worker whose
+// Secret is missing gets no connection; connecting to real workers, and
+// the standby writing nothing there, is TestLeaderKilledMidRunOtherReplicaTakesOver.)
+func TestStandbyRoundsUntilLeading(t *testing.T) {
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"},
+		Spec: v1alpha1.WorkerClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: "w1-kubeconfig"}}}}
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(wc).Build()
+	leading := make(chan struct{})
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := NewPool(&Pool{Client: c, Namespace: "jobferry-system", Leading: leading})
+	s := &Standby{Pool: p, Reader: c, Interval: 10 * time.Second, Clock: clk}
+
+	done := make(chan error)
+	go func() { done <- s.Start(context.Background()) }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The first round ran and the standby waits for the next.
+	waitFor("the first round", clk.HasWaiters)
+	if got := s.reasons["w1"]; got != v1alpha1.ReasonSecretNotFound {
+		t.Fatalf("after the first round w1 is %q, want %q", got, v1alpha1.ReasonSecretNotFound)
+	}
+	if len(p.Names()) != 0 {
+		t.Fatalf("connections to %v; want none (w1 has no Secret)", p.Names())
+	}
+	close(leading)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby still runs after the replica leads")
+	}
+}
