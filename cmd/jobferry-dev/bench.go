@@ -24,6 +24,7 @@ func newBenchCommand() *cobra.Command {
 		splitCPUs bool
 		out       string
 		mgrArgs   []string
+		mgrEnv    []string
 		withKueue bool
 		simulated bool
 		interval  time.Duration
@@ -72,6 +73,11 @@ only, Kueue off.`,
 			if workers < 1 {
 				return fmt.Errorf("--workers must be at least 1, got %d", workers)
 			}
+			for _, kv := range mgrEnv {
+				if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+					return fmt.Errorf("--manager-env %q is not NAME=value", kv)
+				}
+			}
 			var simulation *bench.Simulation
 			if simulated {
 				if sim.Binary, err = os.Executable(); err != nil {
@@ -91,7 +97,7 @@ only, Kueue off.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, Kueue: withKueue, Simulated: simulation, Failover: failover, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -121,6 +127,7 @@ only, Kueue off.`,
 	cmd.Flags().BoolVar(&keepJobs, "sim-keep-jobs", false, "with --simulated and one N: leave the Jobs once measured, torn down with the clusters (deleting 100,000 one by one takes half an hour; writes and CPU then leave it out)")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
+	cmd.Flags().StringArrayVar(&mgrEnv, "manager-env", nil, "an extra NAME=value in the jobferry manager's environment, such as GOMEMLIMIT=900MiB (repeatable; the report names them)")
 	return cmd
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	ClusterDir string
 	// ManagerArgs are extra flags for the jobferry manager (experiments).
 	ManagerArgs []string
+	// ManagerEnv are extra variables of its environment, NAME=value
+	// (GOMEMLIMIT, GOGC).
+	ManagerEnv []string
 	// Kueue runs Kueue on the manager cluster (its CPUs) and the Kueue arm.
 	Kueue bool
 	// Concurrency is how many creates are in flight at once.
@@ -82,6 +85,7 @@ type Result struct {
 	Workers     int       `json:"workers"`
 	ManagerCPUs string    `json:"managerCPUs"`
 	ManagerArgs []string  `json:"managerArgs,omitempty"`
+	ManagerEnv  []string  `json:"managerEnv,omitempty"`
 	WorkerCPUs  string    `json:"workerCPUs"`
 	// Kueue: Kueue ran on the manager cluster throughout, and each run has
 	// a Kueue arm.
@@ -208,7 +212,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, Kueue: cfg.Kueue}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -229,7 +233,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	}
 	fmt.Fprintf(cfg.Progress, "bench: starting a manager (CPUs %s) and %d workers (CPUs %s)\n", orAll(res.ManagerCPUs), cfg.Workers, orAll(res.WorkerCPUs))
 	opts := devenv.Options{Dir: cfg.ClusterDir, Workers: workers, ManagerCPUs: res.ManagerCPUs, ManagerClusterProfiling: true, ManagerProfiling: true,
-		ManagerArgs: cfg.ManagerArgs, Progress: cfg.Progress}
+		ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Progress: cfg.Progress}
 	if cfg.Failover {
 		if cfg.Simulated == nil || !cfg.Simulated.Timing.Hold || len(cfg.Ns) != 1 {
 			return nil, fmt.Errorf("a failover run is a simulated run with held Jobs and one N")

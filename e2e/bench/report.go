@@ -102,6 +102,9 @@ func Markdown(res *Result) string {
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
+	if len(res.ManagerEnv) > 0 {
+		fmt.Fprintf(&b, " Manager environment: `%s`.", strings.Join(res.ManagerEnv, " "))
+	}
 	b.WriteString("\n\n")
 	b.WriteString("| N | direct Jobs/s | jobferry Jobs/s | ratio | create→Complete p50 / p99 (direct) | create→Complete p50 / p99 (jobferry) | dispatch overhead p50 / p95 / p99 / max | status-copy lag p50 / p95 / p99 / max |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")

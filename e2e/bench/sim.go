@@ -107,6 +107,9 @@ func simMarkdown(res *Result) string {
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
+	if len(res.ManagerEnv) > 0 {
+		fmt.Fprintf(&b, " Manager environment: `%s`.", strings.Join(res.ManagerEnv, " "))
+	}
 	b.WriteString("\n\n| N | workers | Jobs/s (first create → last Complete) | creates/s | mirrors/s (dispatch rate) | create→Complete p50 / p99 | create → placed p50 / p95 / p99 / max | placed → mirror p50 / p95 / p99 / max | status-copy lag p50 / p95 / p99 / max |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {

@@ -97,6 +97,9 @@ type Options struct {
 	Progress io.Writer
 	// ManagerArgs are extra flags for the manager binary.
 	ManagerArgs []string
+	// ManagerEnv are extra variables of the manager's environment, NAME=value
+	// (GOMEMLIMIT, GOGC).
+	ManagerEnv []string
 	// ManagerReplicas runs that many manager processes with leader election
 	// (default 1, without). The webhooks are registered at the first one.
 	ManagerReplicas int
@@ -311,7 +314,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 		if i > 0 {
 			name = fmt.Sprintf("jobferry-manager-%d", i+1)
 		}
-		p, err := e.Manager.StartComponent(name, filepath.Join(binDir, "manager"), append(args, opts.ManagerArgs...)...)
+		p, err := e.Manager.StartComponentWithEnv(name, opts.ManagerEnv, filepath.Join(binDir, "manager"), append(args, opts.ManagerArgs...)...)
 		if err != nil {
 			return err
 		}

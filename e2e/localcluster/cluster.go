@@ -208,6 +208,18 @@ func (c *Cluster) StartComponent(name, binary string, args ...string) (*Process,
 	return c.startComponent(name, nil, binary, args)
 }
 
+// StartComponentWithEnv is StartComponent with variables added to the
+// program's environment (GOMEMLIMIT=900MiB, say): env(1) sets them and
+// execs binary in the same process, so its PID is the program's, and a
+// restart keeps them (Process.Launcher).
+func (c *Cluster) StartComponentWithEnv(name string, env []string, binary string, args ...string) (*Process, error) {
+	var launcher []string
+	if len(env) > 0 {
+		launcher = append([]string{"env"}, env...)
+	}
+	return c.startComponent(name, launcher, binary, args)
+}
+
 // startComponent is StartComponent with a launcher that sets the process up
 // and execs binary (see Process.Launcher).
 func (c *Cluster) startComponent(name string, launcher []string, binary string, args []string) (*Process, error) {

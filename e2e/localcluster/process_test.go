@@ -131,3 +131,47 @@ func waitForLoop(t *testing.T, p *Process) {
 	}
 	t.Fatal("test process did not start its loop")
 }
+
+// A component started with extra environment runs with it, as the process
+// the record names, and keeps it when restarted.
+func TestComponentWithEnvRunsWithItAndKeepsItOnRestart(t *testing.T) {
+	c := &Cluster{Name: "test", Dir: t.TempDir()}
+	if err := os.MkdirAll(c.LogDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	environOf := func(p *Process) string {
+		t.Helper()
+		// Between fork and exec, /proc shows the test binary's environment.
+		deadline := time.Now().Add(5 * time.Second)
+		for !p.isRunningForeign() {
+			if time.Now().After(deadline) {
+				t.Fatal("sleep did not start")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "environ"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(environ)
+	}
+	p, err := c.StartComponentWithEnv("sleeper", []string{"GOMEMLIMIT=900MiB"}, sleep, "600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	if env := environOf(p); !strings.Contains(env, "GOMEMLIMIT=900MiB\x00") {
+		t.Fatalf("the component's environment lacks GOMEMLIMIT=900MiB")
+	}
+	restarted, err := c.RestartComponent("sleeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := environOf(restarted); !strings.Contains(env, "GOMEMLIMIT=900MiB\x00") {
+		t.Fatalf("the restarted component's environment lacks GOMEMLIMIT=900MiB")
+	}
+}
