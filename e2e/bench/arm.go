@@ -47,9 +47,14 @@ type observer struct {
 	// those seen running (active pods) at least once.
 	completed, failed, running int
 	firstFailure               string
+	// placedOn counts the mirrors seen on each worker, runningOn those
+	// running there now and peakOn the most at once (placement.go).
+	placedOn, runningOn, peakOn map[string]int
 }
 
-func newObserver() *observer { return &observer{jobs: map[string]*jobTimes{}} }
+func newObserver() *observer {
+	return &observer{jobs: map[string]*jobTimes{}, placedOn: map[string]int{}, runningOn: map[string]int{}, peakOn: map[string]int{}}
+}
 
 func (o *observer) entry(name string) *jobTimes {
 	j := o.jobs[name]
@@ -68,7 +73,8 @@ func (o *observer) creating(name string, at time.Time) {
 	o.entry(name).created = at
 }
 
-func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
+// seen notes what a watch of cluster saw of a Job at a moment.
+func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	j := o.entry(job.Name)
@@ -77,6 +83,20 @@ func (o *observer) seen(r role, job *batchv1.Job, at time.Time) {
 	case mirrors:
 		if j.mirrorSeen.IsZero() {
 			j.mirrorSeen = at
+			j.mirrorWorker = cluster
+			o.placedOn[cluster]++
+		}
+		// A mirror runs from its first active pod until it finishes; one
+		// made again elsewhere counts where it is.
+		running := job.Status.Active > 0 && !jobstatus.Finished(job.Status)
+		switch {
+		case running && j.mirrorRunningOn == "":
+			j.mirrorRunningOn = cluster
+			o.runningOn[cluster]++
+			o.peakOn[cluster] = max(o.peakOn[cluster], o.runningOn[cluster])
+		case !running && j.mirrorRunningOn == cluster:
+			j.mirrorRunningOn = ""
+			o.runningOn[cluster]--
 		}
 		if complete && j.mirrorComplete.IsZero() {
 			j.mirrorComplete = at
@@ -114,6 +134,14 @@ func (o *observer) quotaReserved(job string, at time.Time) {
 	if j := o.entry(job); j.quotaReserved.IsZero() {
 		j.quotaReserved = at
 	}
+}
+
+// placement is the spread of the mirrors over the workers, each of which
+// holds room Jobs at once.
+func (o *observer) placement(room map[string]int) Placement {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return placementOf(room, o.placedOn, o.peakOn)
 }
 
 // firstCompleteAfter is the earliest a submitted Job was seen Complete at
@@ -165,10 +193,10 @@ func (o *observer) timings() timings {
 
 // watchJobs runs an informer on the Jobs of namespace ns until ctx ends,
 // reporting every added or updated Job to the observer.
-func watchJobs(ctx context.Context, c kubernetes.Interface, ns string, r role, o *observer) error {
+func watchJobs(ctx context.Context, c kubernetes.Interface, cluster, ns string, r role, o *observer) error {
 	return inform(ctx, "Jobs in "+ns, toolscache.NewListWatchFromClient(c.BatchV1().RESTClient(), "jobs", ns, fields.Everything()), &batchv1.Job{}, func(obj any) {
 		if job, ok := obj.(*batchv1.Job); ok {
-			o.seen(r, job, time.Now())
+			o.seen(r, cluster, job, time.Now())
 		}
 	})
 }

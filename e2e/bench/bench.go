@@ -169,6 +169,9 @@ type Arm struct {
 	Tracked *Tracked `json:"tracked,omitempty"`
 	// Failover is what a failover run measured of the takeover.
 	Failover *Failover `json:"failover,omitempty"`
+	// Placement is how the mirrors spread over the workers (jobferry and
+	// Kueue arms).
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // Tracked is what the manager took with every Job of an arm running at
@@ -265,6 +268,14 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b.room = map[string]int{}
+	for _, w := range workers {
+		pools := w.Pools
+		if cfg.Simulated != nil {
+			pools = []localcluster.Pool{SimulatedPool(cfg.Simulated.Nodes)}
+		}
+		b.room[w.Name] = roomFor(pools, benchRequests())
+	}
 	if cfg.Kueue {
 		if err := b.setUpKueue(ctx, slices.Max(cfg.Ns)); err != nil {
 			return nil, err
@@ -345,6 +356,8 @@ type bencher struct {
 	// (Kueue arm).
 	queues    client.Client
 	workloads kueueclient.Interface
+	// room is how many bench Jobs each worker holds at once.
+	room map[string]int
 	// retired are the manager replicas killed during the arm, as last
 	// read (failover.go).
 	retired []retired
@@ -453,8 +466,8 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := newObserver()
-	for _, w := range b.workers {
-		if err := watchJobs(watchCtx, w, ns, submitted, o); err != nil {
+	for i, w := range b.workers {
+		if err := watchJobs(watchCtx, w, b.env.Workers[i].Name, ns, submitted, o); err != nil {
 			return Arm{}, err
 		}
 	}
@@ -529,14 +542,14 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := newObserver()
-	if err := watchJobs(watchCtx, b.manager, ns, submitted, o); err != nil {
+	if err := watchJobs(watchCtx, b.manager, "manager", ns, submitted, o); err != nil {
 		return Arm{}, err
 	}
 	for i, w := range b.workers {
 		// The manager creates the namespace on a worker with the first
 		// mirror; a watch of a missing namespace is fine.
-		if err := watchJobs(watchCtx, w, ns, mirrors, o); err != nil {
-			return Arm{}, fmt.Errorf("worker-%d: %w", i+1, err)
+		if err := watchJobs(watchCtx, w, b.env.Workers[i].Name, ns, mirrors, o); err != nil {
+			return Arm{}, fmt.Errorf("%s: %w", b.env.Workers[i].Name, err)
 		}
 	}
 	if queued {
@@ -623,6 +636,8 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 		return Arm{}, err
 	}
 	measured.Tracked, measured.Failover = tracked, failover
+	placement := o.placement(b.room)
+	measured.Placement = &placement
 	measured.SettleSeconds = settled.Seconds()
 	measured.CleanUpSeconds = cleanUp.Seconds()
 	measured.HeapProfile, measured.HeapTop = heapProfile, heapTop

@@ -134,6 +134,13 @@ func simMarkdown(res *Result) string {
 		j := r.Jobferry
 		fmt.Fprintf(&b, "| %d | %.1f | %s | %s |\n", r.N, j.MirrorRate, perSecond(j.CPU[managerProcess]), perSecond(j.CPU[managerProcess]+j.CPU[apiServerProcess]))
 	}
+	b.WriteString("\nPlacement: the mirrors made on each worker against its share of them by room (the Jobs its nodes hold at once, every worker's over all), and the most running there at once against its room.\n\n" +
+		"| N | workers | room per worker | share per worker | placed min / max | largest deviation from the share | most running at once / room (fullest worker) | workers over their room |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		if p := r.Jobferry.Placement; p != nil {
+			b.WriteString(placementRow(r.N, p))
+		}
+	}
 	if sim.Held {
 		released := "all at once"
 		if sim.ReleaseRate > 0 {
@@ -179,6 +186,37 @@ func simMarkdown(res *Result) string {
 		}
 	}
 	return b.String()
+}
+
+// placementRow is a run's row of the placement table.
+func placementRow(n int, p *Placement) string {
+	if len(p.Workers) == 0 {
+		return fmt.Sprintf("| %d | 0 | — | — | — | — | — | — |\n", n)
+	}
+	rooms, shares := map[int]bool{}, map[string]bool{}
+	placedMin, placedMax := p.Workers[0].Placed, p.Workers[0].Placed
+	fullest := p.Workers[0]
+	for _, w := range p.Workers {
+		rooms[w.Room] = true
+		shares[fmt.Sprintf("%.0f", w.Share)] = true
+		placedMin, placedMax = min(placedMin, w.Placed), max(placedMax, w.Placed)
+		if w.Room > 0 && float64(w.PeakRunning)/float64(w.Room) > float64(fullest.PeakRunning)/float64(max(fullest.Room, 1)) {
+			fullest = w
+		}
+	}
+	room, share := "varies", "varies"
+	if len(rooms) == 1 {
+		room = strconv.Itoa(p.Workers[0].Room)
+	}
+	if len(shares) == 1 {
+		share = fmt.Sprintf("%.0f", p.Workers[0].Share)
+	}
+	over := "none"
+	if len(p.OverCommitted) > 0 {
+		over = strings.Join(p.OverCommitted, ", ")
+	}
+	return fmt.Sprintf("| %d | %d | %s | %s | %d / %d | %.1f %% | %d / %d (%s) | %s |\n", n, len(p.Workers), room, share, placedMin, placedMax,
+		100*p.MaxDeviation, fullest.PeakRunning, fullest.Room, fullest.Worker, over)
 }
 
 // perSecond is how many Jobs a second one CPU carries at cpuPerJob

@@ -46,8 +46,13 @@ type jobTimes struct {
 	// (jobferry unsuspends it as it places it; in the Kueue arm Kueue does,
 	// once jobferry's check is Ready).
 	admitted time.Time
-	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry arm).
-	mirrorSeen time.Time
+	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry
+	// arm), on mirrorWorker.
+	mirrorSeen   time.Time
+	mirrorWorker string
+	// mirrorRunningOn is the worker where the mirror runs now (empty when
+	// it does not).
+	mirrorRunningOn string
 	// mirrorComplete: the mirror's Complete condition appeared there.
 	mirrorComplete time.Time
 	// complete: Complete seen on the Job the user created (the manager Job,
