@@ -12,5 +12,5 @@ import (
 // (hack/metricsdoc): the vectors of package metrics, and the collectors
 // that read a cache at scrape time, described without their sources.
 func Collectors() []prometheus.Collector {
-	return append(metrics.Registered(), jobs.NewJobsCollector(nil, nil), workers.NewCapacityCollector(nil, nil))
+	return append(metrics.Registered(), jobs.NewJobsCollector(nil, nil, nil, nil), workers.NewCapacityCollector(nil, nil))
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -198,7 +199,18 @@ type JobReconciler struct {
 // change (jobevents.go).
 func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
-	if err := crmetrics.Registry.Register(NewJobsCollector(mgr.GetClient(), r.Workers.Connected)); err != nil {
+	// The gauges' counts, kept from the cache's Job events on every
+	// replica.
+	jobInformer, err := mgr.GetCache().GetInformer(context.Background(), &batchv1.Job{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("getting the manager Job informer for jobferry_jobs: %w", err)
+	}
+	tally := newJobsTally()
+	counting, err := jobInformer.AddEventHandler(tally.handler())
+	if err != nil {
+		return fmt.Errorf("counting the manager Jobs for jobferry_jobs: %w", err)
+	}
+	if err := crmetrics.Registry.Register(NewJobsCollector(tally, counting.HasSynced, mgr.GetClient(), r.Workers.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -6,11 +6,9 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
 // unregisteredWorker is the worker label of Jobs placed on a worker no
@@ -18,9 +16,15 @@ import (
 const unregisteredWorker = "(unregistered)"
 
 // jobsCollector serves jobferry_jobs{worker,phase} and
-// jobferry_jobs_waiting{reason} from the manager's Job cache at scrape time,
-// so the gauges can never drift from what is stored.
+// jobferry_jobs_waiting{reason} from the counts of the manager's cached Jobs
+// (jobsTally, kept from the cache's events), naming the registered workers
+// and the connected ones at scrape time.
 type jobsCollector struct {
+	tally *jobsTally
+	// synced: the tally has counted the cache's first list; until then no
+	// count is served (a partial one would look like Jobs gone).
+	synced func() bool
+	// reader lists the WorkerClusters.
 	reader client.Reader
 	// connected says whether a worker is connected now.
 	connected func(worker string) bool
@@ -28,10 +32,11 @@ type jobsCollector struct {
 	waiting   *prometheus.Desc
 }
 
-// NewJobsCollector serves jobferry_jobs and jobferry_jobs_waiting from
-// reader (the manager's cache), connected saying which workers are.
-func NewJobsCollector(reader client.Reader, connected func(string) bool) prometheus.Collector {
-	return &jobsCollector{reader: reader, connected: connected,
+// NewJobsCollector serves jobferry_jobs and jobferry_jobs_waiting from tally
+// once synced, reader (the manager's cache) naming the registered workers
+// and connected saying which workers are.
+func NewJobsCollector(tally *jobsTally, synced func() bool, reader client.Reader, connected func(string) bool) prometheus.Collector {
+	return &jobsCollector{tally: tally, synced: synced, reader: reader, connected: connected,
 		jobs: prometheus.NewDesc("jobferry_jobs",
 			"Manager Jobs by worker (empty while unplaced, "+unregisteredWorker+" for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).",
 			[]string{"worker", "phase"}, nil),
@@ -44,15 +49,15 @@ func NewJobsCollector(reader client.Reader, connected func(string) bool) prometh
 func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.jobs; ch <- c.waiting }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
-	var jobs batchv1.JobList
-	if err := c.reader.List(context.Background(), &jobs, client.UnsafeDisableDeepCopy); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.jobs, fmt.Errorf("listing manager Jobs: %w", err))
+	if !c.synced() {
+		// Absent, not wrong, until the cache's Jobs are counted; an invalid
+		// metric would fail the whole scrape.
 		return
 	}
 	// The worker label takes only the names of registered workers: a Job's
 	// annotation is not a bounded set of values.
 	var workers v1alpha1.WorkerClusterList
-	if err := c.reader.List(context.Background(), &workers); err != nil {
+	if err := c.reader.List(context.Background(), &workers, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.jobs, fmt.Errorf("listing WorkerClusters: %w", err))
 		return
 	}
@@ -66,19 +71,19 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, reason := range waitingReasons {
 		waiting[reason] = 0
 	}
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		if !v1alpha1.IsManagerJob(job) {
-			continue
-		}
-		worker := job.Annotations[v1alpha1.WorkerAnnotation]
-		label := worker
-		if worker != "" && !registered[worker] {
+	for k, n := range c.tally.snapshot() {
+		label := k.worker
+		if k.worker != "" && !registered[k.worker] {
 			label = unregisteredWorker
 		}
-		counts[key{label, jobstatus.Phase(job.Status)}]++
-		if reason := jobWaiting(job, worker != "" && !c.connected(worker)); reason != "" {
-			waiting[reason]++
+		counts[key{label, k.phase}] += n
+		reason := k.waiting
+		if k.unfinished && k.worker != "" && !c.connected(k.worker) {
+			// As jobWaiting says of a Job whose worker is down.
+			reason = waitingWorkerLost
+		}
+		if reason != "" {
+			waiting[reason] += n
 		}
 	}
 	for k, n := range counts {

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -91,14 +91,28 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 			j.Annotations[v1alpha1.WorkerAnnotation] = "no-such-worker"
 		}),
 	}
-	objs := append([]client.Object{&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}}, jobs...)
-	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
+		WithObjects(&v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w2"}}).Build()
+	// The cache's events: each Job added, one of them first as it was
+	// before it ran, and a Job deleted.
+	tally := newJobsTally()
+	events := tally.handler()
 	for _, j := range jobs {
-		if err := c.Status().Update(context.Background(), j); err != nil {
-			t.Fatal(err)
-		}
+		events.OnAdd(j, true)
 	}
-	collector := NewJobsCollector(c, func(worker string) bool { return worker == "w2" })
+	gone := stepJob(placed, running, func(j *batchv1.Job) { j.Name = "gone" })
+	events.OnAdd(gone, false)
+	events.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "default/gone", Obj: gone})
+	before := stepJob(placed, func(j *batchv1.Job) { j.Name = "later" })
+	events.OnAdd(before, false)
+	events.OnUpdate(before, stepJob(placed, running, func(j *batchv1.Job) { j.Name = "later"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }))
+	events.OnAdd(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "not-a-manager-job"}}, false)
+	synced := false
+	collector := NewJobsCollector(tally, func() bool { return synced }, c, func(worker string) bool { return worker == "w2" })
+	if n := testutil.CollectAndCount(collector); n != 0 {
+		t.Errorf("%d series served before the cache's Jobs were counted; want none", n)
+	}
+	synced = true
 	want := `
 # HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused, queued, no_worker_can_run.
 # TYPE jobferry_jobs_waiting gauge
@@ -122,7 +136,7 @@ jobferry_jobs_waiting{reason="worker_lost"} 1
 # TYPE jobferry_jobs gauge
 jobferry_jobs{phase="Pending",worker=""} 2
 jobferry_jobs{phase="Running",worker="w1"} 1
-jobferry_jobs{phase="Running",worker="w2"} 1
+jobferry_jobs{phase="Running",worker="w2"} 2
 jobferry_jobs{phase="Succeeded",worker="(unregistered)"} 1
 `
 	if err := testutil.CollectAndCompare(collector, strings.NewReader(wantJobs), "jobferry_jobs"); err != nil {
