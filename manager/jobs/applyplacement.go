@@ -225,8 +225,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 		}
 		return false, retry, err
 	}
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: decision.Worker}, wc); err != nil {
+	wc, err := r.workerCluster(ctx, decision.Worker)
+	if err != nil {
 		r.assume.forget(job.UID)
 		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
 	}
@@ -333,6 +333,26 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		views = append(views, view)
 	}
 	return views, nil
+}
+
+// workerCluster reads the WorkerCluster name from the cache as the Job
+// controller uses it: withoutCapacity, not a deep copy of the whole object.
+func (r *JobReconciler) workerCluster(ctx context.Context, name string) (*v1alpha1.WorkerCluster, error) {
+	cached := &v1alpha1.WorkerCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cached, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return withoutCapacity(cached), nil
+}
+
+// withoutCapacity is a copy of a WorkerCluster but for the capacity and
+// credential in its status, which the Job controller does not read (a
+// worker's capacity comes from its connection): copying the capacity's
+// pools with every reconcile of a placed Job was a tenth of what the
+// manager allocated while it dispatched.
+func withoutCapacity(wc *v1alpha1.WorkerCluster) *v1alpha1.WorkerCluster {
+	return &v1alpha1.WorkerCluster{TypeMeta: wc.TypeMeta, ObjectMeta: *wc.ObjectMeta.DeepCopy(), Spec: *wc.Spec.DeepCopy(),
+		Status: v1alpha1.WorkerClusterStatus{Conditions: slices.Clone(wc.Status.Conditions), DispatchedJobs: wc.Status.DispatchedJobs, RunningJobs: wc.Status.RunningJobs}}
 }
 
 // release undoes the placement of a Job on worker, so it is placed again

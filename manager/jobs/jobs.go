@@ -424,8 +424,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		}
 		return s, nil
 	}
-	wc := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.Worker}, wc); err == nil {
+	if wc, err := r.workerCluster(ctx, s.Worker); err == nil {
 		s.WorkerCluster = wc
 	} else if apierrors.IsNotFound(err) {
 		s.WorkerGoneSince = r.removed.since(s.Worker, r.Clock.Now())

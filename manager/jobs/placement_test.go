@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,5 +156,31 @@ func TestWithoutWhatBothHoldKeepsThePatch(t *testing.T) {
 				t.Error("the Jobs themselves changed")
 			}
 		})
+	}
+}
+
+// The Job controller's copy of a WorkerCluster holds all it reads — name,
+// labels, spec, conditions — but not the capacity and credential of its
+// status, and shares nothing with the cache's object.
+func TestWithoutCapacityCopiesAllButTheCapacity(t *testing.T) {
+	cached := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{"region": "eu"}},
+		Spec: v1alpha1.WorkerClusterSpec{Namespaces: []string{"team-a"}, Scheduling: v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "batch"}}},
+		Status: v1alpha1.WorkerClusterStatus{
+			Conditions:     []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected}},
+			Capacity:       &v1alpha1.ClusterCapacityStatus{Pools: []v1alpha1.NodePool{{Name: "general", Nodes: 3}}},
+			Credential:     &v1alpha1.CredentialStatus{ServiceAccount: "jobferry-manager"},
+			DispatchedJobs: 7, RunningJobs: 5,
+		}}
+	want := cached.DeepCopy()
+	want.Status.Capacity, want.Status.Credential = nil, nil
+	got := withoutCapacity(cached)
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("copy %+v, want %+v", got, want)
+	}
+	got.Labels["region"] = "us"
+	got.Spec.Scheduling.NodeSelector["pool"] = "other"
+	got.Status.Conditions[0].Status = metav1.ConditionFalse
+	if cached.Labels["region"] != "eu" || cached.Spec.Scheduling.NodeSelector["pool"] != "batch" || cached.Status.Conditions[0].Status != metav1.ConditionTrue {
+		t.Errorf("writing the copy changed the cache's object: %+v", cached)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -52,6 +51,10 @@ type Connection struct {
 
 	synced  atomic.Bool
 	healthy atomic.Bool
+	// capacity is the status of the worker's ClusterCapacity as its cache
+	// last delivered it (nil while there is none): the cache's own object,
+	// shared by every reader, never written.
+	capacity atomic.Pointer[v1alpha1.ClusterCapacityStatus]
 	// failures counts consecutive failed health probes, for backoff.
 	failures atomic.Int32
 	lastErr  atomic.Value // string
@@ -141,6 +144,8 @@ type Conn interface {
 	MayUse(ns string) bool
 	NamespaceRights() NamespaceRights
 	MissingRights() []Right
+	// Capacity is the worker's last capacity summary (nil: none), shared:
+	// read it, never write it.
 	Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 	Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
@@ -223,9 +228,18 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		cancel()
 		return nil, err
 	}
-	onCapacity := func(any) { h.capacityChanged(name) }
+	onCapacity := func(obj any, deleted bool) {
+		if cc, ok := obj.(*v1alpha1.ClusterCapacity); ok && !deleted {
+			r.capacity.Store(&cc.Status)
+		} else {
+			r.capacity.Store(nil)
+		}
+		h.capacityChanged(name)
+	}
 	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: onCapacity, UpdateFunc: func(_, obj any) { onCapacity(obj) }, DeleteFunc: onCapacity,
+		AddFunc:    func(obj any) { onCapacity(obj, false) },
+		UpdateFunc: func(_, obj any) { onCapacity(obj, false) },
+		DeleteFunc: func(obj any) { onCapacity(obj, true) },
 	}); err != nil {
 		cancel()
 		return nil, err
@@ -311,23 +325,16 @@ func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 	return job, nil
 }
 
-// Capacity returns the worker's last published summary, if any. Before the
-// cache has synced there is none: a read would block until it syncs, which
-// for an unreachable worker is never.
-func (c *Connection) Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus {
+// Capacity returns the worker's last published summary, if any, shared:
+// callers read it and never write it (DeepCopy it to keep or change it).
+// Placement reads every worker's for each Job; a copy each time was a
+// tenth of what the manager allocated while it dispatched. Before the
+// cache has synced there is none.
+func (c *Connection) Capacity(context.Context) *v1alpha1.ClusterCapacityStatus {
 	if !c.synced.Load() {
 		return nil
 	}
-	cc := &v1alpha1.ClusterCapacity{}
-	if err := c.Client().Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterCapacityName}, cc); err != nil {
-		if !apierrors.IsNotFound(err) {
-			// A read of the synced cache; the summary is unknown until
-			// the next read, as when the worker has not written one.
-			logf.FromContext(ctx).Error(err, "reading the capacity summary from the cache", "worker", c.name)
-		}
-		return nil
-	}
-	return &cc.Status
+	return c.capacity.Load()
 }
 
 // Namespace returns the worker's Namespace of that name (nil when it does
