@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -483,8 +484,7 @@ func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job
 		return err
 	}
 	sealed := jobstate.Sealed(job, key)
-	from, to := withoutWhatBothHold(original, sealed)
-	patch, err := client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}).Data(to)
+	patch, err := jobPatch(original, sealed)
 	if err != nil {
 		return fmt.Errorf("computing the patch of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
@@ -493,6 +493,52 @@ func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job
 	}
 	*job = *sealed
 	return nil
+}
+
+// jobPatch is the merge patch of a write of a Job's metadata and spec from
+// before to after, locked to before's resourceVersion. A write that changes
+// only annotations and labels (the record of a mirror's UID, the seal of
+// the state) gets it from those maps; any other from the Jobs' JSON
+// (withoutWhatBothHold): marshalling and diffing two Jobs' JSON was 8 % of
+// the leader's CPU while it dispatched.
+func jobPatch(before, after *batchv1.Job) ([]byte, error) {
+	b, a := *before, *after
+	b.Labels, b.Annotations, b.Status = nil, nil, batchv1.JobStatus{}
+	a.Labels, a.Annotations, a.Status = nil, nil, batchv1.JobStatus{}
+	if !equality.Semantic.DeepEqual(b.Spec, a.Spec) || !equality.Semantic.DeepEqual(b.ObjectMeta, a.ObjectMeta) {
+		from, to := withoutWhatBothHold(before, after)
+		return client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}).Data(to)
+	}
+	metadata := map[string]any{"resourceVersion": before.ResourceVersion}
+	if d, changed := mapPatch(before.Labels, after.Labels); changed {
+		metadata["labels"] = d
+	}
+	if d, changed := mapPatch(before.Annotations, after.Annotations); changed {
+		metadata["annotations"] = d
+	}
+	return json.Marshal(map[string]any{"metadata": metadata})
+}
+
+// mapPatch is the merge patch of a string map, and whether it changed: the
+// keys added or changed with their values, those removed with null; null
+// when none is left (as the JSON of the Jobs, which leaves out an empty
+// map, would have it).
+func mapPatch(before, after map[string]string) (any, bool) {
+	if len(after) == 0 {
+		return nil, len(before) > 0
+	}
+	d := map[string]any{}
+	for k, v := range after {
+		if old, ok := before[k]; !ok || old != v {
+			d[k] = v
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			d[k] = nil
+		}
+	}
+	return d, len(d) > 0
 }
 
 // withoutWhatBothHold are shallow copies of a Job before and after a write
