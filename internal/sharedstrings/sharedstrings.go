@@ -35,7 +35,8 @@ func Keys(m map[string]string) {
 // Job makes job's repeated strings canonical, in place: its namespace, its
 // and its template's label and annotation keys, its containers' names and
 // the names of what they request, its conditions' types, reasons and
-// messages. Labels holding the Job's name or UID (the API server's
+// messages; and its containers' requests and limits the shared maps of
+// their kind (ResourceList), which the Job's readers must not write. Labels holding the Job's name or UID (the API server's
 // job-name and controller-uid labels) share those fields' bytes.
 func Job(job *batchv1.Job) {
 	Meta(&job.ObjectMeta)
@@ -55,6 +56,8 @@ func Job(job *batchv1.Job) {
 			c.Name = Canonical(c.Name)
 			resourceNames(c.Resources.Requests)
 			resourceNames(c.Resources.Limits)
+			c.Resources.Requests = ResourceList(c.Resources.Requests)
+			c.Resources.Limits = ResourceList(c.Resources.Limits)
 		}
 	}
 	Conditions(job.Status.Conditions)

@@ -1,6 +1,8 @@
 package sharedstrings
 
 import (
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -86,5 +88,53 @@ func TestJobSharesRepeatedStringsAndChangesNothing(t *testing.T) {
 	}
 	if a.Labels["team"] != "a" || data(a.Labels["team"]) == data(b.Labels["team"]) {
 		t.Error("an ordinary label value changed or was shared (only keys are)")
+	}
+}
+
+// Containers asking for the same share one map of requests; a different
+// request keeps its own; none changes.
+func TestJobsAskingAlikeShareTheirRequests(t *testing.T) {
+	a, b := decodedJob("a", "11111111-1111-1111-1111-111111111111"), decodedJob("b", "22222222-2222-2222-2222-222222222222")
+	c := decodedJob("c", "33333333-3333-3333-3333-333333333333")
+	c.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+	want := c.DeepCopy()
+	Job(a)
+	Job(b)
+	Job(c)
+	requests := func(j *batchv1.Job) corev1.ResourceList { return j.Spec.Template.Spec.Containers[0].Resources.Requests }
+	if reflect.ValueOf(requests(a)).UnsafePointer() != reflect.ValueOf(requests(b)).UnsafePointer() {
+		t.Error("two Jobs requesting 100m CPU hold two maps")
+	}
+	if reflect.ValueOf(requests(a)).UnsafePointer() == reflect.ValueOf(requests(c)).UnsafePointer() {
+		t.Error("a Job requesting 200m CPU shares the map of those requesting 100m")
+	}
+	if !equality.Semantic.DeepEqual(want, c) || func() string { q := requests(a)[corev1.ResourceCPU]; return q.String() }() != "100m" {
+		t.Errorf("sharing changed the requests: %v, %v", requests(a), requests(c))
+	}
+}
+
+// The table of shared lists is bounded: once full, a new kind of list is
+// kept as it is, not added.
+func TestResourceListTableIsBounded(t *testing.T) {
+	resourceLists.Lock()
+	kept := maps.Clone(resourceLists.byKey)
+	resourceLists.Unlock()
+	t.Cleanup(func() {
+		resourceLists.Lock()
+		resourceLists.byKey = kept
+		resourceLists.Unlock()
+	})
+	for i := range maxResourceLists + 10 {
+		ResourceList(corev1.ResourceList{"example.com/bounded": *resource.NewQuantity(int64(i+1), resource.DecimalSI)})
+	}
+	resourceLists.Lock()
+	n := len(resourceLists.byKey)
+	resourceLists.Unlock()
+	if n > maxResourceLists {
+		t.Errorf("%d shared lists, want at most %d", n, maxResourceLists)
+	}
+	fresh := corev1.ResourceList{"example.com/bounded": resource.MustParse("999999")}
+	if got := ResourceList(fresh); reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(fresh).UnsafePointer() {
+		t.Error("a list first seen with the table full was not kept as it is")
 	}
 }
