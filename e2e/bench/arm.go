@@ -83,7 +83,6 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 	case mirrors:
 		if j.mirrorSeen.IsZero() {
 			j.mirrorSeen = at
-			j.mirrorWorker = cluster
 			o.placedOn[cluster]++
 		}
 		// A mirror runs from its first active pod until it finishes; one

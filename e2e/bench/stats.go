@@ -47,9 +47,8 @@ type jobTimes struct {
 	// once jobferry's check is Ready).
 	admitted time.Time
 	// mirrorSeen: the mirror first appeared in a worker's watch (jobferry
-	// arm), on mirrorWorker.
-	mirrorSeen   time.Time
-	mirrorWorker string
+	// arm).
+	mirrorSeen time.Time
 	// mirrorRunningOn is the worker where the mirror runs now (empty when
 	// it does not).
 	mirrorRunningOn string
