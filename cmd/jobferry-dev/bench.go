@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,12 +104,17 @@ only, Kueue off.`,
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
 			}
-			// The clusters' etcd data is large and of no use once measured.
+			// The clusters' etcd data is large and of no use once measured;
+			// their logs are small and explain what was (a takeover's
+			// timeline, say).
+			if err := keepLogs(clusters, filepath.Join(out, "logs")); err != nil {
+				return err
+			}
 			if err := os.RemoveAll(clusters); err != nil {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), bench.Markdown(res))
-			fmt.Fprintf(cmd.OutOrStdout(), "\nresult.json, report.md and plots in %s\n", out)
+			fmt.Fprintf(cmd.OutOrStdout(), "\nresult.json, report.md, plots and the clusters' logs in %s\n", out)
 			return nil
 		},
 	}
@@ -149,4 +156,29 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// keepLogs moves each cluster's log directory (clusters/NAME/logs) to
+// dest/NAME.
+func keepLogs(clusters, dest string) error {
+	entries, err := os.ReadDir(clusters)
+	if err != nil {
+		return fmt.Errorf("keeping the clusters' logs: %w", err)
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return fmt.Errorf("keeping the clusters' logs: %w", err)
+	}
+	for _, e := range entries {
+		logs := filepath.Join(clusters, e.Name(), "logs")
+		if _, err := os.Stat(logs); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("keeping the clusters' logs: %w", err)
+		}
+		if err := os.Rename(logs, filepath.Join(dest, e.Name())); err != nil {
+			return fmt.Errorf("keeping the clusters' logs: %w", err)
+		}
+	}
+	return nil
 }

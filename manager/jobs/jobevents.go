@@ -51,6 +51,7 @@ func newEventSources() eventSources {
 func (r *JobReconciler) subscribe() {
 	r.Workers.Subscribe(workers.Handlers{
 		MirrorChanged:      r.mirrorChanged,
+		MirrorsHeldBack:    r.mirrorsHeldBack,
 		CapacityChanged:    r.capacityChanged,
 		WorkerReconciled:   r.workerReconciled,
 		PlacementsAffected: r.placementsAffected,
@@ -72,6 +73,21 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	r.observed.seen(key, r.Clock.Now())
 	r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+}
+
+// mirrorsHeldBack: the mirrors that changed while this replica stood by,
+// told as it leads. Their Jobs are looked at ahead of the others, as for
+// any mirror change: the controller's first list has every manager Job
+// at low priority, and those that finished while the lease changed hands
+// would wait behind every change seen after. Their status copy's lag
+// starts when the standby saw the change. (Nothing is assumed of a Job
+// this replica did not dispatch, so the assumptions mirrorChanged ends
+// are not this one's.)
+func (r *JobReconciler) mirrorsHeldBack(changes []workers.MirrorChange) {
+	for _, c := range changes {
+		r.observed.seen(c.Job, c.Seen)
+		r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Job.Namespace, Name: c.Job.Name}}}
+	}
 }
 
 // capacityChanged: a worker's summary changed; what was assumed of it may

@@ -100,7 +100,8 @@ func (m *checkMemo) forget(key types.NamespacedName) {
 
 // observedMemo remembers, per manager Job key, when a mirror change not yet
 // copied was first seen: the start of jobferry_status_sync_lag_seconds.
-// After a restart the first change seen starts it.
+// After a restart the first change seen starts it; on a new leader, the
+// first its standby saw (mirrorsHeldBack).
 type observedMemo struct {
 	mu sync.Mutex
 	at map[types.NamespacedName]time.Time

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // A check applied reads as applied while the cache shows the Workload as it
@@ -98,5 +100,29 @@ func TestCopyRateQuiet(t *testing.T) {
 	}
 	if !c.quiet(start.Add(time.Second), time.Second) {
 		t.Error("a period after the oldest of the last copies: not quiet")
+	}
+}
+
+// The mirrors a standby saw change are looked at ahead of the others (the
+// mirror source, at statusPriority), their lag counted from when the
+// standby saw them, not from the election.
+func TestMirrorsHeldBackAreQueuedAsMirrorChangesFromWhenSeen(t *testing.T) {
+	r := &JobReconciler{events: newEventSources()}
+	seen := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	r.mirrorsHeldBack([]workers.MirrorChange{{Worker: "w1", Job: a, Seen: seen}, {Worker: "w2", Job: b, Seen: seen.Add(time.Second)}})
+	for _, want := range []types.NamespacedName{a, b} {
+		select {
+		case e := <-r.events.mirrors:
+			if got := client.ObjectKeyFromObject(e.Object); got != want {
+				t.Errorf("queued %v as a mirror change; want %v", got, want)
+			}
+		default:
+			t.Fatalf("%v was not queued as a mirror change (jobs source: %d)", want, len(r.events.jobs))
+		}
+	}
+	if got := r.observed.since(a); !got.Equal(seen) {
+		t.Errorf("lag of %v counted from %v; want %v", a, got, seen)
 	}
 }

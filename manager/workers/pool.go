@@ -77,6 +77,10 @@ type Pool struct {
 	// round may connect the same worker at once.
 	connecting workerLocks
 
+	// held are the mirror changes held back while the replica does not
+	// lead, told at the election (TellHeldBack).
+	held heldBack
+
 	mu    sync.RWMutex
 	conns map[string]*Connection
 	// subscribers are told what happens on the workers (Subscribe), and
@@ -89,6 +93,9 @@ type Pool struct {
 // NewPool completes a Pool whose exported fields are set.
 func NewPool(p *Pool) *Pool {
 	p.Recorder = eventnote.Bound(p.Recorder)
+	if p.Clock == nil {
+		p.Clock = clock.RealClock{}
+	}
 	p.conns = map[string]*Connection{}
 	p.workerEvents = make(chan event.GenericEvent, 64)
 	return p
@@ -115,6 +122,10 @@ type Handlers struct {
 	// MirrorChanged: a Job of this installation on worker was added,
 	// updated or deleted, as the worker's cache sees it.
 	MirrorChanged func(worker string, job *batchv1.Job)
+	// MirrorsHeldBack: the mirrors that changed while the replica stood by
+	// (the workers' caches hold their latest state), told once, as it
+	// leads. It may block until the subscriber takes them.
+	MirrorsHeldBack func(changes []MirrorChange)
 	// CapacityChanged: the worker's capacity summary changed.
 	CapacityChanged func(worker string)
 	// WorkerReconciled: the WorkerCluster was looked at (its connection,
@@ -436,8 +447,8 @@ func (p *Pool) Connected(name string) bool {
 }
 
 // mirrorChanged tells the subscribers a mirror changed, while leading:
-// before, the Job controller does not run, and once it does it looks at
-// every manager Job, reading the mirrors from the warm cache.
+// before, the Job controller does not run, so the change is held back
+// until the election (TellHeldBack).
 func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 	if mirror.OtherManager(job, p.ManagerID) {
 		// Another installation's, with the same origin: nothing of this
@@ -449,12 +460,28 @@ func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 		}
 		return
 	}
-	if !p.Leads() {
+	if !p.Leads() && p.held.hold(MirrorChange{Worker: worker, Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, Seen: p.Clock.Now()}) {
 		return
 	}
 	for _, h := range p.handlers() {
 		if h.MirrorChanged != nil {
 			h.MirrorChanged(worker, job)
+		}
+	}
+}
+
+// TellHeldBack tells the subscribers the mirror changes held back while
+// the replica did not lead; from then on none is held back. The standby
+// calls it once the replica leads.
+func (p *Pool) TellHeldBack(ctx context.Context) {
+	changes, overwritten := p.held.handOver()
+	logf.FromContext(ctx).Info("telling the mirror changes seen while standing by", "mirrors", len(changes), "overwritten", overwritten)
+	if len(changes) == 0 {
+		return
+	}
+	for _, h := range p.handlers() {
+		if h.MirrorsHeldBack != nil {
+			h.MirrorsHeldBack(changes)
 		}
 	}
 }

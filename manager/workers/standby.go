@@ -20,8 +20,9 @@ import (
 // no subscriber told (Pool.Leading). So when the replica takes the lease
 // its caches already hold the workers' mirrors, and its first status copy
 // waits for no worker's list — at 100,000 tracked Jobs a cold replica
-// took 83–132 s to cache ten workers' mirrors after the lease. It stops
-// once the replica leads: the WorkerCluster controller keeps the
+// took 83–132 s to cache ten workers' mirrors after the lease. Once the
+// replica leads it tells the Job controller the mirrors that changed
+// meanwhile (Pool.TellHeldBack) and stops: the WorkerCluster controller keeps the
 // connections from then on (Connect is serialized per worker, so its
 // reconciles and a last round of the standby do not race).
 type Standby struct {
@@ -54,6 +55,7 @@ func (s *Standby) Start(ctx context.Context) error {
 		}
 	}
 	log.Info("leading: the WorkerCluster controller keeps the worker connections", "connections", len(s.Pool.Names()))
+	s.Pool.TellHeldBack(ctx)
 	return nil
 }
 

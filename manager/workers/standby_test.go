@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -15,14 +16,17 @@ import (
 
 // A pool on a replica that does not lead tells its subscribers nothing and
 // asks its controller for no reconcile (neither runs there); once it
-// leads, it does both.
+// leads, it tells the mirror changes it held back, once, and does both.
 func TestPoolTellsNothingUntilItLeads(t *testing.T) {
 	leading := make(chan struct{})
-	p := NewPool(&Pool{ManagerID: "install-1", Leading: leading})
+	seen := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
+	p := NewPool(&Pool{ManagerID: "install-1", Leading: leading, Clock: clocktesting.NewFakeClock(seen)})
 	var mirrors, capacities int
+	var heldBack [][]MirrorChange
 	p.Subscribe(Handlers{
 		MirrorChanged:   func(string, *batchv1.Job) { mirrors++ },
 		CapacityChanged: func(string) { capacities++ },
+		MirrorsHeldBack: func(c []MirrorChange) { heldBack = append(heldBack, c) },
 	})
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j",
 		Labels: map[string]string{v1alpha1.ManagerIDLabel: "install-1"}}}
@@ -38,10 +42,18 @@ func TestPoolTellsNothingUntilItLeads(t *testing.T) {
 			p.Leads(), mirrors, capacities, len(p.Requests()))
 	}
 	close(leading)
+	// The mirror that changed while standing by is told once, as held
+	// back; what changes from then on is told as it happens.
+	p.TellHeldBack(context.Background())
+	want := MirrorChange{Worker: "w1", Job: types.NamespacedName{Namespace: "ns", Name: "j"}, Seen: seen}
+	if len(heldBack) != 1 || len(heldBack[0]) != 1 || heldBack[0][0] != want {
+		t.Fatalf("held back and told at the election: %v; want [[%v]]", heldBack, want)
+	}
 	tell()
-	if !p.Leads() || mirrors != 1 || capacities != 1 || len(p.Requests()) != 1 {
-		t.Fatalf("leading: leads=%v, told of %d mirrors, %d capacities, %d reconciles asked; want 1 each",
-			p.Leads(), mirrors, capacities, len(p.Requests()))
+	p.TellHeldBack(context.Background())
+	if !p.Leads() || mirrors != 1 || capacities != 1 || len(p.Requests()) != 1 || len(heldBack) != 1 {
+		t.Fatalf("leading: leads=%v, told of %d mirrors, %d capacities, %d reconciles asked, %d held back; want 1 each",
+			p.Leads(), mirrors, capacities, len(p.Requests()), len(heldBack))
 	}
 }
 
