@@ -129,6 +129,7 @@ only, Kueue off.`,
 	cmd.Flags().IntVar(&sim.Nodes, "sim-nodes", sim.Nodes, "nodes each simulated worker pretends to have (16 CPUs, 110 pods each)")
 	cmd.Flags().DurationVar(&sim.Timing.Start, "sim-start", sim.Timing.Start, "from a mirror's creation to its simulated pod running")
 	cmd.Flags().DurationVar(&sim.Timing.RunFor, "sim-run-for", sim.Timing.RunFor, "how long a simulated pod runs")
+	cmd.Flags().IntVar(&sim.ReleaseSample, "sim-release-sample", 0, "with --sim-hold, release only this many Jobs first (at --sim-release-rate) and report their status-copy lag while the rest are still tracked, then the rest at once (with --sim-failover the sample before the leader's kill, the rest after it)")
 	cmd.Flags().Float64Var(&sim.ReleaseRate, "sim-release-rate", 0, "with --sim-hold, release the Jobs this many a second (Complete at a steady rate while the rest are still tracked) instead of all at once")
 	cmd.Flags().BoolVar(&failover, "sim-failover", false, "with --sim-hold and one N: run two manager replicas and SIGKILL the leader once every Job is tracked; report the takeover and the mirrors per Job")
 	cmd.Flags().BoolVar(&keepJobs, "sim-keep-jobs", false, "with --simulated and one N: leave the Jobs once measured, torn down with the clusters (deleting 100,000 one by one takes half an hour; writes and CPU then leave it out)")

@@ -69,6 +69,7 @@ func newSimulateCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&opts.Publish, "publish", opts.Publish, "how often a changed capacity summary is written")
 	cmd.Flags().BoolVar(&opts.Timing.Hold, "hold", false, "keep running Jobs running until SIGUSR1")
 	cmd.Flags().Float64Var(&opts.ReleaseRate, "release-rate", 0, "Jobs a second a SIGUSR1 releases, over all workers (0: all at once)")
+	cmd.Flags().IntVar(&opts.ReleaseSample, "release-sample", 0, "the first SIGUSR1 releases only this many Jobs over all workers, the next the rest at once (0: every SIGUSR1 releases all)")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", opts.Concurrency, "status writes in flight per worker")
 	return cmd
 }

@@ -192,6 +192,9 @@ type Tracked struct {
 	// running status, without the completions and the clean-up the arm's
 	// CPU includes. The replicas are apart: the first is the leader.
 	CPU map[string]float64 `json:"cpuSecondsPerJobToAllRunning"`
+	// Sample is the lag of the Jobs released first, when the run releases
+	// a sample (Simulation.ReleaseSample).
+	Sample *Sample `json:"sample,omitempty"`
 	// killed is when a failover run killed the leader, after measuring.
 	killed time.Time
 }
@@ -227,8 +230,11 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 		if cfg.Kueue {
 			return nil, fmt.Errorf("a simulated run has no Kueue arm: run it with Kueue off")
 		}
+		if sim.ReleaseSample < 0 || (sim.ReleaseSample > 0 && !sim.Timing.Hold) {
+			return nil, fmt.Errorf("a release sample (%d) is a positive count of held Jobs: run it with the Jobs held", sim.ReleaseSample)
+		}
 		workers = simulatedWorkers(cfg.Workers, res.WorkerCPUs)
-		res.Simulated = &SimulatedFigures{Nodes: sim.Nodes, StartSeconds: sim.Timing.Start.Seconds(), RunSeconds: sim.Timing.RunFor.Seconds(), Held: sim.Timing.Hold, ReleaseRate: sim.ReleaseRate}
+		res.Simulated = &SimulatedFigures{Nodes: sim.Nodes, StartSeconds: sim.Timing.Start.Seconds(), RunSeconds: sim.Timing.RunFor.Seconds(), Held: sim.Timing.Hold, ReleaseRate: sim.ReleaseRate, ReleaseSample: sim.ReleaseSample}
 	} else {
 		for i := 1; i <= cfg.Workers; i++ {
 			workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), Pools: []localcluster.Pool{devenv.GeneralPool(2)}, CPUs: res.WorkerCPUs})

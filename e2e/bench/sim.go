@@ -26,6 +26,10 @@ type Simulation struct {
 	Timing simworker.Timing
 	// ReleaseRate releases held Jobs this many a second (0: all at once).
 	ReleaseRate float64
+	// ReleaseSample, when set, releases only that many first (at
+	// ReleaseRate), measures their status-copy lag while the rest are
+	// still tracked, then releases the rest at once.
+	ReleaseSample int
 	// Binary is jobferry-dev, which runs the simulator (simulate-workers)
 	// as a process of the workers' CPUs.
 	Binary string
@@ -38,8 +42,9 @@ type SimulatedFigures struct {
 	RunSeconds   float64 `json:"podRunSeconds"`
 	// Held: every Job was held running until all N were tracked at once,
 	// then released, ReleaseRate a second (0: all at once).
-	Held        bool    `json:"held,omitempty"`
-	ReleaseRate float64 `json:"releaseRate,omitempty"`
+	Held          bool    `json:"held,omitempty"`
+	ReleaseRate   float64 `json:"releaseRate,omitempty"`
+	ReleaseSample int     `json:"releaseSample,omitempty"`
 }
 
 // simulatorComponent names the simulator's process (on the first worker's
@@ -65,7 +70,7 @@ func simulatedWorkers(n int, cpus string) []localcluster.Spec {
 func SimulateArgs(workers []*localcluster.Cluster, sim Simulation) []string {
 	args := []string{"simulate-workers", "--nodes=" + strconv.Itoa(sim.Nodes),
 		"--start=" + sim.Timing.Start.String(), "--run-for=" + sim.Timing.RunFor.String(), "--hold=" + strconv.FormatBool(sim.Timing.Hold),
-		"--release-rate=" + strconv.FormatFloat(sim.ReleaseRate, 'g', -1, 64)}
+		"--release-rate=" + strconv.FormatFloat(sim.ReleaseRate, 'g', -1, 64), "--release-sample=" + strconv.Itoa(sim.ReleaseSample)}
 	for _, w := range workers {
 		args = append(args, "--worker="+w.Name+"="+w.KubeconfigPath)
 	}
@@ -143,7 +148,10 @@ func simMarkdown(res *Result) string {
 	}
 	if sim.Held {
 		released := "all at once"
-		if sim.ReleaseRate > 0 {
+		switch {
+		case sim.ReleaseSample > 0:
+			released = fmt.Sprintf("first %d of them at %s a second while the rest were still tracked (their status-copy lag below), then the rest at once", sim.ReleaseSample, perSecondRate(sim.ReleaseRate))
+		case sim.ReleaseRate > 0:
 			released = fmt.Sprintf("%.0f a second (Complete at a steady rate while the rest were still tracked)", sim.ReleaseRate)
 		}
 		fmt.Fprintf(&b, "\nEvery Job held running until all N were running at once (tracked by the manager together), then released %s: the manager then, after a collection:\n\n", released)
@@ -151,6 +159,15 @@ func simMarkdown(res *Result) string {
 		for _, r := range res.Runs {
 			if t := r.Jobferry.Tracked; t != nil {
 				fmt.Fprintf(&b, "| %d | %.0f s | %.0f MiB | %.1f KiB | %.1f KiB |\n", r.N, t.AllRunningSeconds, float64(t.RSS)/(1<<20), t.RSSPerJob/1024, t.LiveHeapPerJob/1024)
+			}
+		}
+		if sim.ReleaseSample > 0 {
+			b.WriteString("\nThe sample: the status-copy lag of its Jobs (each mirror seen Complete until its manager Job is), copied while the other Jobs were still tracked.\n\n" +
+				"| N | Jobs in the sample | released | status-copy lag p50 / p95 / p99 / max |\n|---|---|---|---|\n")
+			for _, r := range res.Runs {
+				if t := r.Jobferry.Tracked; t != nil && t.Sample != nil {
+					fmt.Fprintf(&b, "| %d | %d | %s a second | %s |\n", r.N, t.Sample.Jobs, perSecondRate(sim.ReleaseRate), fourPercentiles(t.Sample.Lag))
+				}
 			}
 		}
 		b.WriteString("\nDispatch alone, from the first create until every Job was running (webhooks, placement, mirror, running status copied; no completion or clean-up): " +
@@ -266,6 +283,13 @@ func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag st
 		}
 		return nil
 	}
+	if sample := b.cfg.Simulated.ReleaseSample; sample > 0 {
+		// The simulator's first release is the sample; its next, below,
+		// the rest.
+		if t.Sample, err = b.releaseSample(ctx, o, min(sample, n), what, release); err != nil {
+			return nil, err
+		}
+	}
 	if !b.cfg.Failover {
 		return t, release()
 	}
@@ -274,4 +298,36 @@ func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag st
 		return nil, err
 	}
 	return t, nil
+}
+
+// Sample is the status-copy lag of a sample of the held Jobs, released
+// while the others were still tracked.
+type Sample struct {
+	Jobs int         `json:"jobs"`
+	Lag  Percentiles `json:"lag"`
+}
+
+// releaseSample releases the simulator's sample and waits until each of
+// its Jobs is seen Complete on the manager: no other is released, so the
+// Jobs Complete then are the sample.
+func (b *bencher) releaseSample(ctx context.Context, o *observer, sample int, what string, release func() error) (*Sample, error) {
+	released := time.Now()
+	if err := release(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.cfg.Progress, "%s: released a sample of %d Jobs\n", what, sample)
+	if err := waitComplete(ctx, o, sample, timeout(sample), what+", the sample", b.cfg.Progress); err != nil {
+		return nil, err
+	}
+	s := &Sample{Jobs: sample, Lag: o.lagSince(released)}
+	fmt.Fprintf(b.cfg.Progress, "%s: the sample's status-copy lag p50 / p95 / p99 / max %s\n", what, fourPercentiles(s.Lag))
+	return s, nil
+}
+
+// perSecondRate says a rate a second, "unbounded" for 0.
+func perSecondRate(perSecond float64) string {
+	if perSecond <= 0 {
+		return "unbounded"
+	}
+	return strconv.FormatFloat(perSecond, 'g', -1, 64)
 }

@@ -306,6 +306,21 @@ func TestSimulatedReportDerivesTheDispatchCeilingOfAHeldRun(t *testing.T) {
 	}
 }
 
+// A run releasing a sample reports the sample's lag apart, and says how
+// the Jobs were released.
+func TestSimulatedReportShowsTheSampleLag(t *testing.T) {
+	res := &Result{Started: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 10, ManagerCPUs: "0", WorkerCPUs: "1",
+		Simulated: &SimulatedFigures{Nodes: 100, StartSeconds: 1, RunSeconds: 1, Held: true, ReleaseRate: 20, ReleaseSample: 2000},
+		Runs: []Run{{N: 100000, Jobferry: Arm{Tracked: &Tracked{AllRunningSeconds: 5000,
+			Sample: &Sample{Jobs: 2000, Lag: percentiles([]time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 900 * time.Millisecond})}}}}}}
+	md := Markdown(res)
+	for _, want := range []string{"released first 2000 of them at 20 a second while the rest were still tracked", "| 100000 | 2000 | 20 a second | 0.20 / 0.90 / 0.90 / 0.90 s |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 // A zombie (a killed replica not yet reaped) has no VmRSS: the RSS sampler
 // takes it for gone, as it does a process that no longer exists.
 func TestRSSFromStatusTakesAZombieForGone(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/time/rate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -50,8 +49,11 @@ type Options struct {
 	// or, with ReleaseRate, that many Jobs a second over all workers,
 	// oldest name first on each (completions at a steady rate while the
 	// rest are still tracked). Later Jobs are held until the next receive.
-	Release     <-chan struct{}
-	ReleaseRate float64
+	// With ReleaseSample, the first receive releases only that many (at
+	// ReleaseRate) and the next the rest at once.
+	Release       <-chan struct{}
+	ReleaseRate   float64
+	ReleaseSample int
 	Log         io.Writer
 }
 
@@ -65,11 +67,9 @@ func Run(ctx context.Context, targets []Target, opts Options) error {
 		opts.Log = io.Discard
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	// One limiter for all workers: ReleaseRate is the whole rate.
-	releases := rate.NewLimiter(rate.Inf, 1)
-	if opts.ReleaseRate > 0 {
-		releases = rate.NewLimiter(rate.Limit(opts.ReleaseRate), 1)
-	}
+	// One releaser for all workers: ReleaseRate is the whole rate, the
+	// sample the whole sample.
+	releases := newReleaser(opts.ReleaseRate, opts.ReleaseSample)
 	// Each release reaches every worker.
 	var workerReleases []chan struct{}
 	for range targets {
@@ -82,6 +82,7 @@ func Run(ctx context.Context, targets []Target, opts Options) error {
 				case <-ctx.Done():
 					return
 				case <-opts.Release:
+					releases.begin()
 					for _, r := range workerReleases {
 						select {
 						case r <- struct{}{}:
@@ -118,7 +119,7 @@ type simulated struct {
 	usage *usage
 }
 
-func simulate(ctx context.Context, t Target, opts Options, release <-chan struct{}, releases *rate.Limiter) error {
+func simulate(ctx context.Context, t Target, opts Options, release <-chan struct{}, releases *releaser) error {
 	cfg := rest.CopyConfig(t.Config)
 	cfg.QPS, cfg.Burst = 5000, 10000
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -188,9 +189,9 @@ func simulate(ctx context.Context, t Target, opts Options, release <-chan struct
 	return err
 }
 
-// release ends the hold of the worker's Jobs, oldest name first, as fast
-// as releases allows.
-func (s *simulated) release(ctx context.Context, releases *rate.Limiter) {
+// release ends the hold of the worker's Jobs not released yet, oldest
+// name first, as fast and as many as releases allows.
+func (s *simulated) release(ctx context.Context, releases *releaser) {
 	keys := s.jobs.ListKeys()
 	slices.Sort(keys)
 	for _, k := range keys {
@@ -198,10 +199,13 @@ func (s *simulated) release(ctx context.Context, releases *rate.Limiter) {
 		if err != nil {
 			continue
 		}
-		if err := releases.Wait(ctx); err != nil {
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		if s.released.has(key) {
+			continue
+		}
+		if !releases.take(ctx) {
 			return
 		}
-		key := types.NamespacedName{Namespace: ns, Name: name}
 		s.released.add(key)
 		s.queue.Add(key)
 	}

@@ -158,6 +158,34 @@ func TestIntegrationSimulatedWorkerHoldsUntilReleased(t *testing.T) {
 	}
 }
 
+// With a sample, the first release completes only that many of the held
+// Jobs, oldest name first, and the next the rest.
+func TestIntegrationSimulatedWorkerReleasesASampleFirst(t *testing.T) {
+	release := make(chan struct{})
+	opts := Options{Timing: Timing{Start: 50 * time.Millisecond, RunFor: 50 * time.Millisecond, Hold: true}, Publish: 100 * time.Millisecond, Heartbeat: time.Second,
+		Concurrency: 2, Release: release, ReleaseRate: 10, ReleaseSample: 2}
+	ctx, s := startSimulated(t, opts)
+	isRunning := func(j *batchv1.Job) bool { return j.Status.Active == 1 && j.Status.StartTime != nil }
+	isComplete := func(j *batchv1.Job) bool { return condition(j.Status, batchv1.JobComplete) }
+	names := []string{"held-0", "held-1", "held-2"}
+	for _, name := range names {
+		s.job(name, nil)
+	}
+	for _, name := range names {
+		s.waitFor(name, "running", isRunning)
+	}
+
+	release <- struct{}{}
+	s.waitFor("held-0", "Complete in the sample", isComplete)
+	s.waitFor("held-1", "Complete in the sample", isComplete)
+	s.stillRunning(ctx, "held-2", time.Second)
+	release <- struct{}{}
+	s.waitFor("held-2", "Complete after the second release", isComplete)
+	if out := s.log.String(); out != "" {
+		t.Errorf("the simulator reports:\n%s", out)
+	}
+}
+
 // simEnv is an envtest API server with the simulator running on it.
 type simEnv struct {
 	t    *testing.T
