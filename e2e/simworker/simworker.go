@@ -54,7 +54,7 @@ type Options struct {
 	Release       <-chan struct{}
 	ReleaseRate   float64
 	ReleaseSample int
-	Log         io.Writer
+	Log           io.Writer
 }
 
 // DefaultOptions: pods run a second after their Job is created, for a
