@@ -302,7 +302,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: installation,
 		QPS: float32(c.workerQPS), Burst: c.workerBurst, Clock: clock.RealClock{},
 		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold,
-		Leading: mgr.Elected(),
+		Leading: mgr.Elected(), HeldBackFor: heldBackFor(c.leaseDuration, c.retryPeriod),
 	})
 	// A replica that does not lead keeps the workers connected, so its
 	// caches hold their mirrors when it takes over.
@@ -443,4 +443,14 @@ func addReadiness(mgr ctrl.Manager, c config, certs *admission.CertSource, webho
 		}
 	}
 	return nil
+}
+
+// heldBackFor is how long before its election a new leader is told the
+// mirror changes its standby saw (workers.Pool.HeldBackFor): the old
+// leader renewed its lease within a lease and a retry of the election, so
+// it saw every change until then; as much again allows for the copies it
+// had not made yet when it died. Older changes reach the new leader
+// through its Job controller's first list.
+func heldBackFor(leaseDuration, retryPeriod time.Duration) time.Duration {
+	return 2 * (leaseDuration + retryPeriod)
 }

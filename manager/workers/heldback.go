@@ -17,11 +17,10 @@ type MirrorChange struct {
 }
 
 // heldBackChanges is how many of the latest mirror changes a standby
-// remembers: those of the seconds between its leader's death and its own
-// election (lease duration and retry, ~15 s) at up to ~2,000 changes a
-// second, 2 MiB at most. Older ones were the old leader's to copy, and
-// whatever a full memory overwrote still reaches the new leader through
-// its Job controller's first list, at low priority.
+// remembers: those of the seconds before its election that it tells
+// (Pool.HeldBackFor, ~30 s) at up to ~1,000 changes a second, 2 MiB at
+// most. Whatever a full memory overwrote still reaches the new leader
+// through its Job controller's first list, at low priority.
 const heldBackChanges = 32768
 
 // heldBack remembers the latest mirror changes a pool held back while its
@@ -60,10 +59,10 @@ func (h *heldBack) hold(c MirrorChange) bool {
 	return true
 }
 
-// handOver returns the changes held back, one per mirror (when it was first
-// seen), oldest first, and how many a full memory overwrote; it holds
-// nothing back from then on.
-func (h *heldBack) handOver() ([]MirrorChange, int) {
+// handOver returns the changes held back that were seen at or after since,
+// one per mirror (when it was first seen since then), oldest first, and how
+// many a full memory overwrote; it holds nothing back from then on.
+func (h *heldBack) handOver(since time.Time) ([]MirrorChange, int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.over = true
@@ -79,7 +78,7 @@ func (h *heldBack) handOver() ([]MirrorChange, int) {
 	changes := ordered[:0]
 	for _, c := range ordered {
 		m := mirror{c.Worker, c.Job}
-		if !seen[m] {
+		if !c.Seen.Before(since) && !seen[m] {
 			seen[m] = true
 			changes = append(changes, c)
 		}

@@ -67,6 +67,13 @@ type Pool struct {
 	// them and asks its controller for no reconcile: their controllers
 	// run on the leader only.
 	Leading <-chan struct{}
+	// HeldBackFor is how long before this replica's election a mirror
+	// change held back meanwhile is told (TellHeldBack); 0: every one
+	// remembered. The old leader copied what it saw while it lived, so
+	// only the last seconds before the election matter; telling a
+	// standby's whole memory would put every change since it started
+	// ahead of those.
+	HeldBackFor time.Duration
 
 	// workerEvents asks the WorkerCluster controller for a reconcile
 	// (Requests).
@@ -474,8 +481,12 @@ func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 // the replica did not lead; from then on none is held back. The standby
 // calls it once the replica leads.
 func (p *Pool) TellHeldBack(ctx context.Context) {
-	changes, overwritten := p.held.handOver()
-	logf.FromContext(ctx).Info("telling the mirror changes seen while standing by", "mirrors", len(changes), "overwritten", overwritten)
+	var since time.Time
+	if p.HeldBackFor > 0 {
+		since = p.Clock.Now().Add(-p.HeldBackFor)
+	}
+	changes, overwritten := p.held.handOver(since)
+	logf.FromContext(ctx).Info("telling the mirror changes seen while standing by", "mirrors", len(changes), "since", since, "overwritten", overwritten)
 	if len(changes) == 0 {
 		return
 	}

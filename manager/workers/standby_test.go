@@ -100,3 +100,28 @@ func TestStandbyRoundsUntilLeading(t *testing.T) {
 		t.Fatal("the standby still runs after the replica leads")
 	}
 }
+
+// At the election the pool tells only the changes seen within HeldBackFor
+// of it: the old leader copied the ones before.
+func TestPoolTellsOnlyTheLatestHeldBackChanges(t *testing.T) {
+	leading := make(chan struct{})
+	start := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	p := NewPool(&Pool{ManagerID: "install-1", Leading: leading, Clock: clk, HeldBackFor: 30 * time.Second})
+	var told []MirrorChange
+	p.Subscribe(Handlers{MirrorsHeldBack: func(c []MirrorChange) { told = append(told, c...) }})
+	mirror := func(name string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{v1alpha1.ManagerIDLabel: "install-1"}}}
+	}
+	p.mirrorChanged("w1", mirror("old"))
+	clk.Step(time.Minute)
+	p.mirrorChanged("w1", mirror("recent"))
+	clk.Step(10 * time.Second)
+	close(leading)
+	p.TellHeldBack(context.Background())
+	want := []MirrorChange{{Worker: "w1", Job: types.NamespacedName{Namespace: "ns", Name: "recent"}, Seen: start.Add(time.Minute)}}
+	if len(told) != 1 || told[0] != want[0] {
+		t.Errorf("told %v at the election; want %v", told, want)
+	}
+}
