@@ -170,6 +170,10 @@ func keepLogs(clusters, dest string) error {
 		return fmt.Errorf("keeping the clusters' logs: %w", err)
 	}
 	for _, e := range entries {
+		if !e.IsDir() {
+			// The clusters' CA, say.
+			continue
+		}
 		logs := filepath.Join(clusters, e.Name(), "logs")
 		if _, err := os.Stat(logs); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {

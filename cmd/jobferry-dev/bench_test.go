@@ -22,6 +22,10 @@ func TestKeepLogsMovesEachClustersLogs(t *testing.T) {
 			}
 		}
 	}
+	// The clusters' CA sits beside them.
+	if err := os.WriteFile(filepath.Join(clusters, "ca.crt"), []byte("ca"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := keepLogs(clusters, dest); err != nil {
 		t.Fatal(err)
 	}
