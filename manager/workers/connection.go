@@ -114,8 +114,10 @@ const namespaceTTL = 10 * time.Second
 
 // connHandlers receive the changes seen on a worker.
 type connHandlers struct {
-	// mirrorChanged gets every added, updated or deleted mirror.
-	mirrorChanged func(worker string, job *batchv1.Job)
+	// mirrorChanged gets every added, updated or deleted mirror; listed:
+	// an add of the cache's first list (the state it found, not a change
+	// it saw).
+	mirrorChanged func(worker string, job *batchv1.Job, listed bool)
 	// capacityChanged fires when the worker's ClusterCapacity changes.
 	capacityChanged func(worker string)
 	// synced fires once the caches hold the worker's state.
@@ -209,16 +211,18 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		cancel()
 		return nil, err
 	}
-	onJob := func(obj any) {
+	onJob := func(obj any, listed bool) {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
 		if job, ok := obj.(*batchv1.Job); ok {
-			h.mirrorChanged(name, job)
+			h.mirrorChanged(name, job, listed)
 		}
 	}
-	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: onJob, UpdateFunc: func(_, obj any) { onJob(obj) }, DeleteFunc: onJob,
+	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    onJob,
+		UpdateFunc: func(_, obj any) { onJob(obj, false) },
+		DeleteFunc: func(obj any) { onJob(obj, false) },
 	}); err != nil {
 		cancel()
 		return nil, err

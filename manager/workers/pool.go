@@ -455,8 +455,12 @@ func (p *Pool) Connected(name string) bool {
 
 // mirrorChanged tells the subscribers a mirror changed, while leading:
 // before, the Job controller does not run, so the change is held back
-// until the election (TellHeldBack).
-func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
+// until the election (TellHeldBack) — unless the cache found the mirror in
+// its first list (listed): the Job controller's own first list looks at
+// every Job once it leads, and a replica that connected just before its
+// election would otherwise tell every mirror there is ahead of the
+// changes.
+func (p *Pool) mirrorChanged(worker string, job *batchv1.Job, listed bool) {
 	if mirror.OtherManager(job, p.ManagerID) {
 		// Another installation's, with the same origin: nothing of this
 		// manager's, but the WorkerCluster says so.
@@ -467,7 +471,7 @@ func (p *Pool) mirrorChanged(worker string, job *batchv1.Job) {
 		}
 		return
 	}
-	if !p.Leads() && p.held.hold(MirrorChange{Worker: worker, Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, Seen: p.Clock.Now()}) {
+	if !p.Leads() && (listed || p.held.hold(MirrorChange{Worker: worker, Job: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, Seen: p.Clock.Now()})) {
 		return
 	}
 	for _, h := range p.handlers() {

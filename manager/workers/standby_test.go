@@ -31,7 +31,7 @@ func TestPoolTellsNothingUntilItLeads(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j",
 		Labels: map[string]string{v1alpha1.ManagerIDLabel: "install-1"}}}
 	tell := func() {
-		p.mirrorChanged("w1", job)
+		p.mirrorChanged("w1", job, false)
 		p.capacityChanged("w1")
 		p.reconcileWorker("w1")
 	}
@@ -102,7 +102,9 @@ func TestStandbyRoundsUntilLeading(t *testing.T) {
 }
 
 // At the election the pool tells only the changes seen within HeldBackFor
-// of it: the old leader copied the ones before.
+// of it (the old leader copied the ones before), and no mirror its cache
+// merely found in its first list (the Job controller's first list covers
+// those).
 func TestPoolTellsOnlyTheLatestHeldBackChanges(t *testing.T) {
 	leading := make(chan struct{})
 	start := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
@@ -114,9 +116,10 @@ func TestPoolTellsOnlyTheLatestHeldBackChanges(t *testing.T) {
 		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 			Labels: map[string]string{v1alpha1.ManagerIDLabel: "install-1"}}}
 	}
-	p.mirrorChanged("w1", mirror("old"))
+	p.mirrorChanged("w1", mirror("old"), false)
 	clk.Step(time.Minute)
-	p.mirrorChanged("w1", mirror("recent"))
+	p.mirrorChanged("w1", mirror("recent"), false)
+	p.mirrorChanged("w1", mirror("listed"), true)
 	clk.Step(10 * time.Second)
 	close(leading)
 	p.TellHeldBack(context.Background())
