@@ -20,11 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -37,6 +39,7 @@ import (
 	"github.com/jobferry/jobferry/internal/buildinfo"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/election"
 	"github.com/jobferry/jobferry/manager/inspection"
 	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
@@ -84,6 +87,7 @@ type config struct {
 	metricsAddr, probeAddr, pprofAddr         string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
+	warmUpTimeout                             time.Duration
 	namespace, origin                         string
 	kubeQPS, workerQPS                        float64
 	kubeBurst, workerBurst                    int
@@ -123,6 +127,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease holds before another replica takes over")
 	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
+	fs.DurationVar(&c.warmUpTimeout, "leader-elect-warm-up-timeout", 2*time.Minute, "how long a replica whose caches of the workers' mirrors are still listing waits before it stands for the lease anyway (a warm replica stands at once, so a cold one restarted beside it does not take over first)")
 	fs.StringVar(&c.namespace, "namespace", "jobferry-system", "namespace holding the worker kubeconfig Secrets and the leader election lease")
 	fs.StringVar(&c.origin, "origin", "jobferry", "name of this installation, put on every mirror (label jobferry.dev/origin) so several managers can share a worker")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 500, "client QPS towards the manager cluster")
@@ -221,6 +226,18 @@ func run(ctx context.Context, c config) error {
 	// changes (admission.CertSource): no handshake succeeds before it exists.
 	certs := &admission.CertSource{}
 	opts, webhookServer := managerOptions(c, scheme, certs)
+	var candidacy *election.Candidacy
+	if c.leaderElect {
+		lock, lockEvents, err := election.Lock(rest.CopyConfig(restConfig), scheme, leaderelection.Options{
+			LeaderElection: true, LeaderElectionID: leaderElectionID, LeaderElectionNamespace: c.namespace, RenewDeadline: c.renewDeadline,
+		})
+		if err != nil {
+			return err
+		}
+		defer lockEvents.Shutdown()
+		candidacy = election.NewCandidacy(lock, clock.RealClock{}, c.warmUpTimeout)
+		opts.LeaderElectionResourceLockInterface = candidacy
+	}
 	mgr, err := ctrl.NewManager(restConfig, opts)
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
@@ -231,7 +248,7 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("identifying this manager installation: %w", err)
 	}
 	keys := &statekey.Keys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret}
-	if err := addControllers(mgr, c, scheme, installation, policy, keys); err != nil {
+	if err := addControllers(mgr, c, scheme, installation, policy, keys, candidacy); err != nil {
 		return err
 	}
 	if err := addInspection(mgr, c, certs, keys); err != nil {
@@ -251,6 +268,9 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
+// leaderElectionID names the leader election lease.
+const leaderElectionID = "jobferry-manager"
+
 // managerOptions are the controller manager's options, and the webhook
 // server (nil without webhooks).
 func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSource) (ctrl.Options, webhook.Server) {
@@ -260,7 +280,7 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 		HealthProbeBindAddress:  c.probeAddr,
 		PprofBindAddress:        c.pprofAddr,
 		LeaderElection:          c.leaderElect,
-		LeaderElectionID:        "jobferry-manager",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: c.namespace,
 		LeaseDuration:           &c.leaseDuration,
 		RenewDeadline:           &c.renewDeadline,
@@ -293,7 +313,7 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 // With --kueue, the Job controller reads queued Jobs' Workloads (indexed by
 // their Job) and the AdmissionCheck controller keeps jobferry's checks
 // Active.
-func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy, keys *statekey.Keys) error {
+func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy, keys *statekey.Keys, candidacy *election.Candidacy) error {
 	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
@@ -309,6 +329,11 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	standby := &workers.Standby{Pool: pool, Reader: mgr.GetClient(), Interval: c.healthInterval, Clock: clock.RealClock{}}
 	if err := mgr.Add(standby); err != nil {
 		return fmt.Errorf("adding the standby's worker connections: %w", err)
+	}
+	if candidacy != nil {
+		// The replica stands for election once its caches hold the
+		// workers' mirrors.
+		candidacy.SetReady(standby.Warm)
 	}
 	workerClusters := &workercluster.Reconciler{Client: mgr.GetClient(), Pool: pool, HealthInterval: c.healthInterval}
 	if err := workerClusters.SetupWithManager(mgr); err != nil {

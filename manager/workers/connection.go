@@ -297,6 +297,12 @@ func (c *Connection) OriginConflict() *OriginConflict { return c.sharedOrigin.Lo
 // Connected: the worker answers and the caches are in sync.
 func (c *Connection) Connected() bool { return c.synced.Load() && c.healthy.Load() }
 
+// listing: the worker answers and its caches are still listing what it
+// holds (not synced, not failed).
+func (c *Connection) listing() bool {
+	return c.healthy.Load() && !c.synced.Load() && c.cacheFailed.Load() == nil
+}
+
 // MissingRights lists the rights the credential lacked at the last review.
 func (c *Connection) MissingRights() []Right {
 	if state := c.rights.Load(); state != nil {

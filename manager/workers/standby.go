@@ -2,6 +2,10 @@ package workers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -35,6 +39,31 @@ type Standby struct {
 	// reasons are the Connected reasons each worker had at the last round,
 	// so a change is logged once.
 	reasons map[string]string
+	// looked are the WorkerClusters of the last whole round (Warm).
+	looked atomic.Pointer[[]string]
+}
+
+// Warm is nil once this replica's caches hold what the workers have: after
+// a whole round, no WorkerCluster's worker answers while its caches are
+// still listing (a worker without a credential or that does not answer
+// has nothing to wait for); else it says which are. A replica stands for
+// election only once warm (election.Candidacy), so that a cold one does
+// not take the lease from a warm one.
+func (s *Standby) Warm() error {
+	looked := s.looked.Load()
+	if looked == nil {
+		return errors.New("the standby has not connected to the workers yet")
+	}
+	var listing []string
+	for _, name := range *looked {
+		if conn := s.Pool.connection(name); conn != nil && conn.listing() {
+			listing = append(listing, name)
+		}
+	}
+	if len(listing) > 0 {
+		return fmt.Errorf("the caches of %d worker(s) are still listing their mirrors: %s", len(listing), strings.Join(listing, ", "))
+	}
+	return nil
 }
 
 // NeedLeaderElection: the standby runs on every replica, and ends at once
@@ -74,12 +103,14 @@ func (s *Standby) round(ctx context.Context) {
 		s.reasons = map[string]string{}
 	}
 	present := sets.New[string]()
+	looked := make([]string, 0, len(list.Items))
 	for i := range list.Items {
 		if s.Pool.Leads() {
 			return
 		}
 		wc := &list.Items[i]
 		present.Insert(wc.Name)
+		looked = append(looked, wc.Name)
 		connected, _ := s.Pool.Connect(ctx, wc)
 		if s.reasons[wc.Name] != connected.Reason {
 			log.Info("worker connection", "worker", wc.Name, "reason", connected.Reason, "message", connected.Message)
@@ -96,4 +127,5 @@ func (s *Standby) round(ctx context.Context) {
 			delete(s.reasons, name)
 		}
 	}
+	s.looked.Store(&looked)
 }

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,38 @@ func TestPoolTellsOnlyTheLatestHeldBackChanges(t *testing.T) {
 	want := []MirrorChange{{Worker: "w1", Job: types.NamespacedName{Namespace: "ns", Name: "recent"}, Seen: start.Add(time.Minute)}}
 	if len(told) != 1 || told[0] != want[0] {
 		t.Errorf("told %v at the election; want %v", told, want)
+	}
+}
+
+// The standby is warm once a whole round has looked at every WorkerCluster
+// and no worker that answers is still listing into the caches; one without
+// a credential has nothing to wait for.
+func TestStandbyIsWarmOnceNoWorkerIsListing(t *testing.T) {
+	w1 := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"},
+		Spec: v1alpha1.WorkerClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: "w1-kubeconfig"}}}}
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(w1).Build()
+	p := NewPool(&Pool{Client: c, Namespace: "jobferry-system", Leading: make(chan struct{})})
+	s := &Standby{Pool: p, Reader: c, Interval: 10 * time.Second, Clock: clocktesting.NewFakeClock(time.Now())}
+	if err := s.Warm(); err == nil {
+		t.Fatal("warm before any round")
+	}
+	s.round(context.Background())
+	if err := s.Warm(); err != nil {
+		t.Fatalf("after a round in which w1 has no Secret: %v; want warm", err)
+	}
+
+	// w1 answers while its caches list its mirrors: not warm until they
+	// have synced.
+	listing := &Connection{}
+	listing.healthy.Store(true)
+	p.mu.Lock()
+	p.conns["w1"] = listing
+	p.mu.Unlock()
+	if err := s.Warm(); err == nil || !strings.Contains(err.Error(), "w1") {
+		t.Fatalf("w1 listing: %v; want an error naming w1", err)
+	}
+	listing.synced.Store(true)
+	if err := s.Warm(); err != nil {
+		t.Errorf("w1 synced: %v; want warm", err)
 	}
 }
