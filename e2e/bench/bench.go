@@ -192,6 +192,11 @@ type Tracked struct {
 	// running status, without the completions and the clean-up the arm's
 	// CPU includes. The replicas are apart: the first is the leader.
 	CPU map[string]float64 `json:"cpuSecondsPerJobToAllRunning"`
+	// DispatchProfile is the manager's CPU profile over profileSeconds
+	// from half the Jobs running: dispatch in its steady state, the
+	// creates done (the arm's first seconds are mostly the webhooks').
+	DispatchProfile    string `json:"dispatchProfile,omitempty"`
+	DispatchProfileTop string `json:"-"`
 	// Sample is the lag of the Jobs released first, when the run releases
 	// a sample (Simulation.ReleaseSample).
 	Sample *Sample `json:"sample,omitempty"`

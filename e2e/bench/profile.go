@@ -55,6 +55,35 @@ func (b *bencher) profile(ctx context.Context, tag string) func() (manager, apiS
 	}
 }
 
+// profileManager starts a CPU profile of the manager alone, of
+// profileSeconds from now, and returns a function that waits for it and
+// saves it as manager-cpu-<tag>.pprof.
+func (b *bencher) profileManager(ctx context.Context, tag string) func() (savedProfile, error) {
+	done := make(chan savedProfile, 1)
+	failed := make(chan error, 1)
+	go func() {
+		data, err := fetchPprof(ctx, b.pprofURL, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
+		if err != nil {
+			failed <- err
+			return
+		}
+		saved, err := b.savePprof(ctx, b.managerBinary, "manager-cpu-"+tag+".pprof", data)
+		if err != nil {
+			failed <- err
+			return
+		}
+		done <- saved
+	}()
+	return func() (savedProfile, error) {
+		select {
+		case saved := <-done:
+			return saved, nil
+		case err := <-failed:
+			return savedProfile{}, err
+		}
+	}
+}
+
 // savedProfile is a profile in the output directory and what `go tool
 // pprof -top` prints of it.
 type savedProfile struct{ path, top string }

@@ -198,6 +198,9 @@ func simMarkdown(res *Result) string {
 			fmt.Fprintf(&b, "| %s | %s | %.2f |\n", row.cluster, row.resource, row.jobferry)
 		}
 		managerFigures(&b, r.N, "jobferry", r.Jobferry)
+		if t := r.Jobferry.Tracked; t != nil && t.DispatchProfileTop != "" {
+			fmt.Fprintf(&b, "\nThe manager's CPU profile while it dispatched steadily, %d s from half the Jobs running (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(t.DispatchProfile), t.DispatchProfileTop)
+		}
 		if t := r.Jobferry.Tracked; t != nil && t.HeapTop != "" {
 			fmt.Fprintf(&b, "\nWith all %d Jobs tracked at once, what holds the manager's live heap (`%s`, in-use space):\n\n```\n%s```\n", r.N, filepath.Base(t.HeapProfile), t.HeapTop)
 		}
@@ -248,10 +251,27 @@ func perSecond(cpuPerJob float64) string {
 // trackAll waits until the simulator holds all n Jobs running, measures the
 // manager tracking them at once, and releases them.
 func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag string, start time.Time, cpuStart map[string]float64, rssBefore, heapBefore int64) (*Tracked, error) {
+	if err := waitRunning(ctx, o, n/2, timeout(n), what, b.cfg.Progress); err != nil {
+		return nil, err
+	}
+	// The arm's first profile covers its first profileSeconds (a process
+	// takes one CPU profile at a time): a dispatch that reached half
+	// within them is in that profile already.
+	var dispatchProfile func() (savedProfile, error)
+	if time.Since(start) > (profileSeconds+5)*time.Second {
+		dispatchProfile = b.profileManager(ctx, "dispatch-"+tag)
+	}
 	if err := waitRunning(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 		return nil, err
 	}
 	t := &Tracked{AllRunningSeconds: time.Since(start).Seconds()}
+	if dispatchProfile != nil {
+		profiled, err := dispatchProfile()
+		if err != nil {
+			return nil, err
+		}
+		t.DispatchProfile, t.DispatchProfileTop = profiled.path, profiled.top
+	}
 	cpuNow, err := processCPU(b.clusters)
 	if err != nil {
 		return nil, err
