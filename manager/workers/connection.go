@@ -68,6 +68,10 @@ type Connection struct {
 	// manager installation made there, once one is seen (nil until then).
 	sharedOrigin atomic.Pointer[OriginConflict]
 
+	// listRefused: the worker refused a list or watch of the caches
+	// (forbidden, unauthorized); they keep trying, but there is nothing
+	// to wait for (listing).
+	listRefused *atomic.Bool
 	// cacheFailed is why the worker's caches stopped while the connection
 	// was open (nil while they run, and after it is closed): the pool
 	// then builds the connection again.
@@ -175,6 +179,7 @@ func (c *Connection) AllowedNamespaces() []string { return c.namespaces }
 func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
 func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
+	listRefused := &atomic.Bool{}
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		// No managedFields: nothing reads them, and the worker's Job
@@ -183,6 +188,12 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: SlimMirror},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
 		}}
+		o.Cache.DefaultWatchErrorHandler = func(ctx context.Context, r *toolscache.Reflector, err error) {
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				listRefused.Store(true)
+			}
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		}
 		if len(namespaces) > 0 {
 			// Namespaced objects (mirrors) in these namespaces only; the
 			// credential may list nothing else.
@@ -201,7 +212,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, err
 	}
-	r := &Connection{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk)}
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -298,9 +309,9 @@ func (c *Connection) OriginConflict() *OriginConflict { return c.sharedOrigin.Lo
 func (c *Connection) Connected() bool { return c.synced.Load() && c.healthy.Load() }
 
 // listing: the worker answers and its caches are still listing what it
-// holds (not synced, not failed).
+// holds (not synced, not failed, not refused).
 func (c *Connection) listing() bool {
-	return c.healthy.Load() && !c.synced.Load() && c.cacheFailed.Load() == nil
+	return c.healthy.Load() && !c.synced.Load() && c.cacheFailed.Load() == nil && (c.listRefused == nil || !c.listRefused.Load())
 }
 
 // MissingRights lists the rights the credential lacked at the last review.

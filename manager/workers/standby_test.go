@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +161,17 @@ func TestStandbyIsWarmOnceNoWorkerIsListing(t *testing.T) {
 	listing.synced.Store(true)
 	if err := s.Warm(); err != nil {
 		t.Errorf("w1 synced: %v; want warm", err)
+	}
+
+	// A worker that refuses the caches' list (a credential without the
+	// right) has nothing to wait for.
+	refused := &Connection{listRefused: &atomic.Bool{}}
+	refused.healthy.Store(true)
+	refused.listRefused.Store(true)
+	p.mu.Lock()
+	p.conns["w1"] = refused
+	p.mu.Unlock()
+	if err := s.Warm(); err != nil {
+		t.Errorf("w1 refusing the list: %v; want warm", err)
 	}
 }
