@@ -5,7 +5,10 @@
 //     caches, a credential and its renewal, rights, the Warning Events
 //     watch per worker); it knows no manager Job and tells its subscribers
 //     what happens on the workers. workerstest has the fakes every
-//     package's unit tests share.
+//     package's unit tests share. Its Standby keeps a replica that does
+//     not lead connected, read only, and says when its caches are warm.
+//   - election: the leader election lock that stands for the lease only
+//     once the replica is warm (Candidacy).
 //   - workercluster: the WorkerCluster controller — phases over one worker
 //     (workerFacts), a pure decision (decideWorker), one status write.
 //   - jobs: the Job controller — readState, the pure nextStep (step.go), one

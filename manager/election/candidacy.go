@@ -4,7 +4,8 @@
 // while its peer, standing by warm, would lead at once. Both ask for the
 // lease every retry period once it runs out, and whichever asks first wins,
 // so a cold replica restarted a moment before (as a Deployment does after a
-// crash) took the lease from the warm one half the time.
+// crash) can take the lease from the warm one: it did in a 5,000-Job
+// failover run of the bench.
 package election
 
 import (
