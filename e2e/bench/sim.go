@@ -251,7 +251,7 @@ func perSecond(cpuPerJob float64) string {
 // trackAll waits until the simulator holds all n Jobs running, measures the
 // manager tracking them at once, and releases them.
 func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag string, start time.Time, cpuStart map[string]float64, rssBefore, heapBefore int64) (*Tracked, error) {
-	if err := waitRunning(ctx, o, n/2, timeout(n), what, b.cfg.Progress); err != nil {
+	if err := waitRunning(ctx, o, n/2, timeout(n), what+", half of them", b.cfg.Progress); err != nil {
 		return nil, err
 	}
 	// The arm's first profile covers its first profileSeconds (a process
