@@ -28,11 +28,8 @@ func (b *bencher) profile(ctx context.Context, tag string) func() (manager, apiS
 		data []byte
 		err  error
 	}
-	managerDone, apiServerDone := make(chan result, 1), make(chan result, 1)
-	go func() {
-		data, err := fetchPprof(ctx, b.pprofURL, "profile?seconds="+strconv.Itoa(profileSeconds), (profileSeconds+30)*time.Second)
-		managerDone <- result{data: data, err: err}
-	}()
+	manager := b.profileManager(ctx, tag)
+	apiServerDone := make(chan result, 1)
 	go func() {
 		data, err := b.manager.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
 			Param("seconds", strconv.Itoa(profileSeconds)).Timeout((profileSeconds + 30) * time.Second).DoRaw(ctx)
@@ -42,16 +39,13 @@ func (b *bencher) profile(ctx context.Context, tag string) func() (manager, apiS
 		apiServerDone <- result{data: data, err: err}
 	}()
 	return func() (savedProfile, savedProfile, error) {
-		m, a := <-managerDone, <-apiServerDone
-		if err := errors.Join(m.err, a.err); err != nil {
-			return savedProfile{}, savedProfile{}, err
-		}
-		manager, err := b.savePprof(ctx, b.managerBinary, "manager-cpu-"+tag+".pprof", m.data)
-		if err != nil {
+		m, mErr := manager()
+		a := <-apiServerDone
+		if err := errors.Join(mErr, a.err); err != nil {
 			return savedProfile{}, savedProfile{}, err
 		}
 		apiServer, err := b.savePprof(ctx, b.apiServerBinary, "manager-apiserver-cpu-"+tag+".pprof", a.data)
-		return manager, apiServer, err
+		return m, apiServer, err
 	}
 }
 

@@ -122,18 +122,7 @@ func TestIntegrationSimulatedWorker(t *testing.T) {
 // the next one.
 func TestIntegrationSimulatedWorkerHoldsUntilReleased(t *testing.T) {
 	release := make(chan struct{})
-	opts := Options{Timing: Timing{Start: 50 * time.Millisecond, RunFor: 50 * time.Millisecond, Hold: true}, Publish: 100 * time.Millisecond, Heartbeat: time.Second,
-		Concurrency: 2, Release: release, ReleaseRate: 10}
-	ctx, s := startSimulated(t, opts)
-	isRunning := func(j *batchv1.Job) bool { return j.Status.Active == 1 && j.Status.StartTime != nil }
-	isComplete := func(j *batchv1.Job) bool { return condition(j.Status, batchv1.JobComplete) }
-	names := []string{"held-0", "held-1", "held-2"}
-	for _, name := range names {
-		s.job(name, nil)
-	}
-	for _, name := range names {
-		s.waitFor(name, "running", isRunning)
-	}
+	ctx, s, names := startHeld(t, release, 0)
 	s.stillRunning(ctx, "held-0", time.Second)
 
 	release <- struct{}{}
@@ -162,18 +151,7 @@ func TestIntegrationSimulatedWorkerHoldsUntilReleased(t *testing.T) {
 // Jobs, oldest name first, and the next the rest.
 func TestIntegrationSimulatedWorkerReleasesASampleFirst(t *testing.T) {
 	release := make(chan struct{})
-	opts := Options{Timing: Timing{Start: 50 * time.Millisecond, RunFor: 50 * time.Millisecond, Hold: true}, Publish: 100 * time.Millisecond, Heartbeat: time.Second,
-		Concurrency: 2, Release: release, ReleaseRate: 10, ReleaseSample: 2}
-	ctx, s := startSimulated(t, opts)
-	isRunning := func(j *batchv1.Job) bool { return j.Status.Active == 1 && j.Status.StartTime != nil }
-	isComplete := func(j *batchv1.Job) bool { return condition(j.Status, batchv1.JobComplete) }
-	names := []string{"held-0", "held-1", "held-2"}
-	for _, name := range names {
-		s.job(name, nil)
-	}
-	for _, name := range names {
-		s.waitFor(name, "running", isRunning)
-	}
+	ctx, s, _ := startHeld(t, release, 2)
 
 	release <- struct{}{}
 	s.waitFor("held-0", "Complete in the sample", isComplete)
@@ -184,6 +162,28 @@ func TestIntegrationSimulatedWorkerReleasesASampleFirst(t *testing.T) {
 	if out := s.log.String(); out != "" {
 		t.Errorf("the simulator reports:\n%s", out)
 	}
+}
+
+// isRunning and isComplete are what a held Job's status shows.
+func isRunning(j *batchv1.Job) bool  { return j.Status.Active == 1 && j.Status.StartTime != nil }
+func isComplete(j *batchv1.Job) bool { return condition(j.Status, batchv1.JobComplete) }
+
+// startHeld starts the simulator holding Jobs, released 10 a second on
+// release (the first sample of them, when sample > 0), and three Jobs,
+// held-0 to held-2, once they run.
+func startHeld(t *testing.T, release chan struct{}, sample int) (context.Context, *simEnv, []string) {
+	t.Helper()
+	opts := Options{Timing: Timing{Start: 50 * time.Millisecond, RunFor: 50 * time.Millisecond, Hold: true}, Publish: 100 * time.Millisecond, Heartbeat: time.Second,
+		Concurrency: 2, Release: release, ReleaseRate: 10, ReleaseSample: sample}
+	ctx, s := startSimulated(t, opts)
+	names := []string{"held-0", "held-1", "held-2"}
+	for _, name := range names {
+		s.job(name, nil)
+	}
+	for _, name := range names {
+		s.waitFor(name, "running", isRunning)
+	}
+	return ctx, s, names
 }
 
 // simEnv is an envtest API server with the simulator running on it.

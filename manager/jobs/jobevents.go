@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,9 +71,14 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 			r.assume.running(types.UID(uid))
 		}
 	}
-	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
-	r.observed.seen(key, r.Clock.Now())
-	r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}}
+	r.queueMirrorChange(types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, r.Clock.Now())
+}
+
+// queueMirrorChange asks for a look at the manager Job key ahead of the
+// others (the mirror source), its status copy's lag counted from seen.
+func (r *JobReconciler) queueMirrorChange(key types.NamespacedName, seen time.Time) {
+	r.observed.seen(key, seen)
+	r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 }
 
 // mirrorsHeldBack: the mirrors that changed while this replica stood by,
@@ -85,8 +91,7 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 // are not this one's.)
 func (r *JobReconciler) mirrorsHeldBack(changes []workers.MirrorChange) {
 	for _, c := range changes {
-		r.observed.seen(c.Job, c.Seen)
-		r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.Job.Namespace, Name: c.Job.Name}}}
+		r.queueMirrorChange(c.Job, c.Seen)
 	}
 }
 
