@@ -36,21 +36,6 @@ func replicaMetrics(url string) (map[string]*dto.MetricFamily, error) {
 	return parser.TextToMetricFamilies(resp.Body)
 }
 
-// isLeader reads controller-runtime's leader_election_master_status from a
-// replica; false when the replica does not answer.
-func isLeader(url string) bool {
-	families, err := replicaMetrics(url)
-	if err != nil {
-		return false
-	}
-	for _, m := range families["leader_election_master_status"].GetMetric() {
-		if m.GetGauge().GetValue() == 1 {
-			return true
-		}
-	}
-	return false
-}
-
 // standbyRequests are what a replica asked of each worker's API server, by
 // verb (jobferry_workercluster_requests_total, answered 200), and how many
 // worker capacity series it serves.
@@ -112,7 +97,7 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		leaders := 0
 		for i, r := range env.Replicas {
-			if isLeader(r.MetricsURL) {
+			if devenv.IsLeader(ctx, r.MetricsURL) {
 				leaders, leader, follower = leaders+1, i, 1-i
 			}
 		}
@@ -186,7 +171,7 @@ func TestLeaderKilledMidRunOtherReplicaTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return isLeader(env.Replicas[follower].MetricsURL), nil
+		return devenv.IsLeader(ctx, env.Replicas[follower].MetricsURL), nil
 	})
 	takeover := time.Since(killed)
 	if err != nil {

@@ -125,7 +125,8 @@ type Options struct {
 // Env is a running jobferry environment.
 type Env struct {
 	*localcluster.Environment
-	// ManagerProcess is the (first) jobferry manager process.
+	// ManagerProcess is the (first) jobferry manager process: with
+	// several, the one that leads when Start returns.
 	ManagerProcess *localcluster.Process
 	// MetricsURL serves the (first) manager's Prometheus metrics.
 	MetricsURL string
@@ -326,6 +327,11 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL, PprofURL: pprofURL})
 		if i == 0 {
 			e.ManagerProcess, e.MetricsURL, e.readyURL = p, metricsURL, readyURL
+			if replicas > 1 {
+				if err := waitLeading(ctx, metricsURL, 3*time.Minute); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	managerClient, err := client.New(e.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})

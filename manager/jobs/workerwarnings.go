@@ -126,11 +126,7 @@ const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 func candidateMirrors(ctx context.Context, conn workers.Conn, ns, pod string) ([]batchv1.Job, error) {
 	names, cut := candidateMirrorNames(pod)
 	if cut {
-		list := &batchv1.JobList{}
-		if err := conn.Client().List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		return list.Items, nil
+		return conn.Mirrors(ctx, ns)
 	}
 	var out []batchv1.Job
 	for _, name := range names {

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -106,14 +107,14 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	if conn == nil || !conn.Connected() {
 		return
 	}
-	// Read, never changed: the cache's own objects.
-	var mirrors batchv1.JobList
-	if err := conn.Client().List(ctx, &mirrors, client.UnsafeDisableDeepCopy); err != nil {
+	// Read, never changed: they share the cache's maps.
+	mirrors, err := conn.Mirrors(ctx, metav1.NamespaceAll)
+	if err != nil {
 		log.Error(err, "listing mirrors for garbage collection")
 		return
 	}
 	defer metrics.OrphanScans.WithLabelValues(worker).Inc()
-	for _, m := range orphans(mirrors.Items, live, gc.ManagerID, conn.OriginShared()) {
+	for _, m := range orphans(mirrors, live, gc.ManagerID, conn.OriginShared()) {
 		// The memory of the manager's Jobs hears of a Job after the cache
 		// has it, and a mirror is only ever made from a cached Job: the
 		// cache itself, read now, after the mirror was seen, has its Job

@@ -10,8 +10,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -25,15 +25,17 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// Connection is the manager's connection to one worker: a client whose reads come
-// from a cache holding only this installation's mirrors and the worker's
-// ClusterCapacity, so reconciles never spend API calls on reads.
+// Connection is the manager's connection to one worker: reads come from
+// caches holding only this installation's mirrors (mirrors) and the
+// worker's ClusterCapacity, so reconciles never spend API calls on reads.
 type Connection struct {
 	name   string
 	config *rest.Config
 	// token authenticates every request; a renewal swaps it in place.
 	token   *swappableToken
 	cluster cluster.Cluster
+	// mirrors caches this installation's mirrors there.
+	mirrors *mirrorCache
 	health  kubernetes.Interface
 	// ctx lives as long as the connection; cancel ends it.
 	ctx    context.Context
@@ -155,10 +157,17 @@ type Conn interface {
 	Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 	Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	// Mirrors are the cached mirrors in a namespace (metav1.NamespaceAll:
+	// all), sharing the cache's maps and pointers: read them, never
+	// change them.
+	Mirrors(ctx context.Context, namespace string) ([]batchv1.Job, error)
 	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
 	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
 	ForgetNamespace(name string)
+	// Client reads from the worker's caches (Jobs, from its API server:
+	// Mirror and Mirrors read mirrors from their own) and writes to its
+	// API server.
 	Client() client.Client
 	// DeletedMirrors are the mirrors this manager deleted there lately.
 	DeletedMirrors() *DeletedMirrors
@@ -180,20 +189,23 @@ func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
 func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
 	listRefused := &atomic.Bool{}
+	watchFailed := func(ctx context.Context, r *toolscache.Reflector, err error) {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			listRefused.Store(true)
+		}
+		toolscache.DefaultWatchErrorHandler(ctx, r, err)
+	}
 	c, err := cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		// No managedFields: nothing reads them, and the worker's Job
 		// controller adds an entry with each status write it makes.
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:              {Label: labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}), Transform: SlimMirror},
 			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
 		}}
-		o.Cache.DefaultWatchErrorHandler = func(ctx context.Context, r *toolscache.Reflector, err error) {
-			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-				listRefused.Store(true)
-			}
-			toolscache.DefaultWatchErrorHandler(ctx, r, err)
-		}
+		// Mirrors have a cache of their own (mirrorCache); a read of Jobs
+		// through the client must not start a second one of every Job.
+		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&batchv1.Job{}}}
+		o.Cache.DefaultWatchErrorHandler = watchFailed
 		if len(namespaces) > 0 {
 			// Namespaced objects (mirrors) in these namespaces only; the
 			// credential may list nothing else.
@@ -206,31 +218,31 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
 	}
+	mirrors, err := newMirrorCache(cfg, origin, namespaces, watchFailed)
+	if err != nil {
+		return nil, fmt.Errorf("building the mirror cache of worker %s: %w", name, err)
+	}
 	healthCfg := rest.CopyConfig(cfg)
 	healthCfg.Timeout = 5 * time.Second
 	health, err := kubernetes.NewForConfig(healthCfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &Connection{name: name, config: cfg, token: token, cluster: c, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused}
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused}
 	r.lastErr.Store("")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = ctx, cancel
-	jobs, err := c.GetCache().GetInformer(ctx, &batchv1.Job{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	onJob := func(obj any, listed bool) {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if job, ok := obj.(*batchv1.Job); ok {
-			h.mirrorChanged(name, job, listed)
+		if m, ok := obj.(*cachedMirror); ok {
+			job := m.view()
+			h.mirrorChanged(name, &job, listed)
 		}
 	}
-	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	if err := mirrors.addHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    onJob,
 		UpdateFunc: func(_, obj any) { onJob(obj, false) },
 		DeleteFunc: func(obj any) { onJob(obj, false) },
@@ -265,8 +277,9 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 			h.cacheFailed(name)
 		}
 	}()
+	mirrors.run(ctx)
 	go func() {
-		if c.GetCache().WaitForCacheSync(ctx) {
+		if c.GetCache().WaitForCacheSync(ctx) && toolscache.WaitForCacheSync(ctx.Done(), mirrors.hasSynced) {
 			r.synced.Store(true)
 			h.synced(name)
 		}
@@ -322,7 +335,8 @@ func (c *Connection) MissingRights() []Right {
 	return nil
 }
 
-// Client reads from the cache and writes to the worker's API server.
+// Client reads from the worker's caches, Jobs from its API server, and
+// writes to its API server.
 func (c *Connection) Client() client.Client { return c.cluster.GetClient() }
 
 // Mirror returns this installation's Job ns/name on the worker, from the
@@ -336,14 +350,32 @@ func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 		// there is no mirror it could see (or touch) elsewhere.
 		return nil, nil
 	}
-	job := &batchv1.Job{}
-	if err := c.Client().Get(ctx, key, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	m, err := c.mirrors.get(key)
+	if m == nil || err != nil {
 		return nil, err
 	}
-	return job, nil
+	return m.job(), nil
+}
+
+// Mirrors are this installation's Jobs on the worker in namespace ns
+// (metav1.NamespaceAll: every namespace), from the cache, sharing its maps
+// and pointers: to read, never to change.
+func (c *Connection) Mirrors(_ context.Context, ns string) ([]batchv1.Job, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
+	}
+	if ns != metav1.NamespaceAll && !c.MayUse(ns) {
+		return nil, nil
+	}
+	cached, err := c.mirrors.list(ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]batchv1.Job, len(cached))
+	for i, m := range cached {
+		out[i] = m.view()
+	}
+	return out, nil
 }
 
 // Capacity returns the worker's last published summary, if any, shared:

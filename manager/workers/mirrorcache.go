@@ -1,11 +1,19 @@
 package workers
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/sharedstrings"
@@ -18,45 +26,113 @@ import (
 // who may create Jobs in the worker namespace.
 const maxCachedTemplateMetadata = 64 << 10
 
-// SlimMirror keeps of a Job in a worker's cache (any Job with this
-// installation's origin label, the manager's mirrors and whatever else
-// carries the label) what the manager reads, and nothing else: its identity
-// and jobferry's labels; the spec fields a change of the manager Job is
-// carried to (mirror.SpecUpdate) and the pod template's scheduling fields
-// and metadata (bounded); its status, which the worker's Job controller
-// writes. Containers, volumes and the rest of the pod spec are what makes a
-// Job large, and the manager never reads them from a worker: it writes the
-// mirror from the manager Job, and updates it with patches of the fields it
-// compares.
-func SlimMirror(obj any) (any, error) {
+// cachedMirror is what a worker's cache keeps of a Job with this
+// installation's origin label (the manager's mirrors and whatever else
+// carries the label): what the manager reads, and nothing else. Its
+// identity and jobferry's labels; the spec fields a change of the manager
+// Job is carried to (mirror.SpecUpdate) and the pod template's scheduling
+// fields and metadata (bounded); its status, which the worker's Job
+// controller writes. Containers, volumes and the rest of the pod spec are
+// what makes a Job large, and the manager never reads them from a worker:
+// it writes the mirror from the manager Job, and updates it with patches
+// of the fields it compares. A type of its own rather than a trimmed
+// batchv1.Job: the manager holds one per tracked Job, and a batchv1.Job
+// costs 1,408 bytes of struct however little of it is set, this a third of
+// that (the manager's memory per tracked Job, issue 27).
+type cachedMirror struct {
+	// ObjectMeta holds the identity and jobferry's labels only (and makes
+	// the informer's key and namespace index work as for a Job).
+	metav1.ObjectMeta
+	spec   cachedMirrorSpec
+	status batchv1.JobStatus
+}
+
+// cachedMirrorSpec is what cachedMirror keeps of the Job's spec.
+type cachedMirrorSpec struct {
+	parallelism, completions                             *int32
+	activeDeadlineSeconds                                *int64
+	backoffLimit, backoffLimitPerIndex, maxFailedIndexes *int32
+	suspend                                              *bool
+	completionMode                                       *batchv1.CompletionMode
+	managedBy                                            *string
+	templateLabels, templateAnnotations, nodeSelector    map[string]string
+	tolerations                                          []corev1.Toleration
+	schedulingGates                                      []corev1.PodSchedulingGate
+	nodeAffinity                                         *corev1.NodeAffinity
+}
+
+// cacheMirror is the mirror cache's transform: a Job as cachedMirror keeps
+// it. Anything else (a tombstone never reaches a transform) passes as it is.
+func cacheMirror(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil
 	}
+	return newCachedMirror(job), nil
+}
+
+func newCachedMirror(job *batchv1.Job) *cachedMirror {
 	spec, template := job.Spec, job.Spec.Template
-	out := &batchv1.Job{
-		TypeMeta: job.TypeMeta,
+	m := &cachedMirror{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: sharedstrings.Canonical(job.Namespace), Name: job.Name, UID: job.UID, ResourceVersion: job.ResourceVersion, Generation: job.Generation,
 			CreationTimestamp: job.CreationTimestamp, DeletionTimestamp: job.DeletionTimestamp, Labels: jobferryLabels(job.Labels),
 		},
+		spec: cachedMirrorSpec{
+			parallelism: spec.Parallelism, completions: spec.Completions, activeDeadlineSeconds: spec.ActiveDeadlineSeconds,
+			backoffLimit: spec.BackoffLimit, backoffLimitPerIndex: spec.BackoffLimitPerIndex, maxFailedIndexes: spec.MaxFailedIndexes,
+			suspend: spec.Suspend, completionMode: spec.CompletionMode, managedBy: spec.ManagedBy,
+			templateLabels: sharedKeys(bounded(template.Labels)), templateAnnotations: sharedKeys(bounded(template.Annotations)),
+			nodeSelector: template.Spec.NodeSelector, tolerations: template.Spec.Tolerations, schedulingGates: template.Spec.SchedulingGates,
+		},
+		status: job.Status,
+	}
+	sharedstrings.Conditions(m.status.Conditions)
+	if a := template.Spec.Affinity; a != nil {
+		m.spec.nodeAffinity = a.NodeAffinity
+	}
+	return m
+}
+
+// jobKind is the type of every Job the mirror cache gives back, as a
+// controller-runtime cache sets it.
+var jobKind = metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"}
+
+// view is the mirror as a Job that shares the cache's maps, slices and
+// pointers: to read, never to change (Connection.Mirror gives a copy).
+func (m *cachedMirror) view() batchv1.Job {
+	s := m.spec
+	job := batchv1.Job{
+		TypeMeta:   jobKind,
+		ObjectMeta: m.ObjectMeta,
 		Spec: batchv1.JobSpec{
-			Parallelism: spec.Parallelism, Completions: spec.Completions, ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
-			BackoffLimit: spec.BackoffLimit, BackoffLimitPerIndex: spec.BackoffLimitPerIndex, MaxFailedIndexes: spec.MaxFailedIndexes,
-			Suspend: spec.Suspend, CompletionMode: spec.CompletionMode, ManagedBy: spec.ManagedBy,
+			Parallelism: s.parallelism, Completions: s.completions, ActiveDeadlineSeconds: s.activeDeadlineSeconds,
+			BackoffLimit: s.backoffLimit, BackoffLimitPerIndex: s.backoffLimitPerIndex, MaxFailedIndexes: s.maxFailedIndexes,
+			Suspend: s.suspend, CompletionMode: s.completionMode, ManagedBy: s.managedBy,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sharedKeys(bounded(template.Labels)), Annotations: sharedKeys(bounded(template.Annotations))},
-				Spec: corev1.PodSpec{NodeSelector: template.Spec.NodeSelector, Tolerations: template.Spec.Tolerations,
-					SchedulingGates: template.Spec.SchedulingGates},
+				ObjectMeta: metav1.ObjectMeta{Labels: s.templateLabels, Annotations: s.templateAnnotations},
+				Spec: corev1.PodSpec{NodeSelector: s.nodeSelector, Tolerations: s.tolerations,
+					SchedulingGates: s.schedulingGates},
 			},
 		},
-		Status: job.Status,
+		Status: m.status,
 	}
-	sharedstrings.Conditions(out.Status.Conditions)
-	if a := template.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-		out.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
+	if s.nodeAffinity != nil {
+		job.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: s.nodeAffinity}
 	}
-	return out, nil
+	return job
+}
+
+// job is the mirror as a Job of the caller's own.
+func (m *cachedMirror) job() *batchv1.Job {
+	view := m.view()
+	return view.DeepCopy()
+}
+
+// SlimMirror is a Job as a worker's mirror cache gives it back (what
+// cachedMirror keeps of it), for fakes of a connection.
+func SlimMirror(job *batchv1.Job) *batchv1.Job {
+	return newCachedMirror(job).job()
 }
 
 // jobferryLabels are the jobferry.dev/ labels of a Job: the only ones the
@@ -97,4 +173,124 @@ func bounded(m map[string]string) map[string]string {
 		}
 	}
 	return m
+}
+
+// mirrorCache watches this installation's mirrors on a worker (the Jobs
+// with its origin label) in each namespace the manager may use there, or
+// in all, and keeps each as a cachedMirror: client-go informers of its
+// own, as controller-runtime's cache keeps the type it lists.
+type mirrorCache struct {
+	// informers by namespace, or one under metav1.NamespaceAll when the
+	// manager may use every namespace.
+	informers map[string]toolscache.SharedIndexInformer
+}
+
+func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatchError toolscache.WatchErrorHandlerWithContext) (*mirrorCache, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Mirrors are built-in Jobs: protobuf decodes them for less.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	clients, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the mirror cache's client: %w", err)
+	}
+	selector := labels.SelectorFromSet(labels.Set{v1alpha1.OriginLabel: origin}).String()
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	c := &mirrorCache{informers: map[string]toolscache.SharedIndexInformer{}}
+	for _, ns := range namespaces {
+		lw := toolscache.NewFilteredListWatchFromClient(clients.BatchV1().RESTClient(), "jobs", ns, func(o *metav1.ListOptions) { o.LabelSelector = selector })
+		informer := toolscache.NewSharedIndexInformerWithOptions(lw, &batchv1.Job{}, toolscache.SharedIndexInformerOptions{
+			Indexers:          toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+			ObjectDescription: "mirror Jobs",
+		})
+		if err := informer.SetTransform(cacheMirror); err != nil {
+			return nil, err
+		}
+		if err := informer.SetWatchErrorHandlerWithContext(onWatchError); err != nil {
+			return nil, err
+		}
+		c.informers[ns] = informer
+	}
+	return c, nil
+}
+
+// addHandler has every informer tell h what it sees (cachedMirrors).
+func (c *mirrorCache) addHandler(h toolscache.ResourceEventHandler) error {
+	for _, informer := range c.informers {
+		if _, err := informer.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run runs the informers until ctx ends.
+func (c *mirrorCache) run(ctx context.Context) {
+	for _, informer := range c.informers {
+		go informer.RunWithContext(ctx)
+	}
+}
+
+// hasSynced: every informer holds what its first list found.
+func (c *mirrorCache) hasSynced() bool {
+	for _, informer := range c.informers {
+		if !informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// informer is the one that watches namespace ns (nil: none does).
+func (c *mirrorCache) informer(ns string) toolscache.SharedIndexInformer {
+	if informer, ok := c.informers[metav1.NamespaceAll]; ok {
+		return informer
+	}
+	return c.informers[ns]
+}
+
+// get is the mirror key, nil when the cache holds none.
+func (c *mirrorCache) get(key types.NamespacedName) (*cachedMirror, error) {
+	informer := c.informer(key.Namespace)
+	if informer == nil {
+		return nil, nil
+	}
+	obj, found, err := informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !found {
+		return nil, err
+	}
+	m, ok := obj.(*cachedMirror)
+	if !ok {
+		return nil, fmt.Errorf("the mirror cache holds a %T for %s", obj, key)
+	}
+	return m, nil
+}
+
+// list is the mirrors in namespace ns, or in every namespace watched
+// (metav1.NamespaceAll).
+func (c *mirrorCache) list(ns string) ([]*cachedMirror, error) {
+	var objs []any
+	switch informer := c.informer(ns); {
+	case ns == metav1.NamespaceAll:
+		for _, informer := range c.informers {
+			objs = append(objs, informer.GetIndexer().List()...)
+		}
+	case informer == nil:
+	default:
+		var err error
+		if objs, err = informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*cachedMirror, 0, len(objs))
+	for _, obj := range objs {
+		m, ok := obj.(*cachedMirror)
+		if !ok {
+			return nil, fmt.Errorf("the mirror cache holds a %T", obj)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

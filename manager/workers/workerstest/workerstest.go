@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,8 +132,26 @@ func (f *Conn) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.J
 	if err != nil {
 		return nil, err
 	}
-	slim, err := workers.SlimMirror(job)
-	return slim.(*batchv1.Job), err
+	return workers.SlimMirror(job), nil
+}
+
+// Mirrors lists as the real cache does: Jobs with this origin's label in
+// the namespaces the manager may use, slimmed.
+func (f *Conn) Mirrors(ctx context.Context, ns string) ([]batchv1.Job, error) {
+	if f.Lags || (ns != metav1.NamespaceAll && !f.MayUse(ns)) {
+		return nil, nil
+	}
+	var list batchv1.JobList
+	if err := f.API.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.OriginLabel: f.Origin}); err != nil {
+		return nil, err
+	}
+	var out []batchv1.Job
+	for i := range list.Items {
+		if f.MayUse(list.Items[i].Namespace) {
+			out = append(out, *workers.SlimMirror(&list.Items[i]))
+		}
+	}
+	return out, nil
 }
 
 func (f *Conn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
