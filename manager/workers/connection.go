@@ -207,8 +207,9 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&batchv1.Job{}}}
 		o.Cache.DefaultWatchErrorHandler = watchFailed
 		if len(namespaces) > 0 {
-			// Namespaced objects (mirrors) in these namespaces only; the
-			// credential may list nothing else.
+			// Namespaced objects in these namespaces only, should one
+			// be cached here (mirrors are in mirrorCache, which does
+			// the same); the credential may list nothing else.
 			o.Cache.DefaultNamespaces = map[string]cache.Config{}
 			for _, ns := range namespaces {
 				o.Cache.DefaultNamespaces[ns] = cache.Config{}
