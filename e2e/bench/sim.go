@@ -265,6 +265,17 @@ func (b *bencher) trackAll(ctx context.Context, o *observer, n int, what, tag st
 		return nil, err
 	}
 	t := &Tracked{AllRunningSeconds: time.Since(start).Seconds()}
+	// The figures below are the first replica's (devenv starts it
+	// leading): one that lost the lease would be a standby's.
+	if len(b.env.Replicas) > 1 {
+		leader, err := b.leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if leader != 0 {
+			return nil, fmt.Errorf("%s: replica %d leads, not the first, which the bench measures: the lease moved during the run (the replicas' logs say why)", what, leader)
+		}
+	}
 	if dispatchProfile != nil {
 		profiled, err := dispatchProfile()
 		if err != nil {
