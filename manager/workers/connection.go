@@ -53,6 +53,11 @@ type Connection struct {
 
 	synced  atomic.Bool
 	healthy atomic.Bool
+	// probeAsked: a request there got no answer and a probe was asked for
+	// (unanswered.go); the next probe clears it.
+	probeAsked atomic.Bool
+	// askProbe asks the pool's controller to probe the worker now.
+	askProbe func(worker string)
 	// capacity is the status of the worker's ClusterCapacity as its cache
 	// last delivered it (nil while there is none): the cache's own object,
 	// shared by every reader, never written.
@@ -131,6 +136,9 @@ type connHandlers struct {
 	// cacheFailed fires when the caches stop with an error before the
 	// connection is closed (Connection.cacheFailed says why).
 	cacheFailed func(worker string)
+	// unanswered fires when a request to a worker thought healthy got no
+	// answer: probe it now (unanswered.go).
+	unanswered func(worker string)
 }
 
 // Lookup finds the connection to a worker by name: the Pool, or
@@ -188,6 +196,14 @@ func (c *Connection) AllowedNamespaces() []string { return c.namespaces }
 func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
 func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
+	// The caches' and the client's requests tell the connection of those
+	// that get no answer; it is made below, before any of them starts.
+	var self atomic.Pointer[Connection]
+	requests := reportingUnanswered(cfg, func() {
+		if c := self.Load(); c != nil {
+			c.unanswered()
+		}
+	})
 	listRefused := &atomic.Bool{}
 	watchFailed := func(ctx context.Context, r *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
@@ -195,7 +211,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		}
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
 	}
-	c, err := cluster.New(cfg, func(o *cluster.Options) {
+	c, err := cluster.New(requests, func(o *cluster.Options) {
 		o.Scheme = scheme
 		// No managedFields: nothing reads them, and the worker's Job
 		// controller adds an entry with each status write it makes.
@@ -219,7 +235,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
 	}
-	mirrors, err := newMirrorCache(cfg, origin, namespaces, watchFailed)
+	mirrors, err := newMirrorCache(requests, origin, namespaces, watchFailed)
 	if err != nil {
 		return nil, fmt.Errorf("building the mirror cache of worker %s: %w", name, err)
 	}
@@ -229,8 +245,9 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, err
 	}
-	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused}
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused, askProbe: h.unanswered}
 	r.lastErr.Store("")
+	self.Store(r)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = ctx, cancel
@@ -292,6 +309,7 @@ func (c *Connection) stop() { c.cancel() }
 
 // probe asks the worker's API server whether it is ready.
 func (c *Connection) probe(ctx context.Context) error {
+	c.probeAsked.Store(false)
 	_, err := c.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err != nil {
 		c.healthy.Store(false)

@@ -245,6 +245,7 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 			capacityChanged: p.capacityChanged,
 			synced:          p.reconcileWorker,
 			cacheFailed:     p.reconcileWorker,
+			unanswered:      p.reconcileWorker,
 		})
 		if err != nil {
 			// Building the cache asks the server for its API resources.
