@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/manager/admission"
 )
 
@@ -140,6 +143,7 @@ func TestIntegrationChartsInstall(t *testing.T) {
 			{"jobferry-manager", "webhook.certificates.mode=selfsigned", "value must be one of 'manager', 'certManager'"},
 			{"jobferry-manager", "dispatch.namespaceSelector.matchLabels=null", "at '/dispatch/namespaceSelector'"},
 			{"jobferry-manager", "replica=2", "additional properties 'replica' not allowed"},
+			{"jobferry-manager", "memoryLimitRatio=0", "at '/memoryLimitRatio': exclusiveMinimum"},
 			{"jobferry-worker", "managerIdentity.namespaces={team-a}", ""},
 			{"jobferry-worker", "jobController.concurrentSyncs=0", "at '/jobController/concurrentSyncs': minimum: got 0, want 1"},
 			{"jobferry-worker", "managerIdentity.namespaces={Team_A}", "at '/managerIdentity/namespaces/0'"},
@@ -153,6 +157,34 @@ func TestIntegrationChartsInstall(t *testing.T) {
 				t.Errorf("%s --set %s: got %v, want a schema error mentioning %q", tc.chart, tc.set, err, tc.want)
 			case tc.want != "":
 				t.Logf("%s --set %s: %s", tc.chart, tc.set, schemaLine(err.Error()))
+			}
+		}
+	})
+
+	// Each binary learns its container's memory limit (the soft limit of
+	// internal/memorylimit) from its own container's limits.memory.
+	t.Run("memory-limit", func(t *testing.T) {
+		for _, chart := range charts {
+			manifests, err := render(t, chart, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var deployment appsv1.Deployment
+			if err := decodeKind(manifests, "Deployment", &deployment); err != nil {
+				t.Fatal(err)
+			}
+			c := deployment.Spec.Template.Spec.Containers[0]
+			var from *corev1.ResourceFieldSelector
+			for _, e := range c.Env {
+				if e.Name == memorylimit.EnvVar && e.ValueFrom != nil {
+					from = e.ValueFrom.ResourceFieldRef
+				}
+			}
+			if from == nil || from.ContainerName != c.Name || from.Resource != "limits.memory" {
+				t.Errorf("%s: container %s's %s is %+v, want its own limits.memory", chart, c.Name, memorylimit.EnvVar, from)
+			}
+			if !slices.Contains(c.Args, "--memory-limit-ratio=0.9") {
+				t.Errorf("%s: container %s's args lack --memory-limit-ratio=0.9: %v", chart, c.Name, c.Args)
 			}
 		}
 	})

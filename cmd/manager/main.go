@@ -37,6 +37,7 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
+	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/election"
@@ -73,6 +74,12 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
+	softLimit, why, err := memorylimit.Apply(c.memoryLimitRatio)
+	if err != nil {
+		log.Error(err, "setting the soft memory limit")
+		os.Exit(2)
+	}
+	log.Info("soft memory limit", "bytes", softLimit, "why", why)
 	if c.deprecatedJobWorkers {
 		log.Info("--job-workers is deprecated; use --concurrent-job-syncs", "concurrent-job-syncs", c.jobSyncs)
 	}
@@ -90,6 +97,7 @@ type config struct {
 	warmUpTimeout                             time.Duration
 	namespace, origin                         string
 	kubeQPS, workerQPS                        float64
+	memoryLimitRatio                          float64
 	kubeBurst, workerBurst                    int
 	healthInterval                            time.Duration
 	jobSyncs                                  int
@@ -131,6 +139,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.namespace, "namespace", "jobferry-system", "namespace holding the worker kubeconfig Secrets and the leader election lease")
 	fs.StringVar(&c.origin, "origin", "jobferry", "name of this installation, put on every mirror (label jobferry.dev/origin) so several managers can share a worker")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 500, "client QPS towards the manager cluster")
+	fs.Float64Var(&c.memoryLimitRatio, "memory-limit-ratio", memorylimit.DefaultRatio, "the Go runtime's soft memory limit as a part of the container's memory limit (env "+memorylimit.EnvVar+", which the chart sets from limits.memory); GOMEMLIMIT, when set, wins")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 1000, "client burst towards the manager cluster")
 	fs.Float64Var(&c.workerQPS, "worker-api-qps", 500, "client QPS towards each worker (its own limiter per worker)")
 	fs.IntVar(&c.workerBurst, "worker-api-burst", 1000, "client burst towards each worker")

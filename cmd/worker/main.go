@@ -18,6 +18,7 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
+	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/worker"
 	"github.com/jobferry/jobferry/worker/jobcontroller"
 )
@@ -44,6 +45,7 @@ func main() {
 		leaseDur    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease holds before another replica takes over")
 		renewDl     = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading")
 		retryPeriod = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
+		memoryRatio = flag.Float64("memory-limit-ratio", memorylimit.DefaultRatio, "the Go runtime's soft memory limit as a part of the container's memory limit (env "+memorylimit.EnvVar+", which the chart sets from limits.memory); GOMEMLIMIT, when set, wins")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -58,6 +60,12 @@ func main() {
 		log.Error(nil, "--concurrent-job-syncs must be at least 1", "value", *jobWorkers)
 		os.Exit(2)
 	}
+	softLimit, why, err := memorylimit.Apply(*memoryRatio)
+	if err != nil {
+		log.Error(err, "setting the soft memory limit")
+		os.Exit(2)
+	}
+	log.Info("soft memory limit", "bytes", softLimit, "why", why)
 
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
