@@ -31,6 +31,7 @@ func newBenchCommand() *cobra.Command {
 		simulated bool
 		interval  time.Duration
 		failover  bool
+		shift     bool
 		keepJobs  bool
 		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
@@ -99,7 +100,7 @@ only, Kueue off.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -132,6 +133,7 @@ only, Kueue off.`,
 	cmd.Flags().IntVar(&sim.ReleaseSample, "sim-release-sample", 0, "with --sim-hold, release only this many Jobs first (at --sim-release-rate) and report their status-copy lag while the rest are still tracked, then the rest at once (with --sim-failover the sample before the leader's kill, the rest after it)")
 	cmd.Flags().Float64Var(&sim.ReleaseRate, "sim-release-rate", 0, "with --sim-hold, release the Jobs this many a second (Complete at a steady rate while the rest are still tracked) instead of all at once")
 	cmd.Flags().BoolVar(&failover, "sim-failover", false, "with --sim-hold and one N: run two manager replicas and SIGKILL the leader once every Job is tracked; report the takeover and the mirrors per Job")
+	cmd.Flags().BoolVar(&shift, "sim-shift", false, "with --simulated, one N and three workers or more: fill the first worker (a Job of its own taking every pod slot) once a third of the Jobs are created and SIGKILL the second's API server at half (back 15 s later); report how soon placements left them")
 	cmd.Flags().BoolVar(&keepJobs, "sim-keep-jobs", false, "with --simulated and one N: leave the Jobs once measured, torn down with the clusters (deleting 100,000 one by one takes half an hour; writes and CPU then leave it out)")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")

@@ -46,7 +46,9 @@ type observer struct {
 	// completed and failed count the submitted Jobs seen finished, running
 	// those seen running (active pods) at least once.
 	completed, failed, running int
-	firstFailure               string
+	// created counts the Jobs whose create request was sent.
+	created      int
+	firstFailure string
 	// placedOn counts the mirrors seen on each worker, runningOn those
 	// running there now and peakOn the most at once (placement.go).
 	placedOn, runningOn, peakOn map[string]int
@@ -71,6 +73,16 @@ func (o *observer) creating(name string, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.entry(name).created = at
+	o.created++
+}
+
+// waitCreated returns once n Jobs are being created.
+func (o *observer) waitCreated(ctx context.Context, n int) error {
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.created >= n, nil
+	})
 }
 
 // seen notes what a watch of cluster saw of a Job at a moment.
@@ -101,8 +113,8 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 			j.mirrorComplete = at
 		}
 	case submitted:
-		if j.placed.IsZero() && job.Annotations[v1alpha1.WorkerAnnotation] != "" {
-			j.placed = at
+		if worker := job.Annotations[v1alpha1.WorkerAnnotation]; j.placed.IsZero() && worker != "" {
+			j.placed, j.placedOn = at, worker
 		}
 		if j.admitted.IsZero() && !ptr.Deref(job.Spec.Suspend, false) {
 			j.admitted = at

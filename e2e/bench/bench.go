@@ -71,6 +71,10 @@ type Config struct {
 	// Failover runs the manager as two replicas and, in a held simulated
 	// run, kills the leader once every Job is tracked (see failover.go).
 	Failover bool
+	// Shift, in a simulated run with one N and three workers or more,
+	// fills the first worker and loses the second while the Jobs are
+	// created, and measures how soon placements leave them (shift.go).
+	Shift bool
 	// KeepJobs leaves a simulated run's Jobs on the manager once measured,
 	// to go with the clusters: deleting 100,000 one by one would take half
 	// an hour. Writes and CPU then leave the clean-up out.
@@ -95,6 +99,8 @@ type Result struct {
 	// Failover: two manager replicas, the leader killed in each run (its
 	// figures are both replicas').
 	Failover bool `json:"failover,omitempty"`
+	// Shift: a worker was filled and one lost during each run (shift.go).
+	Shift bool `json:"shift,omitempty"`
 	// KeptJobs: the Jobs were not deleted (Config.KeepJobs).
 	KeptJobs bool  `json:"keptJobs,omitempty"`
 	Runs     []Run `json:"runs"`
@@ -169,6 +175,8 @@ type Arm struct {
 	Tracked *Tracked `json:"tracked,omitempty"`
 	// Failover is what a failover run measured of the takeover.
 	Failover *Failover `json:"failover,omitempty"`
+	// Shift is what a shift run measured (shift.go).
+	Shift *Shift `json:"shift,omitempty"`
 	// Placement is how the mirrors spread over the workers (jobferry and
 	// Kueue arms).
 	Placement *Placement `json:"placement,omitempty"`
@@ -255,6 +263,10 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 		opts.ManagerReplicas = 2
 		res.Failover = true
 	}
+	if cfg.Shift && (cfg.Simulated == nil || len(cfg.Ns) != 1 || cfg.Workers < 3) {
+		return nil, fmt.Errorf("a shift run is a simulated run with one N and three workers or more (one filled, one lost, the rest to take their Jobs)")
+	}
+	res.Shift = cfg.Shift
 	if cfg.KeepJobs {
 		if cfg.Simulated == nil || len(cfg.Ns) != 1 {
 			return nil, fmt.Errorf("only a simulated run with one N keeps its Jobs")
@@ -596,11 +608,16 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	}
 	var tracked *Tracked
 	var failover *Failover
+	var shift *Shift
 	measured, err := b.measure(ctx, n, ns, what, o, func() error {
 		start := time.Now()
 		cpuStart, err := processCPU(b.clusters)
 		if err != nil {
 			return err
+		}
+		var shifted func() (*Shift, error)
+		if b.cfg.Shift {
+			shifted = b.startShift(ctx, o, n)
 		}
 		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
@@ -613,6 +630,11 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
 			return err
+		}
+		if shifted != nil {
+			if shift, err = shifted(); err != nil {
+				return err
+			}
 		}
 		if tracked != nil && !tracked.killed.IsZero() {
 			if failover, err = b.failoverFigures(ctx, ns, n, o, start, tracked.killed); err != nil {
@@ -646,7 +668,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, erro
 	if err != nil {
 		return Arm{}, err
 	}
-	measured.Tracked, measured.Failover = tracked, failover
+	measured.Tracked, measured.Failover, measured.Shift = tracked, failover, shift
 	placement := o.placement(b.room)
 	measured.Placement = &placement
 	measured.SettleSeconds = settled.Seconds()

@@ -191,6 +191,17 @@ func simMarkdown(res *Result) string {
 			}
 		}
 	}
+	if res.Shift {
+		b.WriteString("\n**Shift**: once a third of the Jobs were created the bench filled the first worker (a Job of its own there, created directly, taking every pod slot of its nodes, as another tenant's load would); once half were, it SIGKILLed the second worker's API server (restarted 15 s later). " +
+			"From the moment the first worker's capacity summary showed no slot free, and from the kill: the Jobs the manager was still seen placing there, the last of them, and the Jobs placed elsewhere meanwhile.\n\n" +
+			"| N | worker | event | placed there after it | last placed there after | placed elsewhere after it |\n|---|---|---|---|---|---|\n")
+		for _, r := range res.Runs {
+			if s := r.Jobferry.Shift; s != nil {
+				fmt.Fprintf(&b, "| %d | %s | filled up | %d | %.2f s | %d |\n", r.N, s.Filled.Worker, s.Filled.PlacedAfter, s.Filled.LastPlacedAfterSeconds, s.Filled.PlacedElsewhereAfter)
+				fmt.Fprintf(&b, "| %d | %s | lost (API server killed) | %d | %.2f s | %d |\n", r.N, s.Lost.Worker, s.Lost.PlacedAfter, s.Lost.LastPlacedAfterSeconds, s.Lost.PlacedElsewhereAfter)
+			}
+		}
+	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d (simulated workers)\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
 		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n| cluster | resource, verb | jobferry |\n|---|---|---|\n")

@@ -42,6 +42,8 @@ type jobTimes struct {
 	// placed: the manager Job first showed the worker it was placed on
 	// (jobferry and Kueue arms).
 	placed time.Time
+	// placedOn is the worker it showed then.
+	placedOn string
 	// admitted: the Job the user created was first seen unsuspended
 	// (jobferry unsuspends it as it places it; in the Kueue arm Kueue does,
 	// once jobferry's check is Ready).

@@ -314,14 +314,19 @@ func (s *simulated) publish(ctx context.Context) error {
 	for {
 		pools := worker.WithRequested(s.pools, s.usage.snapshot())
 		if !equality.Semantic.DeepEqual(pools, last) || time.Since(lastWrite) >= s.opts.Heartbeat {
+			// A worker's API server may be away a while (a bench
+			// loses one on purpose): said, and tried again next tick.
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cc), cc); err != nil {
-				return fmt.Errorf("reading its ClusterCapacity: %w", err)
-			}
-			cc.Status = v1alpha1.ClusterCapacityStatus{Pools: pools, HeartbeatTime: &metav1.Time{Time: time.Now()}}
-			if err := c.Status().Update(ctx, cc); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(s.opts.Log, "%s: writing its ClusterCapacity: %v\n", s.Name, err)
+				if ctx.Err() == nil {
+					fmt.Fprintf(s.opts.Log, "%s: reading its ClusterCapacity: %v\n", s.Name, err)
+				}
 			} else {
-				last, lastWrite = pools, time.Now()
+				cc.Status = v1alpha1.ClusterCapacityStatus{Pools: pools, HeartbeatTime: &metav1.Time{Time: time.Now()}}
+				if err := c.Status().Update(ctx, cc); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(s.opts.Log, "%s: writing its ClusterCapacity: %v\n", s.Name, err)
+				} else {
+					last, lastWrite = pools, time.Now()
+				}
 			}
 		}
 		select {
