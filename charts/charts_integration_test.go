@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/manager/admission"
 )
@@ -75,11 +76,7 @@ func render(t *testing.T, chart, valuesFile string, set ...string) (string, erro
 // with a message naming it.
 func TestIntegrationChartsInstall(t *testing.T) {
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	kubeconfig := writeKubeconfig(t, cfg.Host, cfg.CAData, cfg.CertData, cfg.KeyData)
 	c := kubernetes.NewForConfigOrDie(cfg)
 	for _, ns := range []string{"jobferry-system", "team-a", "team-b"} {

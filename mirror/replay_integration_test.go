@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/internal/statusrecording"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -28,11 +29,7 @@ import (
 // and the manager ends with the worker's final status.
 func TestIntegrationReplayRecordedStatuses(t *testing.T) {
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 )
 
 // startAPIServer runs etcd and kube-apiserver from bin/ (KUBEBUILDER_ASSETS)
@@ -26,15 +27,7 @@ func startAPIServer(t *testing.T) client.Client {
 		CRDDirectoryPaths:     []string{filepath.Join("crds")},
 		ErrorIfCRDPathMissing: true,
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cfg := testenv.Start(t, env)
 	version, err := discovery.NewDiscoveryClientForConfigOrDie(cfg).ServerVersion()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 )
 
@@ -200,15 +201,7 @@ type simEnv struct {
 func startSimulated(t *testing.T, opts Options) (context.Context, *simEnv) {
 	t.Helper()
 	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../api/v1alpha1/crds"}}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cfg := testenv.Start(t, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	// The tests poll every 20-50 ms: above client-go's default 5 a second.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 )
 
 // The state policy on a real kube-apiserver: a tenant (any user but the
@@ -158,11 +159,7 @@ func TestIntegrationStatePolicy(t *testing.T) {
 func startWithPolicy(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (admin kubernetes.Interface, as func(user string) kubernetes.Interface) {
 	t.Helper()
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	admin = kubernetes.NewForConfigOrDie(cfg)
 	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(context.Background(), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the API server refused the policy: %v", err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/internal/statusrecording"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -31,11 +32,7 @@ import (
 // nothing to run, the completion written at once, suspended or not.
 func TestIntegrationManagerStatusWrites(t *testing.T) {
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t, env)
 	c := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 

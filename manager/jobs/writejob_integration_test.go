@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
@@ -24,15 +25,7 @@ import (
 func startAPIServer(t *testing.T) client.Client {
 	t.Helper()
 	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cfg := testenv.Start(t, env)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

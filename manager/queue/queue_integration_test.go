@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/jobferry/jobferry/e2e/testenv"
 )
 
 // On a real API server with Kueue's Workload CRD: SetCheck writes only
@@ -31,15 +33,7 @@ func TestIntegrationSetCheckOnlyOnTheWorkloadAsRead(t *testing.T) {
 		},
 		ErrorIfCRDPathMissing: true,
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/, with bin/kueue-files; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cfg := testenv.Start(t, env)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

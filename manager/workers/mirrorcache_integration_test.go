@@ -23,6 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/testenv"
 )
 
 // seenMirrors records what a connection tells of the mirrors it sees.
@@ -57,15 +58,7 @@ func TestIntegrationMirrorCache(t *testing.T) {
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "api", "v1alpha1", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS must point at bin/; run `make tools`): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cfg := testenv.Start(t, env)
 	scheme := v1alpha1.NewScheme()
 	api, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
