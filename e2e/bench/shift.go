@@ -46,31 +46,36 @@ type WorkerShift struct {
 	// slot free first read by the bench) or was lost (its API server
 	// killed).
 	At time.Time `json:"at"`
+	// Until is when the lost worker's API server was started again: the
+	// placements counted are those seen from At until then (zero: until
+	// the end of the run, for the filled worker, which stays full).
+	Until time.Time `json:"until,omitempty"`
 	// PlacedAfter counts the Jobs the manager was seen placing there after
-	// At; LastPlacedAfterSeconds is the last of them, from At (0: none).
+	// At (and before Until); LastPlacedAfterSeconds is the last of them,
+	// from At (0: none).
 	PlacedAfter            int     `json:"placedAfter"`
 	LastPlacedAfterSeconds float64 `json:"lastPlacedAfterSeconds"`
-	// PlacedElsewhereAfter counts the Jobs placed on other workers after
-	// At: the shift had Jobs to show it.
+	// PlacedElsewhereAfter counts the Jobs placed on other workers in the
+	// same time: the shift had Jobs to show it.
 	PlacedElsewhereAfter int `json:"placedElsewhereAfter"`
 }
 
 // shiftWorkers fills the first worker and loses the second as the Jobs of
 // the run are created (see above); the figures come from the observer once
 // every Job is placed (shiftFigures).
-func (b *bencher) shiftWorkers(ctx context.Context, o *observer, n int) (filled, lost time.Time, err error) {
+func (b *bencher) shiftWorkers(ctx context.Context, o *observer, n int) (filled, lost, back time.Time, err error) {
 	if err := o.waitCreated(ctx, n/3); err != nil {
-		return filled, lost, err
+		return filled, lost, back, err
 	}
 	if filled, err = b.fill(ctx, 0); err != nil {
-		return filled, lost, err
+		return filled, lost, back, err
 	}
 	fmt.Fprintf(b.cfg.Progress, "shift: %s full (no pod slot free) %s\n", b.env.Workers[0].Name, filled.Format(time.TimeOnly))
 	if err := o.waitCreated(ctx, n/2); err != nil {
-		return filled, lost, err
+		return filled, lost, back, err
 	}
-	lost, err = b.lose(ctx, 1)
-	return filled, lost, err
+	lost, back, err = b.lose(ctx, 1)
+	return filled, lost, back, err
 }
 
 // fill creates, directly on worker i, a Job whose pods take every pod slot
@@ -126,41 +131,44 @@ func (b *bencher) fill(ctx context.Context, i int) (time.Time, error) {
 }
 
 // lose SIGKILLs worker i's API server, as if its machine died, and
-// restarts it lostFor later; it returns the moment of the kill.
-func (b *bencher) lose(ctx context.Context, i int) (time.Time, error) {
+// restarts it lostFor later; it returns the moments of the kill and of
+// the restart.
+func (b *bencher) lose(ctx context.Context, i int) (killed, back time.Time, err error) {
 	w := b.env.Workers[i]
 	apiServer, err := w.Component("kube-apiserver")
 	if err != nil {
-		return time.Time{}, err
+		return killed, back, err
 	}
-	killed := time.Now()
+	killed = time.Now()
 	if err := syscall.Kill(apiServer.PID, syscall.SIGKILL); err != nil {
-		return time.Time{}, fmt.Errorf("killing %s's API server (pid %d): %w", w.Name, apiServer.PID, err)
+		return killed, back, fmt.Errorf("killing %s's API server (pid %d): %w", w.Name, apiServer.PID, err)
 	}
 	fmt.Fprintf(b.cfg.Progress, "shift: %s's API server killed %s; back in %s\n", w.Name, killed.Format(time.TimeOnly), lostFor)
 	select {
 	case <-ctx.Done():
-		return killed, ctx.Err()
+		return killed, back, ctx.Err()
 	case <-time.After(lostFor):
 	}
+	back = time.Now()
 	if _, err := w.RestartComponent("kube-apiserver"); err != nil {
-		return killed, fmt.Errorf("restarting %s's API server: %w", w.Name, err)
+		return killed, back, fmt.Errorf("restarting %s's API server: %w", w.Name, err)
 	}
-	return killed, nil
+	return killed, back, nil
 }
 
 // shiftFigures are the shift run's figures from what the observer saw.
-func (o *observer) shiftFigures(filledWorker string, filled time.Time, lostWorker string, lost time.Time) *Shift {
+func (o *observer) shiftFigures(filledWorker string, filled time.Time, lostWorker string, lost, back time.Time) *Shift {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return &Shift{Filled: placementsAfter(o.jobs, filledWorker, filled), Lost: placementsAfter(o.jobs, lostWorker, lost)}
+	return &Shift{Filled: placementsAfter(o.jobs, filledWorker, filled, time.Time{}), Lost: placementsAfter(o.jobs, lostWorker, lost, back)}
 }
 
-// placementsAfter is how the placements seen after at left worker.
-func placementsAfter(jobs map[string]*jobTimes, worker string, at time.Time) WorkerShift {
-	out := WorkerShift{Worker: worker, At: at}
+// placementsAfter is how the placements seen after at (and, unless it is
+// zero, before until) left worker.
+func placementsAfter(jobs map[string]*jobTimes, worker string, at, until time.Time) WorkerShift {
+	out := WorkerShift{Worker: worker, At: at, Until: until}
 	for _, j := range jobs {
-		if j.placed.IsZero() || !j.placed.After(at) {
+		if j.placed.IsZero() || !j.placed.After(at) || (!until.IsZero() && !j.placed.Before(until)) {
 			continue
 		}
 		if j.placedOn != worker {
@@ -177,19 +185,19 @@ func placementsAfter(jobs map[string]*jobTimes, worker string, at time.Time) Wor
 // waits for it and gives the figures: call it once every Job is placed.
 func (b *bencher) startShift(ctx context.Context, o *observer, n int) func() (*Shift, error) {
 	type moments struct {
-		filled, lost time.Time
-		err          error
+		filled, lost, back time.Time
+		err                error
 	}
 	done := make(chan moments, 1)
 	go func() {
-		filled, lost, err := b.shiftWorkers(ctx, o, n)
-		done <- moments{filled, lost, err}
+		filled, lost, back, err := b.shiftWorkers(ctx, o, n)
+		done <- moments{filled, lost, back, err}
 	}()
 	return func() (*Shift, error) {
 		m := <-done
 		if m.err != nil {
 			return nil, fmt.Errorf("shift: %w", m.err)
 		}
-		return o.shiftFigures(b.env.Workers[0].Name, m.filled, b.env.Workers[1].Name, m.lost), nil
+		return o.shiftFigures(b.env.Workers[0].Name, m.filled, b.env.Workers[1].Name, m.lost, m.back), nil
 	}
 }

@@ -19,12 +19,17 @@ func TestPlacementsAfter(t *testing.T) {
 		"elsewhere later": {placed: at.Add(5 * time.Second), placedOn: "worker-3"},
 		"not placed":      {},
 	}
-	got := placementsAfter(jobs, "worker-1", at)
+	got := placementsAfter(jobs, "worker-1", at, time.Time{})
 	want := WorkerShift{Worker: "worker-1", At: at, PlacedAfter: 2, LastPlacedAfterSeconds: 0.7, PlacedElsewhereAfter: 2}
 	if got != want {
 		t.Errorf("placementsAfter = %+v, want %+v", got, want)
 	}
-	if none := placementsAfter(jobs, "worker-1", at.Add(time.Second)); none.PlacedAfter != 0 || none.LastPlacedAfterSeconds != 0 || none.PlacedElsewhereAfter != 1 {
+	if none := placementsAfter(jobs, "worker-1", at.Add(time.Second), time.Time{}); none.PlacedAfter != 0 || none.LastPlacedAfterSeconds != 0 || none.PlacedElsewhereAfter != 1 {
 		t.Errorf("after the last placement there: %+v, want none there and one elsewhere", none)
+	}
+	// Until a moment: what is placed from then on does not count.
+	window := placementsAfter(jobs, "worker-1", at, at.Add(500*time.Millisecond))
+	if want := (WorkerShift{Worker: "worker-1", At: at, Until: at.Add(500 * time.Millisecond), PlacedAfter: 1, LastPlacedAfterSeconds: 0.2, PlacedElsewhereAfter: 1}); window != want {
+		t.Errorf("placementsAfter until a moment = %+v, want %+v", window, want)
 	}
 }

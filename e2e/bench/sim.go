@@ -193,7 +193,7 @@ func simMarkdown(res *Result) string {
 	}
 	if res.Shift {
 		b.WriteString("\n**Shift**: once a third of the Jobs were created the bench filled the first worker (a Job of its own there, created directly, taking every pod slot of its nodes, as another tenant's load would); once half were, it SIGKILLed the second worker's API server (restarted 15 s later). " +
-			"From the moment the first worker's capacity summary showed no slot free, and from the kill: the Jobs the manager was still seen placing there, the last of them, and the Jobs placed elsewhere meanwhile.\n\n" +
+			"From the moment the first worker's capacity summary showed no slot free (until the end), and from the kill until the restart: the Jobs the manager was still seen placing there, the last of them, and the Jobs placed elsewhere meanwhile. (The filled and the lost worker take fewer Jobs than their share in the placement table above.)\n\n" +
 			"| N | worker | event | placed there after it | last placed there after | placed elsewhere after it |\n|---|---|---|---|---|---|\n")
 		for _, r := range res.Runs {
 			if s := r.Jobferry.Shift; s != nil {
