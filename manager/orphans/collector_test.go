@@ -90,7 +90,11 @@ func TestOrphans(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			for _, m := range orphans(tc.mirrors, liveOf(tc.jobs...), "m1", tc.shared) {
+			metas := make([]*metav1.ObjectMeta, len(tc.mirrors))
+			for i := range tc.mirrors {
+				metas[i] = &tc.mirrors[i].ObjectMeta
+			}
+			for _, m := range orphans(metas, liveOf(tc.jobs...), "m1", tc.shared) {
 				got = append(got, m.Name)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -110,8 +110,8 @@ func (c *Connection) OriginShared() bool { return c.sharedOrigin.Load() != nil }
 // the orphan collector, with its deleted manager Job): not when another
 // installation made it, nor, once another installation's mirror was seen
 // there (shared), when it does not say which made it.
-func MayDelete(m *batchv1.Job, manager string, shared bool) bool {
-	id, labelled := m.Labels[v1alpha1.ManagerIDLabel]
+func MayDelete(m metav1.Object, manager string, shared bool) bool {
+	id, labelled := m.GetLabels()[v1alpha1.ManagerIDLabel]
 	if labelled {
 		return id == manager
 	}
@@ -169,6 +169,11 @@ type Conn interface {
 	// all), sharing the cache's maps and pointers: read them, never
 	// change them.
 	Mirrors(ctx context.Context, namespace string) ([]batchv1.Job, error)
+	// MirrorMetas are the identity and jobferry's labels of the same
+	// mirrors, the cache's own: read them, never change them. What a scan
+	// of every mirror reads (the orphan collector) costs a pointer each,
+	// not a Job.
+	MirrorMetas(ctx context.Context, namespace string) ([]*metav1.ObjectMeta, error)
 	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
 	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
 	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
@@ -393,6 +398,27 @@ func (c *Connection) Mirrors(_ context.Context, ns string) ([]batchv1.Job, error
 	out := make([]batchv1.Job, len(cached))
 	for i, m := range cached {
 		out[i] = m.view()
+	}
+	return out, nil
+}
+
+// MirrorMetas are the cached mirrors' metadata in namespace ns
+// (metav1.NamespaceAll: every namespace): the cache's own, to read, never
+// to change.
+func (c *Connection) MirrorMetas(_ context.Context, ns string) ([]*metav1.ObjectMeta, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
+	}
+	if ns != metav1.NamespaceAll && !c.MayUse(ns) {
+		return nil, nil
+	}
+	cached, err := c.mirrors.list(ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*metav1.ObjectMeta, len(cached))
+	for i, m := range cached {
+		out[i] = &m.ObjectMeta
 	}
 	return out, nil
 }

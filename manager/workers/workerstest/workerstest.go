@@ -154,6 +154,15 @@ func (f *Conn) Mirrors(ctx context.Context, ns string) ([]batchv1.Job, error) {
 	return out, nil
 }
 
+func (f *Conn) MirrorMetas(ctx context.Context, ns string) ([]*metav1.ObjectMeta, error) {
+	mirrors, err := f.Mirrors(ctx, ns)
+	out := make([]*metav1.ObjectMeta, len(mirrors))
+	for i := range mirrors {
+		out[i] = &mirrors[i].ObjectMeta
+	}
+	return out, err
+}
+
 func (f *Conn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
 	job := &batchv1.Job{}
 	if err := f.API.Get(ctx, key, job); err != nil {
