@@ -2,9 +2,9 @@ package workercluster
 
 import (
 	"context"
-	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,11 +79,13 @@ func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimi
 	if c.worker == "" {
 		return
 	}
-	// A list of the cache's own WorkerClusters, not copies: a Get would
-	// copy the worker's whole status at every Job event.
-	var list v1alpha1.WorkerClusterList
-	if err := h.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil ||
-		!slices.ContainsFunc(list.Items, func(wc v1alpha1.WorkerCluster) bool { return wc.Name == c.worker }) {
+	// Its metadata only (a cache of WorkerClusters' metadata of its own): a
+	// Get of the WorkerCluster would copy the worker's whole status, and a
+	// list of the cache's own (no copies) a WorkerCluster struct for each
+	// worker, at every Job event.
+	wc := &metav1.PartialObjectMetadata{}
+	wc.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("WorkerCluster"))
+	if err := h.reader.Get(ctx, types.NamespacedName{Name: c.worker}, wc); err != nil {
 		// Not one (or the cache cannot say): its own reconciles, every
 		// health interval, read its counts anyway.
 		return
