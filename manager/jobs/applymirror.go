@@ -377,9 +377,7 @@ func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
 func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
 	key := client.ObjectKeyFromObject(job)
 	observed, hadObserved := r.observed.take(key)
-	updated := job.DeepCopy()
-	updated.Status = desired
-	err := r.Client.Status().Update(ctx, updated)
+	updated, err := r.writeStatus(ctx, job, desired)
 	switch {
 	case err == nil:
 		r.copies.wrote(r.Clock.Now())

@@ -36,8 +36,9 @@ type jobsHarness struct {
 	workers  *workerstest.Pool
 	clock    *clocktesting.FakeClock
 	recorder *events.FakeRecorder
-	// jobWrites (updates and patches) and statusUpdates count the manager Job writes.
-	jobWrites, statusUpdates atomic.Int32
+	// jobWrites (updates and patches) and statusWrites (of the status
+	// subresource) count the manager Job writes.
+	jobWrites, statusWrites atomic.Int32
 }
 
 func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
@@ -66,9 +67,15 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 			},
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
-					h.statusUpdates.Add(1)
+					h.statusWrites.Add(1)
 				}
 				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
+					h.statusWrites.Add(1)
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
 	policy, err := admission.NewDispatchPolicy(labels.SelectorFromSet(labels.Set{v1alpha1.DispatchNamespaceLabel: "enabled"}), nil, false)
@@ -166,8 +173,8 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if got := h.events(); strings.Join(got, ",") != ReasonDispatched {
 		t.Errorf("events %v, want one %s", got, ReasonDispatched)
 	}
-	if h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 0 {
-		t.Errorf("manager writes: %d of the Job, %d of its status; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.jobWrites.Load(), h.statusUpdates.Load())
+	if h.jobWrites.Load() != 2 || h.statusWrites.Load() != 0 {
+		t.Errorf("manager writes: %d of the Job, %d of its status; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.jobWrites.Load(), h.statusWrites.Load())
 	}
 	job = h.job(t)
 	if job.Annotations[v1alpha1.MirrorUIDAnnotation] != string(m.UID) {
@@ -212,7 +219,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if result := h.reconcile(t); result.RequeueAfter != time.Second {
 		t.Errorf("a running mirror's change is looked at again after %s, want the batch period", result.RequeueAfter)
 	}
-	if h.statusUpdates.Load() != 0 {
+	if h.statusWrites.Load() != 0 {
 		t.Errorf("the running status was copied before the batch period")
 	}
 	h.clock.Step(time.Second)
@@ -232,13 +239,13 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	if m := h.mirror(t, "w1"); m == nil {
 		t.Errorf("the finished mirror was deleted while its manager Job exists")
 	}
-	if h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 2 {
-		t.Errorf("manager writes: %d of the Job, %d of its status; want 2 and 2", h.jobWrites.Load(), h.statusUpdates.Load())
+	if h.jobWrites.Load() != 2 || h.statusWrites.Load() != 2 {
+		t.Errorf("manager writes: %d of the Job, %d of its status; want 2 and 2", h.jobWrites.Load(), h.statusWrites.Load())
 	}
 	// Nothing is left to do, and nothing runs again.
 	h.reconcile(t)
-	if m := h.mirror(t, "w1"); m == nil || h.jobWrites.Load() != 2 || h.statusUpdates.Load() != 2 {
-		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.jobWrites.Load(), h.statusUpdates.Load())
+	if m := h.mirror(t, "w1"); m == nil || h.jobWrites.Load() != 2 || h.statusWrites.Load() != 2 {
+		t.Errorf("a finished Job was acted on again: mirror %v, writes %d/%d", m, h.jobWrites.Load(), h.statusWrites.Load())
 	}
 }
 

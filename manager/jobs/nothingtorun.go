@@ -66,9 +66,8 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 		}
 		job = updated
 	}
-	updated := job.DeepCopy()
-	updated.Status = completedWithoutPods(job, r.Clock.Now())
-	if err := r.Client.Status().Update(ctx, updated); err != nil {
+	updated, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now()))
+	if err != nil {
 		return fmt.Errorf("completing a Job with nothing to run: %w", err)
 	}
 	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")

@@ -113,9 +113,8 @@ func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w w
 	if !changed {
 		return false, nil
 	}
-	updated := job.DeepCopy()
-	updated.Status = status
-	if err := r.Client.Status().Update(ctx, updated); err != nil {
+	updated, err := r.writeStatus(ctx, job, status)
+	if err != nil {
 		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.reason, err)
 	}
 	r.refusals.followOwnWrite(job, updated.ResourceVersion)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // startAPIServer starts a kube-apiserver and etcd (envtest) for the test
@@ -114,6 +116,72 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 	}
 	if _, ok := final.Annotations[v1alpha1.MirrorUIDAnnotation]; ok {
 		t.Errorf("the stale write landed: %v", final.Annotations)
+	}
+}
+
+// writeStatus, on a real kube-apiserver, from a Job as the cache keeps it
+// (without the labels the API server derived from its UID and name): the
+// status lands and the labels stay; a write from a Job as read before
+// someone else's change is refused with a Conflict. An update of the status
+// subresource from the same Job takes those labels away (its metadata is
+// written too): checked, this test fails with one.
+func TestIntegrationWriteStatusLeavesTheJobsMetadataBe(t *testing.T) {
+	c := startAPIServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := &JobReconciler{Client: c}
+
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "unlabelled"},
+		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train"}},
+			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "work", Image: "registry.example/work:1"}}},
+		}},
+	}
+	if err := c.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	read := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), read); err != nil {
+		t.Fatal(err)
+	}
+	labels := read.Labels
+	if labels[batchv1.ControllerUidLabel] != string(read.UID) || labels[batchv1.JobNameLabel] != job.Name || labels["app"] != "train" {
+		t.Fatalf("the API server gave the Job the labels %v; want its template's, with those derived from its UID and name", labels)
+	}
+	cached := read.DeepCopy()
+	cached.Labels = mirror.WithoutGeneratedLabels(cached.Labels)
+
+	waiting := batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue,
+		Reason: "WaitingForPlacement", Message: "no worker has room", LastProbeTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+	written, err := r.writeStatus(ctx, cached, waiting)
+	if err != nil {
+		t.Fatalf("writing the status: %v", err)
+	}
+	got := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Reason != "WaitingForPlacement" {
+		t.Errorf("status after the write: %+v", got.Status)
+	}
+	if diff := cmp.Diff(labels, got.Labels); diff != "" {
+		t.Errorf("the Job's labels changed with its status (-before +after):\n%s", diff)
+	}
+	if written.ResourceVersion != got.ResourceVersion || written.Status.Conditions[0].Reason != "WaitingForPlacement" {
+		t.Errorf("writeStatus returned resourceVersion %s and %+v; the server holds %s", written.ResourceVersion, written.Status, got.ResourceVersion)
+	}
+
+	// cached is now stale: a write from it must not land.
+	if _, err := r.writeStatus(ctx, cached, batchv1.JobStatus{}); !apierrors.IsConflict(err) {
+		t.Fatalf("a status write from a stale read: %v, want a Conflict", err)
+	}
+	final := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), final); err != nil {
+		t.Fatal(err)
+	}
+	if len(final.Status.Conditions) != 1 {
+		t.Errorf("the stale status write landed: %+v", final.Status)
 	}
 }
 

@@ -36,11 +36,15 @@ func CacheOptions(namespace string) cache.Options {
 
 // trimJob keeps a manager Job without its managedFields and its selector
 // (a mirror gets its own from its worker's API server; the manager's writes
-// of the spec are patches of what changed), with its pod template trimmed
-// (trimTemplate) and its repeated strings shared with the other cached Jobs
-// (package sharedstrings); and of any other Job only its identity: the Job
-// controller skips it (isManagerJob), and no reader of the cache needs
-// more.
+// of the spec are patches of what changed), without the labels the API
+// server derives from its UID and name (a Job created without labels gets
+// its template's: four maps entries with the Job's UID and name, a sixth
+// of the cached Job; a mirror never carries them, and the manager's writes
+// of metadata and status are patches, which leave them be), with its pod
+// template trimmed (trimTemplate) and its repeated strings shared with the
+// other cached Jobs (package sharedstrings); and of any other Job only its
+// identity: the Job controller skips it (isManagerJob), and no reader of
+// the cache needs more.
 func trimJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -48,6 +52,9 @@ func trimJob(obj any) (any, error) {
 	}
 	if v1alpha1.IsManagerJob(job) {
 		job.ManagedFields, job.Spec.Selector = nil, nil
+		if job.Labels = mirror.WithoutGeneratedLabels(job.Labels); len(job.Labels) == 0 {
+			job.Labels = nil
+		}
 		trimTemplate(&job.Spec.Template)
 		sharedstrings.Job(job)
 		return job, nil

@@ -18,6 +18,8 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 		return &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: "team", Name: "j", UID: "u1", ResourceVersion: "7",
+				Labels: map[string]string{"app": "train", batchv1.ControllerUidLabel: "u1", "controller-uid": "u1",
+					batchv1.JobNameLabel: "j", "job-name": "j"},
 				Annotations:   map[string]string{v1alpha1.WorkerAnnotation: "worker-1"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 			},
@@ -37,6 +39,14 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 	}
 	if managed.Spec.Selector != nil {
 		t.Error("a manager Job keeps its selector in the cache")
+	}
+	if diff := cmp.Diff(map[string]string{"app": "train"}, managed.Labels); diff != "" {
+		t.Errorf("a manager Job's labels in the cache (-want +got):\n%s", diff)
+	}
+	unlabelled := job(ptr.To(v1alpha1.ManagerManagedBy))
+	unlabelled.Labels = map[string]string{batchv1.ControllerUidLabel: "u1", batchv1.JobNameLabel: "j"}
+	if got, err := trimJob(unlabelled); err != nil || got.(*batchv1.Job).Labels != nil {
+		t.Errorf("a manager Job with the generated labels alone keeps %v in the cache (error %v)", got.(*batchv1.Job).Labels, err)
 	}
 	if managed.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" || len(managed.Spec.Template.Spec.Containers) != 1 || managed.Status.Active != 1 {
 		t.Errorf("a manager Job lost what the cache's readers read: %+v", managed)
