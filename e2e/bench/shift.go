@@ -49,7 +49,7 @@ type WorkerShift struct {
 	// Until is when the lost worker's API server was started again: the
 	// placements counted are those seen from At until then (zero: until
 	// the end of the run, for the filled worker, which stays full).
-	Until time.Time `json:"until,omitempty"`
+	Until time.Time `json:"until,omitzero"`
 	// PlacedAfter counts the Jobs the manager was seen placing there after
 	// At (and before Until); LastPlacedAfterSeconds is the last of them,
 	// from At (0: none).
