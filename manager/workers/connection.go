@@ -385,13 +385,7 @@ func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 // (metav1.NamespaceAll: every namespace), from the cache, sharing its maps
 // and pointers: to read, never to change.
 func (c *Connection) Mirrors(_ context.Context, ns string) ([]batchv1.Job, error) {
-	if !c.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
-	}
-	if ns != metav1.NamespaceAll && !c.MayUse(ns) {
-		return nil, nil
-	}
-	cached, err := c.mirrors.list(ns)
+	cached, err := c.cachedMirrors(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -406,13 +400,7 @@ func (c *Connection) Mirrors(_ context.Context, ns string) ([]batchv1.Job, error
 // (metav1.NamespaceAll: every namespace): the cache's own, to read, never
 // to change.
 func (c *Connection) MirrorMetas(_ context.Context, ns string) ([]*metav1.ObjectMeta, error) {
-	if !c.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
-	}
-	if ns != metav1.NamespaceAll && !c.MayUse(ns) {
-		return nil, nil
-	}
-	cached, err := c.mirrors.list(ns)
+	cached, err := c.cachedMirrors(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -421,6 +409,18 @@ func (c *Connection) MirrorMetas(_ context.Context, ns string) ([]*metav1.Object
 		out[i] = &m.ObjectMeta
 	}
 	return out, nil
+}
+
+// cachedMirrors are the cached mirrors in namespace ns (metav1.NamespaceAll:
+// every namespace); none in a namespace the manager may not use there.
+func (c *Connection) cachedMirrors(ns string) ([]*cachedMirror, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
+	}
+	if ns != metav1.NamespaceAll && !c.MayUse(ns) {
+		return nil, nil
+	}
+	return c.mirrors.list(ns)
 }
 
 // Capacity returns the worker's last published summary, if any, shared:
