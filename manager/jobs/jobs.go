@@ -93,7 +93,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // charts/jobferry-manager/files/). Every read goes through the cache: list
 // and watch, never get (the install test checks each right is used).
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
