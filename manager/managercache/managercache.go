@@ -38,7 +38,7 @@ func CacheOptions(namespace string) cache.Options {
 // (a mirror gets its own from its worker's API server; the manager's writes
 // of the spec are patches of what changed), without the labels the API
 // server derives from its UID and name (a Job created without labels gets
-// its template's: four maps entries with the Job's UID and name, a sixth
+// its template's: four map entries with the Job's UID and name, a sixth
 // of the cached Job; a mirror never carries them, and the manager's writes
 // of metadata and status are patches, which leave them be), with its pod
 // template trimmed (trimTemplate) and its repeated strings shared with the
