@@ -69,6 +69,27 @@ func render(t *testing.T, chart, valuesFile string, set ...string) (string, erro
 	return run(t, nil, "helm", args...)
 }
 
+// GitOps tools render charts without a cluster: helm then assumes the
+// Kubernetes version it was built for, which must satisfy the charts'
+// kubeVersion (a helm built without its version ldflags assumes v1.20.0 and
+// refuses them).
+func TestIntegrationChartsRenderWithoutACluster(t *testing.T) {
+	for _, chart := range charts {
+		t.Run(chart, func(t *testing.T) {
+			out, err := run(t, nil, "helm", "template", chart, chart, "--namespace", "jobferry-system")
+			if err != nil {
+				t.Fatalf("helm template without --kube-version: %v", err)
+			}
+			if !strings.Contains(out, "kind: Deployment") {
+				t.Errorf("helm template rendered no Deployment:\n%s", out)
+			}
+			if out, err := run(t, nil, "helm", "lint", "--strict", chart); err != nil {
+				t.Errorf("helm lint without --kube-version: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // Both charts lint clean; their default values and every example in their
 // examples/ render, and what they render is accepted by a real API server
 // (server-side dry-run, CRDs of the charts installed first); a value of the

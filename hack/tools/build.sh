@@ -17,6 +17,10 @@ kube_version=$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 kube_minor=${kube_version#v*.}
 kube_minor=${kube_minor%%.*}
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
+# helm assumes this Kubernetes version when it renders without a cluster
+# (`helm template`, `helm lint`; GitOps tools do); unset it is v1.20.0 and our
+# charts' kubeVersion refuses it. helm's Makefile sets the same variables.
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version={version} -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${kube_minor} -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${kube_minor}"
 
 # name|package|module whose version is the pin|extra ldflags ({version} = that version)|module directory (under hack/tools; empty: hack/tools)|files of that module copied into bin/<name>-files/ (a glob; empty: none)
 tools=(
@@ -25,9 +29,11 @@ tools=(
   "kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|$kube_ldflags||"
   "kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|$kube_ldflags||"
   "kubectl|k8s.io/kubernetes/cmd/kubectl|k8s.io/kubernetes|$kube_ldflags||"
+  "kubelet|k8s.io/kubernetes/cmd/kubelet|k8s.io/kubernetes|$kube_ldflags||"
+  "kube-proxy|k8s.io/kubernetes/cmd/kube-proxy|k8s.io/kubernetes|$kube_ldflags||"
   "kwok|sigs.k8s.io/kwok/cmd/kwok|sigs.k8s.io/kwok|||"
   "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen|sigs.k8s.io/controller-tools|||"
-  "helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3|-X helm.sh/helm/v3/internal/version.version={version}||"
+  "helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3|$helm_ldflags||"
   "kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}|kueue|config/components/crd/bases/*.yaml"
 )
 
