@@ -32,6 +32,10 @@ tools: ## build the pinned control plane, KWOK, kubectl, helm, controller-gen an
 prometheus: ## install prometheus and promtool (Debian 12's package, pinned by version and sha256) into bin/
 	@hack/prometheus.sh $(BIN)
 
+.PHONY: nodes
+nodes: tools ## install what real nodes run besides bin/kubelet and bin/kube-proxy into bin/nodes: containerd, runc, CNI plugins (Debian 12's, pinned), the pause and busybox images; iptables and conntrack with apt-get when missing (root)
+	@hack/nodes.sh $(BIN)
+
 .PHONY: build
 build: ## build jobferry's own binaries (manager, worker, kubectl-jobferry, jobferry-dev) into bin/
 	go build -o $(BIN)/ ./cmd/...
@@ -65,7 +69,7 @@ test-integration: tools prometheus ## tests against a real kube-apiserver + etcd
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: tools build images prometheus ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK)
+test-e2e: tools build images prometheus nodes ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK; the real-node tier: kubelet, containerd, as root)
 	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
 
 .PHONY: dev-up
@@ -77,7 +81,8 @@ dev-down: ## stop the local environment started by dev-up or demo
 	@if [ -x $(BIN)/jobferry-dev ]; then $(BIN)/jobferry-dev down --dir $(DEV_DIR); else go run ./cmd/jobferry-dev down --dir $(DEV_DIR); fi
 
 .PHONY: demo
-demo: tools build ## start a manager and two workers and run sample Jobs end to end
+demo: tools build ## start a manager and two workers and run sample Jobs end to end (on real nodes as root, else on KWOK's)
+	@if [ "$$(id -u)" = 0 ]; then hack/nodes.sh $(BIN) || echo "demo: could not install what real nodes need (above); the demo runs on KWOK's fake nodes"; fi
 	$(BIN)/jobferry-dev demo --dir $(DEV_DIR)
 
 .PHONY: demo-down

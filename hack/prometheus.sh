@@ -32,21 +32,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fetched=
-for url in "${urls[@]}"; do
-  if curl -fsSL --retry 3 -o "$tmp/$deb" "$url"; then
-    fetched=$url
-    break
-  fi
-done
-if [ -z "$fetched" ]; then
-  echo "prometheus: could not download $deb from ${urls[*]}" >&2
-  exit 1
-fi
-if ! echo "$sha256  $tmp/$deb" | sha256sum -c --quiet; then
-  echo "prometheus: $fetched does not have the pinned sha256 $sha256" >&2
-  exit 1
-fi
+# shellcheck source=hack/fetch-deb.sh
+. "$here/fetch-deb.sh"
+fetch_deb prometheus "$sha256" "$tmp/$deb" "${urls[@]}"
 dpkg-deb -x "$tmp/$deb" "$tmp/root"
 install -m 0755 "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$bin/"
 echo "$version" >"$stamp"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -68,6 +70,35 @@ func demoJobs() []*batchv1.Job {
 	return jobs
 }
 
+// realNodeDemoJobs are 8 Jobs whose busybox containers print what they do:
+// on real nodes (two CPUs each, the host's) they run for real.
+func realNodeDemoJobs() []*batchv1.Job {
+	var jobs []*batchv1.Job
+	for i := 1; i <= 4; i++ {
+		jobs = append(jobs, realJob(fmt.Sprintf("etl-%d", i), 2, 2, fmt.Sprintf("echo \"etl-%d: extracting a batch on $(hostname)\"; sleep %d; echo \"etl-%d: done\"", i, 2+i%3, i)))
+	}
+	for i := 1; i <= 2; i++ {
+		job := realJob(fmt.Sprintf("indexed-%d", i), 4, 2, fmt.Sprintf("echo \"indexed-%d: shard $JOB_COMPLETION_INDEX of 4 on $(hostname)\"; sleep 2", i))
+		job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		jobs = append(jobs, job)
+	}
+	for i := 1; i <= 2; i++ {
+		jobs = append(jobs, realJob(fmt.Sprintf("report-%d", i), 1, 1, fmt.Sprintf("echo \"report-%d: $(seq 1 100 | wc -l) rows summed on $(hostname)\"", i)))
+	}
+	return jobs
+}
+
+// realJob runs script in busybox (imported into every real node).
+func realJob(name string, completions, parallelism int32, script string) *batchv1.Job {
+	job := sampleJob(name, completions, parallelism, "100m", 0)
+	job.Spec.Template.Annotations = nil
+	c := &job.Spec.Template.Spec.Containers[0]
+	c.Image = localcluster.BusyboxImage
+	c.Command = []string{"sh", "-c", script}
+	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("16Mi")
+	return job
+}
+
 func sampleJob(name string, completions, parallelism int32, cpu string, runFor time.Duration) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: name},
@@ -101,7 +132,18 @@ func runDemo(ctx context.Context, out io.Writer, dir string, timeout time.Durati
 	} else if stopped > 0 {
 		fmt.Fprintf(out, "stopped the %d cluster(s) a previous run left in %s\n", stopped, dir)
 	}
-	env, err := startDev(ctx, dir, 2, false, out)
+	// Real nodes when this machine can run them (root, `make nodes`).
+	realNodes := false
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		return err
+	}
+	if why := localcluster.RealNodesUnavailable(binDir); why != nil {
+		fmt.Fprintf(out, "the demo runs on KWOK's fake nodes, not real ones: %v\n", why)
+	} else {
+		realNodes = true
+	}
+	env, err := startDev(ctx, dir, 2, false, realNodes, out)
 	if err != nil {
 		return err
 	}
@@ -112,25 +154,43 @@ func runDemo(ctx context.Context, out io.Writer, dir string, timeout time.Durati
 	if err != nil {
 		return err
 	}
-	if err := runSampleJobs(ctx, out, manager, timeout); err != nil {
+	jobs := demoJobs()
+	if realNodes {
+		jobs = realNodeDemoJobs()
+	}
+	if err := runSampleJobs(ctx, out, manager, jobs, timeout); err != nil {
 		fmt.Fprintf(out, "\nthe clusters are still up for a look: logs in %s/<cluster>/logs; stop them with `make demo-down`\n", dir)
 		return err
 	}
-	fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. The clusters stay up; look around:\n  %s\n  %s\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
+	if !realNodes {
+		fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. The clusters stay up; look around:\n  %s\n  %s\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
+			pluginHint(dir, "status"),
+			pluginHint(dir, "get jobs -A"),
+			kubectlHint(dir, "manager", "get workerclusters"),
+			kubectlHint(dir, "manager", "describe job -n demo train-gpu-1"),
+			kubectlHint(dir, "worker-1", "get jobs,pods -n demo -o wide"))
+		return nil
+	}
+	// One Job's real output, read on its worker through the manager.
+	args := "logs job -n demo etl-1 --all-pods"
+	fmt.Fprintf(out, "\nevery sample Job is Complete on the manager. What etl-1's containers printed on their worker:\n$ %s\n", pluginHint(dir, args))
+	logs := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-jobferry"), append([]string{"--kubeconfig", env.Manager.KubeconfigPath}, strings.Fields(args)...)...)
+	logs.Stdout, logs.Stderr = out, out
+	if err := logs.Run(); err != nil {
+		return fmt.Errorf("reading etl-1's logs through the manager: %w", err)
+	}
+	fmt.Fprintf(out, "\nThe clusters stay up; look around:\n  %s\n  %s\n  %s\nstop everything with: make demo-down\n",
 		pluginHint(dir, "status"),
 		pluginHint(dir, "get jobs -A"),
-		kubectlHint(dir, "manager", "get workerclusters"),
-		kubectlHint(dir, "manager", "describe job -n demo train-gpu-1"),
 		kubectlHint(dir, "worker-1", "get jobs,pods -n demo -o wide"))
 	return nil
 }
 
-func runSampleJobs(ctx context.Context, out io.Writer, manager kubernetes.Interface, timeout time.Duration) error {
+func runSampleJobs(ctx context.Context, out io.Writer, manager kubernetes.Interface, jobs []*batchv1.Job, timeout time.Duration) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace, Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: v1alpha1.DispatchEnabled}}}
 	if _, err := manager.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s on the manager: %w", demoNamespace, err)
 	}
-	jobs := demoJobs()
 	fmt.Fprintf(out, "\ncreating %d ordinary Jobs in namespace %s (labelled %s=%s) on the manager\n", len(jobs), demoNamespace, v1alpha1.DispatchNamespaceLabel, v1alpha1.DispatchEnabled)
 	for _, j := range jobs {
 		if _, err := manager.BatchV1().Jobs(demoNamespace).Create(ctx, j, metav1.CreateOptions{}); err != nil {

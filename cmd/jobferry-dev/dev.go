@@ -23,7 +23,7 @@ func defaultDevDir() string {
 
 // startDev starts the development environment in dir, refusing to start over
 // a running one.
-func startDev(ctx context.Context, dir string, workers int, withKueue bool, out io.Writer) (*devenv.Env, error) {
+func startDev(ctx context.Context, dir string, workers int, withKueue, realNodes bool, out io.Writer) (*devenv.Env, error) {
 	if workers < 1 {
 		return nil, fmt.Errorf("--workers must be at least 1, got %d", workers)
 	}
@@ -39,8 +39,13 @@ func startDev(ctx context.Context, dir string, workers int, withKueue bool, out 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
 	opts := devenv.Options{Dir: dir, Workers: devenv.DevWorkers(workers), JobControllers: devenv.DevJobControllers, Detached: true, Progress: out}
+	if realNodes {
+		fmt.Fprintf(out, "starting a manager and %d worker(s), each with a real node, in %s (about 30 s)\n", workers, dir)
+		opts.Workers = devenv.RealNodeWorkers(workers)
+	} else {
+		fmt.Fprintf(out, "starting a manager and %d worker(s) in %s (about 15 s)\n", workers, dir)
+	}
 	if withKueue {
 		opts.Kueue = &localcluster.KueueOptions{}
 	}
@@ -77,7 +82,7 @@ func binaryHint(binary, dir, cluster, args string) string {
 func newDevCommands() []*cobra.Command {
 	var dir string
 	var workers int
-	var withKueue bool
+	var withKueue, realNodes bool
 	dirFlag := func(cmd *cobra.Command) *cobra.Command {
 		cmd.Flags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
 		return cmd
@@ -88,7 +93,7 @@ func newDevCommands() []*cobra.Command {
 		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry-dev down`",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			env, err := startDev(cmd.Context(), dir, workers, withKueue, out)
+			env, err := startDev(cmd.Context(), dir, workers, withKueue, realNodes, out)
 			if err != nil {
 				return err
 			}
@@ -102,6 +107,7 @@ func newDevCommands() []*cobra.Command {
 		},
 	}
 	up.Flags().IntVar(&workers, "workers", 2, "number of worker clusters")
+	up.Flags().BoolVar(&realNodes, "real-nodes", false, "give each worker a real node (kubelet, kube-proxy, containerd; root and `make nodes`) instead of KWOK's fake ones: its pods run real containers ("+localcluster.BusyboxImage+" is there)")
 	up.Flags().BoolVar(&withKueue, "kueue", false, "also run Kueue (bin/kueue, the version hack/tools/kueue pins) on the manager cluster, with its CRDs, and the manager with --kueue")
 
 	down := &cobra.Command{

@@ -89,6 +89,17 @@ func DevWorkers(n int) []localcluster.Spec {
 	return workers
 }
 
+// RealNodeWorkers is the topology on real nodes: each worker one real node
+// (localcluster.Spec.RealNode), whose pods run real containers, and no fake
+// ones.
+func RealNodeWorkers(n int) []localcluster.Spec {
+	var workers []localcluster.Spec
+	for i := 1; i <= n; i++ {
+		workers = append(workers, localcluster.Spec{Name: fmt.Sprintf("worker-%d", i), RealNode: true})
+	}
+	return workers
+}
+
 // Options configure an environment.
 type Options struct {
 	Dir      string

@@ -99,6 +99,24 @@ type Spec struct {
 	// otherwise): the bench profiles the manager cluster's API server,
 	// which shares the manager's CPU.
 	Profiling bool
+	// RealNode adds a real node to the cluster (realnode.go): a kubelet,
+	// kube-proxy and containerd whose pods run real containers. It needs
+	// root and `make nodes` (RealNodesUnavailable says what is missing),
+	// and a HostNetwork (Options.Network; StartEnvironment makes one).
+	RealNode bool
+}
+
+// realNodeControllers are what a cluster with a real node runs besides
+// Controllers: Deployments and their ReplicaSets, PodDisruptionBudgets, and
+// the endpoints of Services (kube-proxy and the API server's webhook and
+// aggregator routing read them).
+var realNodeControllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"disruption-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
+	"endpointslice-mirroring-controller",
 }
 
 // apiServerOnlyArgs make the API server of an API-server-only cluster
@@ -148,6 +166,14 @@ type Options struct {
 	StartTimeout time.Duration
 	// Etcd is the client URL of the etcd of the cluster Spec.EtcdOf names.
 	Etcd string
+	// Network, when set, is where the API server serves (its host address)
+	// and where a real node (Spec.RealNode) is plugged in, in slot NodeSlot
+	// (distinct per cluster of the network).
+	Network  *HostNetwork
+	NodeSlot int
+	// NodeImages are OCI archives a real node imports besides the pause and
+	// busybox images (jobferry's, from `make images`).
+	NodeImages []string
 }
 
 // Cluster is a running local cluster.
@@ -190,6 +216,9 @@ func (c *Cluster) Stop() error {
 		procs := append([]*Process(nil), c.Processes...)
 		c.mu.Unlock()
 		c.stopErr = stopAll(procs)
+		if err := stopRealNode(c.Dir); err != nil {
+			c.stopErr = errors.Join(c.stopErr, err)
+		}
 		untrack(c)
 		if c.stopErr == nil {
 			_ = os.Remove(processesFile(c.Dir))
@@ -348,8 +377,16 @@ func validate(spec Spec, opts *Options) error {
 		}
 		opts.BinDir = dir
 	}
-	if spec.APIServerOnly && len(spec.Pools) > 0 {
-		return fmt.Errorf("cluster %s: an API server only has no nodes: pools need KWOK and a scheduler", spec.Name)
+	if spec.APIServerOnly && (len(spec.Pools) > 0 || spec.RealNode) {
+		return fmt.Errorf("cluster %s: an API server only has no nodes: pools need KWOK and a scheduler, a real node a scheduler", spec.Name)
+	}
+	if spec.RealNode {
+		if opts.Network == nil {
+			return fmt.Errorf("cluster %s: a real node needs Options.Network (StartEnvironment makes one)", spec.Name)
+		}
+		if err := RealNodesUnavailable(opts.BinDir); err != nil {
+			return fmt.Errorf("cluster %s: %w", spec.Name, err)
+		}
 	}
 	if (spec.EtcdOf == "") != (opts.Etcd == "") {
 		return fmt.Errorf("cluster %s: Spec.EtcdOf (%q) and Options.Etcd (%q) come together", spec.Name, spec.EtcdOf, opts.Etcd)
@@ -360,6 +397,9 @@ func validate(spec Spec, opts *Options) error {
 	}
 	if len(spec.Pools) > 0 {
 		binaries = append(binaries, "kube-scheduler", "kwok")
+	}
+	if spec.RealNode {
+		binaries = append(binaries, "kube-scheduler")
 	}
 	if err := checkBinaries(opts.BinDir, binaries...); err != nil {
 		return err
@@ -405,9 +445,15 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		return err
 	}
 	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
-	c.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	// On a host network the API server serves on the host's address
+	// there, where the nodes' pods reach it.
+	apiAddress := "127.0.0.1"
+	if opts.Network != nil {
+		apiAddress = opts.Network.HostIP()
+	}
+	c.Server = "https://" + net.JoinHostPort(apiAddress, strconv.Itoa(apiPort))
 	c.KubeconfigPath = files.path("kubeconfig")
-	if err := writePKI(ca, files, c.Name, c.Server, c.KubeconfigPath); err != nil {
+	if err := writePKI(ca, files, c.Name, c.Server, c.KubeconfigPath, apiAddress); err != nil {
 		return err
 	}
 	c.config, err = clientcmd.BuildConfigFromFlags("", c.KubeconfigPath)
@@ -466,8 +512,29 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	if spec.APIServerOnly {
 		apiServerArgs = append(apiServerArgs, apiServerOnlyArgs...)
 	}
+	// The "kubernetes" Service's endpoints cannot point at loopback: on a
+	// host network they point at the host's address there (pods reach their
+	// API server through it); otherwise there are none.
+	endpointReconciler := "none"
+	authorization := "RBAC"
+	if opts.Network != nil {
+		endpointReconciler = "lease"
+	}
+	if spec.RealNode {
+		// Kubelets as nodes (the Node authorizer and NodeRestriction), the
+		// API server as their client (pod logs, exec), and webhooks and
+		// aggregated APIs reached at their pods' addresses (no kube-proxy
+		// on the host).
+		authorization = "Node,RBAC"
+		apiServerArgs = append(apiServerArgs,
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+files.path("pki", "apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+files.path("pki", "apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority="+files.path("pki", "ca.crt"),
+			"--enable-aggregator-routing=true")
+	}
 	apiserver, err := run("kube-apiserver", append(append(apiServerArgs, etcdArgs...),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address="+apiAddress, "--advertise-address="+apiAddress,
 		"--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+files.path("pki"),
 		"--tls-cert-file="+files.path("pki", "apiserver.crt"),
@@ -477,12 +544,12 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		"--service-account-signing-key-file="+files.path("pki", "sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+		"--authorization-mode="+authorization,
 		"--allow-privileged=true",
-		// The "kubernetes" Service endpoints cannot point at loopback.
-		"--endpoint-reconciler-type=none",
-		// KWOK's nodes are reached at their InternalIP (127.0.0.1, where KWOK
-		// serves pod logs); their Hostname does not resolve.
+		"--endpoint-reconciler-type="+endpointReconciler,
+		// Nodes are reached at their InternalIP (KWOK's 127.0.0.1, where it
+		// serves pod logs; a real node's on the host network); their
+		// Hostname does not resolve.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
 		// Aggregated APIs (the manager's inspection API): the front proxy's
@@ -534,8 +601,8 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 	probes := []healthProbe{{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)}}
 
-	if len(spec.Pools) > 0 {
-		progress("starting kube-scheduler and KWOK")
+	if len(spec.Pools) > 0 || spec.RealNode {
+		progress("starting kube-scheduler")
 		sched, err := run("kube-scheduler", append(authn,
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
@@ -544,6 +611,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err != nil {
 			return err
 		}
+		probes = append(probes, healthProbe{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)})
+	}
+	if len(spec.Pools) > 0 {
+		progress("starting KWOK")
 		if err := os.WriteFile(files.path("kwok.yaml"), kwokConfig(files.path("logs", "containers.log")), 0o644); err != nil {
 			return err
 		}
@@ -568,9 +639,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err != nil {
 			return err
 		}
-		probes = append(probes,
-			healthProbe{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
-			healthProbe{kwok, fmt.Sprintf("https://127.0.0.1:%d/healthz", kwokPort)})
+		probes = append(probes, healthProbe{kwok, fmt.Sprintf("https://127.0.0.1:%d/healthz", kwokPort)})
 	}
 	// The probes target the components' own self-signed serving certificates.
 	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // health probe only
@@ -592,6 +661,11 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 			return err
 		}
 	}
+	if spec.RealNode {
+		if err := c.startRealNode(ctx, ca, opts.Network, opts.NodeSlot, opts, progress); err != nil {
+			return err
+		}
+	}
 	if err := waitReady(nil, defaultServiceAccount(client)); err != nil {
 		return err
 	}
@@ -600,10 +674,14 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 }
 
 func (s Spec) controllers() []string {
-	if len(s.Controllers) == 0 {
-		return Controllers
+	controllers := s.Controllers
+	if len(controllers) == 0 {
+		controllers = Controllers
 	}
-	return s.Controllers
+	if s.RealNode {
+		controllers = append(append([]string(nil), controllers...), realNodeControllers...)
+	}
+	return controllers
 }
 
 func (s Spec) poolLabel() string {
@@ -616,17 +694,25 @@ func (s Spec) poolLabel() string {
 // frontProxyClient is the name of the aggregator's client certificate.
 const frontProxyClient = "front-proxy-client"
 
-func writePKI(ca *CA, files layout, name, server, kubeconfigPath string) error {
+func writePKI(ca *CA, files layout, name, server, kubeconfigPath, apiAddress string) error {
 	if err := ca.WriteFiles(files.path("pki")); err != nil {
 		return err
 	}
 	serving, err := ca.issue("kube-apiserver", nil,
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}, x509.ExtKeyUsageServerAuth)
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(apiAddress), net.ParseIP("10.96.0.1")}, x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return err
 	}
 	if err := serving.write(files.path("pki", "apiserver.crt"), files.path("pki", "apiserver.key")); err != nil {
+		return err
+	}
+	// The API server's client certificate towards kubelets (pod logs).
+	kubeletClient, err := ca.issue("kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	if err := kubeletClient.write(files.path("pki", "apiserver-kubelet-client.crt"), files.path("pki", "apiserver-kubelet-client.key")); err != nil {
 		return err
 	}
 	adminCert, err := ca.issue("jobferry-admin", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth)

@@ -26,6 +26,8 @@ type EnvironmentOptions struct {
 	BinDir   string
 	Detached bool
 	Progress io.Writer
+	// NodeImages are OCI archives every real node imports (Options.NodeImages).
+	NodeImages []string
 }
 
 // Environment is a running manager cluster and its workers, sharing one CA.
@@ -34,6 +36,8 @@ type Environment struct {
 	CA      *CA
 	Manager *Cluster
 	Workers []*Cluster
+	// Network is the host network of the real nodes; nil without any.
+	Network *HostNetwork
 }
 
 // Clusters lists the manager first, then the workers.
@@ -76,6 +80,10 @@ func (e *Environment) Stop() error {
 			}
 		}
 	}
+	if err := removeHostNetwork(e.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	untrackNetwork(e.Dir)
 	return errors.Join(errs...)
 }
 
@@ -84,6 +92,7 @@ func (e *Environment) Release() {
 	for _, c := range e.Clusters() {
 		c.Release()
 	}
+	untrackNetwork(e.Dir)
 }
 
 // sharingStarts bounds how many clusters using another's etcd start at once:
@@ -114,6 +123,16 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 		return nil, err
 	}
 	env := &Environment{Dir: opts.Dir, CA: ca, Workers: make([]*Cluster, len(spec.Workers))}
+	for _, s := range specs {
+		if s.RealNode && env.Network == nil {
+			// Like its clusters, tracked while starting even when
+			// detached (Release forgets it).
+			trackNetwork(opts.Dir)
+			if env.Network, err = newHostNetwork(opts.Dir); err != nil {
+				return nil, errors.Join(err, removeHostNetwork(opts.Dir))
+			}
+		}
+	}
 	started := make([]*Cluster, len(specs))
 	startPhase := func(sharing bool, limit int) error {
 		etcdOf := map[string]string{}
@@ -133,6 +152,7 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 				c, err := Start(gctx, s, Options{
 					Dir: filepath.Join(opts.Dir, s.Name), BinDir: opts.BinDir, CA: ca,
 					Detached: opts.Detached, Progress: opts.Progress, Etcd: etcd,
+					Network: env.Network, NodeSlot: i, NodeImages: opts.NodeImages,
 				})
 				started[i] = c
 				return err
@@ -211,6 +231,20 @@ func StopEnvironment(dir string) (stopped int, err error) {
 		}
 		stopped++
 		_ = os.Remove(processesFile(filepath.Join(dir, c.Name)))
+	}
+	// Real nodes: what their processes leave (containers, mounts, cgroups,
+	// routes), also of a cluster whose processes were never recorded.
+	nodes, err := filepath.Glob(filepath.Join(dir, "*", "node.json"))
+	if err != nil {
+		return stopped, err
+	}
+	for _, n := range nodes {
+		if err := stopRealNode(filepath.Dir(n)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeHostNetwork(dir); err != nil {
+		errs = append(errs, err)
 	}
 	return stopped, errors.Join(errs...)
 }

@@ -159,14 +159,37 @@ func stopAll(procs []*Process) error {
 var live = struct {
 	sync.Mutex
 	stoppers map[*Cluster]struct{}
+	// networks are the directories of environments whose host network
+	// is removed once their clusters are stopped.
+	networks map[string]struct{}
 	once     sync.Once
-}{stoppers: map[*Cluster]struct{}{}}
+}{stoppers: map[*Cluster]struct{}{}, networks: map[string]struct{}{}}
 
 // track arranges for c to be stopped if this process gets SIGINT or SIGTERM.
 func track(c *Cluster) {
 	live.Lock()
 	live.stoppers[c] = struct{}{}
 	live.Unlock()
+	handleSignals()
+}
+
+// trackNetwork arranges for the host network of the environment in envDir
+// to be removed, after its clusters are stopped, if this process gets
+// SIGINT or SIGTERM.
+func trackNetwork(envDir string) {
+	live.Lock()
+	live.networks[envDir] = struct{}{}
+	live.Unlock()
+	handleSignals()
+}
+
+func untrackNetwork(envDir string) {
+	live.Lock()
+	delete(live.networks, envDir)
+	live.Unlock()
+}
+
+func handleSignals() {
 	live.once.Do(func() {
 		signals := make(chan os.Signal, 1)
 		signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
@@ -190,6 +213,17 @@ func track(c *Cluster) {
 				}()
 			}
 			wg.Wait()
+			live.Lock()
+			networks := make([]string, 0, len(live.networks))
+			for dir := range live.networks {
+				networks = append(networks, dir)
+			}
+			live.Unlock()
+			for _, dir := range networks {
+				if err := removeHostNetwork(dir); err != nil {
+					fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+				}
+			}
 			os.Exit(128 + int(sig.(syscall.Signal)))
 		}()
 	})

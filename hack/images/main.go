@@ -46,21 +46,32 @@ func main() {
 		version  = flag.String("version", "", "image tag and org.opencontainers.image.version label")
 		revision = flag.String("revision", "", "org.opencontainers.image.revision label (the source commit)")
 		created  = flag.Int64("created", 0, "creation time in Unix seconds (the commit's, so an image is reproducible); 0 for the epoch")
+		// The real-node tests' images instead of jobferry's (nodeimages.go).
+		nodeImages = flag.String("node-images", "", "directory holding a static pause and busybox: write the pause and busybox images of real nodes instead")
 	)
 	flag.Parse()
-	if *binDir == "" || *version == "" || *revision == "" {
+	if *nodeImages == "" && (*binDir == "" || *version == "" || *revision == "") {
 		fmt.Fprintln(os.Stderr, "images: --bin-dir, --version and --revision are required")
 		os.Exit(2)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fail(err)
 	}
+	createdAt := time.Unix(*created, 0).UTC()
+	if *nodeImages != "" {
+		if err := writeNodeImages(*nodeImages, *out, createdAt); err != nil {
+			fail(err)
+		}
+		return
+	}
 	for _, binary := range []string{"manager", "worker"} {
 		ref := fmt.Sprintf("%s/jobferry-%s:%s", *registry, binary, *version)
 		path := filepath.Join(*out, "jobferry-"+binary+".oci.tar")
-		if err := writeArchive(path, ref, Image{
-			Binary: filepath.Join(*binDir, binary), Name: binary, Version: *version, Revision: *revision, Created: time.Unix(*created, 0).UTC(),
-		}); err != nil {
+		im, err := jobferryImage(filepath.Join(*binDir, binary), binary, *version, *revision, createdAt)
+		if err == nil {
+			err = writeArchive(path, ref, im)
+		}
+		if err != nil {
 			fail(fmt.Errorf("%s: %w", binary, err))
 		}
 		fmt.Printf("images: %s -> %s\n", ref, path)
@@ -72,31 +83,70 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// Image describes one image to build.
+// Image describes one image to build: one layer on nothing.
 type Image struct {
-	Binary, Name      string
-	Version, Revision string
-	Created           time.Time
+	// Entries are the layer's files, in order.
+	Entries    []Entry
+	Entrypoint []string
+	Cmd        []string
+	User       string
+	Labels     map[string]string
+	Created    time.Time
 }
 
-// build returns the image: one layer with /<name> and /tmp, on nothing.
-func build(im Image) (v1.Image, error) {
-	binary, err := os.ReadFile(im.Binary)
+// Entry is a directory, a regular file or a symbolic link of a layer.
+type Entry struct {
+	Name string
+	Mode int64
+	// Dir: a directory; Link: a symbolic link to it; otherwise a file
+	// holding Data.
+	Dir  bool
+	Link string
+	Data []byte
+}
+
+// jobferryImage is the image of one of jobferry's static binaries: /<name>
+// and an empty /tmp, run as NonRootUser.
+func jobferryImage(binaryPath, name, version, revision string, created time.Time) (Image, error) {
+	binary, err := os.ReadFile(binaryPath)
 	if err != nil {
-		return nil, err
+		return Image{}, err
 	}
+	return Image{
+		Entries: []Entry{
+			{Name: "tmp/", Dir: true, Mode: 0o1777},
+			{Name: name, Mode: 0o755, Data: binary},
+		},
+		Entrypoint: []string{"/" + name},
+		User:       NonRootUser,
+		Created:    created,
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    "jobferry-" + name,
+			"org.opencontainers.image.version":  version,
+			"org.opencontainers.image.revision": revision,
+			"org.opencontainers.image.source":   Source,
+			"org.opencontainers.image.created":  created.Format(time.RFC3339),
+		},
+	}, nil
+}
+
+// build returns the image.
+func build(im Image) (v1.Image, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	entries := []*tar.Header{
-		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: im.Created},
-		{Name: im.Name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(binary)), ModTime: im.Created},
-	}
-	for _, h := range entries {
+	for _, e := range im.Entries {
+		h := &tar.Header{Name: e.Name, Typeflag: tar.TypeReg, Mode: e.Mode, Size: int64(len(e.Data)), ModTime: im.Created}
+		switch {
+		case e.Dir:
+			h = &tar.Header{Name: e.Name, Typeflag: tar.TypeDir, Mode: e.Mode, ModTime: im.Created}
+		case e.Link != "":
+			h = &tar.Header{Name: e.Name, Typeflag: tar.TypeSymlink, Linkname: e.Link, Mode: 0o777, ModTime: im.Created}
+		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
 		}
 		if h.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(binary); err != nil {
+			if _, err := tw.Write(e.Data); err != nil {
 				return nil, err
 			}
 		}
@@ -122,16 +172,11 @@ func build(im Image) (v1.Image, error) {
 	cfg.OS, cfg.Architecture = "linux", "amd64"
 	cfg.Created = v1.Time{Time: im.Created}
 	cfg.Config = v1.Config{
-		Entrypoint: []string{"/" + im.Name},
-		User:       NonRootUser,
+		Entrypoint: im.Entrypoint,
+		Cmd:        im.Cmd,
+		User:       im.User,
 		WorkingDir: "/",
-		Labels: map[string]string{
-			"org.opencontainers.image.title":    "jobferry-" + im.Name,
-			"org.opencontainers.image.version":  im.Version,
-			"org.opencontainers.image.revision": im.Revision,
-			"org.opencontainers.image.source":   Source,
-			"org.opencontainers.image.created":  im.Created.Format(time.RFC3339),
-		},
+		Labels:     im.Labels,
 	}
 	return mutate.ConfigFile(img, cfg)
 }

@@ -1,0 +1,441 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// Chart settings of the real-node tier: a short lease, so a killed leader
+// is replaced soon.
+const (
+	realLeaseDuration = 6 * time.Second
+	realRetryPeriod   = time.Second
+)
+
+// The real-node tier: a manager and two workers, each cluster with one real
+// node (kubelet, kube-proxy, containerd, runc); the charts installed with
+// the real helm, their Deployments running as pods from `make images`'
+// archives (the manager as two replicas), the workers joined with `kubectl
+// jobferry join`, Jobs running real containers. One environment for every
+// check.
+func TestRealNodes(t *testing.T) {
+	ctx := t.Context()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.RealNodesUnavailable(bin); err != nil {
+		t.Fatalf("the real-node tier cannot run here: %v", err)
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var images []string
+	for _, name := range []string{"jobferry-manager", "jobferry-worker"} {
+		archive := filepath.Join(root, "_output", "images", name+".oci.tar")
+		if _, err := os.Stat(archive); err != nil {
+			t.Fatalf("%v: run `make images`", err)
+		}
+		images = append(images, archive)
+	}
+	dir := outputDir(t)
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	env, err := localcluster.StartEnvironment(startCtx, localcluster.EnvironmentSpec{
+		Manager: localcluster.Spec{Name: "manager", RealNode: true, Audit: true},
+		Workers: []localcluster.Spec{
+			{Name: "worker-1", RealNode: true, Audit: true},
+			{Name: "worker-2", RealNode: true, Audit: true},
+		},
+	}, localcluster.EnvironmentOptions{Dir: dir, NodeImages: images})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := env.Network.Index
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+		assertNoLeftovers(t, dir, index)
+	})
+	t.Logf("three clusters with a real node each started in %s", time.Since(started).Round(time.Second))
+
+	const ns = devenv.SystemNamespace
+	admin, err := kubernetes.NewForConfig(env.Manager.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	managerClient, err := client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerObjects := map[string][]map[string]any{}
+	workers := map[string]kubernetes.Interface{}
+	for _, w := range env.Workers {
+		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
+			"--wait", "--timeout", "3m",
+			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
+		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
+		c, err := kubernetes.NewForConfig(w.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[w.Name] = c
+	}
+	installed := time.Now()
+	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
+		"--wait", "--timeout", "3m",
+		"--set", "leaderElection.leaseDuration="+realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
+		"--set", "leaderElection.retryPeriod="+realRetryPeriod.String(),
+		"--set", "dispatch.workerHealthInterval=2s")
+	t.Logf("helm install --wait of the manager chart took %s", time.Since(installed).Round(time.Second))
+	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
+
+	d := &dispatchEnv{Env: &devenv.Env{Environment: env}, manager: admin, managerClient: managerClient, workers: workers}
+	optedIn := func() string { return d.optedInNamespace(ctx, t) }
+
+	// The Deployment is Ready: the webhook answers through its Service
+	// (the API server routes to a ready pod's address) from the first Job
+	// on, with no retry.
+	firstNS := optedIn()
+	first, err := admin.BatchV1().Jobs(firstNS).Create(ctx, realJob(firstNS, "first", "echo first"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the first Job once the manager's Deployment was Ready: %v", err)
+	}
+	if ptr.Deref(first.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy {
+		t.Fatalf("the first Job once the manager's Deployment was Ready was not opted in: managedBy %v", first.Spec.ManagedBy)
+	}
+	managerPods := runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
+	for _, p := range managerPods {
+		if p.Spec.NodeName != "manager-node" || !strings.HasPrefix(p.Spec.Containers[0].Image, "ghcr.io/jobferry/jobferry-manager:") {
+			t.Errorf("manager pod %s: node %q, image %q; want the manager's real node and the image of `make images`", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+		}
+	}
+	t.Logf("the manager cluster's pods:\n%s", kubectl(ctx, t, env.Manager.KubeconfigPath, "get", "pods", "-A", "-o", "wide"))
+
+	userKubeconfig := mergedKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-1", "")
+	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-2", v1alpha1.JobControllerWorker)
+	if err := devenv.WaitConnected(ctx, managerClient, len(env.Workers), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil }
+	pollJob(ctx, t, admin, firstNS, "first", 2*time.Minute, "Complete", complete)
+
+	t.Run("real-container-output-through-the-manager", func(t *testing.T) {
+		ns := optedIn()
+		for _, worker := range []string{"worker-1", "worker-2"} {
+			name := "hello-" + worker
+			d.dispatchTo(ctx, t, realJob(ns, name, `echo "real output of `+name+` from $(hostname)"`), worker)
+			pollJob(ctx, t, admin, ns, name, 2*time.Minute, "Complete", complete)
+			out := mustPlugin(ctx, t, userKubeconfig, "logs", "job", name, "-n", ns)
+			if !strings.Contains(out, "real output of "+name+" from ") {
+				t.Errorf("kubectl jobferry logs job %s printed %q, want the line its container printed", name, out)
+			}
+			t.Logf("kubectl jobferry logs job %s -n %s: %s", name, ns, strings.TrimSpace(out))
+		}
+	})
+
+	t.Run("a-failing-container-reaches-the-manager-job", func(t *testing.T) {
+		ns := optedIn()
+		for _, worker := range []string{"worker-1", "worker-2"} {
+			name := "exit-3-" + worker
+			job := realJob(ns, name, "echo failing on purpose; exit 3")
+			job.Spec.BackoffLimit = ptr.To[int32](0)
+			job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:      batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{3}},
+			}}}
+			d.dispatchTo(ctx, t, job, worker)
+			failed := pollJob(ctx, t, admin, ns, name, 2*time.Minute, "Failed", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobFailed) != nil })
+			c := hasCondition(failed, batchv1.JobFailed)
+			if c.Reason != batchv1.JobReasonPodFailurePolicy || !strings.Contains(c.Message, "exit code 3") {
+				t.Errorf("%s on %s: Failed condition %q: %q; want the worker's PodFailurePolicy and the container's exit code 3", name, worker, c.Reason, c.Message)
+			}
+		}
+	})
+
+	t.Run("metrics-through-the-service-verified-with-the-chart-ca", func(t *testing.T) {
+		// As a ServiceMonitor scrapes: every endpoint of the metrics
+		// Service, over HTTPS verified for the Service's name with the CA
+		// in the certificate Secret.
+		for _, addr := range serviceEndpoints(ctx, t, admin, ns, "jobferry-manager-metrics", 2) {
+			scrapeVerified(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", "https://"+addr+"/metrics")
+		}
+	})
+
+	t.Run("the-manager-runs-as-the-chart-service-account", func(t *testing.T) {
+		// Every write to Jobs on the manager cluster but the test's own is
+		// the chart's ServiceAccount's: the pods' in-cluster identity.
+		identity := "system:serviceaccount:" + ns + ":jobferry-manager"
+		events := readAudit(t, env.Manager, identity)
+		wrote := map[string]bool{}
+		for _, e := range events {
+			if e.Verb == "patch" || e.Verb == "update" || e.Verb == "create" {
+				wrote[e.resource()] = true
+			}
+		}
+		if !wrote["jobs"] || !wrote["jobs/status"] {
+			t.Errorf("%s wrote %v on the manager cluster, want jobs and jobs/status (the dispatch)", identity, wrote)
+		}
+	})
+
+	t.Run("the-leader-pod-killed", func(t *testing.T) {
+		leaderID := leaseHolder(ctx, t, managerClient, ns)
+		leader, _, _ := strings.Cut(leaderID, "_")
+		var other string
+		for _, p := range runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2) {
+			if p.Name != leader {
+				other = p.Name
+			}
+		}
+		pod, err := admin.CoreV1().Pods(ns).Get(ctx, leader, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the lease holder %q is no pod of the chart: %v", leaderID, err)
+		}
+		// A crash: the leader's process SIGKILLed on its node (it
+		// releases nothing), and its pod deleted at once so the kubelet
+		// does not restart it there: the other replica must take over.
+		killContainer(t, pod.Status.ContainerStatuses[0].ContainerID)
+		killed := time.Now()
+		if err := admin.CoreV1().Pods(ns).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		// Jobs created meanwhile: the other replica answers the webhooks.
+		jobNS := optedIn()
+		const n = 6
+		for i := range n {
+			if _, err := admin.BatchV1().Jobs(jobNS).Create(ctx, realJob(jobNS, fmt.Sprintf("after-kill-%d", i), "echo survived"), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating a Job while the leader is down: %v", err)
+			}
+		}
+		var holder string
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			holder = leaseHolder(ctx, t, managerClient, ns)
+			return holder != "" && holder != leaderID, nil
+		}); err != nil {
+			t.Fatalf("the lease is still held by %q a minute after its holder was killed", holder)
+		}
+		tookOver := time.Since(killed)
+		firstPlaced := waitFirstPlaced(ctx, t, admin, jobNS, 2*time.Minute).Sub(killed)
+		t.Logf("leader %s SIGKILLed: %s took the lease after %s, the first Job created after the kill was placed after %s (lease %s, retry %s)",
+			leader, holder, tookOver.Round(100*time.Millisecond), firstPlaced.Round(100*time.Millisecond), realLeaseDuration, realRetryPeriod)
+		if holderPod, _, _ := strings.Cut(holder, "_"); holderPod != other {
+			t.Errorf("after killing %s the lease went to %q, want the other replica %s", leader, holder, other)
+		}
+		// The lease expires at most a lease after the last renewal, and the
+		// other replica tries every retry period: the first dispatch comes
+		// then, plus one reconcile (a margin for a loaded machine).
+		if limit := realLeaseDuration + realRetryPeriod + 5*time.Second; firstPlaced > limit {
+			t.Errorf("the first dispatch came %s after the leader's death, more than the lease, the retry period and a margin (%s)", firstPlaced, limit)
+		}
+		waitAllComplete(ctx, t, d, jobNS, n, 3*time.Minute)
+		checkRanOnce(ctx, t, admin, env, jobNS, n)
+		// The Deployment replaces the killed pod.
+		runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
+	})
+	if t.Failed() {
+		return
+	}
+
+	// The identities the charts give, in the clusters, used no right they
+	// were not granted (the flows above do not use every grant).
+	checkLeastPrivilege(t, "the manager's pods on the manager cluster", grantsTo(t, managerObjects, ns, "jobferry-manager"),
+		readAudit(t, env.Manager, "system:serviceaccount:"+ns+":jobferry-manager"), false)
+	for _, w := range env.Workers {
+		checkLeastPrivilege(t, "the worker's pods on "+w.Name, grantsTo(t, workerObjects[w.Name], ns, "jobferry-worker"),
+			readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-worker"), false)
+		checkLeastPrivilege(t, "the manager's identity on "+w.Name, grantsTo(t, workerObjects[w.Name], ns, "jobferry-manager"),
+			readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-manager"), false)
+	}
+}
+
+// leaseHolder is the holder identity of the manager's leader lease
+// (<pod>_<uuid>).
+func leaseHolder(ctx context.Context, t *testing.T, c client.Client, ns string) string {
+	t.Helper()
+	var lease coordinationv1.Lease
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "jobferry-manager"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// killContainer SIGKILLs every process of a container on a real node (the
+// processes whose cgroup path names its ID).
+func killContainer(t *testing.T, containerID string) {
+	t.Helper()
+	_, id, ok := strings.Cut(containerID, "://")
+	if !ok || id == "" {
+		t.Fatalf("container ID %q", containerID)
+	}
+	procs, err := filepath.Glob("/proc/[0-9]*/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, p := range procs {
+		cgroups, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(cgroups), id) {
+			continue // gone meanwhile, or another's
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no process of container %s found", id)
+	}
+}
+
+// realJob is a one-pod Job running script in busybox, which every real
+// node has.
+func realJob(ns, name, script string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{
+					Name: "main", Image: localcluster.BusyboxImage, Command: []string{"sh", "-c", script},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
+					}},
+				}},
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+			}},
+		},
+	}
+}
+
+// runningPods waits for want Running and Ready pods matching selector.
+func runningPods(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, selector string, want int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		pods = nil
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+				pods = append(pods, p)
+			}
+		}
+		return len(pods) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("%d of %d pods %s in %s Running and Ready: %v", len(pods), want, selector, ns, err)
+	}
+	return pods
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// serviceEndpoints waits for want ready endpoints of the Service and
+// returns them as host:port.
+func serviceEndpoints(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, service string, want int) []string {
+	t.Helper()
+	var addrs []string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		slices, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err != nil {
+			return false, err
+		}
+		addrs = nil
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if !ptr.Deref(e.Conditions.Ready, false) {
+					continue
+				}
+				for _, a := range e.Addresses {
+					for _, p := range s.Ports {
+						addrs = append(addrs, fmt.Sprintf("%s:%d", a, ptr.Deref(p.Port, 0)))
+					}
+				}
+			}
+		}
+		return len(addrs) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("Service %s/%s: ready endpoints %v, want %d: %v", ns, service, addrs, want, err)
+	}
+	return addrs
+}
+
+// waitFirstPlaced waits for a Job of ns to be placed and returns when the
+// first was (its placement seen by polling, so at most a poll late).
+func waitFirstPlaced(ctx context.Context, t *testing.T, c kubernetes.Interface, ns string, timeout time.Duration) time.Time {
+	t.Helper()
+	var placed time.Time
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, j := range list.Items {
+			if j.Annotations[v1alpha1.WorkerAnnotation] != "" {
+				placed = time.Now()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Job of %s placed: %v", ns, err)
+	}
+	return placed
+}
+
+// kubectl runs bin/kubectl against a cluster and returns its output.
+func kubectl(ctx context.Context, t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
