@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
 func main() {
@@ -23,6 +25,9 @@ func main() {
 	root.AddCommand(newDemoCommand())
 	root.AddCommand(newBenchCommand(), newSimulateCommand())
 	if err := root.Execute(); err != nil {
+		// A start that failed because Ctrl-C is stopping its clusters:
+		// the interrupt's handler finishes the clean-up and exits.
+		localcluster.AwaitInterrupt()
 		fmt.Fprintln(os.Stderr, "jobferry-dev:", err)
 		os.Exit(1)
 	}

@@ -100,10 +100,10 @@ func loadHostNetwork(envDir string) (*HostNetwork, error) {
 // it go with it), its record, and releases the host's ledger: the last
 // environment out puts the host back as it was.
 func removeHostNetwork(envDir string) error {
-	// Under the host's lock: an interrupt's handler and the failing start
-	// it interrupted may both remove it.
-	removed := false
-	err := withHostLock(func() error {
+	// All under the host's lock: an interrupt's handler and the failing
+	// start it interrupted may both remove it, and whichever comes second
+	// must find it gone, ledger released, not half done.
+	return withHostLock(func() error {
 		n, err := loadHostNetwork(envDir)
 		if err != nil || n == nil {
 			return err
@@ -113,11 +113,9 @@ func removeHostNetwork(envDir string) error {
 				return err
 			}
 		}
-		removed = true
-		return os.Remove(networkFile(envDir))
+		if err := os.Remove(networkFile(envDir)); err != nil {
+			return err
+		}
+		return releaseHostLocked(envDir)
 	})
-	if err != nil || !removed {
-		return err
-	}
-	return releaseHost(envDir)
 }

@@ -147,26 +147,29 @@ func holdHost(envDir string) error {
 // releaseHost removes envDir from the holders and, when it was the last,
 // puts back what the ledger says the host had.
 func releaseHost(envDir string) error {
-	return withHostLock(func() error {
-		l, err := readLedger()
-		if err != nil || l == nil {
-			return err
+	return withHostLock(func() error { return releaseHostLocked(envDir) })
+}
+
+// releaseHostLocked is releaseHost for a caller holding the host's lock.
+func releaseHostLocked(envDir string) error {
+	l, err := readLedger()
+	if err != nil || l == nil {
+		return err
+	}
+	var rest []string
+	for _, h := range liveHolders(l.Holders) {
+		if h != envDir {
+			rest = append(rest, h)
 		}
-		var rest []string
-		for _, h := range liveHolders(l.Holders) {
-			if h != envDir {
-				rest = append(rest, h)
-			}
-		}
-		if len(rest) > 0 {
-			l.Holders = rest
-			return writeJSON(ledgerPath(), l)
-		}
-		if err := restoreHost(l); err != nil {
-			return err
-		}
-		return os.Remove(ledgerPath())
-	})
+	}
+	if len(rest) > 0 {
+		l.Holders = rest
+		return writeJSON(ledgerPath(), l)
+	}
+	if err := restoreHost(l); err != nil {
+		return err
+	}
+	return os.Remove(ledgerPath())
 }
 
 // restoreHost puts the tunables back and removes the fixed paths that did

@@ -163,7 +163,23 @@ var live = struct {
 	// is removed once their clusters are stopped.
 	networks map[string]struct{}
 	once     sync.Once
-}{stoppers: map[*Cluster]struct{}{}, networks: map[string]struct{}{}}
+	// interrupted is closed when a signal's handling starts; the handler
+	// ends the process.
+	interrupted chan struct{}
+}{stoppers: map[*Cluster]struct{}{}, networks: map[string]struct{}{}, interrupted: make(chan struct{})}
+
+// AwaitInterrupt blocks for good if this process is handling SIGINT or
+// SIGTERM (the handler stops every cluster and then exits the process), and
+// returns at once otherwise: a program whose start failed because the
+// interrupt stopped its clusters calls it before exiting, so its own exit
+// does not cut the clean-up short.
+func AwaitInterrupt() {
+	select {
+	case <-live.interrupted:
+		select {}
+	default:
+	}
+}
 
 // track arranges for c to be stopped if this process gets SIGINT or SIGTERM.
 func track(c *Cluster) {
@@ -195,6 +211,7 @@ func handleSignals() {
 		signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 		go func() {
 			sig := <-signals
+			close(live.interrupted)
 			live.Lock()
 			clusters := make([]*Cluster, 0, len(live.stoppers))
 			for c := range live.stoppers {
