@@ -172,22 +172,15 @@ func assertNoLeftovers(t *testing.T, envDir string, index int) {
 	}
 }
 
-// hostLedgerHolders are the environments other than tests' that hold the
-// host's ledger of real nodes now.
+// hostLedgerHolders are the environments holding the host's ledger of real
+// nodes now.
 func hostLedgerHolders(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile("/run/jobferry-nodes/ledger.json")
-	if os.IsNotExist(err) {
-		return nil
-	}
+	holders, err := localcluster.HostLedgerHolders()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ledger struct{ Holders []string }
-	if err := json.Unmarshal(data, &ledger); err != nil {
-		t.Fatal(err)
-	}
-	return ledger.Holders
+	return holders
 }
 
 func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {

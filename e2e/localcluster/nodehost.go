@@ -296,3 +296,13 @@ func HostLeftovers(envDir string, index int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// HostLedgerHolders are the directories of the environments holding the
+// host's ledger now (live ones only).
+func HostLedgerHolders() ([]string, error) {
+	l, err := readLedger()
+	if err != nil || l == nil {
+		return nil, err
+	}
+	return liveHolders(l.Holders), nil
+}

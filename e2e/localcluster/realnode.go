@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,20 +72,11 @@ func RealNodesUnavailable(binDir string) error {
 		}
 	}
 	for _, tool := range []string{"ip", "nsenter", "iptables-restore", "mount"} {
-		if !onPath(tool) {
+		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("real nodes need %s on the PATH (kube-proxy runs iptables: `make nodes` installs Debian's iptables and conntrack)", tool)
 		}
 	}
 	return nil
-}
-
-func onPath(tool string) bool {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if info, err := os.Stat(filepath.Join(dir, tool)); err == nil && !info.IsDir() {
-			return true
-		}
-	}
-	return false
 }
 
 // realNode is what a cluster's real node is made of, recorded in
