@@ -230,14 +230,30 @@ func TestRealNodes(t *testing.T) {
 		if err := admin.CoreV1().Pods(ns).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
-		// Jobs created meanwhile: the other replica answers the webhooks.
+		// Jobs created meanwhile: the other replica answers the webhooks
+		// once the API server no longer routes to the dead pod (until the
+		// EndpointSlice controller and the API server's cache have seen the
+		// deletion, a call may still reach it and be refused, as any
+		// client of a webhook-backed API sees after a replica's crash: a
+		// careful client retries such a refusal).
 		jobNS := optedIn()
 		const n = 6
+		refused := 0
 		for i := range n {
-			if _, err := admin.BatchV1().Jobs(jobNS).Create(ctx, realJob(jobNS, fmt.Sprintf("after-kill-%d", i), "echo survived"), metav1.CreateOptions{}); err != nil {
-				t.Fatalf("creating a Job while the leader is down: %v", err)
+			job := realJob(jobNS, fmt.Sprintf("after-kill-%d", i), "echo survived")
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err := admin.BatchV1().Jobs(jobNS).Create(ctx, job.DeepCopy(), metav1.CreateOptions{})
+				if webhookUnreachable(err) {
+					refused++
+					return false, nil
+				}
+				return err == nil, err
+			}); err != nil {
+				t.Fatalf("creating a Job while the leader is down (%d calls refused as the webhook unreachable): %v", refused, err)
 			}
 		}
+		t.Logf("%d Jobs created while the leader was down, the last %s after the kill; %d calls refused before as the webhook unreachable",
+			n, time.Since(killed).Round(10*time.Millisecond), refused)
 		var holder string
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			holder = leaseHolder(ctx, t, managerClient, ns)
@@ -295,6 +311,13 @@ func TestRealNodes(t *testing.T) {
 		checkLeastPrivilege(t, "the manager's identity on "+w.Name, grantsTo(t, workerObjects[w.Name], ns, "jobferry-manager"),
 			readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-manager"), false)
 	}
+}
+
+// webhookUnreachable is the API server's refusal when it could not call an
+// admission webhook at all (its endpoint gone), as opposed to the webhook's
+// answer.
+func webhookUnreachable(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed to call webhook")
 }
 
 // leaseHolder is the holder identity of the manager's leader lease
