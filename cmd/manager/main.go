@@ -37,6 +37,7 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
+	"github.com/jobferry/jobferry/internal/lazylog"
 	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
@@ -72,7 +73,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.RawZapOpts(lazylog.Option())))
 	log := ctrl.Log.WithName("manager")
 	softLimit, why, err := memorylimit.Apply(c.memoryLimitRatio)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
+	"github.com/jobferry/jobferry/internal/lazylog"
 	"github.com/jobferry/jobferry/internal/memorylimit"
 	"github.com/jobferry/jobferry/worker"
 	"github.com/jobferry/jobferry/worker/jobcontroller"
@@ -50,7 +51,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.RawZapOpts(lazylog.Option())))
 	log := ctrl.Log.WithName("worker")
 	switch {
 	case *unmanaged && !*runJobs:
