@@ -18,6 +18,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/sharedstrings"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // maxCachedTemplateMetadata bounds the pod template labels and annotations
@@ -31,7 +32,8 @@ const maxCachedTemplateMetadata = 64 << 10
 // carries the label): what the manager reads, and nothing else. Its
 // identity and jobferry's labels; the spec fields a change of the manager
 // Job is carried to (mirror.SpecUpdate) and the pod template's scheduling
-// fields and metadata (bounded); its status, which the worker's Job
+// fields and metadata (bounded, without the labels the worker derives from
+// the mirror's UID and name); its status, which the worker's Job
 // controller writes. Containers, volumes and the rest of the pod spec are
 // what makes a Job large, and the manager never reads them from a worker:
 // it writes the mirror from the manager Job, and updates it with patches
@@ -82,7 +84,7 @@ func newCachedMirror(job *batchv1.Job) *cachedMirror {
 			parallelism: spec.Parallelism, completions: spec.Completions, activeDeadlineSeconds: spec.ActiveDeadlineSeconds,
 			backoffLimit: spec.BackoffLimit, backoffLimitPerIndex: spec.BackoffLimitPerIndex, maxFailedIndexes: spec.MaxFailedIndexes,
 			suspend: spec.Suspend, completionMode: spec.CompletionMode, managedBy: spec.ManagedBy,
-			templateLabels: sharedKeys(bounded(template.Labels)), templateAnnotations: sharedKeys(bounded(template.Annotations)),
+			templateLabels: sharedKeys(bounded(templateLabels(template.Labels))), templateAnnotations: sharedKeys(bounded(template.Annotations)),
 			nodeSelector: template.Spec.NodeSelector, tolerations: template.Spec.Tolerations, schedulingGates: template.Spec.SchedulingGates,
 		},
 		status: job.Status,
@@ -153,6 +155,19 @@ func jobferryLabels(labels map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// templateLabels are a mirror's pod template labels without those its
+// worker's API server derives from the mirror's UID and name (nil when none
+// is left): the manager compares the rest with its Job's template
+// (mirror.SpecUpdate), and a carry to the mirror is a patch of what
+// changed, which leaves them be. Their four values, two of them UIDs, were a
+// tenth of the manager's live heap per tracked Job.
+func templateLabels(labels map[string]string) map[string]string {
+	if labels = mirror.WithoutGeneratedLabels(labels); len(labels) == 0 {
+		return nil
+	}
+	return labels
 }
 
 // sharedKeys is m with its keys shared (package sharedstrings).

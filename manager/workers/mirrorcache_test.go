@@ -49,7 +49,12 @@ func TestCachedMirrorGivesBackWhatItKeeps(t *testing.T) {
 		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](4), ActiveDeadlineSeconds: ptr.To[int64](60),
 			BackoffLimit: ptr.To[int32](1), Suspend: ptr.To(false), CompletionMode: ptr.To(batchv1.IndexedCompletion), ManagedBy: ptr.To("x"),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train"}, Annotations: map[string]string{"note": "n"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "train",
+					// What the worker's API server derives from the mirror's
+					// UID and name: left out.
+					"batch.kubernetes.io/controller-uid": "worker-uid-1", "controller-uid": "worker-uid-1",
+					"batch.kubernetes.io/job-name": "train", "job-name": "train"},
+					Annotations: map[string]string{"note": "n"}},
 				Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: []corev1.Toleration{{Key: "gpu"}},
 					SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
 					Affinity:        &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}, PodAffinity: &corev1.PodAffinity{}}}}},
@@ -58,6 +63,7 @@ func TestCachedMirrorGivesBackWhatItKeeps(t *testing.T) {
 	want := job.DeepCopy()
 	want.TypeMeta = jobKind
 	want.Spec.Template.Spec.Affinity.PodAffinity = nil
+	want.Spec.Template.Labels = map[string]string{"app": "train"}
 	got := SlimMirror(job)
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("the cached mirror gives back\n%+v\nwant\n%+v", got, want)
