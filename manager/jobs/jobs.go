@@ -281,10 +281,13 @@ func statusOnlyChange(before, after *batchv1.Job) bool {
 	if before.Generation != after.Generation || !equality.Semantic.DeepEqual(before.Spec, after.Spec) {
 		return false
 	}
-	b, a := before.ObjectMeta.DeepCopy(), after.ObjectMeta.DeepCopy()
+	// Shallow copies to compare without what every write moves: they share
+	// the cached Jobs' maps and slices, and are only read (copying them
+	// whole for every event was 2 % of what the manager allocated).
+	b, a := before.ObjectMeta, after.ObjectMeta
 	b.ResourceVersion, a.ResourceVersion = "", ""
 	b.ManagedFields, a.ManagedFields = nil, nil
-	return equality.Semantic.DeepEqual(b, a)
+	return equality.Semantic.DeepEqual(&b, &a)
 }
 
 // statusPriority puts the manager Jobs whose mirror changed ahead of the
@@ -488,9 +491,16 @@ func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job
 	if err != nil {
 		return fmt.Errorf("computing the patch of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	if err := r.Client.Patch(ctx, sealed, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	// The answer is the Job's metadata alone (jobMetadata): the lock makes
+	// what the server then holds the Job as read with the patch applied,
+	// which sealed is (as much of it as the cache keeps), and decoding the
+	// whole Job it would send back was 8 % of what the manager allocated.
+	answer := jobMetadata(job)
+	if err := r.Client.Patch(ctx, answer, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
+	sealed.ObjectMeta = answer.ObjectMeta
+	sealed.ManagedFields = nil
 	*job = *sealed
 	return nil
 }

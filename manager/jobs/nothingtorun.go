@@ -66,10 +66,9 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 		}
 		job = updated
 	}
-	updated, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now()))
-	if err != nil {
+	if _, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now())); err != nil {
 		return fmt.Errorf("completing a Job with nothing to run: %w", err)
 	}
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
 	return nil
 }
