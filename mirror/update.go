@@ -22,7 +22,11 @@ import (
 // up to date. The worker's API server has the last word: a change it refuses
 // is the caller's to report.
 func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
-	updated := m.DeepCopy()
+	// A shallow copy: it is asked on every status change of every mirror,
+	// and a field that changes gets a value of its own below (m's pointers,
+	// maps and slices are never written through).
+	updated := new(batchv1.Job)
+	*updated = *m
 	spec, want := &updated.Spec, &desired.Spec
 	var changed []string
 	carry := func(field string, dst **int32, src *int32) {
@@ -95,18 +99,17 @@ func carryScheduling(dst *corev1.PodTemplateSpec, src corev1.PodTemplateSpec) {
 	dst.Spec.NodeSelector = maps.Clone(src.Spec.NodeSelector)
 	dst.Spec.Tolerations = src.Spec.DeepCopy().Tolerations
 	dst.Spec.SchedulingGates = src.Spec.DeepCopy().SchedulingGates
-	if na := nodeAffinity(src.Spec); na != nil {
-		if dst.Spec.Affinity == nil {
-			dst.Spec.Affinity = &corev1.Affinity{}
-		}
-		dst.Spec.Affinity.NodeAffinity = na.DeepCopy()
-	} else if dst.Spec.Affinity != nil {
-		dst.Spec.Affinity.NodeAffinity = nil
-		if equality.Semantic.DeepEqual(*dst.Spec.Affinity, corev1.Affinity{}) {
-			// The API server lets the whole affinity go only when it held
-			// nothing besides node affinity.
-			dst.Spec.Affinity = nil
-		}
+	// A new affinity: dst's may be shared with the Job it was copied from.
+	affinity := &corev1.Affinity{}
+	if dst.Spec.Affinity != nil {
+		affinity = dst.Spec.Affinity.DeepCopy()
+	}
+	affinity.NodeAffinity = nodeAffinity(src.Spec).DeepCopy()
+	dst.Spec.Affinity = affinity
+	if affinity.NodeAffinity == nil && equality.Semantic.DeepEqual(*affinity, corev1.Affinity{}) {
+		// The API server lets the whole affinity go only when it held
+		// nothing besides node affinity.
+		dst.Spec.Affinity = nil
 	}
 }
 

@@ -104,6 +104,15 @@ func TestSpecUpdate(t *testing.T) {
 			wantChanged: []string{"template"},
 			want:        func(s *batchv1.JobSpec) { s.Template.Spec.Affinity = nil },
 		},
+		"node affinity removed: the pod affinity stays": {
+			mirror: func(m *batchv1.Job) {
+				suspendedNotRunning(m)
+				m.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}, PodAffinity: &corev1.PodAffinity{}}
+			},
+			change:      func(s *batchv1.JobSpec) { s.Template.Spec.Affinity = nil },
+			wantChanged: []string{"template"},
+			want:        func(s *batchv1.JobSpec) { s.Template.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}} },
+		},
 		"the generated labels alone are no difference": {
 			mirror: suspendedNotRunning,
 			change: func(*batchv1.JobSpec) {},
@@ -116,7 +125,11 @@ func TestSpecUpdate(t *testing.T) {
 				tc.mirror(m)
 			}
 			desired := desiredFrom(m, tc.change)
+			given := m.DeepCopy()
 			updated, changed := SpecUpdate(desired, m)
+			if diff := cmp.Diff(given, m); diff != "" {
+				t.Errorf("SpecUpdate changed the mirror it was given, which it shares with the cache (-before +after):\n%s", diff)
+			}
 			if diff := cmp.Diff(tc.wantChanged, changed); diff != "" {
 				t.Errorf("changed fields (-want +got):\n%s", diff)
 			}
