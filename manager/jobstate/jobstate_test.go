@@ -1,6 +1,7 @@
 package jobstate
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -131,6 +132,19 @@ func TestSealedLeavesNoSealWithoutState(t *testing.T) {
 	}
 	if v, _ := Verify(Sealed(j, key), key); v != Trusted {
 		t.Errorf("Verify = %s, want Trusted", v)
+	}
+}
+
+func TestSealedLeavesTheJobItWasGivenBe(t *testing.T) {
+	j := placedOn("w1")
+	j.Annotations[v1alpha1.WorkerAnnotation] = "w2"
+	given := j.DeepCopy()
+	sealed := Sealed(j, key)
+	if seal := sealed.Annotations[v1alpha1.StateSealAnnotation]; seal == "" || seal == given.Annotations[v1alpha1.StateSealAnnotation] {
+		t.Fatalf("the move to w2 was not sealed anew: %q", seal)
+	}
+	if !reflect.DeepEqual(j, given) {
+		t.Errorf("Sealed changed the Job it was given: %v, was %v", j.Annotations, given.Annotations)
 	}
 }
 
