@@ -111,7 +111,9 @@ func TestSpecUpdate(t *testing.T) {
 			},
 			change:      func(s *batchv1.JobSpec) { s.Template.Spec.Affinity = nil },
 			wantChanged: []string{"template"},
-			want:        func(s *batchv1.JobSpec) { s.Template.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}} },
+			want: func(s *batchv1.JobSpec) {
+				s.Template.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}}
+			},
 		},
 		"the generated labels alone are no difference": {
 			mirror: suspendedNotRunning,
