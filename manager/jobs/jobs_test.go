@@ -54,25 +54,25 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		WithStatusSubresource(&batchv1.Job{}, &v1alpha1.WorkerCluster{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				if isJobObject(obj) {
+				if _, ok := obj.(*batchv1.Job); ok {
 					h.jobWrites.Add(1)
 				}
 				return c.Update(ctx, obj, opts...)
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				if isJobObject(obj) {
+				if _, ok := obj.(*batchv1.Job); ok {
 					h.jobWrites.Add(1)
 				}
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				if isJobObject(obj) && sub == "status" {
+				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
 					h.statusWrites.Add(1)
 				}
 				return c.SubResource(sub).Update(ctx, obj, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				if isJobObject(obj) && sub == "status" {
+				if _, ok := obj.(*batchv1.Job); ok && sub == "status" {
 					h.statusWrites.Add(1)
 				}
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
@@ -152,16 +152,6 @@ func (h *jobsHarness) events() []string {
 			return out
 		}
 	}
-}
-
-// isJobObject: obj is a Job, whole or as the metadata the manager's writes
-// ask back (jobMetadata).
-func isJobObject(obj client.Object) bool {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		return m.Kind == "Job" && m.APIVersion == batchv1.SchemeGroupVersion.String()
-	}
-	_, ok := obj.(*batchv1.Job)
-	return ok
 }
 
 func TestJobReconcilerDispatchesAJob(t *testing.T) {

@@ -66,9 +66,10 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 		}
 		job = updated
 	}
-	if _, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now())); err != nil {
+	updated, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now()))
+	if err != nil {
 		return fmt.Errorf("completing a Job with nothing to run: %w", err)
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -28,13 +27,9 @@ func TestStatusPatchCarriesOnlyTheStatusChange(t *testing.T) {
 	after.Active, after.Ready, after.Succeeded = 0, nil, 2
 	after.Conditions = append(after.Conditions, batchv1.JobCondition{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue})
 
-	patch, sent, err := statusPatch(before, after)
+	patch, err := statusPatch(before, after)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var back batchv1.JobStatus
-	if err := json.Unmarshal(sent, &back); err != nil || !equality.Semantic.DeepEqual(back, after) {
-		t.Errorf("the status sent reads back as %+v (%v), want %+v", back, err, after)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(patch, &got); err != nil {
