@@ -84,7 +84,7 @@ func newCachedMirror(job *batchv1.Job) *cachedMirror {
 			parallelism: spec.Parallelism, completions: spec.Completions, activeDeadlineSeconds: spec.ActiveDeadlineSeconds,
 			backoffLimit: spec.BackoffLimit, backoffLimitPerIndex: spec.BackoffLimitPerIndex, maxFailedIndexes: spec.MaxFailedIndexes,
 			suspend: spec.Suspend, completionMode: spec.CompletionMode, managedBy: spec.ManagedBy,
-			templateLabels: sharedKeys(bounded(templateLabels(template.Labels))), templateAnnotations: sharedKeys(bounded(template.Annotations)),
+			templateLabels: sharedKeys(templateLabels(bounded(template.Labels))), templateAnnotations: sharedKeys(bounded(template.Annotations)),
 			nodeSelector: template.Spec.NodeSelector, tolerations: template.Spec.Tolerations, schedulingGates: template.Spec.SchedulingGates,
 		},
 		status: job.Status,
