@@ -135,7 +135,10 @@ func (r *JobReconciler) placementsAffected(ctx context.Context, worker string, u
 	}
 	for _, key := range keys {
 		var jobs batchv1.JobList
-		if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.PlacementIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+		// Copied out of the cache: what it keeps of a Job is not a Job
+		// (managercache's cachedJob), and this is rare (a worker's
+		// connection or WorkerCluster changed).
+		if err := r.Client.List(ctx, &jobs, client.MatchingFields{managercache.PlacementIndex: key}); err != nil {
 			// From the cache, so this fails only while stopping; the Jobs'
 			// own requeues remain.
 			logf.FromContext(ctx).Error(err, "listing manager Jobs to look at again", "placement", key)

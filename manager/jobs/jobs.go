@@ -39,6 +39,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
@@ -218,8 +219,8 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("job").
 		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			job, ok := obj.(*batchv1.Job)
-			return ok && v1alpha1.IsManagerJob(job)
+			job, ok := managercache.JobWithoutTemplate(obj)
+			return ok && v1alpha1.IsManagerJob(&job)
 		}), notOwnStatusWrite{})).
 		WatchesRawSource(source.Channel(r.events.jobs, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.events.mirrors, enqueueWithPriority(statusPriority)))
@@ -268,12 +269,12 @@ type notOwnStatusWrite struct {
 }
 
 func (notOwnStatusWrite) Update(e event.UpdateEvent) bool {
-	before, ok1 := e.ObjectOld.(*batchv1.Job)
-	after, ok2 := e.ObjectNew.(*batchv1.Job)
+	before, ok1 := managercache.JobWithoutTemplate(e.ObjectOld)
+	after, ok2 := managercache.JobWithoutTemplate(e.ObjectNew)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !statusOnlyChange(before, after)
+	return !statusOnlyChange(&before, &after)
 }
 
 // statusOnlyChange: between two versions of a Job only the status (and the

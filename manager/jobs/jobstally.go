@@ -4,11 +4,11 @@ import (
 	"maps"
 	"sync"
 
-	batchv1 "k8s.io/api/batch/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // jobsTally is the memory behind jobferry_jobs and jobferry_jobs_waiting
@@ -41,15 +41,12 @@ func newJobsTally() *jobsTally { return &jobsTally{counts: map[jobsKey]int{}} }
 
 // jobsKeyOf is the key of a manager Job; false for any other Job.
 func jobsKeyOf(obj any) (jobsKey, bool) {
-	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	job, ok := obj.(*batchv1.Job)
-	if !ok || !v1alpha1.IsManagerJob(job) {
+	job, ok := managercache.JobWithoutTemplate(obj)
+	if !ok || !v1alpha1.IsManagerJob(&job) {
 		return jobsKey{}, false
 	}
 	return jobsKey{worker: job.Annotations[v1alpha1.WorkerAnnotation], phase: jobstatus.Phase(job.Status),
-		waiting: jobWaiting(job, false), unfinished: !isFinished(job)}, true
+		waiting: jobWaiting(&job, false), unfinished: !isFinished(&job)}, true
 }
 
 // move takes a Job out of the counts of before and into those of after;

@@ -8,6 +8,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // JobInformer is the manager cluster cache's Job informer
@@ -46,13 +47,13 @@ func (l *liveJobs) attempt(uid types.UID) (int, bool) {
 
 // set records the Job as it is now.
 func (l *liveJobs) set(obj any) {
-	job, ok := obj.(*batchv1.Job)
+	job, ok := managercache.JobWithoutTemplate(obj)
 	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	attempt, live := liveAttemptOf(job)
+	attempt, live := liveAttemptOf(&job)
 	if !live {
 		delete(l.attempts, job.UID)
 		return
@@ -71,10 +72,7 @@ func liveAttemptOf(job *batchv1.Job) (int, bool) {
 
 // remove forgets a deleted Job.
 func (l *liveJobs) remove(obj any) {
-	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	job, ok := obj.(*batchv1.Job)
+	job, ok := managercache.JobWithoutTemplate(obj)
 	if !ok {
 		return
 	}

@@ -3,7 +3,6 @@ package workercluster
 import (
 	"context"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -14,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // jobCounts is what a manager Job adds to its worker's DISPATCHED and
@@ -24,8 +24,12 @@ type jobCounts struct {
 	unfinished, active bool
 }
 
-func countsOf(job *batchv1.Job) jobCounts {
-	if job == nil || !v1alpha1.IsManagerJob(job) {
+// countsOf is the counts of obj, an object of the manager cluster's Job
+// cache (managercache.JobWithoutTemplate); none for anything but a manager
+// Job.
+func countsOf(obj client.Object) jobCounts {
+	job, ok := managercache.JobWithoutTemplate(obj)
+	if !ok || !v1alpha1.IsManagerJob(&job) {
 		return jobCounts{}
 	}
 	return jobCounts{worker: job.Annotations[v1alpha1.WorkerAnnotation], unfinished: !jobstatus.Finished(job.Status), active: job.Status.Active > 0}
@@ -47,13 +51,13 @@ type jobCountsHandler struct {
 var _ handler.EventHandler = jobCountsHandler{}
 
 func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	c := countsOf(asJob(e.Object))
+	c := countsOf(e.Object)
 	h.tally.move(jobCounts{}, c)
 	h.refresh(ctx, q, c)
 }
 
 func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	before, after := countsOf(asJob(e.ObjectOld)), countsOf(asJob(e.ObjectNew))
+	before, after := countsOf(e.ObjectOld), countsOf(e.ObjectNew)
 	if before == after {
 		return
 	}
@@ -65,7 +69,7 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 }
 
 func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	c := countsOf(asJob(e.Object))
+	c := countsOf(e.Object)
 	h.tally.move(c, jobCounts{})
 	h.refresh(ctx, q, c)
 }
@@ -91,10 +95,4 @@ func (h jobCountsHandler) refresh(ctx context.Context, q workqueue.TypedRateLimi
 		return
 	}
 	q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: c.worker}}, countsRefresh)
-}
-
-// asJob is obj as a Job; nil when it is not one (a tombstone).
-func asJob(obj client.Object) *batchv1.Job {
-	job, _ := obj.(*batchv1.Job)
-	return job
 }
