@@ -122,6 +122,16 @@ func WithoutGeneratedLabels(labels map[string]string) map[string]string {
 	return out
 }
 
+// KeptLabels is WithoutGeneratedLabels, nil when no label is left: what the
+// manager's caches keep of a Job's or a template's labels, so that a Job
+// with the generated labels alone holds no map.
+func KeptLabels(labels map[string]string) map[string]string {
+	if labels = WithoutGeneratedLabels(labels); len(labels) == 0 {
+		return nil
+	}
+	return labels
+}
+
 // Attempt is the dispatch attempt a mirror carries (its label); 0 when it
 // carries none.
 func Attempt(m metav1.Object) int {

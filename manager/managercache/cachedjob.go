@@ -105,7 +105,7 @@ type containerHandlers struct {
 // newCachedManagerJob is a manager Job as the cache keeps it.
 func newCachedManagerJob(job *batchv1.Job) *cachedJob {
 	s := &job.Spec
-	c := &cachedJob{
+	return &cachedJob{
 		ObjectMeta: job.ObjectMeta,
 		spec: cachedJobSpec{
 			parallelism: s.Parallelism, completions: s.Completions, backoffLimit: s.BackoffLimit, backoffLimitPerIndex: s.BackoffLimitPerIndex,
@@ -116,7 +116,6 @@ func newCachedManagerJob(job *batchv1.Job) *cachedJob {
 		},
 		status: job.Status,
 	}
-	return c
 }
 
 func newCachedTemplate(t *corev1.PodTemplateSpec) *cachedTemplate {
@@ -136,15 +135,10 @@ func newCachedTemplate(t *corev1.PodTemplateSpec) *cachedTemplate {
 	if pod.securityContext != nil && reflect.ValueOf(*pod.securityContext).IsZero() {
 		pod.securityContext = nil
 	}
-	if !pod.isZero() {
+	if !reflect.ValueOf(pod).IsZero() {
 		c.pod = &pod
 	}
 	return c
-}
-
-func (p *cachedPodFields) isZero() bool {
-	return !p.hostNetwork && !p.hostPID && !p.hostIPC && p.hostUsers == nil && p.securityContext == nil && p.volumes == nil &&
-		p.ephemeralContainers == nil && p.os == nil && p.overhead == nil && p.resources == nil
 }
 
 func newCachedContainers(containers []corev1.Container) []cachedContainer {

@@ -50,14 +50,8 @@ func trimJob(obj any) (any, error) {
 		return newCachedOtherJob(job), nil
 	}
 	job.ManagedFields = nil
-	if job.Labels = mirror.WithoutGeneratedLabels(job.Labels); len(job.Labels) == 0 {
-		job.Labels = nil
-	}
-	if t := &job.Spec.Template; len(t.Labels) > 0 {
-		if t.Labels = mirror.WithoutGeneratedLabels(t.Labels); len(t.Labels) == 0 {
-			t.Labels = nil
-		}
-	}
+	job.Labels = mirror.KeptLabels(job.Labels)
+	job.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
 	sharedstrings.Job(job)
 	return newCachedManagerJob(job), nil
 }

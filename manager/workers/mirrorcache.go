@@ -164,10 +164,7 @@ func jobferryLabels(labels map[string]string) map[string]string {
 // changed, which leaves them be. Their four values, two of them UIDs, were a
 // tenth of the manager's live heap per tracked Job.
 func templateLabels(labels map[string]string) map[string]string {
-	if labels = mirror.WithoutGeneratedLabels(labels); len(labels) == 0 {
-		return nil
-	}
-	return labels
+	return mirror.KeptLabels(labels)
 }
 
 // sharedKeys is m with its keys shared (package sharedstrings).
