@@ -28,6 +28,7 @@ func TestImportArrowsPointOneWay(t *testing.T) {
 		"manager/queue":         controllers,
 		"manager/inspection":    append([]string{"manager/workers"}, controllers...),
 		"manager/statekey":      append([]string{"manager/workers"}, controllers...),
+		"manager/cachebudget":   append([]string{"manager/workers", "manager/managercache"}, controllers...),
 	}
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
 	for pkg := range forbidden {

@@ -22,7 +22,9 @@
 //     controller decides, in queuedstep.go), and the ClusterQueue quota that
 //     follows the workers' capacity.
 //   - metrics: every metric vector; managercache: what the manager caches of
-//     its own cluster and the placement indexes; jobstate: the sealed state.
+//     its own cluster and the placement indexes; jobstate: the sealed state;
+//     cachebudget: the budgets of what any cache keeps of an object someone
+//     else writes.
 //
 // This package holds what identifies the installation (InstallationID) and
 // the list of every metric (Collectors). cmd/manager wires the parts: the

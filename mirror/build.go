@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,7 +28,12 @@ type Identity struct {
 	Manager string
 }
 
-// Labels are the labels that mark a mirror as jobferry's.
+// IdentityLabelKeys are the keys of the labels Identity.Labels gives: the
+// only labels the manager reads of a Job on a worker.
+var IdentityLabelKeys = []string{v1alpha1.OriginLabel, v1alpha1.OriginUIDLabel, v1alpha1.DispatchAttemptLabel, v1alpha1.ManagerIDLabel}
+
+// Labels are the labels that mark a mirror as jobferry's (keys among
+// IdentityLabelKeys).
 func (id Identity) Labels() map[string]string {
 	labels := map[string]string{
 		v1alpha1.OriginLabel:          id.Origin,
@@ -121,6 +127,10 @@ func WithoutGeneratedLabels(labels map[string]string) map[string]string {
 	}
 	return out
 }
+
+// Generated says whether a label key is one the API server derives from a
+// Job's UID and name (WithoutGeneratedLabels leaves them out).
+func Generated(key string) bool { return slices.Contains(generatedLabels, key) }
 
 // KeptLabels is WithoutGeneratedLabels, nil when no label is left: what the
 // manager's caches keep of a Job's or a template's labels, so that a Job

@@ -83,3 +83,18 @@ func TestIsMirrorOfRejectsForeignJobs(t *testing.T) {
 		t.Error("a Job without origin labels is taken for a mirror")
 	}
 }
+
+// The labels the manager reads of a Job on a worker (IdentityLabelKeys,
+// all the mirror cache keeps of jobferry's) are those a mirror's identity
+// gives it.
+func TestIdentityLabelKeysAreTheIdentitysLabels(t *testing.T) {
+	labels := Identity{Origin: "o", UID: "u", Attempt: 2, Manager: "m"}.Labels()
+	if len(labels) != len(IdentityLabelKeys) {
+		t.Errorf("a mirror's identity gives %d labels, IdentityLabelKeys lists %d", len(labels), len(IdentityLabelKeys))
+	}
+	for _, k := range IdentityLabelKeys {
+		if _, ok := labels[k]; !ok {
+			t.Errorf("IdentityLabelKeys lists %s, which a mirror's identity does not give", k)
+		}
+	}
+}

@@ -11,7 +11,15 @@ import (
 // maxResourceLists bounds the table of shared resource lists: the distinct
 // requests and limits of the Jobs' containers are few (a handful per
 // tenant), and a list first seen once the table is full is kept as it is.
-const maxResourceLists = 4096
+// Only small lists are shared (maxSharedResources, maxSharedKey): the
+// table keeps what it holds until the manager restarts, and a tenant's
+// Jobs may ask for any number of resources of any name, so at most
+// 4,096 × 1 KiB of keys and the lists they name.
+const (
+	maxResourceLists   = 4096
+	maxSharedResources = 8
+	maxSharedKey       = 1 << 10
+)
 
 // resourceLists holds one map per distinct resource list (keyed by
 // resourceListKey), shared by every cached Job whose container asks for
@@ -27,10 +35,13 @@ var resourceLists = struct {
 // the first of its kind, or the table is full). The caller must never
 // write the map it gets, nor list once it is shared.
 func ResourceList(list corev1.ResourceList) corev1.ResourceList {
-	if len(list) == 0 {
+	if len(list) == 0 || len(list) > maxSharedResources {
 		return list
 	}
 	key := resourceListKey(list)
+	if len(key) > maxSharedKey {
+		return list
+	}
 	resourceLists.Lock()
 	defer resourceLists.Unlock()
 	if shared, ok := resourceLists.byKey[key]; ok {

@@ -1,6 +1,7 @@
 package sharedstrings
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"strings"
@@ -136,5 +137,27 @@ func TestResourceListTableIsBounded(t *testing.T) {
 	fresh := corev1.ResourceList{"example.com/bounded": resource.MustParse("999999")}
 	if got := ResourceList(fresh); reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(fresh).UnsafePointer() {
 		t.Error("a list first seen with the table full was not kept as it is")
+	}
+}
+
+// Only small lists are shared: a tenant's list of many resources, or of
+// long names, is kept as it is and never enters the table, which holds
+// what it holds until the manager restarts.
+func TestOnlySmallResourceListsAreShared(t *testing.T) {
+	many := corev1.ResourceList{}
+	for i := range maxSharedResources + 1 {
+		many[corev1.ResourceName(fmt.Sprintf("example.com/many-%d", i))] = resource.MustParse("1")
+	}
+	long := corev1.ResourceList{corev1.ResourceName("example.com/" + strings.Repeat("l", maxSharedKey)): resource.MustParse("1")}
+	for name, list := range map[string]corev1.ResourceList{"many": many, "long": long} {
+		if got := ResourceList(list); reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(list).UnsafePointer() {
+			t.Errorf("%s: not kept as it is", name)
+		}
+		resourceLists.Lock()
+		_, shared := resourceLists.byKey[resourceListKey(list)]
+		resourceLists.Unlock()
+		if shared {
+			t.Errorf("%s: entered the table", name)
+		}
 	}
 }

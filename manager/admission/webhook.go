@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/cachebudget"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // Paths the webhook server serves; the webhook configurations point at them.
@@ -143,6 +145,11 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 	}
 	if !v1alpha1.IsManagerJob(job) {
 		return admission.Allowed("")
+	}
+	if over := managercache.OverBudget(job, cachebudget.ManagerJob); over != nil {
+		// The manager would keep it as its identity only, and not act on
+		// it: refused here, where its author sees why.
+		return admission.Denied(fmt.Sprintf("this Job holds more than jobferry keeps of a Job it dispatches: %s", over))
 	}
 	job.Namespace = req.Namespace
 	ns, err := h.namespaces.Get(ctx, req.Namespace)

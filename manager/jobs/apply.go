@@ -46,6 +46,7 @@ var stepHandlers = map[stepKind]stepHandler{
 	stepShowWaiting:    (*JobReconciler).applyShowWaiting,
 	stepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
 	stepUntrusted:      (*JobReconciler).applyUntrusted,
+	stepOverBudget:     (*JobReconciler).applyOverBudget,
 	stepStray:          (*JobReconciler).applyStray,
 	stepComplete:       (*JobReconciler).applyComplete,
 	stepPlace:          (*JobReconciler).applyPlace,
@@ -116,6 +117,15 @@ func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (recon
 	r.refusals.remember(a.s.Job, noticeUntrusted)
 	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeUntrusted.reason, noticeUntrusted.action, "%s", a.st.Why)
+	return a.done(nil)
+}
+
+// applyOverBudget says, once per version of the Job, that it holds more
+// than jobferry keeps of one; nothing else is done with it.
+func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	r.refusals.remember(a.s.Job, noticeOverBudget)
+	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.s.OverBudget)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeOverBudget.reason, noticeOverBudget.action, "%s", a.st.Why)
 	return a.done(nil)
 }
 

@@ -302,8 +302,9 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 	return reconcile.Result{}, nil
 }
 
-// withStoredTemplate is job with the pod template the API server holds: the
-// cache keeps manager Jobs' templates without what only their mirror needs
+// withStoredTemplate is job with the pod template and the annotations the
+// API server holds: the cache keeps manager Jobs' templates without what
+// only their mirror needs, and their annotations but jobferry's not at all
 // (managercache.trimJob), and a mirror is created whole. One read per mirror
 // created. nil when the Job is gone or its spec (whose every change moves
 // its generation) changed since job was read: the mirror is not built from
@@ -321,6 +322,16 @@ func (r *JobReconciler) withStoredTemplate(ctx context.Context, job *batchv1.Job
 	}
 	whole := job.DeepCopy()
 	whole.Spec.Template = stored.Spec.Template
+	// The cache keeps jobferry's annotations only; the mirror carries the
+	// Job's others as the API server holds them.
+	for k, v := range stored.Annotations {
+		if _, cached := whole.Annotations[k]; !cached && !strings.HasPrefix(k, jobstate.Prefix) {
+			if whole.Annotations == nil {
+				whole.Annotations = map[string]string{}
+			}
+			whole.Annotations[k] = v
+		}
+	}
 	return whole, nil
 }
 

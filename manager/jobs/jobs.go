@@ -66,6 +66,9 @@ const (
 	// ReasonStrayMirror: a mirror of the Job that its state does not
 	// account for runs on a worker; nothing is dispatched meanwhile.
 	ReasonStrayMirror = "StrayMirror"
+	// ReasonOverBudget: the Job holds more than jobferry keeps of one
+	// (managercache.OverBudget); nothing is done for it.
+	ReasonOverBudget = "OverBudget"
 	// ReasonMirrorNotOurs: the Job in the mirror's place on the worker is
 	// not the one jobferry created; the Job is dispatched again.
 	ReasonMirrorNotOurs = "MirrorReplacedOnWorker"
@@ -388,10 +391,15 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, err
 	}
 	s.Blocked = map[write]bool{}
-	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, writeCheck, noticeUntrusted, noticeStray} {
+	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, writeCheck, noticeUntrusted, noticeStray, noticeOverBudget} {
 		if r.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
+	}
+	if why, over := managercache.OverBudgetOf(job); over {
+		// The cache keeps its identity only: nothing more to read.
+		s.OverBudget = why
+		return s, nil
 	}
 	switch verdict, names := jobstate.Verify(job, sealKey); verdict {
 	case jobstate.Tampered:
@@ -448,6 +456,16 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	m, err := conn.Mirror(ctx, key)
 	if err != nil {
 		return s, err
+	}
+	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && ownMirror(s, m.UID) {
+		// The mirror this manager created (or adopts, as nextStep does),
+		// over what the worker's cache keeps of a Job: read whole from
+		// the worker, kept by none. Any other Job the cache keeps so is
+		// decided on from its identity and labels alone, as nextStep
+		// does of a Job not its mirror.
+		if m, err = workers.WholeMirror(ctx, conn, r.Origin, key); err != nil {
+			return s, err
+		}
 	}
 	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !workers.MayDelete(m, r.ManagerID, conn.OriginShared()) {
 		// Another installation's mirror of the same name (or one that
@@ -616,6 +634,15 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 func (r *JobReconciler) removeFinalizer(ctx context.Context, job *batchv1.Job) error {
 	if !controllerutil.ContainsFinalizer(job, v1alpha1.MirrorFinalizer) {
 		return nil
+	}
+	if _, over := managercache.OverBudgetOf(job); over {
+		// The cache keeps jobferry's finalizer of it only; the patch
+		// must keep the others the Job holds.
+		stored := &batchv1.Job{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), stored); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		job = stored
 	}
 	updated := job.DeepCopy()
 	controllerutil.RemoveFinalizer(updated, v1alpha1.MirrorFinalizer)

@@ -44,6 +44,8 @@ var (
 	// for exists on a worker.
 	noticeUntrusted = write{action: "Verify", reason: ReasonUntrustedState}
 	noticeStray     = write{action: "Dispatch", reason: ReasonStrayMirror}
+	// noticeOverBudget: the Job holds more than jobferry keeps of one.
+	noticeOverBudget = write{action: "Admit", reason: ReasonOverBudget}
 )
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights

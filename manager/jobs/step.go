@@ -67,6 +67,10 @@ type jobState struct {
 	// match their seal: state the manager did not write, or changed since
 	// (jobstate.Verify). Nothing is done for such a Job.
 	Untrusted []string
+	// OverBudget says why the manager cluster's cache keeps the Job as its
+	// identity only (managercache.OverBudget): it holds more than jobferry
+	// keeps of one. Nothing is done for such a Job but its deletion.
+	OverBudget string
 	// Legacy: state an earlier manager wrote without a seal, on a Job older
 	// than the key: sealed as it is before anything else.
 	Legacy bool
@@ -182,6 +186,9 @@ const (
 	// stepUntrusted: jobferry's state on the Job is not its own (Why): do
 	// nothing for it, and say so once per version of the Job.
 	stepUntrusted
+	// stepOverBudget: the Job holds more than jobferry keeps of one (Why):
+	// do nothing for it, and say so once per version of the Job.
+	stepOverBudget
 	// stepRecord: write (and seal) jobferry's state: the UID of the mirror
 	// just created (MirrorUID), or the unsealed state of an earlier manager.
 	stepRecord
@@ -210,7 +217,7 @@ var stepNames = map[stepKind]string{
 	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
 	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
 	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
-	stepUntrusted: "Untrusted", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
+	stepUntrusted: "Untrusted", stepOverBudget: "OverBudget", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
 	stepStray: "Stray", stepSetCheck: "SetCheck", stepRequeue: "Requeue",
 }
 
@@ -245,6 +252,14 @@ type step struct {
 	InSync bool
 }
 
+// ownMirror: a Job of the Job's name and current attempt with UID uid on
+// its worker is the mirror this manager created: the one whose UID it
+// recorded, or, none recorded, the one it created or one it adopts
+// (AdoptMirror).
+func ownMirror(s jobState, uid types.UID) bool {
+	return uid == s.MirrorUID || (s.MirrorUID == "" && (uid == s.CreatedMirrorUID || s.AdoptMirror))
+}
+
 // nextStep decides what to do next for one manager Job, from what was read
 // about it. It is pure: the reconciler reads, calls it, writes what it says,
 // and asks again with what it wrote.
@@ -252,6 +267,14 @@ func nextStep(s jobState, cfg stepConfig) step {
 	job := s.Job
 	if job == nil || job.DeletionTimestamp != nil {
 		return step{Kind: stepFinalize}
+	}
+	if s.OverBudget != "" {
+		if s.Blocked[noticeOverBudget] {
+			return step{Kind: stepNone}
+		}
+		return step{Kind: stepOverBudget, Why: fmt.Sprintf(
+			"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
+				"until it holds less; delete the Job to stop it", s.OverBudget)}
 	}
 	if len(s.Untrusted) > 0 {
 		// Whatever the annotations say, they are not jobferry's decisions:
@@ -292,8 +315,13 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if m == nil {
 		return nextWithoutMirror(s)
 	}
+	if workers.IsOverBudget(m) && m.UID == s.MirrorUID {
+		// Its identity only (readState reads the mirror whole, and did
+		// not get it): nothing to compare or copy from; look again.
+		return step{Kind: stepNone, RequeueAfter: time.Second}
+	}
 	if m.UID != s.MirrorUID {
-		if s.MirrorUID == "" && (m.UID == s.CreatedMirrorUID || s.AdoptMirror) {
+		if ownMirror(s, m.UID) {
 			return step{Kind: stepRecord, MirrorUID: m.UID}
 		}
 		// Its labels are anyone's to write who may create Jobs in that

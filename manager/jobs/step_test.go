@@ -360,6 +360,20 @@ func TestNextStep(t *testing.T) {
 			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} }), Untrusted: []string{v1alpha1.WorkerAnnotation}},
 			want:  stepFinalize,
 		},
+		// A Job over what the cache keeps of one (issue 44) is its
+		// identity only: nothing is decided from it but its deletion.
+		"over the cache's budget: nothing is done, and it says so": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, running), OverBudget: "spec.template.spec.tolerations takes ..."},
+			want:  stepOverBudget, checks: []check{wantWhy("holds more than jobferry keeps", "spec.template.spec.tolerations takes", "delete the Job")},
+		},
+		"over the cache's budget, already said for this version of the Job: quiet": {
+			state: jobState{Now: stepNow, Job: stepJob(placed), OverBudget: "status takes ...", Blocked: map[write]bool{noticeOverBudget: true}},
+			want:  stepNone, checks: []check{wantRequeue(0)},
+		},
+		"over the cache's budget and being deleted: let go": {
+			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} }), OverBudget: "status takes ..."},
+			want:  stepFinalize,
+		},
 		"state an earlier manager wrote unsealed: sealed first": {
 			state: jobState{Now: stepNow, Job: stepJob(placed, running), Legacy: true}, want: stepRecord,
 			checks: []check{func(t *testing.T, st step) {

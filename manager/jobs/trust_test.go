@@ -7,11 +7,14 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -128,14 +131,13 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	}
 }
 
-func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
-	h := newJobsHarness(t, "w1")
-	runningOn(t, h, "w1")
-	// A worker-namespace user deletes the mirror and creates a Job with its
-	// labels, reporting success.
+// replaceMirror deletes the Job's mirror on worker and creates a Job with
+// its name, labels and spec in its place, as a worker-namespace user may.
+func replaceMirror(t *testing.T, h *jobsHarness, worker string) {
+	t.Helper()
 	ctx := context.Background()
-	w := h.workers.Conns["w1"]
-	m := h.mirror(t, "w1")
+	w := h.workers.Conns[worker]
+	m := h.mirror(t, worker)
 	if err := w.API.Delete(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +145,14 @@ func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
 	if err := w.API.Create(ctx, impostor); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	// A worker-namespace user deletes the mirror and creates a Job with its
+	// labels, reporting success.
+	replaceMirror(t, h, "w1")
 	h.report(t, "w1", complete)
 	h.reconcile(t)
 	job := h.job(t)
@@ -220,5 +230,72 @@ func TestJobWithTheNextAttemptsLabelsIsNotAdopted(t *testing.T) {
 	now := h.mirror(t, "w1")
 	if now == nil || now.UID == "impostor" || string(now.UID) != job.Annotations[v1alpha1.MirrorUIDAnnotation] {
 		t.Errorf("mirror %v, recorded %q: want a mirror the manager created, recorded", now, job.Annotations[v1alpha1.MirrorUIDAnnotation])
+	}
+}
+
+// reportOverBudgetSuccess reports the mirror on worker Complete, with a
+// message that takes its status over what the worker's cache keeps of a
+// Job (cachebudget.Mirror), and returns the message.
+func reportOverBudgetSuccess(t *testing.T, h *jobsHarness, worker string) string {
+	t.Helper()
+	long := strings.Repeat("m", 20<<10)
+	h.report(t, worker, func(j *batchv1.Job) {
+		complete(j)
+		j.Status.Conditions[1].Message = long
+	})
+	return long
+}
+
+// A mirror the manager created whose status grew over what the worker's
+// cache keeps of a Job (cachebudget.Mirror) is read whole from the worker:
+// its final status is copied as it is.
+func TestMirrorOverTheCacheBudgetIsReadWhole(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	long := reportOverBudgetSuccess(t, h, "w1")
+	if m, _ := h.workers.Conns["w1"].Mirror(context.Background(), client.ObjectKeyFromObject(h.job(t))); m == nil || !workers.IsOverBudget(m) {
+		t.Fatalf("the cache keeps the mirror whole: the test proves nothing")
+	}
+	h.reconcile(t)
+	job := h.job(t)
+	if c := jobstatus.Condition(job.Status, batchv1.JobComplete); c == nil || c.Status != corev1.ConditionTrue || c.Message != long {
+		t.Errorf("the final status of the mirror over the cache's budget was not copied: %+v", job.Status.Conditions)
+	}
+}
+
+// A Job put in the mirror's place with its labels and a status over the
+// cache's budget is kept as its identity only and taken for what it is,
+// not the mirror: nothing of it is copied.
+func TestImpostorOverTheCacheBudgetIsNotCopied(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	replaceMirror(t, h, "w1")
+	reportOverBudgetSuccess(t, h, "w1")
+	h.reconcile(t)
+	job := h.job(t)
+	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Fatalf("the impostor's success was copied")
+	}
+	if events := h.events(); len(events) == 0 || events[0] != ReasonMirrorNotOurs {
+		t.Errorf("events %v, want %s first", events, ReasonMirrorNotOurs)
+	}
+}
+
+// A mirror over the cache's budget whose attempt label a worker-namespace
+// user raised is still the mirror the manager created (its UID is
+// recorded): read whole, its final status copied.
+func TestMirrorOverTheCacheBudgetWithARaisedAttemptIsReadWhole(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	long := reportOverBudgetSuccess(t, h, "w1")
+	m := h.mirror(t, "w1")
+	m.Labels[v1alpha1.DispatchAttemptLabel] = "2"
+	if err := h.workers.Conns["w1"].API.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(t)
+	job := h.job(t)
+	if c := jobstatus.Condition(job.Status, batchv1.JobComplete); c == nil || c.Message != long {
+		t.Errorf("the final status of the relabelled mirror was not copied: %+v", job.Status.Conditions)
 	}
 }

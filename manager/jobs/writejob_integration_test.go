@@ -186,8 +186,8 @@ func TestIntegrationWriteStatusLeavesTheJobsMetadataBe(t *testing.T) {
 }
 
 // withStoredTemplate, on a real kube-apiserver: a Job as the cache keeps it
-// (its containers without image or command) gets the template the API
-// server holds; a Job whose spec changed since it was read gets nothing.
+// (its containers without image or command, jobferry's annotations only)
+// gets the template and the annotations the API server holds; a Job whose spec changed since it was read gets nothing.
 func TestIntegrationWithStoredTemplateReadsTheWholeTemplate(t *testing.T) {
 	c := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -195,7 +195,7 @@ func TestIntegrationWithStoredTemplateReadsTheWholeTemplate(t *testing.T) {
 	r := &JobReconciler{Client: c, APIReader: c}
 
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "whole"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "whole", Annotations: map[string]string{"team.example/owner": "ana"}},
 		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "work", Image: "registry.example/work:1", Command: []string{"run"}}},
@@ -217,6 +217,11 @@ func TestIntegrationWithStoredTemplateReadsTheWholeTemplate(t *testing.T) {
 	}
 	if whole.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" {
 		t.Errorf("the rest is not the Job as read: %v", whole.Annotations)
+	}
+	// The cache keeps jobferry's annotations only: the others come from
+	// the API server, for the mirror.
+	if whole.Annotations["team.example/owner"] != "ana" {
+		t.Errorf("the Job's own annotations are not the stored ones: %v", whole.Annotations)
 	}
 
 	stored := &batchv1.Job{}

@@ -4,6 +4,7 @@ package managercache
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -158,6 +159,28 @@ func TestIntegrationManagerJobCache(t *testing.T) {
 	eventually(t, ctx, "the index to list the Job as placed", func() bool {
 		return c.List(ctx, &placed, client.MatchingFields{PlacementIndex: "worker-1"}) == nil && len(placed.Items) == 1
 	})
+
+	// A manager Job over what the cache keeps of one (no webhook here to
+	// refuse it) is handed out as its identity only, saying why.
+	big := job("big", ptr.To(v1alpha1.ManagerManagedBy))
+	big.Annotations = map[string]string{"team.example/owner": "ana"}
+	for i := range 2100 {
+		big.Spec.Template.Spec.Tolerations = append(big.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: fmt.Sprintf("example.com/t-%04d", i), Operator: corev1.TolerationOpExists})
+	}
+	if err := api.Create(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	tomb := &batchv1.Job{}
+	eventually(t, ctx, "the cache to hold the large Job", func() bool {
+		return c.Get(ctx, types.NamespacedName{Namespace: "team", Name: "big"}, tomb) == nil
+	})
+	if why, over := OverBudgetOf(tomb); !over || tomb.UID != big.UID || tomb.Spec.Template.Spec.Tolerations != nil || tomb.Labels != nil {
+		t.Errorf("the large Job's cached form: over %v (%s), %+v", over, why, tomb.ObjectMeta)
+	}
+	// Not acted on: neither placed nor waiting for room.
+	if err := c.List(ctx, &unplaced, client.MatchingFields{PlacementIndex: UnplacedKey}); err != nil || len(unplaced.Items) != 0 {
+		t.Errorf("the unplaced manager Jobs listed: %d (%v), want none", len(unplaced.Items), err)
+	}
 }
 
 func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {

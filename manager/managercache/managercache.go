@@ -34,12 +34,14 @@ func CacheOptions(namespace string) cache.Options {
 }
 
 // trimJob is the cache's transform of a Job: a manager Job as a cachedJob
-// without its managedFields and the labels the API server derives from its
+// without its managedFields, its annotations but jobferry's
+// (stateAnnotations), and the labels the API server derives from its
 // UID and name (a Job created without labels gets its template's: four map
 // entries with the Job's UID and name, a sixth of the cached Job; a mirror
 // never carries them, and the manager's writes of metadata and status are
 // patches, which leave them be), with its repeated strings shared with the
-// other cached Jobs (package sharedstrings); and of any other Job only its
+// other cached Jobs (package sharedstrings); a manager Job over its budget
+// (overCacheBudget) as its identity only; and of any other Job only its
 // identity (newCachedOtherJob).
 func trimJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
@@ -49,7 +51,11 @@ func trimJob(obj any) (any, error) {
 	if !v1alpha1.IsManagerJob(job) {
 		return newCachedOtherJob(job), nil
 	}
+	if over := overCacheBudget(job); over != nil {
+		return newCachedOverBudget(job, over), nil
+	}
 	job.ManagedFields = nil
+	job.Annotations = stateAnnotations(job.Annotations)
 	job.Labels = mirror.KeptLabels(job.Labels)
 	job.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
 	sharedstrings.Job(job)
@@ -69,6 +75,11 @@ func IndexJobs(ctx context.Context, indexer client.FieldIndexer) error {
 	err := indexer.IndexField(ctx, &batchv1.Job{}, PlacementIndex, func(obj client.Object) []string {
 		job, ok := JobWithoutTemplate(obj)
 		if !ok || !v1alpha1.IsManagerJob(&job) {
+			return nil
+		}
+		if _, over := OverBudgetOf(&job); over {
+			// Kept as its identity only and not acted on: neither placed
+			// nor waiting for room.
 			return nil
 		}
 		return []string{placementKey(&job)}

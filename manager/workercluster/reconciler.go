@@ -195,6 +195,7 @@ func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster
 		origin := originCondition(r.Pool.Origin, conn.OriginConflict())
 		f.origin = &origin
 		r.Pool.KeepWarningsWatch(ctx, conn)
+		r.Pool.ReportOverBudget(ctx, wc, conn)
 		// Kept in the status: a copy of the shared summary.
 		f.capacity = conn.Capacity(ctx).DeepCopy()
 		f.credential, f.credentialCondition, f.credentialAfter = r.Pool.KeepCredential(ctx, wc, conn)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 )
 
 // Connection is the manager's connection to one worker: reads come from
@@ -92,6 +93,10 @@ type Connection struct {
 	// warnings is the watch of the worker's Warning Events, while the
 	// credential may (workerwarnings.go).
 	warnings warningsWatch
+
+	// overBudget counts the objects its caches kept as their identity only
+	// (cachebudget), for the WorkerCluster's Warning.
+	overBudget *overBudgetTally
 }
 
 // OriginConflict is a Job another manager installation with this
@@ -210,6 +215,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		}
 	})
 	listRefused := &atomic.Bool{}
+	overBudget := &overBudgetTally{}
 	watchFailed := func(ctx context.Context, r *toolscache.Reflector, err error) {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			listRefused.Store(true)
@@ -221,7 +227,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		// No managedFields: nothing reads them, and the worker's Job
 		// controller adds an entry with each status write it makes.
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName)},
+			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName), Transform: capacityTransform(overBudget)},
 		}}
 		// Mirrors have a cache of their own (mirrorCache); a read of Jobs
 		// through the client must not start a second one of every Job.
@@ -240,7 +246,9 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
 	}
-	mirrors, err := newMirrorCache(requests, origin, namespaces, watchFailed)
+	mirrors, err := newMirrorCache(requests, origin, namespaces, watchFailed, func(job types.NamespacedName, over *cachebudget.Over) {
+		overBudget.add("Job "+job.String(), over)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("building the mirror cache of worker %s: %w", name, err)
 	}
@@ -251,6 +259,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		return nil, err
 	}
 	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused, askProbe: h.unanswered}
+	r.overBudget = overBudget
 	r.lastErr.Store("")
 	self.Store(r)
 

@@ -3,10 +3,11 @@ package workers
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,23 +18,17 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/sharedstrings"
-	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/mirror"
 )
-
-// maxCachedTemplateMetadata bounds the pod template labels and annotations
-// kept of a cached mirror, each (a Job's template annotations may hold 256
-// KiB, its labels more): a Job with jobferry's labels is anyone's to create
-// who may create Jobs in the worker namespace.
-const maxCachedTemplateMetadata = 64 << 10
 
 // cachedMirror is what a worker's cache keeps of a Job with this
 // installation's origin label (the manager's mirrors and whatever else
 // carries the label): what the manager reads, and nothing else. Its
-// identity and jobferry's labels; the spec fields a change of the manager
-// Job is carried to (mirror.SpecUpdate) and the pod template's scheduling
-// fields and metadata (bounded, without the labels the worker derives from
-// the mirror's UID and name); its status, which the worker's Job
+// identity and jobferry's identity labels; the spec fields a change of the
+// manager Job is carried to (mirror.SpecUpdate) and the pod template's
+// scheduling fields and metadata (without the labels the worker derives
+// from the mirror's UID and name); its status, which the worker's Job
 // controller writes. Containers, volumes and the rest of the pod spec are
 // what makes a Job large, and the manager never reads them from a worker:
 // it writes the mirror from the manager Job, and updates it with patches
@@ -41,12 +36,42 @@ const maxCachedTemplateMetadata = 64 << 10
 // batchv1.Job: the manager holds one per tracked Job, and a batchv1.Job
 // costs 1,408 bytes of struct however little of it is set, this a third of
 // that (the manager's memory per tracked Job, issue 27).
+//
+// A Job with the label is anyone's to create who may create Jobs in the
+// worker namespace, so what is kept of one is within cachebudget.Mirror;
+// of a Job over it only the identity is kept (overBudget says why), so the
+// cache grows with the number of such Jobs, never with their size.
 type cachedMirror struct {
-	// ObjectMeta holds the identity and jobferry's labels only (and makes
-	// the informer's key and namespace index work as for a Job).
+	// ObjectMeta holds the identity and jobferry's identity labels only
+	// (and makes the informer's key and namespace index work as for a
+	// Job); of a Job over its budget, overBudgetAnnotation too.
 	metav1.ObjectMeta
 	spec   cachedMirrorSpec
 	status batchv1.JobStatus
+	// overBudget: the Job was over cachebudget.Mirror, and only its
+	// identity is kept.
+	overBudget *cachebudget.Over
+}
+
+// overBudgetAnnotation marks the view of a Job the cache keeps as its
+// identity only, saying why (OverBudget). Only the cache sets it: it keeps
+// no annotation of a Job's own.
+const overBudgetAnnotation = "jobferry.dev/over-cache-budget"
+
+// OverBudget says whether a Job a worker's mirror cache gave back (a
+// Connection's Mirror, Mirrors or MirrorMetas) is only the identity of a
+// Job over cachebudget.Mirror, and why. Its spec and status are not
+// there: WholeMirror reads them, for a mirror the manager created.
+func OverBudget(m metav1.Object) (string, bool) {
+	why, over := m.GetAnnotations()[overBudgetAnnotation]
+	return why, over
+}
+
+// IsOverBudget: m is only the identity of a Job over its budget
+// (OverBudget).
+func IsOverBudget(m metav1.Object) bool {
+	_, over := OverBudget(m)
+	return over
 }
 
 // cachedMirrorSpec is what cachedMirror keeps of the Job's spec.
@@ -63,28 +88,111 @@ type cachedMirrorSpec struct {
 	nodeAffinity                                         *corev1.NodeAffinity
 }
 
-// cacheMirror is the mirror cache's transform: a Job as cachedMirror keeps
-// it. Anything else (a tombstone never reaches a transform) passes as it is.
-func cacheMirror(obj any) (any, error) {
-	job, ok := obj.(*batchv1.Job)
-	if !ok {
-		return obj, nil
+// mirrorTransform is the mirror cache's transform: a Job as cachedMirror
+// keeps it, each one over its budget told to overBudget (nil: none is
+// told). Anything else (a tombstone never reaches a transform) passes as
+// it is.
+func mirrorTransform(overBudget func(job types.NamespacedName, over *cachebudget.Over)) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		job, ok := obj.(*batchv1.Job)
+		if !ok {
+			return obj, nil
+		}
+		m := newCachedMirror(job)
+		if m.overBudget != nil && overBudget != nil {
+			overBudget(types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, m.overBudget)
+		}
+		return m, nil
 	}
-	return newCachedMirror(job), nil
 }
 
+// newCachedMirror is a Job as the mirror cache keeps it: what the manager
+// reads of it when that is within cachebudget.Mirror, its identity only
+// otherwise.
 func newCachedMirror(job *batchv1.Job) *cachedMirror {
+	meter := cachebudget.NewMeter(cachebudget.Mirror)
+	meterMirror(meter, job)
+	over := meter.Over()
+	if over == nil {
+		return keptMirror(job)
+	}
+	m := &cachedMirror{ObjectMeta: mirrorIdentity(job), overBudget: over}
+	m.Annotations = map[string]string{overBudgetAnnotation: over.String()}
+	return m
+}
+
+// meterMirror counts what keptMirror keeps of a Job, field by field (the
+// identity aside: its names are the API server's to bound).
+func meterMirror(meter *cachebudget.Meter, job *batchv1.Job) {
+	template := &job.Spec.Template
+	meter.MapWhere("metadata.labels", job.Labels, isIdentityLabel)
+	meter.MapWhere("spec.template.metadata.labels", template.Labels, func(k string) bool { return !mirror.Generated(k) })
+	meter.Map("spec.template.metadata.annotations", template.Annotations)
+	meter.Map("spec.template.spec.nodeSelector", template.Spec.NodeSelector)
+	tolerations := 0
+	for i := range template.Spec.Tolerations {
+		tolerations += template.Spec.Tolerations[i].Size()
+	}
+	meter.Add("spec.template.spec.tolerations", len(template.Spec.Tolerations), tolerations)
+	gates := 0
+	for i := range template.Spec.SchedulingGates {
+		gates += template.Spec.SchedulingGates[i].Size()
+	}
+	meter.Add("spec.template.spec.schedulingGates", len(template.Spec.SchedulingGates), gates)
+	if a := template.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		meter.Add("spec.template.spec.affinity.nodeAffinity", nodeAffinityEntries(a.NodeAffinity), a.NodeAffinity.Size())
+	}
+	status := &job.Status
+	entries := len(status.Conditions)
+	if u := status.UncountedTerminatedPods; u != nil {
+		entries += len(u.Succeeded) + len(u.Failed)
+	}
+	meter.Add("status", entries, status.Size())
+}
+
+// nodeAffinityEntries counts the terms, requirements and values of a node
+// affinity.
+func nodeAffinityEntries(a *corev1.NodeAffinity) int {
+	n := 0
+	term := func(t *corev1.NodeSelectorTerm) {
+		n++
+		for _, r := range [][]corev1.NodeSelectorRequirement{t.MatchExpressions, t.MatchFields} {
+			for i := range r {
+				n += 1 + len(r[i].Values)
+			}
+		}
+	}
+	if req := a.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+		for i := range req.NodeSelectorTerms {
+			term(&req.NodeSelectorTerms[i])
+		}
+	}
+	for i := range a.PreferredDuringSchedulingIgnoredDuringExecution {
+		term(&a.PreferredDuringSchedulingIgnoredDuringExecution[i].Preference)
+	}
+	return n
+}
+
+// mirrorIdentity is what the cache keeps of any Job with the origin label:
+// its identity and jobferry's identity labels.
+func mirrorIdentity(job *batchv1.Job) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Namespace: sharedstrings.Canonical(job.Namespace), Name: job.Name, UID: job.UID, ResourceVersion: job.ResourceVersion, Generation: job.Generation,
+		CreationTimestamp: job.CreationTimestamp, DeletionTimestamp: job.DeletionTimestamp, Labels: jobferryLabels(job.Labels),
+	}
+}
+
+// keptMirror is what the cache keeps of a Job within its budget (and what
+// WholeMirror gives of any).
+func keptMirror(job *batchv1.Job) *cachedMirror {
 	spec, template := job.Spec, job.Spec.Template
 	m := &cachedMirror{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: sharedstrings.Canonical(job.Namespace), Name: job.Name, UID: job.UID, ResourceVersion: job.ResourceVersion, Generation: job.Generation,
-			CreationTimestamp: job.CreationTimestamp, DeletionTimestamp: job.DeletionTimestamp, Labels: jobferryLabels(job.Labels),
-		},
+		ObjectMeta: mirrorIdentity(job),
 		spec: cachedMirrorSpec{
 			parallelism: spec.Parallelism, completions: spec.Completions, activeDeadlineSeconds: spec.ActiveDeadlineSeconds,
 			backoffLimit: spec.BackoffLimit, backoffLimitPerIndex: spec.BackoffLimitPerIndex, maxFailedIndexes: spec.MaxFailedIndexes,
 			suspend: spec.Suspend, completionMode: spec.CompletionMode, managedBy: spec.ManagedBy,
-			templateLabels: sharedKeys(templateLabels(bounded(template.Labels))), templateAnnotations: sharedKeys(bounded(template.Annotations)),
+			templateLabels: sharedKeys(templateLabels(template.Labels)), templateAnnotations: sharedKeys(template.Annotations),
 			nodeSelector: template.Spec.NodeSelector, tolerations: template.Spec.Tolerations, schedulingGates: template.Spec.SchedulingGates,
 		},
 		status: job.Status,
@@ -101,8 +209,12 @@ func newCachedMirror(job *batchv1.Job) *cachedMirror {
 var jobKind = metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"}
 
 // view is the mirror as a Job that shares the cache's maps, slices and
-// pointers: to read, never to change (Connection.Mirror gives a copy).
+// pointers: to read, never to change (Connection.Mirror gives a copy). Of
+// a Job over its budget, its identity only, marked (OverBudget).
 func (m *cachedMirror) view() batchv1.Job {
+	if m.overBudget != nil {
+		return batchv1.Job{TypeMeta: jobKind, ObjectMeta: m.ObjectMeta}
+	}
 	s := m.spec
 	job := batchv1.Job{
 		TypeMeta:   jobKind,
@@ -137,25 +249,50 @@ func SlimMirror(job *batchv1.Job) *batchv1.Job {
 	return newCachedMirror(job).job()
 }
 
-// jobferryLabels are the jobferry.dev/ labels of a Job: the only ones the
-// manager reads on a worker. Their keys, and the values every mirror of
-// this manager repeats (its origin, the attempt), are shared copies
-// (package sharedstrings); the origin UID is the manager Job's own.
+// WholeMirror reads the Job key from the worker's API server and gives
+// what the mirror cache would keep of it were it within its budget (nil
+// when it is gone or carries no origin label of origin): for a mirror the
+// manager created (its UID recorded) that the cache keeps as its identity
+// only (OverBudget). Nothing of it is kept.
+func WholeMirror(ctx context.Context, conn Conn, origin string, key types.NamespacedName) (*batchv1.Job, error) {
+	job, err := conn.UncachedJob(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Job %s, over the mirror cache's budget, from the worker: %w", key, err)
+	}
+	if job.Labels[v1alpha1.OriginLabel] != origin {
+		return nil, nil
+	}
+	return keptMirror(job).job(), nil
+}
+
+// jobferryLabels are a Job's jobferry.dev/ labels that the manager reads
+// on a worker: those of a mirror's identity (mirror.IdentityLabelKeys);
+// nil when it has none. The keys, and the values every mirror of this
+// manager repeats (its origin, the attempt), are shared copies (package
+// sharedstrings); the origin UID is the manager Job's own.
 func jobferryLabels(labels map[string]string) map[string]string {
 	var out map[string]string
-	for k, v := range labels {
-		if strings.HasPrefix(k, jobstate.Prefix) {
-			if out == nil {
-				out = map[string]string{}
-			}
-			if k != v1alpha1.OriginUIDLabel {
-				v = sharedstrings.Canonical(v)
-			}
-			out[sharedstrings.Canonical(k)] = v
+	for _, k := range mirror.IdentityLabelKeys {
+		v, ok := labels[k]
+		if !ok {
+			continue
 		}
+		if out == nil {
+			out = make(map[string]string, len(mirror.IdentityLabelKeys))
+		}
+		if k != v1alpha1.OriginUIDLabel {
+			v = sharedstrings.Canonical(v)
+		}
+		out[k] = v
 	}
 	return out
 }
+
+// isIdentityLabel: a label key of a mirror's identity.
+func isIdentityLabel(key string) bool { return slices.Contains(mirror.IdentityLabelKeys, key) }
 
 // templateLabels are a mirror's pod template labels without those its
 // worker's API server derives from the mirror's UID and name (nil when none
@@ -173,20 +310,6 @@ func sharedKeys(m map[string]string) map[string]string {
 	return m
 }
 
-// bounded is m, or nil when its keys and values hold more than
-// maxCachedTemplateMetadata: the mirror then looks different from what the
-// manager Job would make, and a carry (while the mirror's template may
-// change) writes what it should hold.
-func bounded(m map[string]string) map[string]string {
-	size := 0
-	for k, v := range m {
-		if size += len(k) + len(v); size > maxCachedTemplateMetadata {
-			return nil
-		}
-	}
-	return m
-}
-
 // mirrorCache watches this installation's mirrors on a worker (the Jobs
 // with its origin label) in each namespace the manager may use there, or
 // in all, and keeps each as a cachedMirror: client-go informers of its
@@ -197,7 +320,7 @@ type mirrorCache struct {
 	informers map[string]toolscache.SharedIndexInformer
 }
 
-func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatchError toolscache.WatchErrorHandlerWithContext) (*mirrorCache, error) {
+func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatchError toolscache.WatchErrorHandlerWithContext, overBudget func(types.NamespacedName, *cachebudget.Over)) (*mirrorCache, error) {
 	cfg = rest.CopyConfig(cfg)
 	// Mirrors are built-in Jobs: protobuf decodes them for less.
 	cfg.ContentType = runtime.ContentTypeProtobuf
@@ -217,7 +340,7 @@ func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatc
 			Indexers:          toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
 			ObjectDescription: "mirror Jobs",
 		})
-		if err := informer.SetTransform(cacheMirror); err != nil {
+		if err := informer.SetTransform(mirrorTransform(overBudget)); err != nil {
 			return nil, err
 		}
 		if err := informer.SetWatchErrorHandlerWithContext(onWatchError); err != nil {

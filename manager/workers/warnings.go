@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -131,21 +132,26 @@ func (c *Connection) stopWarnings() {
 
 // slimEvent keeps of an Event what forwarding reads, each part bounded: the
 // Event is anyone's who may create Events in its namespace.
+// Names are cut to a name's most: the API server bounds the Event's own,
+// not those of the object it is about.
 func slimEvent(ev *corev1.Event) *corev1.Event {
+	about := &ev.InvolvedObject
 	return &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ev.Namespace, Name: ev.Name, ResourceVersion: ev.ResourceVersion},
-		InvolvedObject: corev1.ObjectReference{Kind: ev.InvolvedObject.Kind, Namespace: ev.InvolvedObject.Namespace,
-			Name: ev.InvolvedObject.Name, UID: ev.InvolvedObject.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cutUTF8(ev.Namespace, maxWarningName), Name: cutUTF8(ev.Name, maxWarningName),
+			ResourceVersion: cutUTF8(ev.ResourceVersion, maxWarningWord)},
+		InvolvedObject: corev1.ObjectReference{Kind: cutUTF8(about.Kind, maxWarningWord), Namespace: cutUTF8(about.Namespace, maxWarningName),
+			Name: cutUTF8(about.Name, maxWarningName), UID: types.UID(cutUTF8(string(about.UID), maxWarningWord))},
 		Reason: cutUTF8(ev.Reason, maxWarningWord), Message: cutUTF8(ev.Message, maxWarningMessage), Action: cutUTF8(ev.Action, maxWarningWord),
 	}
 }
 
-// cutUTF8 is s cut to at most n bytes, as valid UTF-8.
+// cutUTF8 is s cut to at most n bytes, as valid UTF-8, in a string of its
+// own: a part of s would keep all of s.
 func cutUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:n], "")
+	return strings.Clone(strings.ToValidUTF8(s[:n], ""))
 }
 
 // KeepWarningsWatch runs the watch of a worker's Warning Events while its
@@ -177,8 +183,10 @@ func (p *Pool) warningSeen(ctx context.Context, w Warning) {
 }
 
 // Bounds of what is kept of a worker's Event: a note holds 1 KiB, and an
-// Event's reason and action are at most 128 characters in events.k8s.io.
+// Event's reason and action are at most 128 characters in events.k8s.io;
+// a name, 253.
 const (
 	maxWarningMessage = eventnote.MaxBytes
 	maxWarningWord    = 128
+	maxWarningName    = 253
 )

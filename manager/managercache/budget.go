@@ -1,0 +1,194 @@
+package managercache
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/cachebudget"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/mirror"
+)
+
+// overBudgetAnnotation marks a manager Job the cache keeps as its identity
+// only, saying why (OverBudgetOf). Only the cache sets it on what it hands
+// out; it is not among the sealed annotations.
+const overBudgetAnnotation = "jobferry.dev/over-cache-budget"
+
+// OverBudget says why a manager Job's own parts — its metadata and spec,
+// as the cache would keep them (cachedJob), but jobferry's sealed state —
+// hold more than budget b: nil when they do not. The admission webhook
+// refuses a Job over cachebudget.ManagerJob with this (its status is
+// jobferry's to write, and not counted there). jobferry's state
+// annotations only the manager writes (admission.StatePolicy), and the API
+// server bounds them (256 KiB of annotations).
+//
+// It counts every field of what the cache would hand out (keptView), one
+// by one, so that nothing the cache keeps goes uncounted: a field added
+// to cachedJob is counted as it is added.
+func OverBudget(job *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
+	view := keptView(job)
+	meter := cachebudget.NewMeter(b)
+	meterFields(meter, "metadata.", &view.ObjectMeta, map[string]func(reflect.Value){
+		"annotations": func(reflect.Value) { meter.MapWhere("metadata.annotations", view.Annotations, userAnnotation) },
+	})
+	template := view.Spec.Template
+	view.Spec.Template = corev1.PodTemplateSpec{}
+	meterFields(meter, "spec.", &view.Spec, nil)
+	meterFields(meter, "spec.template.metadata.", &template.ObjectMeta, nil)
+	meterFields(meter, "spec.template.spec.", &template.Spec, nil)
+	return meter.Over()
+}
+
+// overCacheBudget says why the cache keeps a manager Job as its identity
+// only (nil: it keeps it whole): its own parts over
+// cachebudget.ManagerJobCached (which leaves room for what jobferry adds
+// to a Job it places), or its status over cachebudget.JobStatus.
+func overCacheBudget(job *batchv1.Job) *cachebudget.Over {
+	if over := OverBudget(job, cachebudget.ManagerJobCached); over != nil {
+		return over
+	}
+	meter := cachebudget.NewMeter(cachebudget.JobStatus)
+	entries, bytes := measure(reflect.ValueOf(&job.Status))
+	meter.Add("status", entries, bytes)
+	return meter.Over()
+}
+
+// keptView is the Job as the cache would hand it out, kept whole
+// (trimJob, cachedJob), without its status; job is left as it is.
+func keptView(job *batchv1.Job) batchv1.Job {
+	trimmed := *job
+	trimmed.ManagedFields = nil
+	trimmed.Annotations = stateAnnotations(job.Annotations)
+	trimmed.Labels = mirror.KeptLabels(job.Labels)
+	trimmed.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
+	trimmed.Status = batchv1.JobStatus{}
+	return newCachedManagerJob(&trimmed).view()
+}
+
+// meterFields counts each exported field of the struct s points to as the
+// field prefix+its JSON name; a field named in special is counted by its
+// function instead.
+func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[string]func(reflect.Value)) {
+	v := reflect.ValueOf(s).Elem()
+	t := v.Type()
+	for i := range v.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "" {
+			name = f.Name
+		}
+		if count, ok := special[name]; ok {
+			count(v.Field(i))
+			continue
+		}
+		entries, bytes := measure(v.Field(i))
+		if entries > 0 || bytes > 0 {
+			meter.Add(prefix+name, entries, bytes)
+		}
+	}
+}
+
+// measure counts what v holds: entries (map entries and list items, at
+// any depth) and bytes (the length of each string, 8 for any other
+// value), as the cache keeps it in memory, give or take each value's
+// fixed size.
+func measure(v reflect.Value) (entries, bytes int) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return 0, 0
+		}
+		return measure(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			// Unexported fields (of a Quantity, a Time) are its value.
+			if f := v.Field(i); f.CanInterface() {
+				e, b := measure(f)
+				entries, bytes = entries+e, bytes+b
+			} else {
+				bytes += 8
+			}
+		}
+		return entries, bytes
+	case reflect.String:
+		return 0, v.Len()
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return 0, v.Len()
+		}
+		entries = v.Len()
+		for i := range v.Len() {
+			e, b := measure(v.Index(i))
+			entries, bytes = entries+e, bytes+b
+		}
+		return entries, bytes
+	case reflect.Map:
+		entries = v.Len()
+		for it := v.MapRange(); it.Next(); {
+			ek, bk := measure(it.Key())
+			ev, bv := measure(it.Value())
+			entries, bytes = entries+ek+ev, bytes+bk+bv
+		}
+		return entries, bytes
+	case reflect.Invalid:
+		return 0, 0
+	}
+	return 0, 8
+}
+
+// stateAnnotations are the jobferry.dev/ annotations of a manager Job:
+// the only ones the cache's readers read (jobferry's state and the user
+// inputs). A mirror takes the Job's other annotations from the Job as the
+// API server holds it, read when it is created. nil when there is none.
+func stateAnnotations(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range annotations {
+		// The marker is the cache's to set (newCachedOverBudget): one
+		// written on the Job is not kept.
+		if strings.HasPrefix(k, jobstate.Prefix) && k != overBudgetAnnotation {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// userAnnotation: an annotation key of a manager Job that the cache keeps
+// and others than jobferry write (its user inputs): jobferry.dev/, but
+// not sealed state.
+func userAnnotation(key string) bool {
+	return strings.HasPrefix(key, jobstate.Prefix) && key != v1alpha1.StateSealAnnotation && !slices.Contains(jobstate.SealedAnnotations, key)
+}
+
+// newCachedOverBudget is a manager Job over its budget as the cache keeps
+// it: its identity, jobferry's finalizer (so its deletion still removes
+// its mirrors) and why (overBudgetAnnotation).
+func newCachedOverBudget(job *batchv1.Job, over *cachebudget.Over) *cachedJob {
+	c := newCachedOtherJob(job)
+	c.Annotations = map[string]string{overBudgetAnnotation: over.String()}
+	for _, f := range job.Finalizers {
+		if f == v1alpha1.MirrorFinalizer {
+			c.Finalizers = []string{f}
+		}
+	}
+	return c
+}
+
+// OverBudgetOf says whether the cache keeps a manager Job it handed out
+// as its identity only, being over its budget, and why: such a Job is not
+// acted on until it is within its budget again (but for its deletion).
+func OverBudgetOf(job metav1.Object) (string, bool) {
+	why, over := job.GetAnnotations()[overBudgetAnnotation]
+	return why, over
+}
