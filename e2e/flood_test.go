@@ -21,6 +21,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // floodEvents and floodEventBytes: issue 23's flood, 1,000 Warning Events of
@@ -31,9 +32,10 @@ const (
 	floodEventBytes = 1 << 20
 )
 
-// floodJobs: Jobs of floodEventBytes each that carry jobferry's origin
-// label, made by the same worker user.
-const floodJobs = 200
+// floodJobs: Jobs of about floodEventBytes each that carry jobferry's
+// origin label, made by the same worker user, their bytes in what the
+// manager's mirror cache used to keep of such a Job (floodJob).
+const floodJobs = 1000
 
 // managerMemoryLimit is the chart's memory request for the manager: what it
 // must stay within, flood or not (its limit is 1 GiB).
@@ -42,11 +44,13 @@ const managerMemoryLimit = 256 << 20
 // Anyone who may create Events (and Jobs) in one worker namespace cannot
 // exhaust the manager's memory: a user allowed only that creates 1,000
 // Warning Events of 1 MB there while the manager watches the worker, and
-// 200 Jobs of 1 MB with jobferry's origin label (and another manager's id,
-// so they stay, cached), and the manager's peak resident memory (VmHWM,
-// over the whole run) stays within its request. The manager still forwards
-// what it should: a Warning about a mirror's pod made after the flood
-// reaches the manager Job.
+// 1,000 Jobs of about 1 MiB with jobferry's origin label (and another
+// manager's id, so they stay, cached) in the fields the mirror cache keeps
+// (floodJob), and the manager's peak resident memory (VmHWM, over the
+// whole run) stays within its request. The manager still forwards what it
+// should (a Warning about a mirror's pod made after the flood reaches the
+// manager Job), dispatches (a Job created after it runs), and says on the
+// WorkerCluster that it kept the Jobs as their identity only.
 func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	ctx := t.Context()
 	d := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: outputDir(t),
@@ -73,7 +77,11 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	bindRole(ctx, t, worker, floodNS, "mallory", "event-writer",
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create"}})
-	mallory := impersonate(t, env.Workers[0].RESTConfig(), "mallory")
+	malloryConfig := env.Workers[0].RESTConfig()
+	// Protobuf: a Job of thousands of small entries costs the API server
+	// less to decode so (the test's time, not what it proves).
+	malloryConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	mallory := impersonate(t, malloryConfig, "mallory")
 
 	var peak sync.WaitGroup
 	stop := make(chan struct{})
@@ -109,11 +117,7 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	}
 	for i := range floodJobs {
 		g.Go(func() error {
-			j := sleepJob(floodNS, fmt.Sprintf("forged-%03d", i), time.Hour)
-			j.Spec.Suspend = ptrTo(true)
-			j.Labels = map[string]string{v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: fmt.Sprintf("forged-%03d", i),
-				v1alpha1.DispatchAttemptLabel: "1", v1alpha1.ManagerIDLabel: "mallory"}
-			j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAYLOAD", Value: message}}
+			j := floodJob(floodNS, fmt.Sprintf("forged-%04d", i), floodEventBytes)
 			_, err := mallory.BatchV1().Jobs(floodNS).Create(gctx, j, metav1.CreateOptions{})
 			return err
 		})
@@ -137,6 +141,19 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(ctx, t, d.manager, ns, job.Name, "AfterTheFlood", 2*time.Minute, "worker worker-1, pod "+ns+"/"+pods[0].Name)
+	// The WorkerCluster says the manager kept mallory's Jobs as their
+	// identity only (cluster-scoped objects' Events are in default).
+	overBudget := waitEvent(ctx, t, d.manager, metav1.NamespaceDefault, "worker-1", workers.ReasonObjectsOverBudget, 2*time.Minute,
+		"are kept as their name, UID and jobferry's labels only", "The latest: Job "+floodNS+"/forged-", "over its budget of 256 entries and 16 KiB")
+	t.Logf("WorkerCluster worker-1: %s: %s", overBudget.Reason, overBudget.Message)
+	// And dispatching: a Job created after the flood runs.
+	next := sleepJob(ns, "after-flood", time.Minute)
+	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollJob(ctx, t, d.manager, ns, next.Name, 2*time.Minute, "running", func(j *batchv1.Job) bool {
+		return j.Annotations[v1alpha1.MirrorUIDAnnotation] != "" && j.Status.Active == 1
+	})
 	close(stop)
 	peak.Wait()
 	after := procMemory(t, env.ManagerProcess.PID)
@@ -145,6 +162,38 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	if after.hwm > managerMemoryLimit {
 		t.Errorf("the manager's peak resident memory was %d MiB, over its %d MiB", after.hwm>>20, managerMemoryLimit>>20)
 	}
+}
+
+// floodJob is a suspended Job with jobferry's origin label (and another
+// manager's id, so no manager deletes it) holding about size bytes in the
+// parts of a Job the manager's mirror cache read before it kept each within
+// a budget: jobferry.dev/ labels, the pod template's node selector,
+// tolerations, scheduling gates and node affinity, a fifth each. (Its
+// status, written by whoever may update jobs/status, the unit tests fill:
+// writing 1,000 statuses of 1 MiB more doubles what the worker's etcd
+// takes.) Its managedBy names no controller that runs, so nothing on the
+// worker acts on it.
+func floodJob(ns, name string, size int) *batchv1.Job {
+	part := size / 5
+	value := func(i int) string { return fmt.Sprintf("%06d-%s", i, strings.Repeat("v", 56)) } // 63 bytes, a label value's most
+	j := sleepJob(ns, name, time.Hour)
+	j.Spec.Suspend = ptrTo(true)
+	j.Spec.ManagedBy = ptrTo("mallory.example/nobody")
+	j.Labels = map[string]string{v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: name,
+		v1alpha1.DispatchAttemptLabel: "1", v1alpha1.ManagerIDLabel: "mallory"}
+	spec := &j.Spec.Template.Spec
+	spec.NodeSelector = map[string]string{}
+	var values []string
+	for i := 0; i*84 < part; i++ {
+		j.Labels[fmt.Sprintf("jobferry.dev/x-%06d", i)] = value(i)
+		spec.NodeSelector[fmt.Sprintf("example.com/n-%06d", i)] = value(i)
+		spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: fmt.Sprintf("example.com/t-%06d", i), Operator: corev1.TolerationOpEqual, Value: value(i), Effect: corev1.TaintEffectNoSchedule})
+		spec.SchedulingGates = append(spec.SchedulingGates, corev1.PodSchedulingGate{Name: fmt.Sprintf("example.com/g-%06d-%s", i, strings.Repeat("g", 54))})
+		values = append(values, value(i))
+	}
+	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "example.com/a", Operator: corev1.NodeSelectorOpIn, Values: values}}}}}}}
+	return j
 }
 
 // processMemory is a process's resident memory now (rss) and its peak

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -105,7 +106,8 @@ func dispatched(j *batchv1.Job) *batchv1.Job {
 // namespace created on the worker with the restricted label, and completes.
 // A worker whose team-c enforces only baseline is not chosen, the placement
 // Event saying why. With the validating webhook gone, a Job that slips in is
-// never dispatched and gets a Warning Event naming the rule.
+// never dispatched and gets a Warning Event naming the rule (the oversized
+// one, OverBudget).
 func TestTenantStaysInTheirLane(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
@@ -130,6 +132,8 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	refused(dispatched(restrictedJob("team-a-local", "not-opted-in")), admission.RuleNamespaceOptIn, `namespace "team-a-local" is not opted in`, "jobferry.dev/dispatch=enabled")
 	refused(privilegedJob("team-a", "privileged"), admission.RulePodSecurity, `violates PodSecurity "restricted:latest"`, `privileged (container "main" must not set securityContext.privileged=true)`, `restricted volume types (volume "host" uses restricted volume type "hostPath")`)
 	refused(dispatched(restrictedJob("kube-system", "reserved")), admission.RuleReserved, `namespace "kube-system" is reserved`)
+	refused(oversizedJob("team-a", "oversized"), "this Job holds more than jobferry keeps of a Job it dispatches: spec.template.spec.tolerations takes what the manager would keep of it to",
+		"over its budget of 1024 entries and 64 KiB")
 
 	// Opting kube-system in does not make it dispatch: the opt-in webhook
 	// leaves its Jobs alone.
@@ -239,14 +243,43 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 			t.Errorf("%s/%s was dispatched to %s", ns, job.Name, w)
 		}
 	}
+	// A Job over what the manager keeps of one, slipped in: kept as its
+	// identity only, never dispatched, and its author told why.
+	var oversized *batchv1.Job
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		oversized, err = alice.BatchV1().Jobs("team-a").Create(ctx, oversizedJob("team-a", "slipped-in-oversized"), metav1.CreateOptions{})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("creating an oversized Job without the webhook: %v", err)
+	}
+	event := waitEvent(ctx, t, d.manager, "team-a", oversized.Name, managerjobs.ReasonOverBudget, 30*time.Second,
+		"this Job holds more than jobferry keeps of one: spec.template.spec.tolerations takes", "over its budget of 2048 entries and 128 KiB", "jobferry does not act on it")
+	t.Logf("team-a/%s: %s: %s", oversized.Name, event.Reason, event.Message)
+	jobs["team-a-oversized"] = oversized
 	for name, c := range d.workers {
-		for ns := range jobs {
-			if _, err := c.BatchV1().Jobs(ns).Get(ctx, "slipped-in", metav1.GetOptions{}); err == nil {
-				t.Errorf("a mirror of %s/slipped-in exists on %s", ns, name)
+		for _, job := range jobs {
+			if _, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
+				t.Errorf("a mirror of %s/%s exists on %s", job.Namespace, job.Name, name)
 			}
 		}
 	}
 	restore()
+}
+
+// oversizedJob is a restricted Job holding more than jobferry keeps of
+// one, in tolerations: more of them than cachebudget.ManagerJobCached
+// counts entries.
+func oversizedJob(ns, name string) *batchv1.Job {
+	job := dispatched(restrictedJob(ns, name))
+	for i := range 2100 {
+		job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations,
+			corev1.Toleration{Key: fmt.Sprintf("example.com/t-%04d", i), Operator: corev1.TolerationOpExists})
+	}
+	return job
 }
 
 // warningRecorder keeps the warnings the API server returns.
