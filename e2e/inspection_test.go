@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,17 +111,27 @@ func checkInspectionAsTenant(ctx context.Context, t *testing.T, d *dispatchEnv, 
 			t.Fatal(err)
 		}
 	}
-	// The tenant's rights: Jobs and their Events in their namespace, and
-	// the chart's inspection roles there.
-	if _, err := admin.RbacV1().Roles(own).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "job-user"}, Rules: []rbacv1.PolicyRule{
+	// The tenant's rights: Jobs, their pods, their logs and Events in their
+	// namespace (what kubectl describe and logs of pods take), and the
+	// chart's inspection roles there; a second tenant has the same but
+	// pods and their logs.
+	jobRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{batchv1.GroupName}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
+	podRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get"}}}
+	for name, rules := range map[string][]rbacv1.PolicyRule{"job-user": append(slices.Clone(jobRules), podRules...), "job-user-without-pods": jobRules} {
+		if _, err := admin.RbacV1().Roles(own).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const withoutPods = "tenant-without-pods"
 	grant(own, tenant, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "job-user"})
-	grant(own, tenant, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-inspection"})
-	grant(own, tenant, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-inspection-logs"})
+	grant(own, withoutPods, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "job-user-without-pods"})
+	for _, user := range []string{tenant, withoutPods} {
+		grant(own, user, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-inspection"})
+		grant(own, user, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-inspection-logs"})
+	}
 	// The namespace's administrator: the built-in admin role, into which
 	// the chart aggregates describe, and (here) not logs.
 	grant(own, nsAdmin, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"})
@@ -207,6 +218,53 @@ func checkInspectionAsTenant(ctx context.Context, t *testing.T, d *dispatchEnv, 
 			Param(inspectionv1alpha1.LogPod, theirPods.Items[0].Name).Do(ctx)
 		if err := crafted.Error(); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "is not a pod of the Job's mirror") {
 			t.Errorf("logs of the tenant's Job naming the other tenant's pod %s: %v", theirPods.Items[0].Name, err)
+		}
+	})
+
+	// What kubectl describe and logs of the pods would take, the
+	// inspection takes too (issue 44 item 4).
+	t.Run("a tenant who may not get pods", func(t *testing.T) {
+		for verb, want := range map[string]string{
+			"describe": fmt.Sprintf(`pods is forbidden: User %q cannot get resource "pods" in API group "" in the namespace %q`, withoutPods, own),
+			"logs":     fmt.Sprintf(`pods/log is forbidden: User %q cannot get resource "pods/log" in API group "" in the namespace %q`, withoutPods, own),
+		} {
+			out, err := plugin(ctx, t, kubeconfig, verb, "job", "long", "-n", own, "--as", withoutPods)
+			t.Logf("kubectl jobferry %s job long -n %s --as %s: %s", verb, own, withoutPods, strings.TrimSpace(out))
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("%s without the pods' rights: %v, want %s", verb, err, want)
+			}
+		}
+	})
+
+	// A pod someone on the worker labelled as the mirror's is neither
+	// shown nor its log read: only the pods the mirror controls are.
+	t.Run("a pod labelled as the mirror's", func(t *testing.T) {
+		w := workers[worker]
+		mirror, err := w.BatchV1().Jobs(own).Get(ctx, long.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Controlled by a ConfigMap of its maker's, so the worker's Job
+		// controller does not adopt it (an orphan with the label it
+		// would), nor the garbage collector delete it.
+		decoy, err := w.CoreV1().ConfigMaps(own).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "decoy"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		planted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "planted", Labels: map[string]string{batchv1.ControllerUidLabel: string(mirror.UID)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: decoy.Name, UID: decoy.UID, Controller: ptrTo(true)}}},
+			Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
+		if _, err := w.CoreV1().Pods(own).Create(ctx, planted, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		described := mustPlugin(ctx, t, kubeconfig, append([]string{"describe", "job", "long"}, asTenant...)...)
+		if strings.Contains(described, "planted") {
+			t.Errorf("describe shows the planted pod:\n%s", described)
+		}
+		crafted := tenantClient.Discovery().RESTClient().Get().AbsPath(inspectionv1alpha1.Path(own, "long", inspectionv1alpha1.LogSubresource)).
+			Param(inspectionv1alpha1.LogPod, "planted").Do(ctx)
+		if err := crafted.Error(); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `pod "planted" is not a pod of the Job's mirror`) {
+			t.Errorf("logs of the planted pod: %v", err)
 		}
 	})
 

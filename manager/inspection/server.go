@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,8 +118,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the inspection API's listener on %s: %w", s.Addr, err)
 	}
-	server := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	server := s.httpServer(ctx, defaultServerLimits)
 	close(s.started)
 	logf.FromContext(ctx).Info("serving the inspection API", "address", listener.Addr().String(), "group", inspectionv1alpha1.GroupVersion.String())
 	errs := make(chan error, 1)
@@ -131,6 +131,26 @@ func (s *Server) Start(ctx context.Context) error {
 		defer cancel()
 		return server.Shutdown(shutdown)
 	}
+}
+
+// serverLimits bound what one connection may hold of the server: the time
+// to send a request's headers and the request, the time an idle
+// connection is kept, the size of the headers. A response is not timed:
+// a followed log streams for as long as Limits.FollowFor.
+type serverLimits struct {
+	readHeader, read, idle time.Duration
+	maxHeaderBytes         int
+}
+
+// defaultServerLimits: the aggregator sends a request at once, with the
+// caller's name, groups and extras in headers well under 64 KiB.
+var defaultServerLimits = serverLimits{readHeader: 10 * time.Second, read: 30 * time.Second, idle: 90 * time.Second, maxHeaderBytes: 64 << 10}
+
+// httpServer is the server of Handler within limits.
+func (s *Server) httpServer(ctx context.Context, limits serverLimits) *http.Server {
+	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: limits.readHeader, ReadTimeout: limits.read,
+		IdleTimeout: limits.idle, MaxHeaderBytes: limits.maxHeaderBytes,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 }
 
 // frontRetry is how often reading the front-proxy configuration is tried
@@ -239,9 +259,21 @@ func (s *Server) discovery(w http.ResponseWriter, _ *http.Request, _ user.Info) 
 	})
 }
 
+// What an inspection shows of a Job's pods is what kubectl would show of
+// pods in the Job's namespace, so the caller needs there, besides get on
+// the Job, the rights the core API would ask: describe shows the pods and
+// their Events (kubectl describe pod: get pods, list events), logs the
+// pods' logs (kubectl logs: get pods/log).
+var (
+	describeRights = []authorizationv1.ResourceAttributes{{Verb: "get", Resource: "pods"}, {Verb: "list", Resource: "events"}}
+	logRights      = []authorizationv1.ResourceAttributes{{Verb: "get", Resource: "pods", Subresource: "log"}}
+)
+
 // request is what every handler establishes first: the caller within its
-// rate, and allowed to get the manager Job, which is read.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info) (*batchv1.Job, bool) {
+// rate, allowed to get the manager Job and to have the rights the core
+// API would ask for what the handler shows of it (rights, in the Job's
+// namespace); then the Job is read.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info, rights []authorizationv1.ResourceAttributes) (*batchv1.Job, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("namespace %q: %v", ns, errs)))
@@ -272,6 +304,27 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info) 
 		}
 		writeStatus(w, apierrors.NewForbidden(jobs, name, errors.New(msg)))
 		return nil, false
+	}
+	for _, right := range rights {
+		right.Namespace, right.Version = ns, "v1"
+		allowed, reason, err := s.access.allowed(r.Context(), who, right)
+		if err != nil {
+			writeStatus(w, apierrors.NewInternalError(err))
+			return nil, false
+		}
+		if !allowed {
+			resource := right.Resource
+			if right.Subresource != "" {
+				resource += "/" + right.Subresource
+			}
+			msg := fmt.Sprintf("User %q cannot %s resource %q in API group \"\" in the namespace %q", who.GetName(), right.Verb, resource, ns)
+			if reason != "" {
+				msg += ": " + reason
+			}
+			msg += fmt.Sprintf(" (what an inspection shows of Job %s's pods takes the rights kubectl would need to be shown it: %s)", name, rightsList(rights))
+			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New(msg)))
+			return nil, false
+		}
 	}
 	job := &batchv1.Job{}
 	if err := s.Reader.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, job); err != nil {
@@ -326,7 +379,7 @@ func (s *Server) mirrorSide(ctx context.Context, job *batchv1.Job) (mirrorSide, 
 }
 
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) {
-	job, ok := s.request(w, r, who)
+	job, ok := s.request(w, r, who, describeRights)
 	if !ok {
 		return
 	}
@@ -370,6 +423,19 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	writeJSON(w, http.StatusOK, out)
 }
 
+// rightsList names rights as kubectl's auth can-i would: "get pods, list
+// events".
+func rightsList(rights []authorizationv1.ResourceAttributes) string {
+	names := make([]string, len(rights))
+	for i, r := range rights {
+		names[i] = r.Verb + " " + r.Resource
+		if r.Subresource != "" {
+			names[i] += "/" + r.Subresource
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // readRefused explains a read of the worker that failed, naming the worker
 // chart value that grants it when the worker refused the manager.
 func readRefused(worker, what string, err error) string {
@@ -385,7 +451,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	job, ok := s.request(w, r, who)
+	job, ok := s.request(w, r, who, logRights)
 	if !ok {
 		return
 	}

@@ -1,12 +1,16 @@
 package inspection
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
@@ -33,20 +38,27 @@ type fixedKey struct{ key jobstate.Key }
 
 func (k fixedKey) Key(context.Context) (jobstate.Key, error) { return k.key, nil }
 
-// rbac allows each user the gets it lists, as "namespace/name".
+// rbac allows each user what it lists: get on a Job, as "namespace/name";
+// a core right in a namespace, as "verb resource[/subresource] namespace".
 type rbac map[string][]string
 
 func (r rbac) allowed(_ context.Context, u user.Info, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
-	if attrs.Verb != "get" || attrs.Group != "batch" || attrs.Resource != "jobs" {
-		return false, "", nil
-	}
-	for _, may := range r[u.GetName()] {
-		if may == attrs.Namespace+"/"+attrs.Name {
-			return true, "", nil
+	want := attrs.Namespace + "/" + attrs.Name
+	if attrs.Group != "batch" || attrs.Resource != "jobs" || attrs.Verb != "get" {
+		resource := attrs.Resource
+		if attrs.Subresource != "" {
+			resource += "/" + attrs.Subresource
+		}
+		want = attrs.Verb + " " + resource + " " + attrs.Namespace
+		if attrs.Group != "" || attrs.Name != "" {
+			return false, "", nil
 		}
 	}
-	return false, "", nil
+	return slices.Contains(r[u.GetName()], want), "", nil
 }
+
+// viewer may get team/train and be shown its pods, Events and logs.
+var viewer = []string{"team/train", "get pods team", "list events team", "get pods/log team"}
 
 // The worker side of team/train: its mirror with two pods and their
 // Events, beside a Job of someone else's with its own pod and Event.
@@ -55,18 +67,23 @@ func workerObjects() []runtime.Object {
 		Labels: map[string]string{v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: "job-uid"}}}
 	pod := func(name, uid, owner string, phase corev1.PodPhase) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID(uid),
-			Labels: map[string]string{batchv1.ControllerUidLabel: owner}},
+			Labels:          map[string]string{batchv1.ControllerUidLabel: owner},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: types.UID(owner), Controller: ptr.To(true)}}},
 			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
 			Status: corev1.PodStatus{Phase: phase}}
 	}
+	// A pod someone on the worker labelled as the mirror's, which the
+	// mirror does not control.
+	planted := pod("train-planted", "pp", "m-uid", corev1.PodRunning)
+	planted.OwnerReferences = nil
 	event := func(name, uid, reason string) *corev1.Event {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Reason: reason,
 			InvolvedObject: corev1.ObjectReference{UID: types.UID(uid)}}
 	}
 	return []runtime.Object{mirror,
 		pod("train-a", "pa", "m-uid", corev1.PodFailed), pod("train-b", "pb", "m-uid", corev1.PodRunning),
-		pod("other-x", "px", "other-uid", corev1.PodRunning),
-		event("e1", "m-uid", "SuccessfulCreate"), event("e2", "pa", "BackOff"), event("e3", "px", "Secret")}
+		pod("other-x", "px", "other-uid", corev1.PodRunning), planted,
+		event("e1", "m-uid", "SuccessfulCreate"), event("e2", "pa", "BackOff"), event("e3", "px", "Secret"), event("e4", "pp", "Planted")}
 }
 
 func testServer(t *testing.T, access rbac, worker kubernetes.Interface) http.Handler {
@@ -106,7 +123,8 @@ func get(t *testing.T, h http.Handler, who, path string) (int, string) {
 }
 
 func TestOnlyAUserWhoMayGetTheJobSeesItsWorkerSide(t *testing.T) {
-	h := testServer(t, rbac{"alice": {"team/train"}}, kubefake.NewClientset(workerObjects()...))
+	h := testServer(t, rbac{"alice": viewer, "bob": {"team/train"}, "carol": {"team/train", "get pods team"},
+		"carol2": {"team/train", "get pods team", "list events team"}}, kubefake.NewClientset(workerObjects()...))
 	path := inspectionv1alpha1.Path("team", "train", "")
 	for name, tc := range map[string]struct {
 		who, path string
@@ -121,6 +139,16 @@ func TestOnlyAUserWhoMayGetTheJobSeesItsWorkerSide(t *testing.T) {
 		"a path of no resource":                                {"alice", "/apis/inspection.jobferry.dev/v1alpha1/namespaces/team/pods/train-a", http.StatusNotFound, ""},
 		"logs of a pod that is not the mirror's": {"alice", inspectionv1alpha1.Path("team", "train", "log") + "?pod=other-x", http.StatusNotFound,
 			`pod \"other-x\" is not a pod of the Job's mirror`},
+		"logs of a pod labelled as the mirror's that the mirror does not control": {"alice", inspectionv1alpha1.Path("team", "train", "log") + "?pod=train-planted",
+			http.StatusNotFound, `pod \"train-planted\" is not a pod of the Job's mirror`},
+		// What kubectl describe and logs of the pods would need, the
+		// inspection needs too.
+		"describe by a user who may get the Job, not its pods": {"bob", path, http.StatusForbidden,
+			`pods is forbidden: User \"bob\" cannot get resource \"pods\" in API group \"\" in the namespace \"team\"`},
+		"describe by a user who may get the Job and its pods, not list Events": {"carol", path, http.StatusForbidden,
+			`User \"carol\" cannot list resource \"events\" in API group \"\" in the namespace \"team\" (what an inspection shows of Job train's pods takes the rights kubectl would need to be shown it: get pods, list events)`},
+		"logs by a user who may describe, not get pods/log": {"carol2", inspectionv1alpha1.Path("team", "train", "log"), http.StatusForbidden,
+			`pods/log is forbidden: User \"carol2\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"team\"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, body := get(t, h, tc.who, tc.path)
@@ -149,7 +177,8 @@ func TestOnlyAUserWhoMayGetTheJobSeesItsWorkerSide(t *testing.T) {
 		events = append(events, e.Reason)
 	}
 	if in.Worker != "worker-1" || in.Attempt != "2" || in.Mirror == nil || in.Mirror.UID != "m-uid" ||
-		strings.Join(pods, ",") != "train-a,train-b" || len(events) != 2 || strings.Contains(strings.Join(events, ","), "Secret") {
+		strings.Join(pods, ",") != "train-a,train-b" || len(events) != 2 || strings.Contains(strings.Join(events, ","), "Secret") ||
+		strings.Contains(strings.Join(events, ","), "Planted") {
 		t.Errorf("alice sees worker %q attempt %q, mirror %v, pods %v, Events %v; want the mirror's two pods and Events only",
 			in.Worker, in.Attempt, in.Mirror != nil, pods, events)
 	}
@@ -165,7 +194,7 @@ func TestAForgedMirrorIsNotShown(t *testing.T) {
 	// Someone on the worker made a Job with our labels in place of the
 	// mirror: the manager recorded another UID.
 	objects[0].(*batchv1.Job).UID = "forged"
-	h := testServer(t, rbac{"alice": {"team/train"}}, kubefake.NewClientset(objects...))
+	h := testServer(t, rbac{"alice": viewer}, kubefake.NewClientset(objects...))
 	code, body := get(t, h, "alice", inspectionv1alpha1.Path("team", "train", ""))
 	var in inspectionv1alpha1.JobInspection
 	if err := json.Unmarshal([]byte(body), &in); err != nil || code != http.StatusOK {
@@ -180,7 +209,7 @@ func TestAForgedMirrorIsNotShown(t *testing.T) {
 }
 
 func TestLogRequestsAreBounded(t *testing.T) {
-	h := testServer(t, rbac{"alice": {"team/train"}}, kubefake.NewClientset(workerObjects()...))
+	h := testServer(t, rbac{"alice": viewer}, kubefake.NewClientset(workerObjects()...))
 	path := inspectionv1alpha1.Path("team", "train", "log")
 	if code, body := get(t, h, "alice", path+"?limitBytes=4"); code != http.StatusOK || body != "fake" {
 		t.Errorf("4 bytes of the log: %d %q", code, body)
@@ -206,5 +235,72 @@ func TestUnavailableUntilTheFrontProxyIsRead(t *testing.T) {
 	code, body := get(t, s.Handler(), "alice", inspectionv1alpha1.Path("team", "train", ""))
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "configmaps is forbidden") {
 		t.Errorf("before the front proxy is read: %d %s", code, body)
+	}
+}
+
+// One connection holds no more of the server than its limits allow: a
+// request whose headers are larger is refused (431), one whose headers do
+// not all arrive in time is cut off, and an idle connection is closed.
+func TestServerLimitsHoldPerConnection(t *testing.T) {
+	s := &Server{}
+	why := errors.New("not needed here")
+	s.unauthenticating.Store(&why)
+	limits := serverLimits{readHeader: 300 * time.Millisecond, read: time.Second, idle: 300 * time.Millisecond, maxHeaderBytes: 4 << 10}
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := s.httpServer(t.Context(), limits)
+	go server.Serve(listener)
+	t.Cleanup(func() { server.Close() })
+	addr := listener.Addr().String()
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /apis HTTP/1.1\r\nHost: x\r\nX-Remote-Group: %s\r\n\r\n", strings.Repeat("g", 64<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("headers of 64 KiB against a limit of 4 KiB: %v, %v", resp, err)
+	}
+
+	// closed says whether the server closed conn within the deadline
+	// (a read ends with EOF, or any error but the deadline's own).
+	closed := func(conn net.Conn, within time.Duration) bool {
+		conn.SetReadDeadline(time.Now().Add(within))
+		_, err := io.ReadAll(conn)
+		var netErr net.Error
+		return !(errors.As(err, &netErr) && netErr.Timeout())
+	}
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprint(slow, "GET /apis HTTP/1.1\r\nHost: x\r\n") // and never the rest
+	if !closed(slow, 5*time.Second) {
+		t.Error("a connection that never finished its headers was kept")
+	}
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	fmt.Fprint(idle, "GET /apis HTTP/1.1\r\nHost: x\r\n\r\n")
+	reader := bufio.NewReader(idle)
+	if resp, err := http.ReadResponse(reader, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := reader.ReadByte(); err == nil {
+		t.Error("the server sent more than its answer")
+	} else if netErr, ok := err.(net.Error); ok && netErr.Timeout() {
+		t.Error("an idle connection was kept past the idle limit")
 	}
 }

@@ -37,20 +37,30 @@ func Mirror(ctx context.Context, worker kubernetes.Interface, namespace, name st
 	return worker.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// Pods lists the pods of mirror, oldest first, reading at most max of them
-// (more says whether there were more).
+// Pods lists the pods of mirror — those it controls (their controller
+// owner reference names its UID): the controller-uid label alone is
+// anyone's to set who may create pods in the namespace — oldest first,
+// at most max of them (more says whether there were more). It reads
+// pages of max, and stops after scanning maxScanned(max) pods with the
+// label.
 func Pods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job, max int) (pods []corev1.Pod, more bool, err error) {
-	opts := metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID), Limit: pageSize}
+	opts := metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID), Limit: int64(min(max+1, pageSize))}
+	scanned := 0
 	for {
 		list, err := worker.CoreV1().Pods(mirror.Namespace).List(ctx, opts)
 		if err != nil {
 			return nil, false, err
 		}
-		pods = append(pods, list.Items...)
+		scanned += len(list.Items)
+		for i := range list.Items {
+			if metav1.IsControlledBy(&list.Items[i], mirror) {
+				pods = append(pods, list.Items[i])
+			}
+		}
 		if list.Continue == "" {
 			break
 		}
-		if len(pods) >= max {
+		if len(pods) > max || scanned >= maxScanned(max) {
 			more = true
 			break
 		}
@@ -62,6 +72,10 @@ func Pods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job,
 	SortPods(pods)
 	return pods, more, nil
 }
+
+// maxScanned is how many pods with a mirror's label Pods reads at most to
+// find max of its own: others may carry the label.
+func maxScanned(max int) int { return 2*max + pageSize }
 
 // SortPods orders pods oldest first, by name among the same second.
 func SortPods(pods []corev1.Pod) {
