@@ -404,7 +404,8 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	case err != nil:
 		out.Notes.Pods = readRefused(out.Worker, "list the mirror's pods", err)
 	case more:
-		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods, the most one inspection shows", len(pods))
+		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods: an inspection shows at most %d, found among the first %d pods on the worker labelled as the mirror's",
+			len(pods), s.Limits.MaxPods, workerread.MaxScanned(s.Limits.MaxPods))
 	}
 	out.Pods = pods
 	events, all, err := workerread.Events(ctx, side.worker, job.Namespace, uidsOf(side.mirror, pods), s.Limits.ScanEvents)

@@ -15,6 +15,7 @@ import (
 	"github.com/jobferry/jobferry/internal/eventtime"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // The decisions of the inspection API, pure: where a Job is, whether a Job
@@ -37,6 +38,9 @@ type placement struct {
 func placementOf(job *batchv1.Job, key jobstate.Key) (placement, string) {
 	if !v1alpha1.IsManagerJob(job) {
 		return placement{}, fmt.Sprintf("the Job is not dispatched by jobferry (spec.managedBy is not %s)", v1alpha1.ManagerManagedBy)
+	}
+	if why, over := managercache.OverBudgetOf(job); over {
+		return placement{}, "jobferry keeps this Job as its identity only and does not act on it (" + why + "): nothing is read on a worker for it"
 	}
 	if verdict, _ := jobstate.Verify(job, key); verdict == jobstate.Tampered {
 		return placement{}, "jobferry's state on the Job was not written by jobferry (its seal does not match): nothing is read on a worker for it"

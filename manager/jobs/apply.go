@@ -124,7 +124,7 @@ func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (recon
 // than jobferry keeps of one; nothing else is done with it.
 func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	r.refusals.remember(a.s.Job, noticeOverBudget)
-	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.s.OverBudget)
+	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.st.Why)
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeOverBudget.reason, noticeOverBudget.action, "%s", a.st.Why)
 	return a.done(nil)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
@@ -340,6 +341,16 @@ func nextStep(s jobState, cfg stepConfig) step {
 		}
 	}
 	desired := mirror.Status(job, m.Status)
+	if over := managercache.StatusOverBudget(&desired); over != nil {
+		// Copied, the Job would be kept as its identity only and no
+		// longer acted on: a Job controller writes no such status, only
+		// whoever else may write the mirror's.
+		if s.Blocked[noticeOverBudget] {
+			return step{Kind: stepNone, RequeueAfter: time.Minute}
+		}
+		return step{Kind: stepOverBudget, RequeueAfter: time.Minute, Why: fmt.Sprintf(
+			"the status of its mirror on %s holds more than jobferry keeps of a Job's: %s; it is not copied", s.Worker, over)}
+	}
 	if !equality.Semantic.DeepEqual(desired, job.Status) {
 		final := jobstatus.Finished(desired)
 		if wait := batchWait(s, cfg); !final && wait > 0 {

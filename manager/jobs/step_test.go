@@ -8,12 +8,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -373,6 +375,14 @@ func TestNextStep(t *testing.T) {
 		"over the cache's budget and being deleted: let go": {
 			state: jobState{Now: stepNow, Job: stepJob(placed, func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: stepNow} }), OverBudget: "status takes ..."},
 			want:  stepFinalize,
+		},
+		// Someone who may write the mirror's status (a Job controller
+		// writes none so large) cannot freeze the manager Job by it.
+		"a mirror's status over what jobferry keeps of a Job's: not copied, and it says so": {
+			state: connectedState(stepJob(placed, running), mirrorOf(t, stepJob(placed), running, func(m *batchv1.Job) {
+				m.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: make([]types.UID, cachebudget.JobStatus.Entries+1)}
+			})),
+			want: stepOverBudget, checks: []check{wantWhy("the status of its mirror on w1 holds more than jobferry keeps", "it is not copied")},
 		},
 		"state an earlier manager wrote unsealed: sealed first": {
 			state: jobState{Now: stepNow, Job: stepJob(placed, running), Legacy: true}, want: stepRecord,

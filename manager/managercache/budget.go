@@ -53,8 +53,15 @@ func overCacheBudget(job *batchv1.Job) *cachebudget.Over {
 	if over := OverBudget(job, cachebudget.ManagerJobCached); over != nil {
 		return over
 	}
+	return StatusOverBudget(&job.Status)
+}
+
+// StatusOverBudget says why a Job status holds more than
+// cachebudget.JobStatus (nil: it does not): what the cache keeps of a
+// manager Job's status, so the most the manager copies onto one.
+func StatusOverBudget(status *batchv1.JobStatus) *cachebudget.Over {
 	meter := cachebudget.NewMeter(cachebudget.JobStatus)
-	entries, bytes := measure(reflect.ValueOf(&job.Status))
+	entries, bytes := measure(reflect.ValueOf(status))
 	meter.Add("status", entries, bytes)
 	return meter.Over()
 }
@@ -98,9 +105,10 @@ func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[str
 }
 
 // measure counts what v holds: entries (map entries and list items, at
-// any depth) and bytes (the length of each string, 8 for any other
-// value), as the cache keeps it in memory, give or take each value's
-// fixed size.
+// any depth, but lists of numbers) and bytes (the length of each string, 8
+// for any other value), as the cache keeps it in memory, give or take each
+// value's fixed size. A Quantity counts as its fixed size: one of a great
+// many digits is larger (its decoding cost the manager that already).
 func measure(v reflect.Value) (entries, bytes int) {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
@@ -122,8 +130,14 @@ func measure(v reflect.Value) (entries, bytes int) {
 	case reflect.String:
 		return 0, v.Len()
 	case reflect.Slice, reflect.Array:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+		switch v.Type().Elem().Kind() {
+		case reflect.Uint8:
 			return 0, v.Len()
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			// Numbers (a pod failure policy's exit codes) cost their
+			// size, in one array: bytes, not entries.
+			return 0, 8 * v.Len()
 		}
 		entries = v.Len()
 		for i := range v.Len() {

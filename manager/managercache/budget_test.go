@@ -232,3 +232,22 @@ func TestAdmittedJobIsCachedWholeOncePlaced(t *testing.T) {
 		t.Errorf("an admitted Job, placed, is over what the cache keeps whole: %s", over)
 	}
 }
+
+// The largest pod failure policy the API server takes (20 rules of 255
+// exit codes) is admitted: numbers count as bytes, not entries.
+func TestLargestPodFailurePolicyIsAdmitted(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "j"},
+		Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), PodFailurePolicy: &batchv1.PodFailurePolicy{},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}}}
+	for range 20 {
+		codes := make([]int32, 255)
+		for i := range codes {
+			codes[i] = int32(i + 1)
+		}
+		job.Spec.PodFailurePolicy.Rules = append(job.Spec.PodFailurePolicy.Rules, batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: codes}})
+	}
+	if over := OverBudget(job, cachebudget.ManagerJob); over != nil {
+		t.Errorf("refused: %s", over)
+	}
+}

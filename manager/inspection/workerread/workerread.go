@@ -41,7 +41,7 @@ func Mirror(ctx context.Context, worker kubernetes.Interface, namespace, name st
 // owner reference names its UID): the controller-uid label alone is
 // anyone's to set who may create pods in the namespace — oldest first,
 // at most max of them (more says whether there were more). It reads
-// pages of max, and stops after scanning maxScanned(max) pods with the
+// pages of max, and stops after scanning MaxScanned(max) pods with the
 // label.
 func Pods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job, max int) (pods []corev1.Pod, more bool, err error) {
 	opts := metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(mirror.UID), Limit: int64(min(max+1, pageSize))}
@@ -60,7 +60,7 @@ func Pods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job,
 		if list.Continue == "" {
 			break
 		}
-		if len(pods) > max || scanned >= maxScanned(max) {
+		if len(pods) > max || scanned >= MaxScanned(max) {
 			more = true
 			break
 		}
@@ -73,9 +73,10 @@ func Pods(ctx context.Context, worker kubernetes.Interface, mirror *batchv1.Job,
 	return pods, more, nil
 }
 
-// maxScanned is how many pods with a mirror's label Pods reads at most to
-// find max of its own: others may carry the label.
-func maxScanned(max int) int { return 2*max + pageSize }
+// MaxScanned is about how many pods with a mirror's label Pods reads at
+// most to find max of its own (it stops at the page that passes it):
+// others may carry the label.
+func MaxScanned(max int) int { return 2*max + pageSize }
 
 // SortPods orders pods oldest first, by name among the same second.
 func SortPods(pods []corev1.Pod) {
