@@ -39,4 +39,11 @@ func TestStatusOnlyChangeIsSkipped(t *testing.T) {
 	if (notOwnStatusWrite{}).Update(event.UpdateEvent{ObjectOld: base, ObjectNew: status}) {
 		t.Error("the predicate lets a status-only write through")
 	}
+	// A change of what the cache does not keep (the Job's own
+	// annotations): the cached Job moves its resourceVersion only.
+	unseen := base.DeepCopy()
+	unseen.ResourceVersion = "2"
+	if statusOnlyChange(base, unseen) || !(notOwnStatusWrite{}).Update(event.UpdateEvent{ObjectOld: base, ObjectNew: unseen}) {
+		t.Error("a change the cache does not show is taken for a status write and dropped")
+	}
 }
