@@ -55,9 +55,16 @@ var inspectionAPI = "APIService " + inspectionv1alpha1.GroupVersion.Version + ".
 // inspect reads the worker side of a manager Job from the manager's
 // inspection API, with the user's own rights on the manager cluster.
 func (m *managerClients) inspect(ctx context.Context, ns, name string) (*inspectionv1alpha1.JobInspection, error) {
-	body, err := m.kube.Discovery().RESTClient().Get().AbsPath(inspectionv1alpha1.Path(ns, name, "")).DoRaw(ctx)
+	// Stream, not DoRaw: the discovery client decodes the Status of a
+	// refusal from the manager only from a stream (DoRaw says "unknown").
+	stream, err := m.kube.Discovery().RESTClient().Get().AbsPath(inspectionv1alpha1.Path(ns, name, "")).Stream(ctx)
 	if err != nil {
 		return nil, inspectionError("the worker side of Job "+ns+"/"+name, err)
+	}
+	defer stream.Close()
+	body, err := io.ReadAll(stream)
+	if err != nil {
+		return nil, fmt.Errorf("reading the manager's inspection of Job %s/%s: %w", ns, name, err)
 	}
 	out := &inspectionv1alpha1.JobInspection{}
 	if err := json.Unmarshal(body, out); err != nil {
@@ -84,12 +91,26 @@ func (m *managerClients) logs(ctx context.Context, ns, name string, params map[s
 // server's own message, and what would change it.
 func inspectionError(what string, err error) error {
 	switch {
+	case apierrors.IsForbidden(err) && refusedCoreRight(err):
+		return fmt.Errorf("reading %s: %w (the manager shows the worker's pods, their Events and logs only to whom the manager cluster would show its own: the built-in view, edit and admin roles grant these rights)", what, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("reading %s: %w (an administrator grants it: ClusterRole jobferry-manager-inspection for describe, jobferry-manager-inspection-logs for logs, in the Job's namespace; the jobferry-manager chart's inspection values say who has them)", what, err)
 	case apierrors.IsNotFound(err) && isUnservedPath(err):
 		return fmt.Errorf("reading %s: the manager cluster serves no inspection API (%s, which the jobferry-manager chart registers): %w", what, inspectionAPI, err)
 	}
 	return fmt.Errorf("reading %s: %w", what, err)
+}
+
+// refusedCoreRight: the manager refused the inspection for a core right
+// the caller lacks (get pods, list events, get pods/log), not the
+// inspection API's own.
+func refusedCoreRight(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details != nil && details.Group == "" && (details.Kind == "pods" || details.Kind == "events" || details.Kind == "pods/log")
 }
 
 // isUnservedPath: a 404 of the API server itself (no such API), not of the
