@@ -9,6 +9,7 @@ package cachebudget
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -124,15 +125,6 @@ func (m *Meter) MapWhere(field string, v map[string]string, counts func(key stri
 	m.Add(field, n, bytes)
 }
 
-// Strings counts a list of strings.
-func (m *Meter) Strings(field string, v []string) {
-	bytes := 0
-	for _, s := range v {
-		bytes += len(s)
-	}
-	m.Add(field, len(v), bytes)
-}
-
 // Over is nil while the object is within its budget.
 func (m *Meter) Over() *Over { return m.over }
 
@@ -152,4 +144,63 @@ func Bytes(n int) string {
 func trimmed(f float64) string {
 	s := strconv.FormatFloat(f, 'f', 1, 64)
 	return strings.TrimSuffix(s, ".0")
+}
+
+// Measure counts what v holds (a pointer to a value of an API type):
+// entries (map entries and list items, at any depth, but lists of numbers)
+// and bytes (the length of each string, 8 for any other value), as a cache
+// keeps it in memory, give or take each value's fixed size. A Quantity
+// counts as its fixed size: one of a great many digits is larger (its
+// decoding cost the manager that already).
+func Measure(v any) (entries, bytes int) { return MeasureValue(reflect.ValueOf(v)) }
+
+// MeasureValue is Measure of a reflected value.
+func MeasureValue(v reflect.Value) (entries, bytes int) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return 0, 0
+		}
+		return MeasureValue(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			// Unexported fields (of a Quantity, a Time) are its value.
+			if f := v.Field(i); f.CanInterface() {
+				e, b := MeasureValue(f)
+				entries, bytes = entries+e, bytes+b
+			} else {
+				bytes += 8
+			}
+		}
+		return entries, bytes
+	case reflect.String:
+		return 0, v.Len()
+	case reflect.Slice, reflect.Array:
+		switch v.Type().Elem().Kind() {
+		case reflect.Uint8:
+			return 0, v.Len()
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			// Numbers (a pod failure policy's exit codes) cost their
+			// size, in one array: bytes, not entries.
+			return 0, 8 * v.Len()
+		}
+		entries = v.Len()
+		for i := range v.Len() {
+			e, b := MeasureValue(v.Index(i))
+			entries, bytes = entries+e, bytes+b
+		}
+		return entries, bytes
+	case reflect.Map:
+		entries = v.Len()
+		for it := v.MapRange(); it.Next(); {
+			ek, bk := MeasureValue(it.Key())
+			ev, bv := MeasureValue(it.Value())
+			entries, bytes = entries+ek+ev, bytes+bk+bv
+		}
+		return entries, bytes
+	case reflect.Invalid:
+		return 0, 0
+	}
+	return 0, 8
 }

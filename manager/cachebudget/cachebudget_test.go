@@ -7,7 +7,7 @@ import "testing"
 func TestMeterNamesTheFirstFieldOver(t *testing.T) {
 	m := NewMeter(Budget{Entries: 4, Bytes: 100})
 	m.Map("labels", map[string]string{"a": "b"})
-	m.Strings("finalizers", []string{"f"})
+	m.Add("finalizers", 1, 1)
 	if m.Over() != nil {
 		t.Fatalf("over after 2 entries and 3 bytes: %s", m.Over())
 	}

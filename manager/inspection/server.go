@@ -298,11 +298,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info, 
 		return nil, false
 	}
 	if !allowed {
-		msg := fmt.Sprintf("User %q cannot get resource %q in API group %q in the namespace %q", who.GetName(), jobs.Resource, jobs.Group, ns)
-		if reason != "" {
-			msg += ": " + reason
-		}
-		writeStatus(w, apierrors.NewForbidden(jobs, name, errors.New(msg)))
+		writeStatus(w, apierrors.NewForbidden(jobs, name, errors.New(cannot(who, "get", jobs.Resource, jobs.Group, ns, reason))))
 		return nil, false
 	}
 	for _, right := range rights {
@@ -317,11 +313,8 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info, 
 			if right.Subresource != "" {
 				resource += "/" + right.Subresource
 			}
-			msg := fmt.Sprintf("User %q cannot %s resource %q in API group \"\" in the namespace %q", who.GetName(), right.Verb, resource, ns)
-			if reason != "" {
-				msg += ": " + reason
-			}
-			msg += fmt.Sprintf(" (what an inspection shows of Job %s's pods takes the rights kubectl would need to be shown it: %s)", name, rightsList(rights))
+			msg := cannot(who, right.Verb, resource, "", ns, reason) +
+				fmt.Sprintf(" (what an inspection shows of Job %s's pods takes the rights kubectl would need to be shown it: %s)", name, rightsList(rights))
 			writeStatus(w, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New(msg)))
 			return nil, false
 		}
@@ -422,6 +415,15 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// cannot says, in the API server's words, that who may not verb resource.
+func cannot(who user.Info, verb, resource, group, ns, reason string) string {
+	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", who.GetName(), verb, resource, group, ns)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return msg
 }
 
 // rightsList names rights as kubectl's auth can-i would: "get pods, list

@@ -325,7 +325,7 @@ func (r *JobReconciler) withStoredTemplate(ctx context.Context, job *batchv1.Job
 	// The cache keeps jobferry's annotations only; the mirror carries the
 	// Job's others as the API server holds them.
 	for k, v := range stored.Annotations {
-		if _, cached := whole.Annotations[k]; !cached && !strings.HasPrefix(k, jobstate.Prefix) {
+		if !strings.HasPrefix(k, jobstate.Prefix) {
 			if whole.Annotations == nil {
 				whole.Annotations = map[string]string{}
 			}

@@ -32,10 +32,19 @@ const overBudgetAnnotation = "jobferry.dev/over-cache-budget"
 // by one, so that nothing the cache keeps goes uncounted: a field added
 // to cachedJob is counted as it is added.
 func OverBudget(job *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
-	view := keptView(job)
+	trimmed := *job
+	trim(&trimmed)
+	return overOwnBudget(&trimmed, b)
+}
+
+// overOwnBudget is OverBudget of a Job trimmed as the cache keeps it
+// (trim), measured from what the cache would hand out of it (cachedJob).
+func overOwnBudget(trimmed *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
+	view := newCachedManagerJob(trimmed).view()
+	view.Status = batchv1.JobStatus{}
 	meter := cachebudget.NewMeter(b)
-	meterFields(meter, "metadata.", &view.ObjectMeta, map[string]func(reflect.Value){
-		"annotations": func(reflect.Value) { meter.MapWhere("metadata.annotations", view.Annotations, userAnnotation) },
+	meterFields(meter, "metadata.", &view.ObjectMeta, map[string]func(){
+		"annotations": func() { meter.MapWhere("metadata.annotations", view.Annotations, userAnnotation) },
 	})
 	template := view.Spec.Template
 	view.Spec.Template = corev1.PodTemplateSpec{}
@@ -45,15 +54,15 @@ func OverBudget(job *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
 	return meter.Over()
 }
 
-// overCacheBudget says why the cache keeps a manager Job as its identity
-// only (nil: it keeps it whole): its own parts over
+// overCacheBudget says why the cache keeps a manager Job, trimmed (trim),
+// as its identity only (nil: it keeps it whole): its own parts over
 // cachebudget.ManagerJobCached (which leaves room for what jobferry adds
 // to a Job it places), or its status over cachebudget.JobStatus.
-func overCacheBudget(job *batchv1.Job) *cachebudget.Over {
-	if over := OverBudget(job, cachebudget.ManagerJobCached); over != nil {
+func overCacheBudget(trimmed *batchv1.Job) *cachebudget.Over {
+	if over := overOwnBudget(trimmed, cachebudget.ManagerJobCached); over != nil {
 		return over
 	}
-	return StatusOverBudget(&job.Status)
+	return StatusOverBudget(&trimmed.Status)
 }
 
 // StatusOverBudget says why a Job status holds more than
@@ -61,27 +70,26 @@ func overCacheBudget(job *batchv1.Job) *cachebudget.Over {
 // manager Job's status, so the most the manager copies onto one.
 func StatusOverBudget(status *batchv1.JobStatus) *cachebudget.Over {
 	meter := cachebudget.NewMeter(cachebudget.JobStatus)
-	entries, bytes := measure(reflect.ValueOf(status))
+	entries, bytes := cachebudget.Measure(status)
 	meter.Add("status", entries, bytes)
 	return meter.Over()
 }
 
-// keptView is the Job as the cache would hand it out, kept whole
-// (trimJob, cachedJob), without its status; job is left as it is.
-func keptView(job *batchv1.Job) batchv1.Job {
-	trimmed := *job
-	trimmed.ManagedFields = nil
-	trimmed.Annotations = stateAnnotations(job.Annotations)
-	trimmed.Labels = mirror.KeptLabels(job.Labels)
-	trimmed.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
-	trimmed.Status = batchv1.JobStatus{}
-	return newCachedManagerJob(&trimmed).view()
+// trim leaves of a manager Job what the cache keeps of its metadata: no
+// managedFields, no annotations but jobferry's (stateAnnotations), no
+// labels the API server derives from its UID and name. It gives the Job
+// maps of its own and writes none it had, so a shallow copy may be trimmed.
+func trim(job *batchv1.Job) {
+	job.ManagedFields = nil
+	job.Annotations = stateAnnotations(job.Annotations)
+	job.Labels = mirror.KeptLabels(job.Labels)
+	job.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
 }
 
 // meterFields counts each exported field of the struct s points to as the
-// field prefix+its JSON name; a field named in special is counted by its
-// function instead.
-func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[string]func(reflect.Value)) {
+// field prefix+its JSON name (cachebudget.Measure); a field named in
+// special is counted by its function instead.
+func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[string]func()) {
 	v := reflect.ValueOf(s).Elem()
 	t := v.Type()
 	for i := range v.NumField() {
@@ -94,69 +102,14 @@ func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[str
 			name = f.Name
 		}
 		if count, ok := special[name]; ok {
-			count(v.Field(i))
+			count()
 			continue
 		}
-		entries, bytes := measure(v.Field(i))
+		entries, bytes := cachebudget.MeasureValue(v.Field(i))
 		if entries > 0 || bytes > 0 {
 			meter.Add(prefix+name, entries, bytes)
 		}
 	}
-}
-
-// measure counts what v holds: entries (map entries and list items, at
-// any depth, but lists of numbers) and bytes (the length of each string, 8
-// for any other value), as the cache keeps it in memory, give or take each
-// value's fixed size. A Quantity counts as its fixed size: one of a great
-// many digits is larger (its decoding cost the manager that already).
-func measure(v reflect.Value) (entries, bytes int) {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return 0, 0
-		}
-		return measure(v.Elem())
-	case reflect.Struct:
-		for i := range v.NumField() {
-			// Unexported fields (of a Quantity, a Time) are its value.
-			if f := v.Field(i); f.CanInterface() {
-				e, b := measure(f)
-				entries, bytes = entries+e, bytes+b
-			} else {
-				bytes += 8
-			}
-		}
-		return entries, bytes
-	case reflect.String:
-		return 0, v.Len()
-	case reflect.Slice, reflect.Array:
-		switch v.Type().Elem().Kind() {
-		case reflect.Uint8:
-			return 0, v.Len()
-		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-			// Numbers (a pod failure policy's exit codes) cost their
-			// size, in one array: bytes, not entries.
-			return 0, 8 * v.Len()
-		}
-		entries = v.Len()
-		for i := range v.Len() {
-			e, b := measure(v.Index(i))
-			entries, bytes = entries+e, bytes+b
-		}
-		return entries, bytes
-	case reflect.Map:
-		entries = v.Len()
-		for it := v.MapRange(); it.Next(); {
-			ek, bk := measure(it.Key())
-			ev, bv := measure(it.Value())
-			entries, bytes = entries+ek+ev, bytes+bk+bv
-		}
-		return entries, bytes
-	case reflect.Invalid:
-		return 0, 0
-	}
-	return 0, 8
 }
 
 // stateAnnotations are the jobferry.dev/ annotations of a manager Job:

@@ -38,7 +38,7 @@ func TestManagerJobCacheKeepsAtMostItsBudget(t *testing.T) {
 		job.Namespace, job.Name, job.UID = "team", fmt.Sprintf("j-%d", i), types.UID(fmt.Sprint(i))
 		return job
 	}, func(obj any) any {
-		c := trim(t, obj.(*batchv1.Job))
+		c := cacheOf(t, obj.(*batchv1.Job))
 		if _, tombstone := OverBudgetOf(c); tombstone {
 			over++
 		}
@@ -85,7 +85,7 @@ func TestManagerJobCacheKeepsAtMostItsBudget(t *testing.T) {
 				fillStatus(&job.Status)
 				return job
 			}, func(obj any) any {
-				c := trim(t, obj.(*batchv1.Job))
+				c := cacheOf(t, obj.(*batchv1.Job))
 				if why, tombstone := OverBudgetOf(c); tombstone {
 					t.Fatalf("a Job within its budgets was kept as its identity only: %s", why)
 				}
@@ -99,8 +99,8 @@ func TestManagerJobCacheKeepsAtMostItsBudget(t *testing.T) {
 	}
 }
 
-// trim is what the cache keeps of job.
-func trim(t *testing.T, job *batchv1.Job) *cachedJob {
+// cacheOf is what the cache keeps of job.
+func cacheOf(t *testing.T, job *batchv1.Job) *cachedJob {
 	t.Helper()
 	c, err := trimJob(job)
 	if err != nil {

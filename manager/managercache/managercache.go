@@ -14,7 +14,6 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/sharedstrings"
-	"github.com/jobferry/jobferry/mirror"
 )
 
 // CacheOptions are the manager cluster cache's: the kubeconfig Secrets of
@@ -34,7 +33,7 @@ func CacheOptions(namespace string) cache.Options {
 }
 
 // trimJob is the cache's transform of a Job: a manager Job as a cachedJob
-// without its managedFields, its annotations but jobferry's
+// (trim) without its managedFields, its annotations but jobferry's
 // (stateAnnotations), and the labels the API server derives from its
 // UID and name (a Job created without labels gets its template's: four map
 // entries with the Job's UID and name, a sixth of the cached Job; a mirror
@@ -51,13 +50,10 @@ func trimJob(obj any) (any, error) {
 	if !v1alpha1.IsManagerJob(job) {
 		return newCachedOtherJob(job), nil
 	}
+	trim(job)
 	if over := overCacheBudget(job); over != nil {
 		return newCachedOverBudget(job, over), nil
 	}
-	job.ManagedFields = nil
-	job.Annotations = stateAnnotations(job.Annotations)
-	job.Labels = mirror.KeptLabels(job.Labels)
-	job.Spec.Template.Labels = mirror.KeptLabels(job.Spec.Template.Labels)
 	sharedstrings.Job(job)
 	return newCachedManagerJob(job), nil
 }

@@ -138,8 +138,8 @@ func TestMirrorCacheKeepsAtMostItsBudget(t *testing.T) {
 			return j
 		}, func(obj any) any {
 			kept := transformMirror(obj)
-			if kept.(*cachedMirror).overBudget != nil {
-				t.Fatalf("%s: a Job within the budget was kept as its identity only: %s", name, kept.(*cachedMirror).overBudget)
+			if why, over := OverBudget(&kept.(*cachedMirror).ObjectMeta); over {
+				t.Fatalf("%s: a Job within the budget was kept as its identity only: %s", name, why)
 			}
 			return kept
 		})

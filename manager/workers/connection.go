@@ -258,8 +258,8 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, err
 	}
-	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused, askProbe: h.unanswered}
-	r.overBudget = overBudget
+	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused, askProbe: h.unanswered,
+		overBudget: overBudget}
 	r.lastErr.Store("")
 	self.Store(r)
 

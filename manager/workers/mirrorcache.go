@@ -39,8 +39,8 @@ import (
 //
 // A Job with the label is anyone's to create who may create Jobs in the
 // worker namespace, so what is kept of one is within cachebudget.Mirror;
-// of a Job over it only the identity is kept (overBudget says why), so the
-// cache grows with the number of such Jobs, never with their size.
+// of a Job over it only the identity is kept (overBudgetAnnotation says
+// why), so the cache grows with the number of such Jobs, never with their size.
 type cachedMirror struct {
 	// ObjectMeta holds the identity and jobferry's identity labels only
 	// (and makes the informer's key and namespace index work as for a
@@ -48,9 +48,6 @@ type cachedMirror struct {
 	metav1.ObjectMeta
 	spec   cachedMirrorSpec
 	status batchv1.JobStatus
-	// overBudget: the Job was over cachebudget.Mirror, and only its
-	// identity is kept.
-	overBudget *cachebudget.Over
 }
 
 // overBudgetAnnotation marks the view of a Job the cache keeps as its
@@ -98,9 +95,9 @@ func mirrorTransform(overBudget func(job types.NamespacedName, over *cachebudget
 		if !ok {
 			return obj, nil
 		}
-		m := newCachedMirror(job)
-		if m.overBudget != nil && overBudget != nil {
-			overBudget(types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, m.overBudget)
+		m, over := newCachedMirror(job)
+		if over != nil && overBudget != nil {
+			overBudget(types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, over)
 		}
 		return m, nil
 	}
@@ -108,17 +105,16 @@ func mirrorTransform(overBudget func(job types.NamespacedName, over *cachebudget
 
 // newCachedMirror is a Job as the mirror cache keeps it: what the manager
 // reads of it when that is within cachebudget.Mirror, its identity only
-// otherwise.
-func newCachedMirror(job *batchv1.Job) *cachedMirror {
+// otherwise, saying why (over).
+func newCachedMirror(job *batchv1.Job) (m *cachedMirror, over *cachebudget.Over) {
 	meter := cachebudget.NewMeter(cachebudget.Mirror)
 	meterMirror(meter, job)
-	over := meter.Over()
-	if over == nil {
-		return keptMirror(job)
+	if over = meter.Over(); over == nil {
+		return keptMirror(job), nil
 	}
-	m := &cachedMirror{ObjectMeta: mirrorIdentity(job), overBudget: over}
+	m = &cachedMirror{ObjectMeta: mirrorIdentity(job)}
 	m.Annotations = map[string]string{overBudgetAnnotation: over.String()}
-	return m
+	return m, over
 }
 
 // meterMirror counts what keptMirror keeps of a Job, field by field (the
@@ -212,7 +208,7 @@ var jobKind = metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), K
 // pointers: to read, never to change (Connection.Mirror gives a copy). Of
 // a Job over its budget, its identity only, marked (OverBudget).
 func (m *cachedMirror) view() batchv1.Job {
-	if m.overBudget != nil {
+	if IsOverBudget(&m.ObjectMeta) {
 		return batchv1.Job{TypeMeta: jobKind, ObjectMeta: m.ObjectMeta}
 	}
 	s := m.spec
@@ -246,7 +242,8 @@ func (m *cachedMirror) job() *batchv1.Job {
 // SlimMirror is a Job as a worker's mirror cache gives it back (what
 // cachedMirror keeps of it), for fakes of a connection.
 func SlimMirror(job *batchv1.Job) *batchv1.Job {
-	return newCachedMirror(job).job()
+	m, _ := newCachedMirror(job)
+	return m.job()
 }
 
 // WholeMirror reads the Job key from the worker's API server and gives

@@ -67,7 +67,7 @@ func TestCachedMirrorGivesBackWhatItKeeps(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("the cached mirror gives back\n%+v\nwant\n%+v", got, want)
 	}
-	m := newCachedMirror(job)
+	m, _ := newCachedMirror(job)
 	own := m.job()
 	own.Labels["x"], own.Spec.Template.Spec.NodeSelector["pool"], *own.Spec.Parallelism = "y", "cpu", 9
 	if again := m.job(); again.Labels["x"] != "" || again.Spec.Template.Spec.NodeSelector["pool"] != "gpu" || *again.Spec.Parallelism != 2 {

@@ -2,8 +2,6 @@ package workers
 
 import (
 	"context"
-	"encoding/json"
-	"math"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,8 +57,9 @@ func (p *Pool) ReportOverBudget(ctx context.Context, wc *v1alpha1.WorkerCluster,
 
 // capacityTransform is the ClusterCapacity cache's transform: the summary
 // (its identity, spec and status) when it is within cachebudget.Capacity,
-// else its identity only, marked (OverBudget), told to overBudget. A worker whose
-// summary is over its budget shows no pools, so nothing is placed there.
+// else its identity only, marked (OverBudget), told to overBudget. A
+// worker whose summary is over its budget shows no pools, so nothing is
+// placed there.
 func capacityTransform(overBudget *overBudgetTally) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		cc, ok := obj.(*v1alpha1.ClusterCapacity)
@@ -86,24 +85,9 @@ func capacityTransform(overBudget *overBudgetTally) func(any) (any, error) {
 // is not).
 func meterCapacity(cc *v1alpha1.ClusterCapacity) *cachebudget.Over {
 	meter := cachebudget.NewMeter(cachebudget.Capacity)
-	meter.Add("spec.poolLabel", 0, len(cc.Spec.PoolLabel))
-	status := &cc.Status
-	entries := len(status.Pools)
-	for i := range status.Pools {
-		p := &status.Pools[i]
-		entries += len(p.Labels) + len(p.Taints) + len(p.Allocatable) + len(p.Requested) + len(p.Free)
-	}
-	meter.Add("status.pools", entries, statusSize(status))
+	entries, bytes := cachebudget.Measure(&cc.Spec)
+	meter.Add("spec", entries, bytes)
+	entries, bytes = cachebudget.Measure(&cc.Status)
+	meter.Add("status", entries, bytes)
 	return meter.Over()
-}
-
-// statusSize is a capacity summary's size encoded as JSON, as the worker
-// writes it (its type has no protobuf encoding).
-func statusSize(status *v1alpha1.ClusterCapacityStatus) int {
-	b, err := json.Marshal(status)
-	if err != nil {
-		// Nothing in it fails to encode; were it to, keep nothing.
-		return math.MaxInt
-	}
-	return len(b)
 }
