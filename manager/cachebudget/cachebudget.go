@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Budget is the most one object may hold in the fields a cache keeps of
@@ -92,14 +93,18 @@ func (o *Over) String() string {
 // Add counts a field of entries entries and bytes bytes. Once the object
 // is over its budget nothing more is counted: Over names the first field
 // that took it there.
-func (m *Meter) Add(field string, entries, bytes int) {
+func (m *Meter) Add(field string, entries, bytes int) { m.AddField("", field, entries, bytes) }
+
+// AddField is Add of the field prefix+name, whose path is made only when
+// it takes the object over its budget.
+func (m *Meter) AddField(prefix, name string, entries, bytes int) {
 	if m.over != nil {
 		return
 	}
 	m.entries += entries
 	m.bytes += bytes
 	if m.entries > m.budget.Entries || m.bytes > m.budget.Bytes {
-		m.over = &Over{Field: field, Entries: m.entries, Bytes: m.bytes, Budget: m.budget}
+		m.over = &Over{Field: prefix + name, Entries: m.entries, Bytes: m.bytes, Budget: m.budget}
 	}
 }
 
@@ -163,14 +168,12 @@ func MeasureValue(v reflect.Value) (entries, bytes int) {
 		}
 		return MeasureValue(v.Elem())
 	case reflect.Struct:
-		for i := range v.NumField() {
-			// Unexported fields (of a Quantity, a Time) are its value.
-			if f := v.Field(i); f.CanInterface() {
-				e, b := MeasureValue(f)
-				entries, bytes = entries+e, bytes+b
-			} else {
-				bytes += 8
-			}
+		layout := structLayout(v.Type())
+		// Unexported fields (of a Quantity, a Time) are its value.
+		bytes = 8 * layout.unexported
+		for _, f := range layout.exported {
+			e, b := MeasureValue(v.Field(f.Index))
+			entries, bytes = entries+e, bytes+b
 		}
 		return entries, bytes
 	case reflect.String:
@@ -204,3 +207,44 @@ func MeasureValue(v reflect.Value) (entries, bytes int) {
 	}
 	return 0, 8
 }
+
+// Field is an exported field of a struct type: its index and JSON name.
+type Field struct {
+	Index int
+	Name  string
+}
+
+// layout is what Measure reads of a struct type.
+type layout struct {
+	exported   []Field
+	unexported int
+}
+
+// layouts holds structLayout by type: reading a type's fields by
+// reflection for every event of every manager Job was most of the meter's
+// cost.
+var layouts sync.Map // reflect.Type → *layout
+
+func structLayout(t reflect.Type) *layout {
+	if l, ok := layouts.Load(t); ok {
+		return l.(*layout)
+	}
+	l := &layout{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			l.unexported++
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		l.exported = append(l.exported, Field{Index: i, Name: name})
+	}
+	layouts.Store(t, l)
+	return l
+}
+
+// ExportedFields are the exported fields of struct type t.
+func ExportedFields(t reflect.Type) []Field { return structLayout(t).exported }

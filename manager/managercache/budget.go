@@ -34,13 +34,13 @@ const overBudgetAnnotation = "jobferry.dev/over-cache-budget"
 func OverBudget(job *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
 	trimmed := *job
 	trim(&trimmed)
-	return overOwnBudget(&trimmed, b)
+	return newCachedManagerJob(&trimmed).overOwnBudget(b)
 }
 
-// overOwnBudget is OverBudget of a Job trimmed as the cache keeps it
-// (trim), measured from what the cache would hand out of it (cachedJob).
-func overOwnBudget(trimmed *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
-	view := newCachedManagerJob(trimmed).view()
+// overOwnBudget is OverBudget of the Job c stands for, measured from what
+// the cache hands out of it.
+func (c *cachedJob) overOwnBudget(b cachebudget.Budget) *cachebudget.Over {
+	view := c.view()
 	view.Status = batchv1.JobStatus{}
 	meter := cachebudget.NewMeter(b)
 	meterFields(meter, "metadata.", &view.ObjectMeta, map[string]func(){
@@ -54,15 +54,15 @@ func overOwnBudget(trimmed *batchv1.Job, b cachebudget.Budget) *cachebudget.Over
 	return meter.Over()
 }
 
-// overCacheBudget says why the cache keeps a manager Job, trimmed (trim),
+// overCacheBudget says why the cache keeps the manager Job c stands for
 // as its identity only (nil: it keeps it whole): its own parts over
 // cachebudget.ManagerJobCached (which leaves room for what jobferry adds
 // to a Job it places), or its status over cachebudget.JobStatus.
-func overCacheBudget(trimmed *batchv1.Job) *cachebudget.Over {
-	if over := overOwnBudget(trimmed, cachebudget.ManagerJobCached); over != nil {
+func (c *cachedJob) overCacheBudget() *cachebudget.Over {
+	if over := c.overOwnBudget(cachebudget.ManagerJobCached); over != nil {
 		return over
 	}
-	return StatusOverBudget(&trimmed.Status)
+	return StatusOverBudget(&c.status)
 }
 
 // StatusOverBudget says why a Job status holds more than
@@ -91,23 +91,13 @@ func trim(job *batchv1.Job) {
 // special is counted by its function instead.
 func meterFields(meter *cachebudget.Meter, prefix string, s any, special map[string]func()) {
 	v := reflect.ValueOf(s).Elem()
-	t := v.Type()
-	for i := range v.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name := strings.Split(f.Tag.Get("json"), ",")[0]
-		if name == "" {
-			name = f.Name
-		}
-		if count, ok := special[name]; ok {
+	for _, f := range cachebudget.ExportedFields(v.Type()) {
+		if count, ok := special[f.Name]; ok {
 			count()
 			continue
 		}
-		entries, bytes := cachebudget.MeasureValue(v.Field(i))
-		if entries > 0 || bytes > 0 {
-			meter.Add(prefix+name, entries, bytes)
+		if entries, bytes := cachebudget.MeasureValue(v.Field(f.Index)); entries > 0 || bytes > 0 {
+			meter.AddField(prefix, f.Name, entries, bytes)
 		}
 	}
 }

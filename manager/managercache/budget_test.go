@@ -188,7 +188,7 @@ func TestEveryKeptFieldCounts(t *testing.T) {
 			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "c"}}}}}}
 		grow(job)
-		admitted, cached := OverBudget(job, cachebudget.ManagerJob), overCacheBudget(job)
+		admitted, cached := OverBudget(job, cachebudget.ManagerJob), newCachedManagerJob(job).overCacheBudget()
 		if name == "the pod spec's hostname" {
 			if admitted != nil || cached != nil {
 				t.Errorf("%s: counted, though the cache does not keep it: %s", name, admitted)

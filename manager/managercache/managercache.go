@@ -40,7 +40,7 @@ func CacheOptions(namespace string) cache.Options {
 // never carries them, and the manager's writes of metadata and status are
 // patches, which leave them be), with its repeated strings shared with the
 // other cached Jobs (package sharedstrings); a manager Job over its budget
-// (overCacheBudget) as its identity only; and of any other Job only its
+// (cachedJob.overCacheBudget) as its identity only; and of any other Job only its
 // identity (newCachedOtherJob).
 func trimJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
@@ -51,11 +51,12 @@ func trimJob(obj any) (any, error) {
 		return newCachedOtherJob(job), nil
 	}
 	trim(job)
-	if over := overCacheBudget(job); over != nil {
+	sharedstrings.Job(job)
+	c := newCachedManagerJob(job)
+	if over := c.overCacheBudget(); over != nil {
 		return newCachedOverBudget(job, over), nil
 	}
-	sharedstrings.Job(job)
-	return newCachedManagerJob(job), nil
+	return c, nil
 }
 
 // PlacementIndex indexes manager Jobs by the worker they are placed on, and
