@@ -98,7 +98,9 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true",
 		// Logs withheld from the default roles: a tenant is granted them,
 		// a namespace administrator is not (checkInspectionAsTenant).
-		"--set", "inspection.logs.aggregateToDefaultRoles=false")
+		"--set", "inspection.logs.aggregateToDefaultRoles=false",
+		// Few streams a user, for the test to reach the limit.
+		"--set", "inspection.logs.maxStreamsPerUser=4")
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {

@@ -178,7 +178,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	c.inspection = inspection.DefaultLimits
 	fs.Float64Var(&c.inspection.RequestsPerSecond, "inspection-requests-per-second", c.inspection.RequestsPerSecond, "inspection requests a second one user may make (a token bucket per user)")
 	fs.IntVar(&c.inspection.Burst, "inspection-burst", c.inspection.Burst, "inspection requests one user may make at once")
-	fs.IntVar(&c.inspection.StreamsPerCaller, "inspection-log-streams-per-user", c.inspection.StreamsPerCaller, "log requests one user may have open at once")
+	fs.IntVar(&c.inspection.StreamsPerCaller, "inspection-log-streams-per-user", c.inspection.StreamsPerCaller, "worker log streams one user may have open at once (a followed log of every pod of a Job takes one per pod and container; those past the limit are left out, and the log says so)")
+	fs.IntVar(&c.inspection.MaxStreams, "inspection-log-streams", c.inspection.MaxStreams, "worker log streams one manager replica has open at once, for all users together")
+	fs.IntVar(&c.inspection.MaxDescribes, "inspection-concurrent-describes", c.inspection.MaxDescribes, "inspections (kubectl jobferry describe) one manager replica answers at once, for all users together")
+	fs.IntVar(&c.inspection.MaxLineBytes, "inspection-log-max-line-bytes", c.inspection.MaxLineBytes, "the longest log line passed on whole; a longer one is cut, and marked")
 	fs.DurationVar(&c.inspection.FollowFor, "inspection-log-follow-limit", c.inspection.FollowFor, "how long a followed log streams at most (it ends sooner when its pods end)")
 	fs.Int64Var(&c.inspection.MaxLogBytes, "inspection-log-max-bytes", c.inspection.MaxLogBytes, "the most bytes one log request returns")
 	if err := fs.Parse(args); err != nil {
@@ -193,8 +196,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
 	case (c.certRotation || c.metricsSecure) && c.certSecret == "":
 		return c, errors.New("--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
-	case c.inspection.RequestsPerSecond <= 0 || c.inspection.Burst < 1 || c.inspection.StreamsPerCaller < 1 || c.inspection.FollowFor <= 0 || c.inspection.MaxLogBytes < 1:
-		return c, errors.New("the --inspection-* limits must be positive")
+	case c.inspection.RequestsPerSecond <= 0 || c.inspection.Burst < 1 || c.inspection.StreamsPerCaller < 1 || c.inspection.FollowFor <= 0 || c.inspection.MaxLogBytes < 1 ||
+		c.inspection.MaxStreams < 1 || c.inspection.MaxDescribes < 1 || c.inspection.MaxLineBytes < 64:
+		return c, errors.New("the --inspection-* limits must be positive (--inspection-log-max-line-bytes at least 64)")
 	}
 	if c.dispatchNamespaces, err = labels.Parse(*dispatchNS); err != nil {
 		return c, fmt.Errorf("--dispatch-namespace-selector %q: %w", *dispatchNS, err)

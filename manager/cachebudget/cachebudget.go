@@ -15,6 +15,15 @@ import (
 	"sync"
 )
 
+// Cut is s cut to at most n bytes, as valid UTF-8, in a string of its own:
+// a part of s would keep all of s alive.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.Clone(strings.ToValidUTF8(s[:n], ""))
+}
+
 // Budget is the most one object may hold in the fields a cache keeps of
 // it: entries (map entries, list items, the strings of a list) and bytes
 // (their encoded size, as protobuf gives it, or their strings' lengths).

@@ -7,20 +7,27 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
+
+	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 // Limits bound what one caller (one authenticated user) may take of the
-// manager and of the workers through the inspection API.
+// manager and of the workers through the inspection API, and what one
+// replica of the manager takes on for all callers together.
 type Limits struct {
 	// RequestsPerSecond and Burst: a token bucket per caller.
 	RequestsPerSecond float64
 	Burst             int
-	// StreamsPerCaller: log requests of one caller open at once.
+	// StreamsPerCaller: the worker log streams one caller has open at
+	// once (a followed log of every pod of a Job opens one per pod and
+	// container; one past the limit are left out, and the log says so).
 	StreamsPerCaller int
 	// FollowFor: how long a followed log streams at most.
 	FollowFor time.Duration
-	// MaxLogBytes: the most one log request returns.
-	MaxLogBytes int64
+	// MaxLogBytes: the most one log request returns; MaxLineBytes: the
+	// longest log line passed on whole (a longer one is cut, and marked).
+	MaxLogBytes  int64
+	MaxLineBytes int
 	// MaxPods and MaxEvents: the most of a mirror's pods and Events one
 	// inspection shows (the newest); ScanEvents: the most of the
 	// namespace's Events read on the worker to find them.
@@ -28,12 +35,20 @@ type Limits struct {
 	// MaxCallers: callers remembered at once; an idle one is forgotten
 	// first.
 	MaxCallers int
+	// MaxDescribes and MaxStreams: the inspections one replica answers at
+	// once, and the worker log streams it has open at once, for all
+	// callers together (past them, 429: try again).
+	MaxDescribes, MaxStreams int
 }
 
-// DefaultLimits are the manager's defaults (its flags).
+// DefaultLimits are the manager's defaults (its flags). An inspection
+// holds at most MaxPods pods and MaxEvents Events in their shown form
+// (workerread.Shown*: about 20 KiB and 2 KiB at most each) and one whole
+// object as it is read, so MaxDescribes at once take at most about 100 MiB
+// and as a rule a few; a log stream holds one line of MaxLineBytes.
 var DefaultLimits = Limits{
-	RequestsPerSecond: 5, Burst: 20, StreamsPerCaller: 4, FollowFor: 30 * time.Minute, MaxLogBytes: 10 << 20,
-	MaxPods: 200, MaxEvents: 500, ScanEvents: 5000, MaxCallers: 10000,
+	RequestsPerSecond: 5, Burst: 20, StreamsPerCaller: 64, FollowFor: 30 * time.Minute, MaxLogBytes: 10 << 20, MaxLineBytes: 16 << 10,
+	MaxPods: 200, MaxEvents: 500, ScanEvents: 5000, MaxCallers: 10000, MaxDescribes: 16, MaxStreams: 512,
 }
 
 // callers is the inspection server's one memory: per caller, its token
@@ -46,6 +61,8 @@ type callers struct {
 
 	mu     sync.Mutex
 	byName map[string]*caller
+	// streams and describes: the replica's, all callers' together.
+	streams, describes int
 }
 
 type caller struct {
@@ -83,25 +100,78 @@ func (c *callers) admit(name string) error {
 	return nil
 }
 
-// openStream counts a log stream of the caller, if it has fewer than
-// StreamsPerCaller open; release ends it.
-func (c *callers) openStream(name string) (release func(), err error) {
+// streams is a log request's share of its caller's and the replica's
+// worker log streams: taken by openStreams, grown by grow, given back by
+// release.
+type streams struct {
+	c    *callers
+	who  *caller
+	n    int
+	once sync.Once
+}
+
+// openStreams takes one worker log stream for the caller, if it and the
+// replica have one left.
+func (c *callers) openStreams(name string) (*streams, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	who, err := c.get(name)
 	if err != nil {
 		return nil, err
 	}
-	if who.streams >= c.limits.StreamsPerCaller {
+	switch {
+	case who.streams >= c.limits.StreamsPerCaller:
 		return nil, &tooMany{message: fmt.Sprintf("%s has %d log streams open, the most one user may: end one first", name, who.streams), retryAfter: 5 * time.Second}
+	case c.streams >= c.limits.MaxStreams:
+		return nil, &tooMany{message: fmt.Sprintf("the manager has %d log streams open, the most one replica may: try again shortly", c.streams), retryAfter: 5 * time.Second}
 	}
 	who.streams++
+	c.streams++
+	metrics.InspectionLogStreams.Inc()
+	return &streams{c: c, who: who, n: 1}, nil
+}
+
+// grow takes up to n more streams, as many as the caller and the replica
+// have left, and says how many it took.
+func (s *streams) grow(n int) int {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n = max(0, min(n, c.limits.StreamsPerCaller-s.who.streams, c.limits.MaxStreams-c.streams))
+	s.who.streams += n
+	c.streams += n
+	s.n += n
+	metrics.InspectionLogStreams.Add(float64(n))
+	return n
+}
+
+// release gives the streams back (once).
+func (s *streams) release() {
+	s.once.Do(func() {
+		c := s.c
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s.who.streams -= s.n
+		c.streams -= s.n
+		metrics.InspectionLogStreams.Sub(float64(s.n))
+	})
+}
+
+// beginDescribe counts an inspection the replica answers, if it answers
+// fewer than MaxDescribes; the func given back ends it.
+func (c *callers) beginDescribe() (end func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.describes >= c.limits.MaxDescribes {
+		return nil, &tooMany{message: fmt.Sprintf("the manager answers %d inspections at once, the most one replica may: try again shortly", c.describes), retryAfter: 2 * time.Second}
+	}
+	c.describes++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			who.streams--
+			c.describes--
 		})
 	}, nil
 }

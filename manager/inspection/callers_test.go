@@ -2,6 +2,7 @@ package inspection
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 
 func TestCallersAreLimitedEachOnTheirOwn(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := newCallers(Limits{RequestsPerSecond: 1, Burst: 2, StreamsPerCaller: 1, MaxCallers: 10}, clk)
+	c := newCallers(Limits{RequestsPerSecond: 1, Burst: 2, StreamsPerCaller: 1, MaxCallers: 10, MaxStreams: 10}, clk)
 	for i := range 2 {
 		if err := c.admit("alice"); err != nil {
 			t.Fatalf("alice's request %d within her burst: %v", i+1, err)
@@ -28,32 +29,82 @@ func TestCallersAreLimitedEachOnTheirOwn(t *testing.T) {
 		t.Errorf("alice a second later: %v", err)
 	}
 
-	release, err := c.openStream("alice")
+	open, err := c.openStreams("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.openStream("alice"); !errors.As(err, &tm) {
+	if _, err := c.openStreams("alice"); !errors.As(err, &tm) {
 		t.Errorf("alice's second stream at once: %v, want refused", err)
 	}
-	release()
-	release() // twice is once
+	open.release()
+	open.release() // twice is once
 	if c.byName["alice"].streams != 0 {
 		t.Errorf("alice has %d streams after releasing her one", c.byName["alice"].streams)
 	}
-	if release, err := c.openStream("alice"); err != nil {
+	if open, err := c.openStreams("alice"); err != nil {
 		t.Errorf("alice's stream after the first ended: %v", err)
 	} else {
-		release()
+		open.release()
+	}
+}
+
+// A request's streams grow within its caller's limit and the replica's;
+// the replica's ceilings hold across callers.
+func TestStreamsAndDescribesAreBoundedPerReplica(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newCallers(Limits{RequestsPerSecond: 1, Burst: 1, StreamsPerCaller: 4, MaxCallers: 10, MaxStreams: 6, MaxDescribes: 1}, clk)
+	alice, err := c.openStreams("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := alice.grow(9); got != 3 {
+		t.Errorf("alice's request grew by %d streams, want 3 (her limit of 4)", got)
+	}
+	bob, err := c.openStreams("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bob.grow(9); got != 1 {
+		t.Errorf("bob's request grew by %d streams, want 1 (the replica's 6, alice holding 4)", got)
+	}
+	var tm *tooMany
+	if _, err := c.openStreams("carol"); !errors.As(err, &tm) || !strings.Contains(tm.message, "the manager has 6 log streams open, the most one replica may") {
+		t.Errorf("carol's stream with the replica's all taken: %v", err)
+	}
+	alice.release()
+	if open, err := c.openStreams("carol"); err != nil {
+		t.Errorf("carol's stream once alice's ended: %v", err)
+	} else {
+		open.release()
+	}
+	bob.release()
+	if c.streams != 0 {
+		t.Errorf("the replica counts %d streams after all ended", c.streams)
+	}
+
+	end, err := c.beginDescribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.beginDescribe(); !errors.As(err, &tm) || !strings.Contains(tm.message, "the most one replica may") {
+		t.Errorf("a second inspection at once past the replica's 1: %v", err)
+	}
+	end()
+	end()
+	if end, err := c.beginDescribe(); err != nil {
+		t.Errorf("an inspection once the first ended: %v", err)
+	} else {
+		end()
 	}
 }
 
 func TestCallersMemoryIsBounded(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := newCallers(Limits{RequestsPerSecond: 1, Burst: 1, StreamsPerCaller: 1, MaxCallers: 2}, clk)
+	c := newCallers(Limits{RequestsPerSecond: 1, Burst: 1, StreamsPerCaller: 1, MaxCallers: 2, MaxStreams: 10}, clk)
 	if err := c.admit("a"); err != nil {
 		t.Fatal(err)
 	}
-	release, err := c.openStream("b")
+	open, err := c.openStreams("b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +120,5 @@ func TestCallersMemoryIsBounded(t *testing.T) {
 	if _, kept := c.byName["a"]; kept || len(c.byName) != 2 {
 		t.Errorf("remembered %d callers (a kept: %t), want b and c", len(c.byName), kept)
 	}
-	release()
+	open.release()
 }

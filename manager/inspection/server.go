@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -17,11 +18,13 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
@@ -35,12 +38,13 @@ import (
 	"github.com/jobferry/jobferry/manager/metrics"
 )
 
-// podPoll is how often a followed log checks whether its pod has ended,
-// and podEndGrace how long it then waits for the worker to close the
-// stream itself (a kubelet does once the container's last lines are out).
+// podEndGrace is how long a followed log whose pod has ended waits for the
+// worker to close the stream itself (a kubelet does once the container's
+// last lines are out), and rewatch how long after its watch of the pods
+// failed it watches again.
 const (
-	podPoll     = 2 * time.Second
 	podEndGrace = 2 * time.Second
+	rewatch     = 2 * time.Second
 )
 
 // Server serves inspection.jobferry.dev/v1alpha1 on every replica of the
@@ -64,7 +68,8 @@ type Server struct {
 	Keys interface {
 		Key(ctx context.Context) (jobstate.Key, error)
 	}
-	// WorkerQPS and WorkerBurst limit each request's client of a worker.
+	// WorkerQPS and WorkerBurst limit the inspection's requests to each
+	// worker, all callers' together.
 	WorkerQPS   float32
 	WorkerBurst int
 	Limits      Limits
@@ -78,7 +83,7 @@ type Server struct {
 	// The seams the unit tests replace; New sets them for real.
 	authn   authenticator.Request
 	access  access
-	workers func(ctx context.Context, worker string) (kubernetes.Interface, error)
+	workers func(ctx context.Context, worker string) (*workerread.Reader, error)
 	callers *callers
 	// started is closed once the server listens.
 	started chan struct{}
@@ -96,7 +101,7 @@ func New(s *Server) (*Server, error) {
 	notYet := errors.New("the manager has not read the API server's front-proxy configuration yet")
 	s.unauthenticating.Store(&notYet)
 	s.access = reviews{client: s.Kube.AuthorizationV1().SubjectAccessReviews()}
-	s.workers = workerClients{reader: s.Reader, namespace: s.Namespace, qps: s.WorkerQPS, burst: s.WorkerBurst}.client
+	s.workers = newWorkerClients(s.Reader, s.Namespace, s.WorkerQPS, s.WorkerBurst).client
 	s.callers = newCallers(s.Limits, s.Clock)
 	s.started = make(chan struct{})
 	return s, nil
@@ -335,7 +340,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, who user.Info, 
 // read: the worker's client and the mirror, or the note saying why not.
 type mirrorSide struct {
 	placement placement
-	worker    kubernetes.Interface
+	worker    *workerread.Reader
 	mirror    *batchv1.Job
 	note      string
 }
@@ -357,7 +362,7 @@ func (s *Server) mirrorSide(ctx context.Context, job *batchv1.Job) (mirrorSide, 
 		}
 		return m, err
 	}
-	mirror, err := workerread.Mirror(ctx, m.worker, job.Namespace, job.Name)
+	mirror, err := m.worker.Mirror(ctx, job.Namespace, job.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		m.note = noMirrorNote(job, w)
@@ -376,6 +381,12 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	if !ok {
 		return
 	}
+	end, err := s.callers.beginDescribe()
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	defer end()
 	ctx := r.Context()
 	out := &inspectionv1alpha1.JobInspection{
 		TypeMeta:   metav1.TypeMeta{Kind: inspectionv1alpha1.Kind, APIVersion: inspectionv1alpha1.GroupVersion.String()},
@@ -388,33 +399,83 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	}
 	out.Worker, out.Attempt, out.Notes.Mirror = side.placement.worker, side.placement.attempt, side.note
 	if side.mirror == nil {
-		writeJSON(w, http.StatusOK, out)
+		writeInspection(w, out)
 		return
 	}
 	out.Mirror = side.mirror
-	pods, more, err := workerread.Pods(ctx, side.worker, side.mirror, s.Limits.MaxPods)
+	pods, err := side.worker.Pods(ctx, side.mirror, s.Limits.MaxPods)
 	switch {
 	case err != nil:
 		out.Notes.Pods = readRefused(out.Worker, "list the mirror's pods", err)
-	case more:
+	case pods.More:
 		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods: an inspection shows at most %d, found among the first %d pods on the worker labelled as the mirror's",
-			len(pods), s.Limits.MaxPods, workerread.MaxScanned(s.Limits.MaxPods))
+			len(pods.Items), s.Limits.MaxPods, workerread.MaxScanned(s.Limits.MaxPods))
 	}
-	out.Pods = pods
-	events, all, err := workerread.Events(ctx, side.worker, job.Namespace, uidsOf(side.mirror, pods), s.Limits.ScanEvents)
-	if err != nil {
+	out.Pods = pods.Items
+	events, all, cut, err := side.worker.Events(ctx, job.Namespace, uidsOf(side.mirror, pods.Items), s.Limits.ScanEvents, s.Limits.MaxEvents)
+	switch {
+	case err != nil:
 		out.Notes.Events = readRefused(out.Worker, "list Events", err)
-	} else {
-		var cut bool
-		out.Events, cut = newestEvents(events, s.Limits.MaxEvents)
-		switch {
-		case !all:
-			out.Notes.Events = fmt.Sprintf("only the first %d Events of the namespace on the worker were read", s.Limits.ScanEvents)
-		case cut:
-			out.Notes.Events = fmt.Sprintf("showing the newest %d Events", s.Limits.MaxEvents)
+	case !all:
+		out.Notes.Events = fmt.Sprintf("only the first %d Events of the namespace on the worker were read", s.Limits.ScanEvents)
+	case cut:
+		out.Notes.Events = fmt.Sprintf("showing the newest %d Events", s.Limits.MaxEvents)
+	}
+	out.Events = events
+	writeInspection(w, out)
+}
+
+// writeInspection answers with out, its pods and Events encoded one at a
+// time: the answer is never held whole a second time, encoded.
+func writeInspection(w http.ResponseWriter, out *inspectionv1alpha1.JobInspection) {
+	pods, events := out.Pods, out.Events
+	head := *out
+	head.Pods, head.Events = nil, nil
+	b, err := json.Marshal(&head)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// head is a JSON object: its closing brace comes after the lists.
+	writes := [][]byte{b[:len(b)-1], []byte(`,"pods":[`)}
+	for i := range pods {
+		item, _ := json.Marshal(&pods[i])
+		writes = append(writes, comma(i), item)
+		if err := writeAll(w, writes); err != nil {
+			return
+		}
+		writes = writes[:0]
+	}
+	writes = append(writes, []byte(`],"events":[`))
+	for i := range events {
+		item, _ := json.Marshal(&events[i])
+		writes = append(writes, comma(i), item)
+		if err := writeAll(w, writes); err != nil {
+			return
+		}
+		writes = writes[:0]
+	}
+	_ = writeAll(w, append(writes, []byte("]}\n")))
+}
+
+func comma(i int) []byte {
+	if i == 0 {
+		return nil
+	}
+	return []byte(",")
+}
+
+func writeAll(w io.Writer, parts [][]byte) error {
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			// The caller went away: nothing is left to tell it.
+			logf.Log.WithName("inspection").V(1).Info("the answer did not reach the caller", "error", err.Error())
+			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // cannot says, in the API server's words, that who may not verb resource.
@@ -458,14 +519,15 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 	if !ok {
 		return
 	}
-	release, err := s.callers.openStream(who.GetName())
+	// One stream first (a caller with none left is refused before the
+	// worker is read); a followed log of several containers takes more
+	// once it knows how many.
+	streams, err := s.callers.openStreams(who.GetName())
 	if err != nil {
 		writeStatus(w, err)
 		return
 	}
-	defer release()
-	metrics.InspectionLogStreams.Inc()
-	defer metrics.InspectionLogStreams.Dec()
+	defer streams.release()
 	ctx := r.Context()
 	side, err := s.mirrorSide(ctx, job)
 	if err != nil {
@@ -476,47 +538,43 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		writeStatus(w, noLogs(job, side.note))
 		return
 	}
-	pods, _, err := workerread.Pods(ctx, side.worker, side.mirror, s.Limits.MaxPods)
+	pods, err := side.worker.Pods(ctx, side.mirror, s.Limits.MaxPods)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(readRefused(side.placement.worker, "list the mirror's pods", err)))
 		return
 	}
-	targets, err := logTargets(pods, q)
+	targets, err := logTargets(pods.Items, q)
 	if err != nil {
 		writeStatus(w, noLogs(job, err.Error()))
 		return
 	}
-	if q.follow {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-s.Clock.After(s.Limits.FollowFor):
-				cancel()
-			}
-		}()
-	}
 	out := &logWriter{w: w, limit: q.limitBytes, remaining: q.limitBytes, managerCap: q.limitBytes == s.Limits.MaxLogBytes}
 	prefix := len(targets) > 1 || q.allPods
-	stream := func(t logTarget) {
-		s.stream(ctx, side, t, q, prefix, out)
-	}
 	if !q.follow || len(targets) == 1 {
+		// One stream at a time.
 		for _, t := range targets {
 			if out.full() {
 				break
 			}
-			stream(t)
+			s.stream(ctx, side, t, q, prefix, out, nil)
 		}
-	} else {
-		var wg sync.WaitGroup
-		for _, t := range targets {
-			wg.Go(func() { stream(t) })
-		}
-		wg.Wait()
+		out.finish(w)
+		return
 	}
+	if granted := 1 + streams.grow(len(targets)-1); granted < len(targets) {
+		out.line(fmt.Sprintf("jobferry: following %d of the %d containers chosen (the oldest pods'): %s may have %d log streams open at once, and the manager %d",
+			granted, len(targets), who.GetName(), s.Limits.StreamsPerCaller, s.Limits.MaxStreams))
+		targets = targets[:granted]
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.Limits.FollowFor)
+	defer cancel()
+	ends := newPodEnds(s.Clock)
+	go s.watchEnds(ctx, side, pods.ResourceVersion, ends)
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		wg.Go(func() { s.stream(ctx, side, t, q, prefix, out, ends) })
+	}
+	wg.Wait()
 	out.finish(w)
 }
 
@@ -526,60 +584,133 @@ func noLogs(job *batchv1.Job, why string) error {
 		Message: fmt.Sprintf("Job %s/%s has no logs to read: %s", job.Namespace, job.Name, why)}}
 }
 
-// stream copies one container's log to out, line by line; a followed log
-// ends when its pod has ended (and the worker's stream with it), or with
-// ctx.
-func (s *Server) stream(ctx context.Context, side mirrorSide, t logTarget, q logQuery, prefix bool, out *logWriter) {
+// stream copies one container's log to out, line by line, each cut to
+// MaxLineBytes; a followed log ends when its pod has ended (ends says so,
+// and the worker closes the stream), or with ctx.
+func (s *Server) stream(ctx context.Context, side mirrorSide, t logTarget, q logQuery, prefix bool, out *logWriter, ends *podEnds) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A pod that has ended writes no more: its log is read, not followed
 	// (a kubelet would end the stream at once; not every server does).
 	follow := q.follow && !podEnded(t.pod)
-	log, err := workerread.Log(ctx, side.worker, t.pod.Namespace, t.pod.Name, t.container, follow, out.budget())
+	if follow && ends != nil {
+		ends.follow(ctx, t.pod.Name, cancel)
+	}
+	log, err := side.worker.Log(ctx, t.pod.Namespace, t.pod.Name, t.container, follow, out.budget())
 	if err != nil {
 		out.fail(fmt.Errorf("%s", readRefused(side.placement.worker, "read pod logs", err)))
 		return
 	}
 	defer log.Close()
-	if follow {
-		go s.endWithPod(ctx, cancel, side.worker, t.pod.Namespace, t.pod.Name)
-	}
-	lines := bufio.NewScanner(log)
-	lines.Buffer(make([]byte, 64<<10), 1<<20)
-	for lines.Scan() {
-		line := lines.Text()
+	err = eachLine(log, s.Limits.MaxLineBytes, func(line string) bool {
 		if prefix {
 			line = fmt.Sprintf("[pod/%s/%s] %s", t.pod.Name, t.container, line)
 		}
-		if !out.line(line) {
-			return
-		}
-	}
-	if err := lines.Err(); err != nil && ctx.Err() == nil {
+		return out.line(line)
+	})
+	if err != nil && ctx.Err() == nil {
 		out.fail(fmt.Errorf("reading the log of pod %s, container %s, on worker %s: %w", t.pod.Name, t.container, side.placement.worker, err))
 	}
 }
 
-// endWithPod cancels a followed stream once its pod has ended (or is
-// gone), after podEndGrace for the worker to close it first.
-func (s *Server) endWithPod(ctx context.Context, cancel context.CancelFunc, worker kubernetes.Interface, ns, name string) {
+// eachLine hands each line of r to line, without its newline, until line
+// says stop; a line longer than max bytes is cut there and marked, and
+// the rest of it skipped: what one line holds is bounded, whatever the
+// container wrote.
+func eachLine(r io.Reader, max int, line func(string) bool) error {
+	// Room for a line of max bytes and its newline.
+	lines := bufio.NewReaderSize(r, max+1)
+	skipping := false
 	for {
+		b, err := lines.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			if !skipping && !line(string(b[:max])+fmt.Sprintf(" [jobferry: line cut at %d bytes]", max)) {
+				return nil
+			}
+			skipping = true
+			continue
+		case len(b) > 0 && !skipping:
+			if !line(strings.TrimSuffix(string(b), "\n")) {
+				return nil
+			}
+		}
+		skipping = false
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// podEnds cancels each followed stream once its pod has ended or is gone,
+// after podEndGrace for the worker to close it first, as one watch of the
+// mirror's pods tells (watchEnds).
+type podEnds struct {
+	clock   clock.Clock
+	mu      sync.Mutex
+	cancels map[string][]context.CancelFunc
+	ended   map[string]bool
+}
+
+func newPodEnds(clk clock.Clock) *podEnds {
+	return &podEnds{clock: clk, cancels: map[string][]context.CancelFunc{}, ended: map[string]bool{}}
+}
+
+// follow has cancel called once pod has ended.
+func (e *podEnds) follow(ctx context.Context, pod string, cancel context.CancelFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended[pod] {
+		go e.cancelAfterGrace(ctx, []context.CancelFunc{cancel})
+		return
+	}
+	e.cancels[pod] = append(e.cancels[pod], cancel)
+}
+
+// end: pod has ended.
+func (e *podEnds) end(ctx context.Context, pod string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended[pod] {
+		return
+	}
+	e.ended[pod] = true
+	go e.cancelAfterGrace(ctx, e.cancels[pod])
+	delete(e.cancels, pod)
+}
+
+func (e *podEnds) cancelAfterGrace(ctx context.Context, cancels []context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+	case <-e.clock.After(podEndGrace):
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}
+}
+
+// watchEnds watches the mirror's pods from the list's resourceVersion
+// until ctx ends, telling ends of each that ends: one watch for all the
+// request's streams, where each would otherwise poll its pod. A watch that
+// fails is made again, from the pods as they are then.
+func (s *Server) watchEnds(ctx context.Context, side mirrorSide, resourceVersion string, ends *podEnds) {
+	for ctx.Err() == nil {
+		w, err := side.worker.WatchPods(ctx, side.mirror, resourceVersion)
+		if err == nil {
+			for ev := range w.ResultChan() {
+				if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Deleted || podEnded(pod)) {
+					ends.end(ctx, pod.Name)
+				}
+			}
+			w.Stop()
+		}
+		resourceVersion = ""
 		select {
 		case <-ctx.Done():
-			return
-		case <-s.Clock.After(podPoll):
-		}
-		pod, err := workerread.Pod(ctx, worker, ns, name)
-		if err != nil {
-			continue
-		}
-		if podEnded(pod) {
-			select {
-			case <-ctx.Done():
-			case <-s.Clock.After(podEndGrace):
-				cancel()
-			}
-			return
+		case <-s.Clock.After(rewatch):
 		}
 	}
 }

@@ -31,6 +31,8 @@ import (
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/inspection/workerread"
+	"github.com/jobferry/jobferry/manager/inspection/workerread/workerreadtest"
 	"github.com/jobferry/jobferry/manager/jobstate"
 )
 
@@ -88,9 +90,14 @@ func workerObjects() []runtime.Object {
 
 func testServer(t *testing.T, access rbac, worker kubernetes.Interface) http.Handler {
 	t.Helper()
+	return testServerWith(t, access, worker, DefaultLimits)
+}
+
+func testServerWith(t *testing.T, access rbac, worker kubernetes.Interface, limits Limits) http.Handler {
+	t.Helper()
 	s := &Server{
 		Reader: fake.NewClientBuilder().WithObjects(placedJob()).Build(), Origin: "jobferry", Keys: fixedKey{testKey},
-		Limits: DefaultLimits, Clock: clocktesting.NewFakeClock(time.Now()),
+		Limits: limits, Clock: clocktesting.NewFakeClock(time.Now()),
 	}
 	// The front proxy's vouching, played by a header.
 	s.authn = authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
@@ -100,11 +107,11 @@ func testServer(t *testing.T, access rbac, worker kubernetes.Interface) http.Han
 		return nil, false, nil
 	})
 	s.access = access
-	s.workers = func(_ context.Context, name string) (kubernetes.Interface, error) {
+	s.workers = func(_ context.Context, name string) (*workerread.Reader, error) {
 		if name != "worker-1" {
 			t.Errorf("the server read worker %s", name)
 		}
-		return worker, nil
+		return workerreadtest.Reader(worker), nil
 	}
 	s.callers = newCallers(s.Limits, s.Clock)
 	return s.Handler()
@@ -223,6 +230,67 @@ func TestLogRequestsAreBounded(t *testing.T) {
 	}
 	if !limited {
 		t.Errorf("alice made %d log requests at once, none refused", DefaultLimits.Burst+1)
+	}
+}
+
+// What a worker's users write into a pod (its env, its annotations) is not
+// in an inspection: the answer's size is that of the pods as shown.
+func TestAnInspectionShowsPodsSlim(t *testing.T) {
+	objects := workerObjects()
+	huge := strings.Repeat("x", 1<<20)
+	for _, o := range objects {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Annotations = map[string]string{"a": huge}
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "E", Value: huge}}
+			p.Status.Message = huge
+		}
+		if e, ok := o.(*corev1.Event); ok {
+			e.Message = huge
+		}
+	}
+	h := testServer(t, rbac{"alice": viewer}, kubefake.NewClientset(objects...))
+	code, body := get(t, h, "alice", inspectionv1alpha1.Path("team", "train", ""))
+	var in inspectionv1alpha1.JobInspection
+	if err := json.Unmarshal([]byte(body), &in); err != nil || code != http.StatusOK {
+		t.Fatalf("%d: %v", code, err)
+	}
+	if len(in.Pods) != 2 || len(in.Events) != 2 || len(body) > 2*workerread.MaxShownPodBytes+2*workerread.MaxShownEventBytes+4<<10 {
+		t.Errorf("an inspection of 2 pods and 2 Events of 1 MiB each: %d pods, %d Events in %d bytes", len(in.Pods), len(in.Events), len(body))
+	}
+	if p := in.Pods[0]; p.Annotations != nil || p.Spec.Containers[0].Env != nil || len(p.Status.Message) != workerread.MaxMessage {
+		t.Errorf("a pod shown keeps annotations %v, env %v, a message of %d bytes", p.Annotations != nil, p.Spec.Containers[0].Env != nil, len(p.Status.Message))
+	}
+	t.Logf("an inspection of 2 pods and 2 Events of 1 MiB each: %d bytes", len(body))
+}
+
+// A followed log of every pod takes a stream per container within what
+// the caller has left, and says which it left out.
+func TestAFollowedLogOfEveryPodIsCapped(t *testing.T) {
+	limits := DefaultLimits
+	limits.StreamsPerCaller = 1
+	h := testServerWith(t, rbac{"alice": viewer}, kubefake.NewClientset(workerObjects()...), limits)
+	code, body := get(t, h, "alice", inspectionv1alpha1.Path("team", "train", "log")+"?allPods=true&follow=true")
+	want := "jobferry: following 1 of the 2 containers chosen (the oldest pods'): alice may have 1 log streams open at once, and the manager 512\n[pod/train-a/main] fake logs\n"
+	if code != http.StatusOK || body != want {
+		t.Errorf("a followed log of 2 pods with 1 stream left: %d %q, want %q", code, body, want)
+	}
+}
+
+// A log line longer than the bound is cut there and marked; the next line
+// comes whole.
+func TestLongLogLinesAreCut(t *testing.T) {
+	log := "short\n" + strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 64) + "\nlast"
+	var lines []string
+	if err := eachLine(strings.NewReader(log), 64, func(l string) bool { lines = append(lines, l); return true }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"short", strings.Repeat("x", 64) + " [jobferry: line cut at 64 bytes]", strings.Repeat("y", 64), "last"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q, want %q", lines, want)
+	}
+	lines = nil
+	if err := eachLine(strings.NewReader("a\nb\nc\n"), 64, func(l string) bool { lines = append(lines, l); return len(lines) < 2 }); err != nil || len(lines) != 2 {
+		t.Errorf("stopped after 2 lines: %q, %v", lines, err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 )
 
 // Warning is one Warning Event seen on a worker.
@@ -137,21 +137,12 @@ func (c *Connection) stopWarnings() {
 func slimEvent(ev *corev1.Event) *corev1.Event {
 	about := &ev.InvolvedObject
 	return &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cutUTF8(ev.Namespace, maxWarningName), Name: cutUTF8(ev.Name, maxWarningName),
-			ResourceVersion: cutUTF8(ev.ResourceVersion, maxWarningWord)},
-		InvolvedObject: corev1.ObjectReference{Kind: cutUTF8(about.Kind, maxWarningWord), Namespace: cutUTF8(about.Namespace, maxWarningName),
-			Name: cutUTF8(about.Name, maxWarningName), UID: types.UID(cutUTF8(string(about.UID), maxWarningWord))},
-		Reason: cutUTF8(ev.Reason, maxWarningWord), Message: cutUTF8(ev.Message, maxWarningMessage), Action: cutUTF8(ev.Action, maxWarningWord),
+		ObjectMeta: metav1.ObjectMeta{Namespace: cachebudget.Cut(ev.Namespace, maxWarningName), Name: cachebudget.Cut(ev.Name, maxWarningName),
+			ResourceVersion: cachebudget.Cut(ev.ResourceVersion, maxWarningWord)},
+		InvolvedObject: corev1.ObjectReference{Kind: cachebudget.Cut(about.Kind, maxWarningWord), Namespace: cachebudget.Cut(about.Namespace, maxWarningName),
+			Name: cachebudget.Cut(about.Name, maxWarningName), UID: types.UID(cachebudget.Cut(string(about.UID), maxWarningWord))},
+		Reason: cachebudget.Cut(ev.Reason, maxWarningWord), Message: cachebudget.Cut(ev.Message, maxWarningMessage), Action: cachebudget.Cut(ev.Action, maxWarningWord),
 	}
-}
-
-// cutUTF8 is s cut to at most n bytes, as valid UTF-8, in a string of its
-// own: a part of s would keep all of s.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.Clone(strings.ToValidUTF8(s[:n], ""))
 }
 
 // KeepWarningsWatch runs the watch of a worker's Warning Events while its

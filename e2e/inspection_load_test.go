@@ -1,0 +1,178 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
+)
+
+// inspectedPods and inspectedPodBytes: the Job the tenant inspects, and
+// how large each of its pods is made on the worker.
+const (
+	inspectedPods     = 40
+	inspectedPodBytes = 1 << 20
+	// inspectionGrowthLimit is what the manager's memory may grow by
+	// while tenants inspect (issue 44).
+	inspectionGrowthLimit = 128 << 20
+)
+
+// A tenant inspecting a Job whose pods are large cannot exhaust the
+// manager: 8 describes at once of a Job of 40 pods of about 1 MiB each,
+// and 4 followed logs of every pod at once, each answer or refusal clear,
+// the manager's resident memory growing by less than 128 MiB over its
+// peak before (VmHWM, reset first), and a Job created meanwhile runs.
+//
+// The pods are made large on the worker, where jobferry's budgets do not
+// reach: the manager refuses a Job whose template takes 1 MiB (the tenancy
+// test), so each pod takes 48 KiB of env from its template and a condition
+// of 1 MiB that whoever may update pods/status in the namespace writes.
+func TestInspectionLoadDoesNotExhaustTheManager(t *testing.T) {
+	ctx := t.Context()
+	d := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: outputDir(t),
+		Workers: []localcluster.Spec{{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(1)}}}})
+	env := d.Env
+	worker := d.workers["worker-1"]
+	ns := d.optedInNamespace(ctx, t)
+	const tenant = "tenant-i"
+	bindRole(ctx, t, d.manager, ns, tenant, "inspecting-tenant",
+		rbacv1.PolicyRule{APIGroups: []string{batchv1.GroupName}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
+		rbacv1.PolicyRule{APIGroups: []string{inspectionv1alpha1.GroupVersion.Group}, Resources: []string{"jobs", "jobs/log"}, Verbs: []string{"get"}})
+
+	job := sleepJob(ns, "large-pods", time.Hour)
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](inspectedPods), ptr.To[int32](inspectedPods)
+	job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PAYLOAD", Value: strings.Repeat("e", 48<<10)}}
+	if _, err := impersonate(t, env.Manager.RESTConfig(), tenant).BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollJob(ctx, t, d.manager, ns, job.Name, 3*time.Minute, "all pods running", func(j *batchv1.Job) bool { return j.Status.Active == inspectedPods })
+	pods := jobPods(ctx, t, worker, ns, job.Name)
+	message := strings.Repeat("m", inspectedPodBytes)
+	for _, p := range pods {
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"example.com/Large","status":"True","message":%q}]}}`, message)
+		if _, err := worker.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pid := env.ManagerProcess.PID
+	before := procMemory(t, pid)
+	// The peak from here on (Linux: writing 5 resets VmHWM).
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the manager's peak memory: %v", err)
+	}
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asTenant := []string{"-n", ns, "--as", tenant, "--kubeconfig", env.Manager.KubeconfigPath}
+
+	// 4 followed logs of every pod, at once, for as long as the
+	// describes take and a Job is dispatched.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	follows := make([]*syncBuffer, 4)
+	var following sync.WaitGroup
+	for i := range follows {
+		follows[i] = &syncBuffer{}
+		cmd := exec.CommandContext(followCtx, filepath.Join(bin, "kubectl-jobferry"), append([]string{"logs", "job", job.Name, "--all-pods", "-f"}, asTenant...)...)
+		cmd.Stdout, cmd.Stderr = follows[i], follows[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		following.Go(func() { _ = cmd.Wait() })
+	}
+	// Each follow streams or was refused before the describes start.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, f := range follows {
+			if out := f.String(); !strings.Contains(out, "[pod/") && !strings.Contains(out, "log streams open") {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the followed logs neither streamed nor were refused: %v", err)
+	}
+
+	// 8 describes at once.
+	describes := make([]string, 8)
+	errs := make([]error, 8)
+	var describing sync.WaitGroup
+	start := time.Now()
+	for i := range describes {
+		describing.Go(func() {
+			describes[i], errs[i] = plugin(ctx, t, env.Manager.KubeconfigPath, append([]string{"describe", "job", job.Name}, asTenant[:4]...)...)
+		})
+	}
+	// Dispatch goes on meanwhile.
+	next := sleepJob(ns, "during-inspection", time.Minute)
+	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	describing.Wait()
+	described := time.Since(start)
+	pollJob(ctx, t, d.manager, ns, next.Name, 2*time.Minute, "running", func(j *batchv1.Job) bool {
+		return j.Annotations[v1alpha1.MirrorUIDAnnotation] != "" && j.Status.Active == 1
+	})
+	after := procMemory(t, pid)
+	stopFollowing()
+	following.Wait()
+
+	shown, refused := 0, 0
+	for i, out := range describes {
+		switch {
+		case errs[i] == nil && strings.Contains(out, "Pods on worker worker-1:") && strings.Count(out, job.Name+"-") >= inspectedPods:
+			shown++
+		case errs[i] != nil && strings.Contains(out, "inspections at once, the most one replica may"):
+			refused++
+		default:
+			t.Errorf("describe %d: %v\n%s", i, errs[i], out)
+		}
+	}
+	streaming, capped, refusedLogs := 0, 0, 0
+	for i, f := range follows {
+		out := f.String()
+		switch {
+		case strings.Contains(out, "log streams open, the most one user may"):
+			refusedLogs++
+		case strings.Contains(out, "jobferry: following ") && strings.Contains(out, "log streams open at once"):
+			capped++
+		case strings.Count(out, "[pod/") >= inspectedPods:
+			streaming++
+		default:
+			t.Errorf("followed log %d said neither lines of every pod nor a clear limit:\n%.2000s", i, out)
+		}
+	}
+	growth := after.hwm - before.rss
+	t.Logf("%d describes of %d pods of %d KiB (%d shown, %d refused) in %s; %d followed logs of every pod (%d whole, %d capped, %d refused); manager RSS %d MiB before, peak %d MiB during (growth %d MiB)",
+		len(describes), inspectedPods, inspectedPodBytes>>10, shown, refused, described.Round(100*time.Millisecond), len(follows), streaming, capped, refusedLogs,
+		before.rss>>20, after.hwm>>20, growth>>20)
+	if shown == 0 {
+		t.Errorf("no describe was answered")
+	}
+	if growth > inspectionGrowthLimit {
+		t.Errorf("the manager's memory grew by %d MiB while tenants inspected, over %d MiB", growth>>20, inspectionGrowthLimit>>20)
+	}
+}

@@ -1,0 +1,124 @@
+package workerread
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/randfill"
+)
+
+// A list is read an item at a time, whatever the order of its keys; a
+// null or empty list has none; what is not a list is an error.
+func TestEachItem(t *testing.T) {
+	for _, tc := range []struct {
+		body      string
+		names     []string
+		continue_ string
+		wantErr   bool
+	}{
+		{body: `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7","continue":"c1"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}`,
+			names: []string{"a", "b"}, continue_: "c1"},
+		{body: `{"items":[{"metadata":{"name":"a"}}],"metadata":{"continue":"c2"},"extra":{"x":[1,2]}}`, names: []string{"a"}, continue_: "c2"},
+		{body: `{"kind":"PodList","items":null,"metadata":{}}`},
+		{body: `{"items":[]}`},
+		{body: `[{"metadata":{"name":"a"}}]`, wantErr: true},
+		{body: `{"items":{"a":1}}`, wantErr: true},
+		{body: `{"items":[{"metadata":{"name":"a"}}`, wantErr: true},
+	} {
+		var names []string
+		meta, err := EachItem(strings.NewReader(tc.body), func(dec *json.Decoder) error {
+			var p corev1.Pod
+			if err := dec.Decode(&p); err != nil {
+				return err
+			}
+			names = append(names, p.Name)
+			return nil
+		})
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: error %v, want one: %t", tc.body, err, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && (strings.Join(names, ",") != strings.Join(tc.names, ",") || meta.Continue != tc.continue_) {
+			t.Errorf("%s: items %q, continue %q; want %q, %q", tc.body, names, meta.Continue, tc.names, tc.continue_)
+		}
+	}
+}
+
+// fill fills with up to elements entries in each map and list and
+// strings of up to strlen bytes.
+func fill(seed int64, elements, strlen int) *randfill.Filler {
+	return randfill.NewWithSeed(seed).NilChance(0.2).NumElements(0, elements).MaxDepth(7).Funcs(
+		func(s *string, c randfill.Continue) { *s = strings.Repeat("s", c.Intn(strlen+1)) },
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewQuantity(c.Int63n(1<<30), resource.DecimalSI)
+		},
+	)
+}
+
+func encodedSize(t *testing.T, v any) int {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// Whatever a worker's users write into a pod, an Event or a Job, what an
+// inspection shows of it stays within its bound: objects filled at random
+// with long strings and long lists, and the largest each bound allows.
+func TestShownObjectsAreBounded(t *testing.T) {
+	for seed := range int64(10) {
+		f := fill(seed, MaxContainers+MaxStatuses, 2*MaxMessage)
+		var pod corev1.Pod
+		f.Fill(&pod)
+		if n := encodedSize(t, ShownPod(&pod)); n > MaxShownPodBytes {
+			t.Errorf("seed %d: a pod shown takes %d bytes, over %d", seed, n, MaxShownPodBytes)
+		}
+		var ev corev1.Event
+		f.Fill(&ev)
+		if n := encodedSize(t, ShownEvent(&ev)); n > MaxShownEventBytes {
+			t.Errorf("seed %d: an Event shown takes %d bytes, over %d", seed, n, MaxShownEventBytes)
+		}
+		var job batchv1.Job
+		f.Fill(&job)
+		if n := encodedSize(t, ShownJob(&job)); n > MaxShownPodBytes {
+			t.Errorf("seed %d: a Job shown takes %d bytes, over %d", seed, n, MaxShownPodBytes)
+		}
+	}
+	// The largest: every list at its bound, every string over it.
+	long := strings.Repeat("x", 1<<20)
+	state := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: long, Message: long},
+		Terminated: &corev1.ContainerStateTerminated{Reason: long, Message: long}}
+	pod := corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = long, long, "u"
+	pod.Annotations = map[string]string{"a": long}
+	for range 2 * MaxContainers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: long, Env: []corev1.EnvVar{{Name: "E", Value: long}}})
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: long})
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: long, State: state, LastTerminationState: state})
+		pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, corev1.ContainerStatus{Name: long, State: state, LastTerminationState: state})
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodConditionType(long), Status: "True", Reason: long, Message: long})
+	}
+	pod.Status.Message, pod.Status.Reason, pod.Spec.NodeName = long, long, long
+	shown := ShownPod(&pod)
+	n := encodedSize(t, shown)
+	if n > MaxShownPodBytes {
+		t.Errorf("the largest pod shown takes %d bytes, over %d", n, MaxShownPodBytes)
+	}
+	if len(shown.Spec.Containers) != MaxContainers || shown.Spec.Containers[0].Env != nil {
+		t.Errorf("the largest pod shows %d containers (want %d) with env %v", len(shown.Spec.Containers), MaxContainers, shown.Spec.Containers[0].Env != nil)
+	}
+	t.Logf("the largest pod shown: %d bytes", n)
+	ev := corev1.Event{Message: long, Reason: long, Type: long, Action: long, ReportingController: long,
+		InvolvedObject: corev1.ObjectReference{Kind: long, Name: long, Namespace: long, UID: "u", FieldPath: long},
+		Source:         corev1.EventSource{Component: long, Host: long}}
+	ev.Name, ev.Namespace, ev.UID = long, long, "u"
+	if n := encodedSize(t, ShownEvent(&ev)); n > MaxShownEventBytes {
+		t.Errorf("the largest Event shown takes %d bytes, over %d", n, MaxShownEventBytes)
+	}
+}
