@@ -94,8 +94,12 @@ func (c *callers) admit(name string) error {
 	r := who.bucket.ReserveN(now, 1)
 	if delay := r.DelayFrom(now); delay > 0 {
 		r.CancelAt(now)
+		// Whole seconds, rounded up, at least one: what Retry-After says.
+		if whole := delay.Truncate(time.Second); whole < delay {
+			delay = whole + time.Second
+		}
 		return &tooMany{message: fmt.Sprintf("%s made more than %d inspection requests at once (%g a second): try again in %s",
-			name, c.limits.Burst, c.limits.RequestsPerSecond, delay.Round(time.Second)), retryAfter: delay}
+			name, c.limits.Burst, c.limits.RequestsPerSecond, delay), retryAfter: delay}
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ const (
 	rewatch     = 2 * time.Second
 )
 
+// writeTimeout is how long a write of an answer may wait for its caller to
+// read.
+const writeTimeout = 30 * time.Second
+
 // Server serves inspection.jobferry.dev/v1alpha1 on every replica of the
 // manager (it is no leader's work), behind the APIService the manager
 // chart registers, over TLS with the manager's serving certificate.
@@ -229,6 +233,9 @@ func (a *answerCode) WriteHeader(code int) {
 	a.code = code
 	a.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (a *answerCode) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // Flush lets a log stream through as it comes.
 func (a *answerCode) Flush() {
@@ -436,12 +443,17 @@ func writeInspection(w http.ResponseWriter, out *inspectionv1alpha1.JobInspectio
 		writeStatus(w, apierrors.NewInternalError(err))
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// head is a JSON object: its closing brace comes after the lists.
 	writes := [][]byte{b[:len(b)-1], []byte(`,"pods":[`)}
 	for i := range pods {
-		item, _ := json.Marshal(&pods[i])
+		item, err := json.Marshal(&pods[i])
+		if err != nil {
+			// Half an answer is sent: end it unfinished.
+			panic(http.ErrAbortHandler)
+		}
 		writes = append(writes, comma(i), item)
 		if err := writeAll(w, writes); err != nil {
 			return
@@ -450,7 +462,10 @@ func writeInspection(w http.ResponseWriter, out *inspectionv1alpha1.JobInspectio
 	}
 	writes = append(writes, []byte(`],"events":[`))
 	for i := range events {
-		item, _ := json.Marshal(&events[i])
+		item, err := json.Marshal(&events[i])
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
 		writes = append(writes, comma(i), item)
 		if err := writeAll(w, writes); err != nil {
 			return
@@ -528,29 +543,18 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		return
 	}
 	defer streams.release()
+	// A log is streamed for as long as it lasts: the server's read
+	// deadline (a GET has no body) must not cut it (net/http cancels the
+	// request's context when it passes).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := r.Context()
-	side, err := s.mirrorSide(ctx, job)
-	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(err))
-		return
-	}
-	if side.mirror == nil {
-		writeStatus(w, noLogs(job, side.note))
-		return
-	}
-	pods, err := side.worker.Pods(ctx, side.mirror, s.Limits.MaxPods)
-	if err != nil {
-		writeStatus(w, apierrors.NewServiceUnavailable(readRefused(side.placement.worker, "list the mirror's pods", err)))
-		return
-	}
-	targets, err := logTargets(pods.Items, q)
-	if err != nil {
-		writeStatus(w, noLogs(job, err.Error()))
+	targets, resourceVersion, side, ok := s.logTargets(ctx, w, job, q)
+	if !ok {
 		return
 	}
 	out := &logWriter{w: w, limit: q.limitBytes, remaining: q.limitBytes, managerCap: q.limitBytes == s.Limits.MaxLogBytes}
 	prefix := len(targets) > 1 || q.allPods
-	if !q.follow || len(targets) == 1 {
+	if !q.follow {
 		// One stream at a time.
 		for _, t := range targets {
 			if out.full() {
@@ -562,20 +566,54 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		return
 	}
 	if granted := 1 + streams.grow(len(targets)-1); granted < len(targets) {
-		out.line(fmt.Sprintf("jobferry: following %d of the %d containers chosen (the oldest pods'): %s may have %d log streams open at once, and the manager %d",
+		out.line(fmt.Sprintf("jobferry: following %d of the %d containers chosen: %s may have %d log streams open at once, and the manager %d",
 			granted, len(targets), who.GetName(), s.Limits.StreamsPerCaller, s.Limits.MaxStreams))
 		targets = targets[:granted]
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.Limits.FollowFor)
 	defer cancel()
-	ends := newPodEnds(s.Clock)
-	go s.watchEnds(ctx, side, pods.ResourceVersion, ends)
+	ends := newPodEnds(s.Clock, targets)
+	go s.watchEnds(ctx, side, resourceVersion, ends, out)
 	var wg sync.WaitGroup
 	for _, t := range targets {
 		wg.Go(func() { s.stream(ctx, side, t, q, prefix, out, ends) })
 	}
 	wg.Wait()
 	out.finish(w)
+}
+
+// logTargets reads the mirror and its pods, and picks the containers whose
+// logs a request reads (and the pods' list's version, where a watch of them
+// starts), or answers why there are none. The reading counts as one of the
+// replica's inspections: the pods are held as shown only until the targets
+// are picked.
+func (s *Server) logTargets(ctx context.Context, w http.ResponseWriter, job *batchv1.Job, q logQuery) ([]logTarget, string, mirrorSide, bool) {
+	end, err := s.callers.beginDescribe()
+	if err != nil {
+		writeStatus(w, err)
+		return nil, "", mirrorSide{}, false
+	}
+	defer end()
+	side, err := s.mirrorSide(ctx, job)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return nil, "", side, false
+	}
+	if side.mirror == nil {
+		writeStatus(w, noLogs(job, side.note))
+		return nil, "", side, false
+	}
+	pods, err := side.worker.Pods(ctx, side.mirror, s.Limits.MaxPods)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(readRefused(side.placement.worker, "list the mirror's pods", err)))
+		return nil, "", side, false
+	}
+	targets, err := logTargets(pods.Items, q)
+	if err != nil {
+		writeStatus(w, noLogs(job, err.Error()))
+		return nil, "", side, false
+	}
+	return targets, pods.ResourceVersion, side, true
 }
 
 // noLogs: the Job has no logs to read, and why.
@@ -592,11 +630,11 @@ func (s *Server) stream(ctx context.Context, side mirrorSide, t logTarget, q log
 	defer cancel()
 	// A pod that has ended writes no more: its log is read, not followed
 	// (a kubelet would end the stream at once; not every server does).
-	follow := q.follow && !podEnded(t.pod)
+	follow := q.follow && !t.ended
 	if follow && ends != nil {
-		ends.follow(ctx, t.pod.Name, cancel)
+		ends.follow(ctx, t.pod, cancel)
 	}
-	log, err := side.worker.Log(ctx, t.pod.Namespace, t.pod.Name, t.container, follow, out.budget())
+	log, err := side.worker.Log(ctx, t.namespace, t.pod, t.container, follow, out.budget())
 	if err != nil {
 		out.fail(fmt.Errorf("%s", readRefused(side.placement.worker, "read pod logs", err)))
 		return
@@ -604,12 +642,12 @@ func (s *Server) stream(ctx context.Context, side mirrorSide, t logTarget, q log
 	defer log.Close()
 	err = eachLine(log, s.Limits.MaxLineBytes, func(line string) bool {
 		if prefix {
-			line = fmt.Sprintf("[pod/%s/%s] %s", t.pod.Name, t.container, line)
+			line = fmt.Sprintf("[pod/%s/%s] %s", t.pod, t.container, line)
 		}
 		return out.line(line)
 	})
 	if err != nil && ctx.Err() == nil {
-		out.fail(fmt.Errorf("reading the log of pod %s, container %s, on worker %s: %w", t.pod.Name, t.container, side.placement.worker, err))
+		out.fail(fmt.Errorf("reading the log of pod %s, container %s, on worker %s: %w", t.pod, t.container, side.placement.worker, err))
 	}
 }
 
@@ -649,14 +687,21 @@ func eachLine(r io.Reader, max int, line func(string) bool) error {
 // after podEndGrace for the worker to close it first, as one watch of the
 // mirror's pods tells (watchEnds).
 type podEnds struct {
-	clock   clock.Clock
-	mu      sync.Mutex
-	cancels map[string][]context.CancelFunc
-	ended   map[string]bool
+	clock clock.Clock
+	// followed are the pods of the request's streams: no other pod the
+	// watch sees is remembered.
+	followed map[string]bool
+	mu       sync.Mutex
+	cancels  map[string][]context.CancelFunc
+	ended    map[string]bool
 }
 
-func newPodEnds(clk clock.Clock) *podEnds {
-	return &podEnds{clock: clk, cancels: map[string][]context.CancelFunc{}, ended: map[string]bool{}}
+func newPodEnds(clk clock.Clock, targets []logTarget) *podEnds {
+	e := &podEnds{clock: clk, followed: map[string]bool{}, cancels: map[string][]context.CancelFunc{}, ended: map[string]bool{}}
+	for _, t := range targets {
+		e.followed[t.pod] = true
+	}
+	return e
 }
 
 // follow has cancel called once pod has ended.
@@ -672,6 +717,9 @@ func (e *podEnds) follow(ctx context.Context, pod string, cancel context.CancelF
 
 // end: pod has ended.
 func (e *podEnds) end(ctx context.Context, pod string) {
+	if !e.followed[pod] {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended[pod] {
@@ -695,17 +743,26 @@ func (e *podEnds) cancelAfterGrace(ctx context.Context, cancels []context.Cancel
 // watchEnds watches the mirror's pods from the list's resourceVersion
 // until ctx ends, telling ends of each that ends: one watch for all the
 // request's streams, where each would otherwise poll its pod. A watch that
-// fails is made again, from the pods as they are then.
-func (s *Server) watchEnds(ctx context.Context, side mirrorSide, resourceVersion string, ends *podEnds) {
+// ends is made again, from the pods as they are then; one the worker
+// refuses is said on the log, whose streams then end with their pods'
+// logs or the manager's limit on a followed log.
+func (s *Server) watchEnds(ctx context.Context, side mirrorSide, resourceVersion string, ends *podEnds, out *logWriter) {
 	for ctx.Err() == nil {
 		w, err := side.worker.WatchPods(ctx, side.mirror, resourceVersion)
 		if err == nil {
 			for ev := range w.ResultChan() {
-				if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Deleted || podEnded(pod)) {
+				switch pod, ok := ev.Object.(*corev1.Pod); {
+				case ok && metav1.IsControlledBy(pod, side.mirror) && (ev.Type == watch.Deleted || podEnded(pod)):
 					ends.end(ctx, pod.Name)
+				case ev.Type == watch.Error:
+					err = apierrors.FromObject(ev.Object)
 				}
 			}
 			w.Stop()
+		}
+		if apierrors.IsForbidden(err) {
+			out.line("jobferry: " + readRefused(side.placement.worker, "watch the mirror's pods, to end each followed log as its pod ends", err))
+			return
 		}
 		resourceVersion = ""
 		select {
@@ -755,6 +812,9 @@ func (l *logWriter) line(s string) bool {
 		b, l.cut = b[:l.remaining], true
 	}
 	l.start()
+	// A caller that stops reading loses its log, rather than holding
+	// its streams.
+	_ = http.NewResponseController(l.w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := l.w.Write(b)
 	l.remaining -= int64(n)
 	if f, ok := l.w.(http.Flusher); ok {

@@ -270,7 +270,7 @@ func TestAFollowedLogOfEveryPodIsCapped(t *testing.T) {
 	limits.StreamsPerCaller = 1
 	h := testServerWith(t, rbac{"alice": viewer}, kubefake.NewClientset(workerObjects()...), limits)
 	code, body := get(t, h, "alice", inspectionv1alpha1.Path("team", "train", "log")+"?allPods=true&follow=true")
-	want := "jobferry: following 1 of the 2 containers chosen (the oldest pods'): alice may have 1 log streams open at once, and the manager 512\n[pod/train-a/main] fake logs\n"
+	want := "jobferry: following 1 of the 2 containers chosen: alice may have 1 log streams open at once, and the manager 512\n[pod/train-a/main] fake logs\n"
 	if code != http.StatusOK || body != want {
 		t.Errorf("a followed log of 2 pods with 1 stream left: %d %q, want %q", code, body, want)
 	}

@@ -133,10 +133,12 @@ func parseLogQuery(values url.Values, maxBytes int64) (logQuery, error) {
 	return q, nil
 }
 
-// logTarget is one container of one pod of the mirror.
+// logTarget is one container of one pod of the mirror: what a log stream
+// needs of it, so that a followed log holds no pod.
 type logTarget struct {
-	pod       *corev1.Pod
-	container string
+	namespace, pod, container string
+	// ended: the pod writes no more (podEnded).
+	ended bool
 }
 
 // logTargets picks the containers to read among the mirror's pods (oldest
@@ -168,7 +170,7 @@ func logTargets(pods []corev1.Pod, q logQuery) ([]logTarget, error) {
 	for i := range chosen {
 		for _, c := range chosen[i].Spec.Containers {
 			if q.container == "" || c.Name == q.container {
-				out = append(out, logTarget{pod: &chosen[i], container: c.Name})
+				out = append(out, logTarget{namespace: chosen[i].Namespace, pod: chosen[i].Name, container: c.Name, ended: podEnded(&chosen[i])})
 			}
 		}
 	}

@@ -111,7 +111,7 @@ func TestLogTargets(t *testing.T) {
 		targets, err := logTargets(tc.pods, tc.q)
 		var got []string
 		for _, t := range targets {
-			got = append(got, t.pod.Name+"/"+t.container)
+			got = append(got, t.pod+"/"+t.container)
 		}
 		if strings.Join(got, ",") != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("logTargets(%+v) = %v, %v; want %s, %q", tc.q, got, err, tc.want, tc.wantErr)

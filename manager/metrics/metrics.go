@@ -89,7 +89,7 @@ var (
 	}, []string{"resource", "code"})
 	InspectionLogStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "jobferry_inspection_log_streams",
-		Help: "Log streams the inspection API has open.",
+		Help: "Worker log streams the inspection API has open (a followed log of every pod of a Job takes one per pod and container).",
 	})
 )
 

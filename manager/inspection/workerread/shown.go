@@ -24,7 +24,7 @@ const (
 	// MaxContainers bounds a pod's containers shown (their names are what
 	// a log request may name) and MaxStatuses its conditions and its
 	// containers' statuses.
-	MaxContainers = 64
+	MaxContainers = 16
 	MaxStatuses   = 8
 	// MaxIndexes bounds a Job's completed and failed indexes as shown.
 	MaxIndexes = 4 << 10
