@@ -19,6 +19,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -204,6 +205,52 @@ func TestIntegrationChartsInstall(t *testing.T) {
 			if !slices.Contains(c.Args, "--memory-limit-ratio=0.9") {
 				t.Errorf("%s: container %s's args lack --memory-limit-ratio=0.9: %v", chart, c.Name, c.Args)
 			}
+		}
+	})
+
+	// The NetworkPolicy admits each port of the manager's container from
+	// exactly the peers its values name, and no other port (issue 44
+	// item 5): the local clusters run no network plugin that enforces it,
+	// so what is checked is what the chart asks for.
+	t.Run("network-policy", func(t *testing.T) {
+		if manifests, err := render(t, "jobferry-manager", ""); err != nil || decodeKind(manifests, "NetworkPolicy", &networkingv1.NetworkPolicy{}) == nil {
+			t.Errorf("a NetworkPolicy rendered by default (%v)", err)
+		}
+		manifests, err := render(t, "jobferry-manager", filepath.Join("jobferry-manager", "examples", "production.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policy networkingv1.NetworkPolicy
+		var deployment appsv1.Deployment
+		if err := decodeKind(manifests, "NetworkPolicy", &policy); err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeKind(manifests, "Deployment", &deployment); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(deployment.Spec.Selector.MatchLabels, policy.Spec.PodSelector.MatchLabels); diff != "" {
+			t.Errorf("the policy selects other pods than the Deployment's (-deployment +policy):\n%s", diff)
+		}
+		admitted := map[string]string{}
+		for _, rule := range policy.Spec.Ingress {
+			from, _ := yaml.Marshal(rule.From)
+			for _, p := range rule.Ports {
+				admitted[p.Port.String()] = strings.TrimSpace(string(from))
+			}
+		}
+		want := map[string]string{
+			"webhook":    "- ipBlock:\n    cidr: 10.0.0.0/24",
+			"inspection": "- ipBlock:\n    cidr: 10.0.0.0/24",
+			"metrics":    "- namespaceSelector:\n    matchLabels:\n      kubernetes.io/metadata.name: monitoring",
+			"probes":     "null", // any source
+		}
+		for _, port := range deployment.Spec.Template.Spec.Containers[0].Ports {
+			if _, ok := want[port.Name]; !ok {
+				t.Errorf("container port %s: the test does not say who may reach it", port.Name)
+			}
+		}
+		if diff := cmp.Diff(want, admitted); diff != "" {
+			t.Errorf("who the policy admits to each port (-want +policy):\n%s", diff)
 		}
 	})
 

@@ -5,9 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
@@ -175,4 +179,191 @@ func TestInspectionLoadDoesNotExhaustTheManager(t *testing.T) {
 	if growth > inspectionGrowthLimit {
 		t.Errorf("the manager's memory grew by %d MiB while tenants inspected, over %d MiB", growth>>20, inspectionGrowthLimit>>20)
 	}
+}
+
+// checkInspectionFlow: on a worker whose chart lets the manager inspect,
+// the API server puts the manager identity's reads of pods and logs in the
+// chart's priority level (issue 44 item 3), and its Job requests — dispatch
+// — in another: the priority level an API server chose is in each
+// response's X-Kubernetes-PF-PriorityLevel-UID header.
+func checkInspectionFlow(ctx context.Context, t *testing.T, w *localcluster.Cluster, ns string) {
+	t.Helper()
+	admin, err := kubernetes.NewForConfig(w.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	level, err := admin.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, "jobferry-worker-inspection", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%s: the chart's inspection priority level: %v", w.Name, err)
+	}
+	cfg := w.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":jobferry-manager"}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levelOf := func(path string) (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), nil
+	}
+	var pods, jobs string
+	// The API server takes up a new FlowSchema within seconds.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if pods, err = levelOf("/api/v1/namespaces/default/pods?limit=1"); err != nil {
+			return false, err
+		}
+		if jobs, err = levelOf("/apis/batch/v1/namespaces/default/jobs?limit=1"); err != nil {
+			return false, err
+		}
+		return pods == string(level.UID), nil
+	}); err != nil {
+		t.Errorf("%s: the manager's pod reads are in priority level %q, not the chart's inspection level %s: %v", w.Name, pods, level.UID, err)
+	}
+	if jobs == string(level.UID) || jobs == "" {
+		t.Errorf("%s: the manager's Job requests are in priority level %q, want another than inspection's %s", w.Name, jobs, level.UID)
+	}
+}
+
+// followingTenants, followedPods and latencySamples: issue 44's
+// measurement of dispatch while tenants follow logs.
+const (
+	followingTenants = 4
+	followedPods     = 50
+	latencySamples   = 60
+)
+
+// How long dispatch takes (a Job's creation on the manager to its mirror's
+// on a worker) with 4 tenants following the logs of 50 pods each, against
+// the same Jobs without them, one after the other in one environment. The
+// figures are reported, not asserted (2 shared cores in CI): what is
+// asserted is that every Job is dispatched and every follow streams, or is
+// capped saying so.
+func TestDispatchLatencyWhileTenantsFollowLogs(t *testing.T) {
+	ctx := t.Context()
+	d := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: outputDir(t),
+		Workers: []localcluster.Spec{
+			{Name: "worker-1", Pools: []localcluster.Pool{devenv.GeneralPool(2)}},
+			{Name: "worker-2", Pools: []localcluster.Pool{devenv.GeneralPool(2)}},
+		}})
+	env := d.Env
+	ns := d.optedInNamespace(ctx, t)
+
+	// When each Job's mirror is first seen on a worker.
+	var mu sync.Mutex
+	mirrored := map[string]time.Time{}
+	for name, w := range d.workers {
+		watcher, err := w.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("watching %s: %v", name, err)
+		}
+		defer watcher.Stop()
+		go func() {
+			for ev := range watcher.ResultChan() {
+				if job, ok := ev.Object.(*batchv1.Job); ok {
+					mu.Lock()
+					if _, seen := mirrored[job.Name]; !seen {
+						mirrored[job.Name] = time.Now()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	dispatchLatencies := func(prefix string) []time.Duration {
+		t.Helper()
+		created := map[string]time.Time{}
+		for i := range latencySamples {
+			job := sleepJob(ns, fmt.Sprintf("%s-%03d", prefix, i), time.Second)
+			created[job.Name] = time.Now()
+			if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // the pace of the samples, not a wait for a condition
+		}
+		var latencies []time.Duration
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			latencies = latencies[:0]
+			for name, at := range created {
+				seen, ok := mirrored[name]
+				if !ok {
+					return false, nil
+				}
+				latencies = append(latencies, seen.Sub(at))
+			}
+			return true, nil
+		}); err != nil {
+			t.Fatalf("%d Jobs %s-*: not all mirrored: %v", latencySamples, prefix, err)
+		}
+		slices.Sort(latencies)
+		return latencies
+	}
+	quiet := dispatchLatencies("quiet")
+
+	// 4 tenants, each with a Job of 50 running pods, each following the
+	// logs of all of them.
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	var following sync.WaitGroup
+	follows := make([]*syncBuffer, followingTenants)
+	for i := range followingTenants {
+		tenant := fmt.Sprintf("tenant-%d", i+1)
+		bindRole(ctx, t, d.manager, ns, tenant, "following-"+tenant,
+			rbacv1.PolicyRule{APIGroups: []string{batchv1.GroupName}, Resources: []string{"jobs"}, Verbs: []string{"get", "create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get"}},
+			rbacv1.PolicyRule{APIGroups: []string{inspectionv1alpha1.GroupVersion.Group}, Resources: []string{"jobs/log"}, Verbs: []string{"get"}})
+		job := sleepJob(ns, "followed-"+tenant, time.Hour)
+		job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](followedPods), ptr.To[int32](followedPods)
+		job.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resourceQuantity("10m")}
+		if _, err := impersonate(t, env.Manager.RESTConfig(), tenant).BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pollJob(ctx, t, d.manager, ns, job.Name, 3*time.Minute, "all pods running", func(j *batchv1.Job) bool { return j.Status.Active == followedPods })
+		follows[i] = &syncBuffer{}
+		cmd := exec.CommandContext(followCtx, filepath.Join(bin, "kubectl-jobferry"), "logs", "job", job.Name, "--all-pods", "-f",
+			"-n", ns, "--as", tenant, "--kubeconfig", env.Manager.KubeconfigPath)
+		cmd.Stdout, cmd.Stderr = follows[i], follows[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		following.Go(func() { _ = cmd.Wait() })
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, f := range follows {
+			if strings.Count(f.String(), "[pod/") < followedPods {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		for i, f := range follows {
+			t.Logf("follow %d:\n%.2000s", i, f.String())
+		}
+		t.Fatalf("the tenants' followed logs did not stream every pod: %v", err)
+	}
+	busy := dispatchLatencies("busy")
+	stopFollowing()
+	following.Wait()
+
+	p := func(l []time.Duration, q float64) time.Duration {
+		return l[min(len(l)-1, int(q*float64(len(l))))].Round(time.Millisecond)
+	}
+	t.Logf("dispatch latency (create → mirror on a worker), %d Jobs each, 1 Job every 100 ms: quiet p50 %s p99 %s; while %d tenants follow the logs of %d pods each: p50 %s p99 %s (p99 ratio %.2f)",
+		latencySamples, p(quiet, 0.5), p(quiet, 0.99), followingTenants, followedPods, p(busy, 0.5), p(busy, 0.99), float64(p(busy, 0.99))/float64(max(p(quiet, 0.99), time.Millisecond)))
 }

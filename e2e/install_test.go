@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -93,20 +95,21 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	if _, err := env.Manager.StartKueue(startCtx, localcluster.KueueOptions{BinDir: bin}); err != nil {
 		t.Fatal(err)
 	}
-	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
+	helm(ctx, t, env.Manager.KubeconfigPath, append([]string{"install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
 		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
 		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true",
 		// Logs withheld from the default roles: a tenant is granted them,
 		// a namespace administrator is not (checkInspectionAsTenant).
 		"--set", "inspection.logs.aggregateToDefaultRoles=false",
 		// Few streams a user, for the test to reach the limit.
-		"--set", "inspection.logs.maxStreamsPerUser=4")
+		"--set", "inspection.logs.maxStreamsPerUser=4"}, metricsReaderValues(ns)...)...)
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
 		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
 			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
 		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
+		checkInspectionFlow(ctx, t, w, ns)
 	}
 
 	// The manager, as its ServiceAccount, with the rendered arguments.
@@ -164,6 +167,22 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	// issued, verified against the CA in its Secret, for the metrics
 	// Service's name, as the chart's ServiceMonitor does.
 	scrapeVerified(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort))
+	// Only to a token allowed to get /metrics (issue 44 item 5).
+	for who, want := range map[string]struct {
+		token string
+		code  int
+		says  string
+	}{
+		"no token":                     {"", http.StatusUnauthorized, "Unauthorized"},
+		"a token not allowed /metrics": {serviceAccountToken(ctx, t, admin, ns, "not-a-metrics-reader"), http.StatusForbidden, "Authorization denied for user system:serviceaccount:" + ns + ":not-a-metrics-reader"},
+	} {
+		resp := getVerifiedMetrics(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort), want.token)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.code || !strings.Contains(string(body), want.says) {
+			t.Errorf("the metrics with %s: %s %q, want %d saying %q", who, resp.Status, body, want.code, want.says)
+		}
+	}
 
 	// Each worker binary as its ServiceAccount; each worker joined with
 	// `kubectl jobferry join`, from a kubeconfig holding every cluster.

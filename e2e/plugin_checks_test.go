@@ -8,13 +8,17 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -85,8 +89,33 @@ func checkRanOnce(ctx context.Context, t *testing.T, c kubernetes.Interface, env
 }
 
 // scrapeVerifiedFamilies scrapes the manager's HTTPS metrics endpoint,
-// verifying its certificate as scrapeVerified does, and parses them.
+// verifying its certificate as scrapeVerified does, with the token of the
+// ServiceAccount the chart installs let read metrics (metricsReader), and
+// parses them.
 func scrapeVerifiedFamilies(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, secret, serverName, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp := getVerifiedMetrics(ctx, t, c, ns, secret, serverName, url, serviceAccountToken(ctx, t, c, ns, metricsReader))
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("scraping %s: %s %s", url, resp.Status, body)
+	}
+	return parseMetrics(t, url, resp.Body)
+}
+
+// metricsReader is the ServiceAccount the tests' chart installs bind to
+// the metrics-reader ClusterRole (metricsReaderValues).
+const metricsReader = "metrics-scraper"
+
+// metricsReaderValues are the chart values that let metricsReader in ns
+// read the manager's metrics.
+func metricsReaderValues(ns string) []string {
+	return []string{"--set", "metrics.readers[0].namespace=" + ns, "--set", "metrics.readers[0].name=" + metricsReader}
+}
+
+// getVerifiedMetrics GETs the metrics endpoint over HTTPS verified with the
+// CA of the Secret for serverName, with token as the bearer ("": none).
+func getVerifiedMetrics(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, secret, serverName, url, token string) *http.Response {
 	t.Helper()
 	s, err := c.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 	if err != nil {
@@ -97,15 +126,34 @@ func scrapeVerifiedFamilies(ctx context.Context, t *testing.T, c kubernetes.Inte
 		t.Fatalf("Secret %s has no CA (ca.crt)", secret)
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}}
-	resp, err := httpClient.Get(url)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping %s: %s", url, resp.Status)
+	return resp
+}
+
+// serviceAccountToken is a token of ServiceAccount ns/name, made when
+// missing.
+func serviceAccountToken(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
-	return parseMetrics(t, url, resp.Body)
+	token, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of %s/%s: %v", ns, name, err)
+	}
+	return token.Status.Token
 }
 
 func assertCounterZero(t *testing.T, families map[string]*dto.MetricFamily, name string) {

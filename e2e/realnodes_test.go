@@ -112,11 +112,11 @@ func TestRealNodes(t *testing.T) {
 		workers[w.Name] = c
 	}
 	installed := time.Now()
-	helm(ctx, t, env.Manager.KubeconfigPath, "install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
+	helm(ctx, t, env.Manager.KubeconfigPath, append([]string{"install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
 		"--wait", "--timeout", "3m",
-		"--set", "leaderElection.leaseDuration="+realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
-		"--set", "leaderElection.retryPeriod="+realRetryPeriod.String(),
-		"--set", "dispatch.workerHealthInterval=2s")
+		"--set", "leaderElection.leaseDuration=" + realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
+		"--set", "leaderElection.retryPeriod=" + realRetryPeriod.String(),
+		"--set", "dispatch.workerHealthInterval=2s"}, metricsReaderValues(ns)...)...)
 	t.Logf("helm install --wait of the manager chart took %s", time.Since(installed).Round(time.Second))
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 

@@ -45,6 +45,7 @@ import (
 	"github.com/jobferry/jobferry/manager/inspection"
 	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
+	managermetrics "github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/orphans"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/statekey"
@@ -97,9 +98,9 @@ type config struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	warmUpTimeout                             time.Duration
 	namespace, origin                         string
-	kubeQPS, workerQPS                        float64
+	kubeQPS, workerQPS, inspectionWorkerQPS   float64
 	memoryLimitRatio                          float64
-	kubeBurst, workerBurst                    int
+	kubeBurst, workerBurst, inspectionBurst   int
 	healthInterval                            time.Duration
 	jobSyncs                                  int
 	deprecatedJobWorkers                      bool
@@ -114,7 +115,7 @@ type config struct {
 	webhookService                            string
 	certDNSNames                              []string
 	mutatingName, validatingName              string
-	metricsSecure                             bool
+	metricsSecure, metricsAuthorize           bool
 	dispatchNamespaces                        labels.Selector
 	reserved                                  []string
 	renewThreshold                            float64
@@ -144,6 +145,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 1000, "client burst towards the manager cluster")
 	fs.Float64Var(&c.workerQPS, "worker-api-qps", 500, "client QPS towards each worker (its own limiter per worker)")
 	fs.IntVar(&c.workerBurst, "worker-api-burst", 1000, "client burst towards each worker")
+	fs.Float64Var(&c.inspectionWorkerQPS, "inspection-worker-api-qps", 20, "client QPS of the inspection API towards each worker, all users' inspections together (apart from --worker-api-qps, dispatch's)")
+	fs.IntVar(&c.inspectionBurst, "inspection-worker-api-burst", 40, "client burst of the inspection API towards each worker")
 	fs.DurationVar(&c.healthInterval, "worker-health-interval", 10*time.Second, "how often each worker's API server is probed while connected")
 	fs.IntVar(&c.jobSyncs, "concurrent-job-syncs", 8, "manager Jobs reconciled at once")
 	// The flag's first name, kept so existing installations start.
@@ -167,6 +170,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.mutatingName, "mutating-webhook-configuration", "jobferry-opt-in", "MutatingWebhookConfiguration whose caBundle the rotation keeps")
 	fs.StringVar(&c.validatingName, "validating-webhook-configuration", "jobferry-validate", "ValidatingWebhookConfiguration whose caBundle the rotation keeps")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
+	fs.BoolVar(&c.metricsAuthorize, "metrics-authorize", false, "serve metrics only to callers whose bearer token this cluster's API server authenticates and allows to get the non-resource URL /metrics (TokenReview, SubjectAccessReview); needs --metrics-secure")
 	dispatchNS := fs.String("dispatch-namespace-selector", admission.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
 	reservedNS := fs.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", workers.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
@@ -196,8 +200,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
 	case (c.certRotation || c.metricsSecure) && c.certSecret == "":
 		return c, errors.New("--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
+	case c.metricsAuthorize && !c.metricsSecure:
+		return c, errors.New("--metrics-authorize needs --metrics-secure: a bearer token is not sent in the clear")
 	case c.inspection.RequestsPerSecond <= 0 || c.inspection.Burst < 1 || c.inspection.StreamsPerCaller < 1 || c.inspection.FollowFor <= 0 || c.inspection.MaxLogBytes < 1 ||
-		c.inspection.MaxStreams < 1 || c.inspection.MaxDescribes < 1 || c.inspection.MaxLineBytes < 64:
+		c.inspection.MaxStreams < 1 || c.inspection.MaxDescribes < 1 || c.inspection.MaxLineBytes < 64 || c.inspectionWorkerQPS <= 0 || c.inspectionBurst < 1:
 		return c, errors.New("the --inspection-* limits must be positive (--inspection-log-max-line-bytes at least 64)")
 	}
 	if c.dispatchNamespaces, err = labels.Parse(*dispatchNS); err != nil {
@@ -317,6 +323,9 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 		opts.Metrics.SecureServing = true
 		opts.Metrics.TLSOpts = []func(*tls.Config){certs.TLSConfig}
 	}
+	if c.metricsAuthorize {
+		opts.Metrics.FilterProvider = managermetrics.Authorized
+	}
 	return opts, webhookServer
 }
 
@@ -415,7 +424,7 @@ func addInspection(mgr ctrl.Manager, c config, certs *admission.CertSource, keys
 	}
 	server, err := inspection.New(&inspection.Server{
 		Addr: c.inspectionAddr, TLS: serving, Reader: mgr.GetClient(), Kube: kube,
-		Namespace: c.namespace, Origin: c.origin, Keys: keys, WorkerQPS: float32(c.workerQPS), WorkerBurst: c.workerBurst,
+		Namespace: c.namespace, Origin: c.origin, Keys: keys, WorkerQPS: float32(c.inspectionWorkerQPS), WorkerBurst: c.inspectionBurst,
 		Limits: c.inspection, Clock: clock.RealClock{},
 	})
 	if err != nil {

@@ -149,6 +149,20 @@ func (s *streams) grow(n int) int {
 	return n
 }
 
+// releaseOne gives one stream back, as one of the request's streams
+// ends while others go on.
+func (s *streams) releaseOne() {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.n > 0 {
+		s.n--
+		s.who.streams--
+		c.streams--
+		metrics.InspectionLogStreams.Dec()
+	}
+}
+
 // release gives the streams back (once).
 func (s *streams) release() {
 	s.once.Do(func() {
@@ -158,6 +172,7 @@ func (s *streams) release() {
 		s.who.streams -= s.n
 		c.streams -= s.n
 		metrics.InspectionLogStreams.Sub(float64(s.n))
+		s.n = 0
 	})
 }
 

@@ -77,7 +77,12 @@ func TestStreamsAndDescribesAreBoundedPerReplica(t *testing.T) {
 	} else {
 		open.release()
 	}
+	bob.releaseOne()
+	if c.streams != 1 || c.byName["bob"].streams != 1 {
+		t.Errorf("after one of bob's 2 streams ended: the replica counts %d, bob %d; want 1 and 1", c.streams, c.byName["bob"].streams)
+	}
 	bob.release()
+	bob.releaseOne() // nothing left
 	if c.streams != 0 {
 		t.Errorf("the replica counts %d streams after all ended", c.streams)
 	}

@@ -414,6 +414,8 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	switch {
 	case err != nil:
 		out.Notes.Pods = readRefused(out.Worker, "list the mirror's pods", err)
+	case pods.Stopped:
+		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods: %v", len(pods.Items), workerread.ErrReadBudget)
 	case pods.More:
 		out.Notes.Pods = fmt.Sprintf("showing %d of the mirror's pods: an inspection shows at most %d, found among the first %d pods on the worker labelled as the mirror's",
 			len(pods.Items), s.Limits.MaxPods, workerread.MaxScanned(s.Limits.MaxPods))
@@ -424,7 +426,7 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 	case err != nil:
 		out.Notes.Events = readRefused(out.Worker, "list Events", err)
 	case !all:
-		out.Notes.Events = fmt.Sprintf("only the first %d Events of the namespace on the worker were read", s.Limits.ScanEvents)
+		out.Notes.Events = fmt.Sprintf("not every Event of the namespace on the worker was read (at most %d, and within %d MiB with the pods)", s.Limits.ScanEvents, workerread.ReadBudget>>20)
 	case cut:
 		out.Notes.Events = fmt.Sprintf("showing the newest %d Events", s.Limits.MaxEvents)
 	}
@@ -443,7 +445,11 @@ func writeInspection(w http.ResponseWriter, out *inspectionv1alpha1.JobInspectio
 		writeStatus(w, apierrors.NewInternalError(err))
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+	// A caller that stops reading loses its answer; the deadline ends
+	// with it (a later request on the connection has its own).
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// head is a JSON object: its closing brace comes after the lists.
@@ -576,7 +582,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 	go s.watchEnds(ctx, side, resourceVersion, ends, out)
 	var wg sync.WaitGroup
 	for _, t := range targets {
-		wg.Go(func() { s.stream(ctx, side, t, q, prefix, out, ends) })
+		wg.Go(func() {
+			// Its slot back as it ends: the caller's others go on.
+			defer streams.releaseOne()
+			s.stream(ctx, side, t, q, prefix, out, ends)
+		})
 	}
 	wg.Wait()
 	out.finish(w)
@@ -813,13 +823,16 @@ func (l *logWriter) line(s string) bool {
 	}
 	l.start()
 	// A caller that stops reading loses its log, rather than holding
-	// its streams.
-	_ = http.NewResponseController(l.w).SetWriteDeadline(time.Now().Add(writeTimeout))
+	// its streams; between lines a followed log may be quiet for long
+	// (an HTTP/2 stream is reset when a deadline passes, write or not).
+	rc := http.NewResponseController(l.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := l.w.Write(b)
 	l.remaining -= int64(n)
-	if f, ok := l.w.(http.Flusher); ok {
-		f.Flush()
+	if err == nil {
+		err = rc.Flush()
 	}
+	_ = rc.SetWriteDeadline(time.Time{})
 	return err == nil && !l.cut
 }
 

@@ -18,6 +18,7 @@ package workerread
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -39,6 +40,15 @@ import (
 // eventsPage is how many Events one list request asks for.
 const eventsPage = 500
 
+// ReadBudget is the most one Reader reads of a worker's lists, in bytes:
+// what a worker's users put into pods and Events (a condition of a
+// megabyte on each of hundreds of labelled pods) costs a replica's
+// inspection slot its time, and the worker its reads, up to this.
+const ReadBudget = 64 << 20
+
+// ErrReadBudget ends a list read past ReadBudget.
+var ErrReadBudget = fmt.Errorf("the worker's lists took more than %d MiB, the most one inspection reads", ReadBudget>>20)
+
 // Lister opens a list of a namespace's pods or events on the worker as
 // JSON, to be read as a stream.
 type Lister func(ctx context.Context, namespace, resource string, opts metav1.ListOptions) (io.ReadCloser, error)
@@ -47,6 +57,8 @@ type Lister func(ctx context.Context, namespace, resource string, opts metav1.Li
 type Reader struct {
 	kube kubernetes.Interface
 	list Lister
+	// left is what the Reader may still read of lists (ReadBudget).
+	left int64
 }
 
 // New reads the worker kube, listing through its REST client.
@@ -63,7 +75,7 @@ func New(kube kubernetes.Interface) *Reader {
 // NewWithLister reads the worker kube, listing with list (a client that
 // serves no REST, such as client-go's fake, lists so).
 func NewWithLister(kube kubernetes.Interface, list Lister) *Reader {
-	return &Reader{kube: kube, list: list}
+	return &Reader{kube: kube, list: list, left: ReadBudget}
 }
 
 // Mirror reads the Job named like the manager Job on the worker, as an
@@ -81,8 +93,9 @@ func (r *Reader) Mirror(ctx context.Context, namespace, name string) (*batchv1.J
 type PodList struct {
 	// Items are the mirror's pods as shown (ShownPod), oldest first.
 	Items []corev1.Pod
-	// More says there were more than the most asked for.
-	More bool
+	// More says there were more than the most asked for, or more than
+	// were read within ReadBudget (Stopped).
+	More, Stopped bool
 	// ResourceVersion is the list's: where a watch of the pods starts.
 	ResourceVersion string
 }
@@ -109,6 +122,10 @@ func (r *Reader) Pods(ctx context.Context, mirror *batchv1.Job, max int) (PodLis
 			}
 			return nil
 		})
+		if errors.Is(err, ErrReadBudget) {
+			out.More, out.Stopped = true, true
+			break
+		}
 		if err != nil {
 			return PodList{}, err
 		}
@@ -193,6 +210,11 @@ func (r *Reader) Events(ctx context.Context, namespace string, uids map[types.UI
 			}
 			return nil
 		})
+		if errors.Is(err, ErrReadBudget) {
+			newest()
+			eventtime.Sort(events)
+			return events, false, cut, nil
+		}
 		if err != nil {
 			return nil, false, false, err
 		}
@@ -222,11 +244,32 @@ func (r *Reader) each(ctx context.Context, namespace, resource string, opts meta
 		return metav1.ListMeta{}, err
 	}
 	defer body.Close()
-	meta, err := EachItem(body, item)
+	meta, err := EachItem(&budgeted{r: body, left: &r.left}, item)
+	if errors.Is(err, ErrReadBudget) {
+		return meta, err
+	}
 	if err != nil {
 		return meta, fmt.Errorf("reading the list of %s in namespace %s: %w", resource, namespace, err)
 	}
 	return meta, nil
+}
+
+// budgeted reads r until left is spent.
+type budgeted struct {
+	r    io.Reader
+	left *int64
+}
+
+func (b *budgeted) Read(p []byte) (int, error) {
+	if *b.left <= 0 {
+		return 0, ErrReadBudget
+	}
+	if int64(len(p)) > *b.left {
+		p = p[:*b.left]
+	}
+	n, err := b.r.Read(p)
+	*b.left -= int64(n)
+	return n, err
 }
 
 // EachItem reads a list's JSON from body, handing the decoder to item at

@@ -1,13 +1,20 @@
 package workerread
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 )
 
@@ -120,5 +127,34 @@ func TestShownObjectsAreBounded(t *testing.T) {
 	ev.Name, ev.Namespace, ev.UID = long, long, "u"
 	if n := encodedSize(t, ShownEvent(&ev)); n > MaxShownEventBytes {
 		t.Errorf("the largest Event shown takes %d bytes, over %d", n, MaxShownEventBytes)
+	}
+}
+
+// What a Reader reads of a worker's lists is bounded in bytes too: past
+// its budget it stops, keeping what it found, and says so.
+func TestReadsStopAtTheBudget(t *testing.T) {
+	mirror := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "train", UID: "m-uid"}}
+	var list corev1.PodList
+	for i := range 5 {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: fmt.Sprintf("train-%d", i), UID: types.UID(fmt.Sprint(i)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "m-uid", Controller: ptr.To(true)}}}}
+		p.Status.Message = strings.Repeat("m", 100<<10)
+		list.Items = append(list.Items, p)
+	}
+	body, err := json.Marshal(&list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewWithLister(nil, func(context.Context, string, string, metav1.ListOptions) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(body)), nil
+	})
+	r.left = 250 << 10
+	pods, err := r.Pods(t.Context(), mirror, 200)
+	if err != nil || !pods.Stopped || !pods.More || len(pods.Items) != 2 {
+		t.Errorf("5 pods of 100 KiB read within 250 KiB: %d pods, stopped %t, more %t, %v; want the 2 read whole, stopped", len(pods.Items), pods.Stopped, pods.More, err)
+	}
+	events, all, _, err := r.Events(t.Context(), "team", map[types.UID]bool{}, 5000, 500)
+	if err != nil || all || len(events) != 0 {
+		t.Errorf("Events once the budget is spent: %d, all %t, %v", len(events), all, err)
 	}
 }
