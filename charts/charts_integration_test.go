@@ -163,6 +163,8 @@ func TestIntegrationChartsInstall(t *testing.T) {
 			{"jobferry-manager", "dispatch.namespaceSelector.matchLabels=null", "at '/dispatch/namespaceSelector'"},
 			{"jobferry-manager", "replica=2", "additional properties 'replica' not allowed"},
 			{"jobferry-manager", "memoryLimitRatio=0", "at '/memoryLimitRatio': exclusiveMinimum"},
+			{"jobferry-manager", "metrics.secure=false", "at '/metrics/secure'"},
+			{"jobferry-manager", "metrics.secure=false,metrics.authorize=false", ""},
 			{"jobferry-worker", "managerIdentity.namespaces={team-a}", ""},
 			{"jobferry-worker", "jobController.concurrentSyncs=0", "at '/jobController/concurrentSyncs': minimum: got 0, want 1"},
 			{"jobferry-worker", "managerIdentity.namespaces={Team_A}", "at '/managerIdentity/namespaces/0'"},

@@ -111,7 +111,7 @@ func TestInspectionLoadDoesNotExhaustTheManager(t *testing.T) {
 	// Each follow streams or was refused before the describes start.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		for _, f := range follows {
-			if out := f.String(); !strings.Contains(out, "[pod/") && !strings.Contains(out, "log streams open") {
+			if out := f.String(); !strings.Contains(out, "[pod/") && !strings.Contains(out, "log streams open, the most one user may") {
 				return false, nil
 			}
 		}
@@ -163,7 +163,7 @@ func TestInspectionLoadDoesNotExhaustTheManager(t *testing.T) {
 			refusedLogs++
 		case strings.Contains(out, "jobferry: following ") && strings.Contains(out, "log streams open at once"):
 			capped++
-		case strings.Count(out, "[pod/") >= inspectedPods:
+		case podsStreamed(out) == inspectedPods:
 			streaming++
 		default:
 			t.Errorf("followed log %d said neither lines of every pod nor a clear limit:\n%.2000s", i, out)
@@ -212,9 +212,7 @@ func checkInspectionFlow(ctx context.Context, t *testing.T, w *localcluster.Clus
 			return "", err
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("GET %s: %s", path, resp.Status)
-		}
+		// Any answer (even a refusal) was classified.
 		return resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), nil
 	}
 	var pods, jobs string
@@ -247,8 +245,11 @@ const (
 // on a worker) with 4 tenants following the logs of 50 pods each, against
 // the same Jobs without them, one after the other in one environment. The
 // figures are reported, not asserted (2 shared cores in CI): what is
-// asserted is that every Job is dispatched and every follow streams, or is
-// capped saying so.
+// asserted is that every Job is dispatched and every follow streams every
+// pod. The environment's workers are registered with an administrator's
+// credential, which API Priority and Fairness exempts: what this measures
+// is what the followed logs cost the manager and the shared cores, not the
+// worker chart's priority level (checkInspectionFlow checks that).
 func TestDispatchLatencyWhileTenantsFollowLogs(t *testing.T) {
 	ctx := t.Context()
 	d := startOwnDispatchEnv(ctx, t, devenv.Options{Dir: outputDir(t),
@@ -346,7 +347,7 @@ func TestDispatchLatencyWhileTenantsFollowLogs(t *testing.T) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		for _, f := range follows {
-			if strings.Count(f.String(), "[pod/") < followedPods {
+			if podsStreamed(f.String()) < followedPods {
 				return false, nil
 			}
 		}
@@ -366,4 +367,18 @@ func TestDispatchLatencyWhileTenantsFollowLogs(t *testing.T) {
 	}
 	t.Logf("dispatch latency (create → mirror on a worker), %d Jobs each, 1 Job every 100 ms: quiet p50 %s p99 %s; while %d tenants follow the logs of %d pods each: p50 %s p99 %s (p99 ratio %.2f)",
 		latencySamples, p(quiet, 0.5), p(quiet, 0.99), followingTenants, followedPods, p(busy, 0.5), p(busy, 0.99), float64(p(busy, 0.99))/float64(max(p(quiet, 0.99), time.Millisecond)))
+}
+
+// podsStreamed is how many pods' lines a log of every pod holds (each line
+// prefixed [pod/NAME/CONTAINER]).
+func podsStreamed(log string) int {
+	pods := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(line, "[pod/"); ok {
+			if name, _, ok := strings.Cut(rest, "/"); ok {
+				pods[name] = true
+			}
+		}
+	}
+	return len(pods)
 }

@@ -45,7 +45,7 @@ import (
 	"github.com/jobferry/jobferry/manager/inspection"
 	"github.com/jobferry/jobferry/manager/jobs"
 	"github.com/jobferry/jobferry/manager/managercache"
-	managermetrics "github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/metricsauth"
 	"github.com/jobferry/jobferry/manager/orphans"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/statekey"
@@ -324,7 +324,7 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 		opts.Metrics.TLSOpts = []func(*tls.Config){certs.TLSConfig}
 	}
 	if c.metricsAuthorize {
-		opts.Metrics.FilterProvider = managermetrics.Authorized
+		opts.Metrics.FilterProvider = metricsauth.Authorized
 	}
 	return opts, webhookServer
 }

@@ -48,8 +48,11 @@ const (
 )
 
 // writeTimeout is how long a write of an answer may wait for its caller to
-// read.
-const writeTimeout = 30 * time.Second
+// read; describeFor how long a describe may take to read the worker.
+const (
+	writeTimeout = 30 * time.Second
+	describeFor  = time.Minute
+)
 
 // Server serves inspection.jobferry.dev/v1alpha1 on every replica of the
 // manager (it is no leader's work), behind the APIService the manager
@@ -237,6 +240,10 @@ func (a *answerCode) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the connection.
 func (a *answerCode) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
+// FlushError lets http.ResponseController's Flush say when the caller has
+// gone (it prefers it to Flush).
+func (a *answerCode) FlushError() error { return http.NewResponseController(a.ResponseWriter).Flush() }
+
 // Flush lets a log stream through as it comes.
 func (a *answerCode) Flush() {
 	if f, ok := a.ResponseWriter.(http.Flusher); ok {
@@ -394,7 +401,12 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request, who user.Info) 
 		return
 	}
 	defer end()
-	ctx := r.Context()
+	// The worker's reads may wait on the inspections' rate limiter past
+	// the server's read deadline, which must not cancel them (a GET has
+	// no body); they have describeFor instead.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(r.Context(), describeFor)
+	defer cancel()
 	out := &inspectionv1alpha1.JobInspection{
 		TypeMeta:   metav1.TypeMeta{Kind: inspectionv1alpha1.Kind, APIVersion: inspectionv1alpha1.GroupVersion.String()},
 		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID},
@@ -554,11 +566,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 	// request's context when it passes).
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := r.Context()
-	targets, resourceVersion, side, ok := s.logTargets(ctx, w, job, q)
+	targets, resourceVersion, stopped, side, ok := s.logTargets(ctx, w, job, q)
 	if !ok {
 		return
 	}
 	out := &logWriter{w: w, limit: q.limitBytes, remaining: q.limitBytes, managerCap: q.limitBytes == s.Limits.MaxLogBytes}
+	if stopped {
+		out.line(fmt.Sprintf("jobferry: only the pods found within what an inspection reads of the worker's lists are read: %v", workerread.ErrReadBudget))
+	}
 	prefix := len(targets) > 1 || q.allPods
 	if !q.follow {
 		// One stream at a time.
@@ -579,7 +594,8 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 	ctx, cancel := context.WithTimeout(ctx, s.Limits.FollowFor)
 	defer cancel()
 	ends := newPodEnds(s.Clock, targets)
-	go s.watchEnds(ctx, side, resourceVersion, ends, out)
+	var watching sync.WaitGroup
+	watching.Go(func() { s.watchEnds(ctx, side, resourceVersion, ends, out) })
 	var wg sync.WaitGroup
 	for _, t := range targets {
 		wg.Go(func() {
@@ -589,6 +605,9 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		})
 	}
 	wg.Wait()
+	// The watch writes to the answer too: it ends before the answer does.
+	cancel()
+	watching.Wait()
 	out.finish(w)
 }
 
@@ -597,33 +616,31 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 // starts), or answers why there are none. The reading counts as one of the
 // replica's inspections: the pods are held as shown only until the targets
 // are picked.
-func (s *Server) logTargets(ctx context.Context, w http.ResponseWriter, job *batchv1.Job, q logQuery) ([]logTarget, string, mirrorSide, bool) {
+func (s *Server) logTargets(ctx context.Context, w http.ResponseWriter, job *batchv1.Job, q logQuery) (targets []logTarget, resourceVersion string, stopped bool, side mirrorSide, ok bool) {
 	end, err := s.callers.beginDescribe()
 	if err != nil {
 		writeStatus(w, err)
-		return nil, "", mirrorSide{}, false
+		return nil, "", false, mirrorSide{}, false
 	}
 	defer end()
-	side, err := s.mirrorSide(ctx, job)
-	if err != nil {
+	if side, err = s.mirrorSide(ctx, job); err != nil {
 		writeStatus(w, apierrors.NewInternalError(err))
-		return nil, "", side, false
+		return nil, "", false, side, false
 	}
 	if side.mirror == nil {
 		writeStatus(w, noLogs(job, side.note))
-		return nil, "", side, false
+		return nil, "", false, side, false
 	}
 	pods, err := side.worker.Pods(ctx, side.mirror, s.Limits.MaxPods)
 	if err != nil {
 		writeStatus(w, apierrors.NewServiceUnavailable(readRefused(side.placement.worker, "list the mirror's pods", err)))
-		return nil, "", side, false
+		return nil, "", false, side, false
 	}
-	targets, err := logTargets(pods.Items, q)
-	if err != nil {
+	if targets, err = logTargets(pods.Items, q); err != nil {
 		writeStatus(w, noLogs(job, err.Error()))
-		return nil, "", side, false
+		return nil, "", false, side, false
 	}
-	return targets, pods.ResourceVersion, side, true
+	return targets, pods.ResourceVersion, pods.Stopped, side, true
 }
 
 // noLogs: the Job has no logs to read, and why.
@@ -792,7 +809,9 @@ type logWriter struct {
 	remaining  int64
 	managerCap bool
 	wrote, cut bool
-	failures   []error
+	// done: the answer is finished; nothing more is written.
+	done     bool
+	failures []error
 }
 
 // budget is what a stream may still bring (the worker's limitBytes).
@@ -813,6 +832,9 @@ func (l *logWriter) full() bool {
 func (l *logWriter) line(s string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.done {
+		return false
+	}
 	if l.remaining <= 0 {
 		l.cut = true
 		return false
@@ -855,6 +877,7 @@ func (l *logWriter) fail(err error) {
 func (l *logWriter) finish(w http.ResponseWriter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.done = true
 	if !l.wrote && len(l.failures) > 0 {
 		writeStatus(w, apierrors.NewServiceUnavailable(errors.Join(l.failures...).Error()))
 		return

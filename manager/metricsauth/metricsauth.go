@@ -1,4 +1,9 @@
-package metrics
+// Package metricsauth authenticates and authorizes the callers of the
+// manager's metrics endpoint. It stands apart from package metrics, which
+// every controller imports: the API server's authentication code it links
+// (controller-runtime's filters pull k8s.io/apiserver, and with it CEL and
+// gRPC) is the manager binary's alone.
+package metricsauth
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
