@@ -24,7 +24,8 @@ import (
 // transports of equal configurations, so no connection is opened anew, and
 // a renewed token is used as soon as the Secret shows it. The requests of
 // all of them to one worker share one rate limiter: however many callers
-// inspect, the inspection asks no more of a worker than qps and burst.
+// inspect, the inspection asks no more of a worker than qps and burst from
+// each replica (the APIService spreads requests over every replica).
 type workerClients struct {
 	reader    client.Reader
 	namespace string
