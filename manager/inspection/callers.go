@@ -20,7 +20,7 @@ type Limits struct {
 	Burst             int
 	// StreamsPerCaller: the worker log streams one caller has open at
 	// once (a followed log of every pod of a Job opens one per pod and
-	// container; one past the limit are left out, and the log says so).
+	// container; those past the limit are left out, and the log says so).
 	StreamsPerCaller int
 	// FollowFor: how long a followed log streams at most.
 	FollowFor time.Duration
@@ -43,12 +43,14 @@ type Limits struct {
 
 // DefaultLimits are the manager's defaults (its flags). An inspection
 // holds at most MaxPods pods and MaxEvents Events in their shown form
-// (workerread.Shown*: about 20 KiB and 2 KiB at most each) and one whole
-// object as it is read, so MaxDescribes at once take at most about 100 MiB
-// and as a rule a few; a log stream holds one line of MaxLineBytes.
+// (workerread.Shown*: at most 64 KiB and 6 KiB each encoded, a few hundred
+// bytes as a rule) and one whole object as it is read, so MaxDescribes at
+// once hold about 130 MiB in the very worst case (200 pods of 16
+// containers with every status at its bound) and a few MiB as a rule; a
+// log stream holds one line of MaxLineBytes.
 var DefaultLimits = Limits{
 	RequestsPerSecond: 5, Burst: 20, StreamsPerCaller: 64, FollowFor: 30 * time.Minute, MaxLogBytes: 10 << 20, MaxLineBytes: 16 << 10,
-	MaxPods: 200, MaxEvents: 500, ScanEvents: 5000, MaxCallers: 10000, MaxDescribes: 16, MaxStreams: 512,
+	MaxPods: 200, MaxEvents: 500, ScanEvents: 5000, MaxCallers: 10000, MaxDescribes: 8, MaxStreams: 512,
 }
 
 // callers is the inspection server's one memory: per caller, its token
