@@ -696,7 +696,8 @@ func eachLine(r io.Reader, max int, line func(string) bool) error {
 			skipping = true
 			continue
 		case len(b) > 0 && !skipping:
-			if !line(strings.TrimSuffix(string(b), "\n")) {
+			// As bufio.ScanLines: without its newline and a carriage return.
+			if !line(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")) {
 				return nil
 			}
 		}

@@ -279,7 +279,7 @@ func TestAFollowedLogOfEveryPodIsCapped(t *testing.T) {
 // A log line longer than the bound is cut there and marked; the next line
 // comes whole.
 func TestLongLogLinesAreCut(t *testing.T) {
-	log := "short\n" + strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 64) + "\nlast"
+	log := "short\r\n" + strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 64) + "\nlast"
 	var lines []string
 	if err := eachLine(strings.NewReader(log), 64, func(l string) bool { lines = append(lines, l); return true }); err != nil {
 		t.Fatal(err)
