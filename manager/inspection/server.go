@@ -465,50 +465,44 @@ func writeInspection(w http.ResponseWriter, out *inspectionv1alpha1.JobInspectio
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// head is a JSON object: its closing brace comes after the lists.
-	writes := [][]byte{b[:len(b)-1], []byte(`,"pods":[`)}
-	for i := range pods {
-		item, err := json.Marshal(&pods[i])
+	_, err = w.Write(b[:len(b)-1])
+	if err == nil {
+		err = writeList(w, "pods", pods)
+	}
+	if err == nil {
+		err = writeList(w, "events", events)
+	}
+	if err == nil {
+		_, err = io.WriteString(w, "}\n")
+	}
+	if err != nil {
+		// The caller went away: nothing is left to tell it.
+		logf.Log.WithName("inspection").V(1).Info("the answer did not reach the caller", "error", err.Error())
+	}
+}
+
+// writeList writes `,"name":[items]`, an item at a time.
+func writeList[T any](w io.Writer, name string, items []T) error {
+	if _, err := fmt.Fprintf(w, `,%q:[`, name); err != nil {
+		return err
+	}
+	for i := range items {
+		item, err := json.Marshal(&items[i])
 		if err != nil {
 			// Half an answer is sent: end it unfinished.
 			panic(http.ErrAbortHandler)
 		}
-		writes = append(writes, comma(i), item)
-		if err := writeAll(w, writes); err != nil {
-			return
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return err
+			}
 		}
-		writes = writes[:0]
-	}
-	writes = append(writes, []byte(`],"events":[`))
-	for i := range events {
-		item, err := json.Marshal(&events[i])
-		if err != nil {
-			panic(http.ErrAbortHandler)
-		}
-		writes = append(writes, comma(i), item)
-		if err := writeAll(w, writes); err != nil {
-			return
-		}
-		writes = writes[:0]
-	}
-	_ = writeAll(w, append(writes, []byte("]}\n")))
-}
-
-func comma(i int) []byte {
-	if i == 0 {
-		return nil
-	}
-	return []byte(",")
-}
-
-func writeAll(w io.Writer, parts [][]byte) error {
-	for _, p := range parts {
-		if _, err := w.Write(p); err != nil {
-			// The caller went away: nothing is left to tell it.
-			logf.Log.WithName("inspection").V(1).Info("the answer did not reach the caller", "error", err.Error())
+		if _, err := w.Write(item); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, "]")
+	return err
 }
 
 // cannot says, in the API server's words, that who may not verb resource.
