@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/randfill"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/directives"
@@ -33,7 +32,7 @@ func TestManagerJobCacheKeepsAtMostItsBudget(t *testing.T) {
 	over := 0
 	total := heapretained.Bytes(n, func(i int) any {
 		job := &batchv1.Job{}
-		fill(int64(i), 1+i%24, (i%6)*400).Fill(job)
+		heapretained.Filler(int64(i), 1+i%24, (i%6)*400).Fill(job)
 		job.Spec.ManagedBy = ptr.To(v1alpha1.ManagerManagedBy)
 		job.Namespace, job.Name, job.UID = "team", fmt.Sprintf("j-%d", i), types.UID(fmt.Sprint(i))
 		return job
@@ -107,17 +106,6 @@ func cacheOf(t *testing.T, job *batchv1.Job) *cachedJob {
 		t.Fatal(err)
 	}
 	return c.(*cachedJob)
-}
-
-// fill fills with up to elements entries in each map and list and
-// strings of up to strlen bytes.
-func fill(seed int64, elements, strlen int) *randfill.Filler {
-	return randfill.NewWithSeed(seed).NilChance(0.2).NumElements(0, elements).MaxDepth(7).Funcs(
-		func(s *string, c randfill.Continue) { *s = strings.Repeat("s", c.Intn(strlen+1)) },
-		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewQuantity(c.Int63n(1<<30), resource.DecimalSI)
-		},
-	)
 }
 
 // A manager Job over its budget is kept as its identity (and jobferry's

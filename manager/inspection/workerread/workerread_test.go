@@ -11,11 +11,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/randfill"
+
+	"github.com/jobferry/jobferry/internal/heapretained"
 )
 
 // A list is read an item at a time, whatever the order of its keys; a
@@ -55,17 +55,6 @@ func TestEachItem(t *testing.T) {
 	}
 }
 
-// fill fills with up to elements entries in each map and list and
-// strings of up to strlen bytes.
-func fill(seed int64, elements, strlen int) *randfill.Filler {
-	return randfill.NewWithSeed(seed).NilChance(0.2).NumElements(0, elements).MaxDepth(7).Funcs(
-		func(s *string, c randfill.Continue) { *s = strings.Repeat("s", c.Intn(strlen+1)) },
-		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewQuantity(c.Int63n(1<<30), resource.DecimalSI)
-		},
-	)
-}
-
 func encodedSize(t *testing.T, v any) int {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -80,7 +69,7 @@ func encodedSize(t *testing.T, v any) int {
 // with long strings and long lists, and the largest each bound allows.
 func TestShownObjectsAreBounded(t *testing.T) {
 	for seed := range int64(10) {
-		f := fill(seed, MaxContainers+MaxStatuses, 2*MaxMessage)
+		f := heapretained.Filler(seed, MaxContainers+MaxStatuses, 2*MaxMessage)
 		var pod corev1.Pod
 		f.Fill(&pod)
 		if n := encodedSize(t, ShownPod(&pod)); n > MaxShownPodBytes {
