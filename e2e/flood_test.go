@@ -134,7 +134,7 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	}
 	last := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, GenerateName: "after-flood-"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pods[0].Name},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pods[0].Name, UID: pods[0].UID},
 		Type:           corev1.EventTypeWarning, Reason: "AfterTheFlood", Message: "made after the flood",
 	}
 	if _, err := worker.CoreV1().Events(ns).Create(ctx, last, metav1.CreateOptions{}); err != nil {

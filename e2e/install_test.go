@@ -298,6 +298,29 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		}
 		deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	})
+	// A Warning the worker records about a mirror's pod (its UID, as the
+	// kubelet and the scheduler write it) reaches the manager Job: the
+	// manager's identity reads the pod to check it is the mirror's.
+	t.Run("pod-warning", func(t *testing.T) {
+		ns := optedIn()
+		job := sleepJob(ns, "warned", time.Hour)
+		worker := d.dispatchTo(ctx, t, job, "worker-1")
+		pollJob(ctx, t, admin, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+		pods := jobPods(ctx, t, worker, ns, job.Name)
+		if len(pods) != 1 {
+			t.Fatalf("%d pods of the mirror, want 1", len(pods))
+		}
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: ns, GenerateName: "kubelet-"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pods[0].Name, UID: pods[0].UID},
+			Type:           corev1.EventTypeWarning, Reason: "BackOff", Message: "Back-off restarting failed container",
+		}
+		if _, err := worker.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(ctx, t, admin, ns, job.Name, "BackOff", 30*time.Second, "worker worker-1, pod "+ns+"/"+pods[0].Name)
+		deleteJobsWaitNoMirrors(ctx, t, d, ns)
+	})
 	t.Run("suspend-and-resume", func(t *testing.T) {
 		ns := optedIn()
 		job := sleepJob(ns, "pausable", 4*time.Second)

@@ -278,9 +278,10 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 
 // A user who may edit Jobs and create Events in a worker namespace (the
 // tenant's namespace there, or another) cannot mislead the manager: a
-// Warning forged in another namespace reaches no manager Job, a Job put in
-// the mirror's place is not taken for it, a mirror deleted there is an
-// Event and a new attempt, and a namespace deleted there is created again.
+// Warning forged in another namespace, or naming the mirror's pod without
+// its UID, reaches no manager Job, a Job put in the mirror's place is not
+// taken for it, a mirror deleted there is an Event and a new attempt, and a
+// namespace deleted there is created again.
 func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
@@ -308,12 +309,12 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	if len(pods) != 1 {
 		t.Fatalf("%d pods of the mirror, want 1", len(pods))
 	}
-	pod := pods[0].Name
-	warning := func(inNamespace, aboutNamespace, reason, message string) {
+	pod, podUID := pods[0].Name, pods[0].UID
+	warning := func(inNamespace, aboutNamespace string, uid types.UID, reason, message string) {
 		t.Helper()
 		ev := &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Namespace: inNamespace, GenerateName: "forged-"},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: aboutNamespace, Name: pod},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: aboutNamespace, Name: pod, UID: uid},
 			Type:           corev1.EventTypeWarning, Reason: reason, Message: message,
 		}
 		if _, err := bob.CoreV1().Events(inNamespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
@@ -322,27 +323,35 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	}
 	// Forged where bob has rights: core/v1 lets an Event in default name
 	// no namespace; events.k8s.io/v1 may let it name another.
-	warning("default", "", "ForgedNoNamespace", "from default, naming no namespace")
+	warning("default", "", podUID, "ForgedNoNamespace", "from default, naming no namespace")
 	elsewhere := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "forged-"}, EventTime: metav1.NowMicro(),
 		ReportingController: "example.com/forger", ReportingInstance: "forger-1", Action: "Forge",
-		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
+		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod, UID: podUID},
 		Type:      corev1.EventTypeWarning, Reason: "ForgedElsewhere", Note: "from default, naming the tenant's namespace",
 	}
 	if _, err := bob.EventsV1().Events("default").Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
 		t.Logf("the worker's API server itself refuses an Event in default about a pod of %s: %v", ns, err)
 	}
-	// Then one in the namespace itself, which the manager forwards: once it
-	// is on the Job, the ones before it were seen and judged.
-	warning(ns, ns, "FromTheNamespace", "in the tenant's own worker namespace")
+	// In the namespace itself, naming the pod without its UID or with
+	// another: the manager reads the pod and finds it is not that Event's.
+	warning(ns, ns, "", "ForgedNoUID", "naming the mirror's pod, without its UID")
+	warning(ns, ns, "not-the-pods-uid", "ForgedUID", "naming the mirror's pod, with another UID")
+	// Then one about the pod itself (its UID, which bob may not read here
+	// but the kubelet and the scheduler write), which the manager forwards:
+	// once it is on the Job, the ones before it were seen and judged.
+	warning(ns, ns, podUID, "FromTheNamespace", "in the tenant's own worker namespace")
 	waitEvent(ctx, t, d.manager, ns, "warned", "FromTheNamespace", 30*time.Second, "worker worker-1, pod "+ns+"/"+pod)
 	managerEvents, err := d.manager.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range managerEvents.Items {
-		if e.Reason == "ForgedElsewhere" || e.Reason == "ForgedNoNamespace" {
+		switch e.Reason {
+		case "ForgedElsewhere", "ForgedNoNamespace":
 			t.Errorf("a Warning forged in another worker namespace was recorded on %s/%s: %s", e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Message)
+		case "ForgedNoUID", "ForgedUID":
+			t.Errorf("a Warning naming the mirror's pod without its UID was recorded on %s/%s: %s", e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Message)
 		}
 	}
 

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
@@ -104,8 +107,19 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 		r.warned.forget(key)
 		return nil
 	}
-	switch r.warned.admit(key, job.UID, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+"/"+ev.Reason) {
+	what := ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name + "/" + ev.Reason
+	switch r.warned.admit(key, job.UID, what) {
 	case warningForward:
+		// A pod's Warning, admitted within the Job's rate (so a stream of
+		// forged ones costs the worker no more reads than that), goes only
+		// once the pod is read and is the Event's and the mirror's.
+		if ev.InvolvedObject.Kind == "Pod" {
+			ours, err := mirrorsPod(ctx, conn, ev.InvolvedObject, m)
+			if !ours {
+				r.warned.withdraw(key, what)
+				return err
+			}
+		}
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
 		metrics.WarningsForwarded.WithLabelValues(w.Worker, ev.InvolvedObject.Kind).Inc()
 	case warningCapped:
@@ -119,6 +133,28 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 // ReasonWorkerWarningsCapped: a Job got as many of its worker's Warnings
 // as it may; the next ones are not recorded on it.
 const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
+
+// mirrorsPod reads the pod a Warning names (about) and says whether it is
+// that Event's pod and mirror m's: the same UID (the name alone is anyone's
+// to put in an Event), with m as its controller (a pod merely named or
+// labelled like m's is not). A pod gone, or one the credential may not
+// read, is not; only other errors are returned.
+func mirrorsPod(ctx context.Context, conn workers.Conn, about corev1.ObjectReference, m *batchv1.Job) (bool, error) {
+	pod, err := conn.PodMeta(ctx, types.NamespacedName{Namespace: about.Namespace, Name: about.Name})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || errors.Is(err, workers.ErrMayNotReadPods):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading pod %s/%s, which a Warning names: %w", about.Namespace, about.Name, err)
+	}
+	return podOfMirror(pod, about, m), nil
+}
+
+// podOfMirror: pod is the one about names (its UID) and mirror m controls it.
+func podOfMirror(pod *metav1.PartialObjectMetadata, about corev1.ObjectReference, m *batchv1.Job) bool {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	return about.UID != "" && pod.UID == about.UID && owner != nil && owner.UID == m.UID && m.UID != ""
+}
 
 // candidateMirrors reads the mirrors that could own a pod of that name:
 // those named as its name says (candidateMirrorNames), one cache read each;
@@ -204,7 +240,8 @@ const (
 // ownerMirror returns the mirror a pod of that name belongs to. Both Job
 // controllers name the pods of Job j "j-" plus 5 random characters, or, for
 // an Indexed Job, "j-<index>-" plus 5; an Event names its pod, not the
-// pod's owner, and the manager may not read pods. When no mirror or more
+// pod's owner, and the manager reads a pod only to confirm it
+// (mirrorsPod), never to find one. When no mirror or more
 // than one could own the pod (an Indexed Job a's pod a-1-x7k2p and a
 // NonIndexed Job a-1's) it returns nil: a reason is not forwarded to a Job
 // it may not be about.
@@ -330,6 +367,16 @@ func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string)
 	}
 	w.keys[what] = struct{}{}
 	return warningForward
+}
+
+// withdraw forgets that what was forwarded for Job key: admitted, it was
+// not forwarded after all (its pod was not the mirror's).
+func (m *warnedMemo) withdraw(key types.NamespacedName, what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.byJob[key]; ok {
+		delete(w.keys, what)
+	}
 }
 
 func (m *warnedMemo) forget(key types.NamespacedName) {

@@ -163,22 +163,48 @@ func TestForwardWarning(t *testing.T) {
 			}
 		}
 	}
+	mirrorUID := h.mirror(t, "w1").UID
+	worker := h.workers.Conns["w1"]
+	// The mirror's pods on the worker, as its Job controller makes them; and
+	// one a worker-namespace user made with a name like theirs.
+	pod := func(name string, controller types.UID) types.UID {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-of-" + name),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: controller, Controller: ptr.To(true)}}}}
+		if err := worker.API.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p.UID
+	}
+	x7k2p, b4n9q, lookalike := pod("train-x7k2p", mirrorUID), pod("train-b4n9q", mirrorUID), pod("train-l00k5", "someone-elses")
+	podWarning := func(name string, uid types.UID, reason, message string) workers.Warning {
+		w := warningOf("w1", "Pod", name, reason, message)
+		w.Event.InvolvedObject.UID = uid
+		return w
+	}
 	want := "Warning FailedScheduling worker w1, pod team-a/train-x7k2p: 0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}."
-	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}.")); len(got) != 1 || got[0] != want {
+	if got := forward(podWarning("train-x7k2p", x7k2p, "FailedScheduling", "0/2 nodes are available: 2 node(s) had untolerated taint {pool: drained}.")); len(got) != 1 || got[0] != want {
 		t.Fatalf("a pod's FailedScheduling: recorded %q, want %q", got, want)
 	}
 	// The scheduler tries again and says so (the Event's count and message
 	// change): not again.
-	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "FailedScheduling", "0/3 nodes are available")); len(got) != 0 {
+	if got := forward(podWarning("train-x7k2p", x7k2p, "FailedScheduling", "0/3 nodes are available")); len(got) != 0 {
 		t.Errorf("the same reason of the same pod again: recorded %q", got)
 	}
-	if got := forward(warningOf("w1", "Pod", "train-x7k2p", "Evicted", "The node was low on resource: memory.")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning Evicted worker w1, pod team-a/train-x7k2p: ") {
+	// A worker-namespace user's Event naming the pod, without its UID or
+	// with another: not recorded, and the pod's own Event of that reason
+	// still is.
+	for _, uid := range []types.UID{"", "not-the-pods"} {
+		if got := forward(podWarning("train-x7k2p", uid, "Evicted", "forged, UID "+string(uid))); len(got) != 0 {
+			t.Errorf("an Event naming the mirror's pod with UID %q: recorded %q", uid, got)
+		}
+	}
+	if got := forward(podWarning("train-x7k2p", x7k2p, "Evicted", "The node was low on resource: memory.")); len(got) != 1 || !strings.HasPrefix(got[0], "Warning Evicted worker w1, pod team-a/train-x7k2p: ") {
 		t.Errorf("another reason of the pod: recorded %q", got)
 	}
-	if got := forward(warningOf("w1", "Pod", "train-b4n9q", "FailedScheduling", "0/2 nodes are available")); len(got) != 1 {
+	if got := forward(podWarning("train-b4n9q", b4n9q, "FailedScheduling", "0/2 nodes are available")); len(got) != 1 {
 		t.Errorf("the reason of another pod of the Job: recorded %q", got)
 	}
-	mirrorUID := h.mirror(t, "w1").UID
 	jobWarning := func(uid types.UID, reason string) workers.Warning {
 		w := warningOf("w1", "Job", "train", reason, "Job has reached the specified backoff limit")
 		w.Event.InvolvedObject.UID = uid
@@ -194,6 +220,8 @@ func TestForwardWarning(t *testing.T) {
 	noNamespace.Event.Namespace, noNamespace.Event.InvolvedObject.Namespace = "default", ""
 	for _, w := range []workers.Warning{
 		warningOf("w1", "Pod", "other-x7k2p", "FailedScheduling", "a pod of no mirror"),
+		podWarning("train-l00k5", lookalike, "FailedScheduling", "a pod named like the mirror's, not controlled by it"),
+		podWarning("train-g0n3z", "uid-of-train-g0n3z", "FailedScheduling", "a pod that does not exist"),
 		warningOf("w1", "Node", "node-1", "NodeNotReady", "not a pod"),
 		warningOf("w2", "Pod", "train-x7k2p", "Failed", "a worker without a connection"),
 		otherNamespace, noNamespace,
@@ -204,13 +232,24 @@ func TestForwardWarning(t *testing.T) {
 			t.Errorf("%s %s: recorded %q", w.Event.InvolvedObject.Kind, w.Event.InvolvedObject.Name, got)
 		}
 	}
+	// A credential that may not read pods: no pod's Warning is recorded
+	// (the mirror's own still are).
+	h.clock.Step(warnedEvery * maxWarnedPerJob) // within the Job's rate of forwarded Warnings again
+	worker.PodsUnreadable = true
+	if got := forward(podWarning("train-b4n9q", b4n9q, "BackOff", "Back-off restarting failed container")); len(got) != 0 {
+		t.Errorf("a pod's Warning where the credential may not read pods: recorded %q", got)
+	}
+	if got := forward(jobWarning(mirrorUID, "FailedCreate")); len(got) != 1 {
+		t.Errorf("the mirror's own Warning where the credential may not read pods: recorded %q", got)
+	}
+	worker.PodsUnreadable = false
 	// A stale attempt: the Job was placed again since.
 	job := h.job(t)
 	job.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2"
 	if err := h.manager.Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if got := forward(warningOf("w1", "Pod", "train-z9z9z", "FailedScheduling", "from the old attempt")); len(got) != 0 {
+	if got := forward(podWarning("train-x7k2p", x7k2p, "Failed", "from the old attempt")); len(got) != 0 {
 		t.Errorf("a stale attempt's pod: recorded %q", got)
 	}
 	if h.r.warned.len() != 1 {

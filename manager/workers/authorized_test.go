@@ -17,20 +17,24 @@ func TestAuthorizedCondition(t *testing.T) {
 		says   []string
 	}{
 		"a required right missing": {
-			state:  rightsState{missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, mayWatchWarnings: true},
+			state:  rightsState{missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
 		},
 		"every right, namespaces created and kept in step": {
-			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true},
+			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionTrue, says: []string{"may create namespaces for mirrors and keep their Pod Security labels in step"},
 		},
 		"namespaces created, not relabelled": {
-			state:  rightsState{namespaces: NamespaceRights{Create: true}, mayWatchWarnings: true},
+			state:  rightsState{namespaces: NamespaceRights{Create: true}, mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionTrue, says: []string{"it may not patch namespaces", "takes no more Jobs"},
 		},
 		"no namespaces created": {
-			state:  rightsState{mayWatchWarnings: true},
+			state:  rightsState{mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionTrue, says: []string{"it creates no namespace there, so Jobs go only to namespaces that exist"},
+		},
+		"Events, not pods": {
+			state:  rightsState{mayWatchWarnings: true},
+			status: metav1.ConditionTrue, says: []string{"it may not get pods", "only the mirrors' own"},
 		},
 		"no Events": {
 			state:  rightsState{},

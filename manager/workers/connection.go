@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -180,6 +181,9 @@ type Conn interface {
 	// not a Job.
 	MirrorMetas(ctx context.Context, namespace string) ([]*metav1.ObjectMeta, error)
 	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	// PodMeta reads a pod's metadata from the worker's API server (never
+	// cached); ErrMayNotReadPods when the credential may not.
+	PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error)
 	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
 	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
 	ForgetNamespace(name string)
@@ -514,6 +518,26 @@ func (c *Connection) RelabelNamespace(ctx context.Context, have, want *corev1.Na
 // the next mirror create reads (and creates) it again.
 func (c *Connection) ForgetNamespace(name string) {
 	c.namespaceCache.forget(name)
+}
+
+// ErrMayNotReadPods: the worker credential may not get pods
+// (podWarningsRights), as its last rights review found.
+var ErrMayNotReadPods = errors.New("the worker credential may not get pods")
+
+// PodMeta reads a pod's metadata directly from the worker: to check that a
+// Warning Event naming a pod is about the mirror's pod (its UID and
+// controller) before it is forwarded. Read by name, one at a time, never
+// listed or kept.
+func (c *Connection) PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	if state := c.rights.Load(); state == nil || !state.mayReadPods {
+		return nil, ErrMayNotReadPods
+	}
+	pod := &metav1.PartialObjectMetadata{}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err := c.cluster.GetAPIReader().Get(ctx, key, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 // UncachedJob reads a Job directly from the worker. Used only after a create

@@ -306,7 +306,8 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 			rights = append(rights, CreateNamespacesRight, RelabelNamespacesRight)
 		}
 		optional := warningEventsRights(conn.namespaces)
-		rights = append(rights, optional...)
+		pods := podWarningsRights(conn.namespaces)
+		rights = append(append(rights, optional...), pods...)
 		missing, err := reviewRights(reviewCtx, conn.health, rights)
 		if err != nil {
 			log.Error(err, "reviewing the worker credential's rights")
@@ -316,10 +317,11 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 		namespaces := NamespaceRights{Create: wantNamespaces && !slices.Contains(missing, CreateNamespacesRight)}
 		namespaces.Relabel = namespaces.Create && !slices.Contains(missing, RelabelNamespacesRight)
 		mayWatch := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(optional, r) })
+		mayReadPods := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(pods, r) })
 		missing = slices.DeleteFunc(missing, func(r Right) bool {
-			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r)
+			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r) || slices.Contains(pods, r)
 		})
-		state = &rightsState{checked: p.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch}
+		state = &rightsState{checked: p.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch, mayReadPods: mayReadPods}
 		conn.rights.Store(state)
 		switch {
 		case len(missing) > 0 && (prev == nil || len(prev.missing) == 0):
@@ -349,8 +351,11 @@ func authorizedCondition(state *rightsState) metav1.Condition {
 	default:
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
 	}
-	if !state.mayWatchWarnings {
+	switch {
+	case !state.mayWatchWarnings:
 		message += "; it may not list and watch Events, so the Warning Events of mirrors and their pods (FailedScheduling, evictions) do not reach the manager Jobs"
+	case !state.mayReadPods:
+		message += "; it may not get pods, so the Warning Events of the mirrors' pods (FailedScheduling, evictions) do not reach the manager Jobs, only the mirrors' own"
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionAuthorized, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAuthorized, Message: message}
 }

@@ -33,7 +33,7 @@ func (r Right) String() string {
 	switch {
 	case r.Namespace != "" && r.Resource != "namespaces":
 		s += " in " + r.Namespace
-	case r.Namespace == "" && (r.Resource == "jobs" || r.Resource == "events"):
+	case r.Namespace == "" && (r.Resource == "jobs" || r.Resource == "events" || r.Resource == "pods"):
 		s += " in all namespaces"
 	}
 	return s
@@ -100,6 +100,20 @@ func warningEventsRights(namespaces []string) []Right {
 	return out
 }
 
+// podWarningsRights are optional with warningEventsRights: a pod's Warning
+// is forwarded only once the pod it names is read (its metadata, by name,
+// never listed or cached) and found to be that Event's pod (its UID) and the
+// mirror's (its controller); without them only the mirrors' own Warnings
+// are forwarded. An Event is anyone's to write who may create Events in its
+// namespace, naming any pod there.
+func podWarningsRights(namespaces []string) []Right {
+	var out []Right
+	for _, ns := range rightScopes(namespaces) {
+		out = append(out, Right{Verb: "get", Resource: "pods", Namespace: ns})
+	}
+	return out
+}
+
 // rightsCheckInterval is how often a worker whose credential had every right
 // is checked again; one lacking a right is checked at every health probe, so
 // it proceeds within seconds of being granted it.
@@ -115,6 +129,9 @@ type rightsState struct {
 	// mayWatchWarnings: the credential may list and watch Events wherever
 	// the manager keeps mirrors (warningEventsRights).
 	mayWatchWarnings bool
+	// mayReadPods: the credential may get pods wherever the manager keeps
+	// mirrors (podWarningsRights), so their pods' Warnings are forwarded.
+	mayReadPods bool
 }
 
 // MissingMessage names the missing rights for a condition or an Event.

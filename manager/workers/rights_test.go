@@ -46,6 +46,12 @@ func TestRequiredRights(t *testing.T) {
 	if diff := cmp.Diff([]string{"list events in a", "watch events in a", "list events in b", "watch events in b"}, names(warningEventsRights([]string{"a", "b"}))); diff != "" {
 		t.Errorf("the optional Events rights, namespaces a and b (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{"get pods in all namespaces"}, names(podWarningsRights(nil))); diff != "" {
+		t.Errorf("the optional pod rights, every namespace (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"get pods in a", "get pods in b"}, names(podWarningsRights([]string{"a", "b"}))); diff != "" {
+		t.Errorf("the optional pod rights, namespaces a and b (-want +got):\n%s", diff)
+	}
 	missing := requiredRights([]string{"a", "b"})[9:10] // create jobs.batch in b
 	if !MayCreateMirrors(missing, "a") || MayCreateMirrors(missing, "b") {
 		t.Errorf("mayCreateMirrors with %v missing: a %t, b %t; want true, false", names(missing), MayCreateMirrors(missing, "a"), MayCreateMirrors(missing, "b"))

@@ -47,6 +47,8 @@ type Conn struct {
 	Shared bool
 	// NoRelabel: the credential may create namespaces, not patch them.
 	NoRelabel bool
+	// PodsUnreadable: the credential may not get pods.
+	PodsUnreadable bool
 	// BeforeCreate, when set, runs before each Job create reaches the fake
 	// (a worker user acting in the moment before it).
 	BeforeCreate func(job *batchv1.Job)
@@ -161,6 +163,20 @@ func (f *Conn) MirrorMetas(ctx context.Context, ns string) ([]*metav1.ObjectMeta
 		out[i] = &mirrors[i].ObjectMeta
 	}
 	return out, err
+}
+
+// PodMeta reads a pod of the fake's as the real connection does, refusing
+// when PodsUnreadable says the credential may not.
+func (f *Conn) PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	if f.PodsUnreadable {
+		return nil, workers.ErrMayNotReadPods
+	}
+	pod := &metav1.PartialObjectMetadata{}
+	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err := f.API.Get(ctx, key, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 func (f *Conn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
