@@ -146,6 +146,11 @@ func TestWorkerEventsFloodDoesNotExhaustTheManager(t *testing.T) {
 	overBudget := waitEvent(ctx, t, d.manager, metav1.NamespaceDefault, "worker-1", workers.ReasonObjectsOverBudget, 2*time.Minute,
 		"are kept as their name, UID and jobferry's labels only", "The latest: Job "+floodNS+"/forged-", "over its budget of 256 entries and 16 KiB")
 	t.Logf("WorkerCluster worker-1: %s: %s", overBudget.Reason, overBudget.Message)
+	// And that it left out all but the most a namespace of mallory's Jobs
+	// (another installation's ID, as far as it can tell).
+	notCached := waitEvent(ctx, t, d.manager, metav1.NamespaceDefault, "worker-1", workers.ReasonForeignJobsNotCached, 2*time.Minute,
+		"were not cached: the manager keeps at most 64 such Jobs a namespace", "The latest: Job "+floodNS+"/forged-")
+	t.Logf("WorkerCluster worker-1: %s: %s", notCached.Reason, notCached.Message)
 	// And dispatching: a Job created after the flood runs.
 	next := sleepJob(ns, "after-flood", time.Minute)
 	if _, err := d.manager.BatchV1().Jobs(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {

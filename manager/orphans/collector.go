@@ -83,9 +83,9 @@ func (gc *Collector) Start(ctx context.Context) error {
 	}
 }
 
-// liveAttempt is the dispatch attempt of the manager Job with a UID, false
-// when no such Job is live (liveJobs.attempt).
-type liveAttempt func(types.UID) (int, bool)
+// liveAttempt is the place and dispatch attempt of the manager Job with a
+// UID, false when no such Job is live (liveJobs.attempt).
+type liveAttempt func(types.UID) (liveJob, bool)
 
 // collectAll collects on every worker.
 func (gc *Collector) collectAll(ctx context.Context, live liveAttempt) {
@@ -159,20 +159,31 @@ func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, err
 
 // orphans are the mirrors, among those of this installation's origin the
 // worker's cache holds, that the collector deletes: those whose manager Job
-// (live says) is gone or being deleted, and
-// those of an attempt a later one replaced (fencing after a worker loss).
-// Never one being deleted, one without an origin UID, nor one this
-// installation may not delete (mayDelete: another installation's, or, once the origin is
-// shared there, one that does not say whose it is). A mirror of an attempt
-// later than the cached Job's only means the cache lags: kept.
+// (live says) is gone or being deleted, those not where that Job's mirror
+// goes (its namespace and name: a Job made elsewhere with the labels of a
+// live Job's mirror), and those of an attempt a later one replaced
+// (fencing after a worker loss). Never one being deleted, nor one this
+// installation may not delete (mayDelete: another installation's, or,
+// once the origin is shared there, one that does not say whose it is);
+// one without an origin UID only when it says it is this installation's
+// (no mirror of its lacks one). A mirror of an attempt later than the
+// cached Job's only means the cache lags: kept. Deleting what claims to
+// be this installation's is what bounds it: the mirror cache leaves out
+// only Jobs that do not (workers.MaxForeignJobsPerNamespace).
 func orphans(mirrors []*metav1.ObjectMeta, live liveAttempt, managerID string, shared bool) []*metav1.ObjectMeta {
 	var out []*metav1.ObjectMeta
 	for _, m := range mirrors {
-		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
-		if origin == "" || m.DeletionTimestamp != nil || !workers.MayDelete(m, managerID, shared) {
+		if m.DeletionTimestamp != nil || !workers.MayDelete(m, managerID, shared) {
 			continue
 		}
-		if attempt, ok := live(origin); ok && mirror.Attempt(m) >= attempt {
+		origin := types.UID(m.Labels[v1alpha1.OriginUIDLabel])
+		if origin == "" {
+			if managerID != "" && m.Labels[v1alpha1.ManagerIDLabel] == managerID {
+				out = append(out, m)
+			}
+			continue
+		}
+		if job, ok := live(origin); ok && job.key.Namespace == m.Namespace && job.key.Name == m.Name && mirror.Attempt(m) >= job.attempt {
 			continue
 		}
 		out = append(out, m)

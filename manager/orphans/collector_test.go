@@ -35,7 +35,8 @@ func gcMirror(name, uid string, attempt int, manager string) batchv1.Job {
 	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("mirror-" + name), Labels: labels}}
 }
 
-// gcJob is manager Job uid at attempt attempt.
+// gcJob is manager Job uid at attempt attempt, named job-<uid> (its
+// mirrors are, too).
 func gcJob(uid string, attempt int) batchv1.Job {
 	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job-" + uid, UID: types.UID(uid),
 		Annotations: map[string]string{v1alpha1.DispatchAttemptAnnotation: strconv.Itoa(attempt)}}}
@@ -53,38 +54,45 @@ func TestOrphans(t *testing.T) {
 		want          []string
 	}{
 		"the mirror of a live Job is kept": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m1")}, jobs: []batchv1.Job{gcJob("u1", 1)},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1")}, jobs: []batchv1.Job{gcJob("u1", 1)},
 		},
 		"the mirror of a gone Job goes": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m1")}, want: []string{"a"},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1")}, want: []string{"job-u1"},
 		},
 		"the mirror of a Job being deleted goes": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m1")}, jobs: []batchv1.Job{deleting(gcJob("u1", 1))}, want: []string{"a"},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1")}, jobs: []batchv1.Job{deleting(gcJob("u1", 1))}, want: []string{"job-u1"},
 		},
 		"an attempt a later one replaced goes": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m1")}, jobs: []batchv1.Job{gcJob("u1", 2)}, want: []string{"a"},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1")}, jobs: []batchv1.Job{gcJob("u1", 2)}, want: []string{"job-u1"},
 		},
 		"an attempt later than the cached Job's is kept: the cache lags": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 3, "m1")}, jobs: []batchv1.Job{gcJob("u1", 2)},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 3, "m1")}, jobs: []batchv1.Job{gcJob("u1", 2)},
 		},
 		"a mirror being deleted is left to finish": {
-			mirrors: []batchv1.Job{deleting(gcMirror("a", "u1", 1, "m1"))},
+			mirrors: []batchv1.Job{deleting(gcMirror("job-u1", "u1", 1, "m1"))},
 		},
-		"a Job without an origin UID is not a mirror to collect": {
-			mirrors: []batchv1.Job{gcMirror("a", "", 1, "m1")},
+		"a Job without an origin UID that says it is this installation's goes": {
+			mirrors: []batchv1.Job{gcMirror("a", "", 1, "m1")}, want: []string{"a"},
+		},
+		"a Job without an origin UID that does not say whose it is is not collected": {
+			mirrors: []batchv1.Job{gcMirror("a", "", 1, "")},
+		},
+		"a Job with the labels of a live Job's mirror, not at its name, goes": {
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1"), gcMirror("elsewhere", "u1", 1, "m1"), gcMirror("later", "u1", 5, "m1")},
+			jobs:    []batchv1.Job{gcJob("u1", 1)}, want: []string{"elsewhere", "later"},
 		},
 		"another installation's mirror is never collected": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m2")},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m2")},
 		},
 		"a mirror that does not say whose it is goes while the origin is this installation's alone": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "")}, want: []string{"a"},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "")}, want: []string{"job-u1"},
 		},
 		"... and is kept once another installation shares the origin there": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "")}, shared: true,
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "")}, shared: true,
 		},
 		"each mirror on its own": {
-			mirrors: []batchv1.Job{gcMirror("a", "u1", 1, "m1"), gcMirror("b", "u2", 1, "m1"), gcMirror("c", "u3", 1, "m2")},
-			jobs:    []batchv1.Job{gcJob("u1", 1)}, want: []string{"b"},
+			mirrors: []batchv1.Job{gcMirror("job-u1", "u1", 1, "m1"), gcMirror("job-u2", "u2", 1, "m1"), gcMirror("job-u3", "u3", 1, "m2")},
+			jobs:    []batchv1.Job{gcJob("u1", 1)}, want: []string{"job-u2"},
 		},
 	}
 	for name, tc := range cases {
@@ -126,8 +134,8 @@ func TestLiveJobsFollowTheJobsEvents(t *testing.T) {
 	deleting := gcJob("u2", 1)
 	deleting.DeletionTimestamp = &metav1.Time{}
 	h.OnUpdate(&j2, &deleting)
-	if a, ok := live.attempt("u1"); !ok || a != 2 {
-		t.Errorf("u1: attempt %d, live %t; want 2, live", a, ok)
+	if a, ok := live.attempt("u1"); !ok || a.attempt != 2 || a.key.Name != "job-u1" {
+		t.Errorf("u1: %+v, live %t; want job-u1 at attempt 2, live", a, ok)
 	}
 	if _, ok := live.attempt("u2"); ok {
 		t.Error("u2, being deleted, is still live")
@@ -193,7 +201,7 @@ func (r fakeRegistration) HasSyncedChecker() toolscache.DoneChecker { return nil
 // the Jobs lagging — and leaves a disconnected worker alone.
 func TestOrphanCollectorCollects(t *testing.T) {
 	ctx := context.Background()
-	live, gone, other := gcMirror("live", "u1", 1, "m1"), gcMirror("gone", "u2", 1, "m1"), gcMirror("x", "u3", 1, "m1")
+	live, gone, other := gcMirror("job-u1", "u1", 1, "m1"), gcMirror("gone", "u2", 1, "m1"), gcMirror("x", "u3", 1, "m1")
 	fresh, renamed := gcMirror("job-u4", "u4", 1, "m1"), gcMirror("job-u5", "u5", 1, "m1")
 	up, down := workerstest.NewConn("jobferry", &live, &gone, &fresh, &renamed), workerstest.NewConn("jobferry", &other)
 	down.Down = true
@@ -217,7 +225,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if diff := cmp.Diff([]string{"job-u4", "live"}, names(up)); diff != "" {
+	if diff := cmp.Diff([]string{"job-u1", "job-u4"}, names(up)); diff != "" {
 		t.Errorf("mirrors left on the connected worker (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"x"}, names(down)); diff != "" {
@@ -235,7 +243,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kept, first, second := gcMirror("kept", "u0", 1, "m1"), gcMirror("first", "u1", 1, "m1"), gcMirror("second", "u2", 1, "m1")
+	kept, first, second := gcMirror("job-u0", "u0", 1, "m1"), gcMirror("first", "u1", 1, "m1"), gcMirror("second", "u2", 1, "m1")
 	w1 := workerstest.NewConn("jobferry", &kept, &first)
 	connected := make(chan string, 1)
 	jobs := &fakeJobInformer{jobs: []batchv1.Job{gcJob("u0", 1)}}

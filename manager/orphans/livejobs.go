@@ -29,16 +29,24 @@ type JobInformer interface {
 // delivered): before, a missing Job would be taken for a gone one.
 type liveJobs struct {
 	mu       sync.RWMutex
-	attempts map[types.UID]int
+	attempts map[types.UID]liveJob
+}
+
+// liveJob is what the collector remembers of a live manager Job: where it
+// is (its mirrors have its namespace and name; the strings are the
+// cache's own) and its dispatch attempt.
+type liveJob struct {
+	key     types.NamespacedName
+	attempt int
 }
 
 func newLiveJobs() *liveJobs {
-	return &liveJobs{attempts: map[types.UID]int{}}
+	return &liveJobs{attempts: map[types.UID]liveJob{}}
 }
 
-// attempt is the live Job's dispatch attempt; false when no such Job is
-// live (gone, or being deleted).
-func (l *liveJobs) attempt(uid types.UID) (int, bool) {
+// attempt is the live Job's place and dispatch attempt; false when no
+// such Job is live (gone, or being deleted).
+func (l *liveJobs) attempt(uid types.UID) (liveJob, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	a, ok := l.attempts[uid]
@@ -58,7 +66,7 @@ func (l *liveJobs) set(obj any) {
 		delete(l.attempts, job.UID)
 		return
 	}
-	l.attempts[job.UID] = attempt
+	l.attempts[job.UID] = liveJob{key: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, attempt: attempt}
 }
 
 // liveAttemptOf is the Job's dispatch attempt; false when it is being

@@ -98,6 +98,9 @@ type Connection struct {
 	// overBudget counts the objects its caches kept as their identity only
 	// (cachebudget), for the WorkerCluster's Warning.
 	overBudget *overBudgetTally
+	// foreignNotCached counts the Jobs its mirror cache left out as
+	// foreign over the cap (foreignCap) since the last report.
+	foreignNotCached *overBudgetTally
 }
 
 // OriginConflict is a Job another manager installation with this
@@ -209,7 +212,7 @@ func (c *Connection) AllowedNamespaces() []string { return c.namespaces }
 
 func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
-func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
+func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin, manager string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
 	// The caches' and the client's requests tell the connection of those
 	// that get no answer; it is made below, before any of them starts.
 	var self atomic.Pointer[Connection]
@@ -250,8 +253,11 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
 	}
+	foreignNotCached := &overBudgetTally{}
 	mirrors, err := newMirrorCache(requests, origin, namespaces, watchFailed, func(job types.NamespacedName, over *cachebudget.Over) {
 		overBudget.add("Job "+job.String(), over)
+	}, manager, func(job types.NamespacedName) {
+		foreignNotCached.addLatest("Job " + job.String())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the mirror cache of worker %s: %w", name, err)
@@ -263,7 +269,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		return nil, err
 	}
 	r := &Connection{name: name, config: cfg, token: token, cluster: c, mirrors: mirrors, health: health, kubeconfigHash: hash, namespaces: slices.Clone(namespaces), clock: clk, deleted: NewDeletedMirrors(clk), listRefused: listRefused, askProbe: h.unanswered,
-		overBudget: overBudget}
+		overBudget: overBudget, foreignNotCached: foreignNotCached}
 	r.lastErr.Store("")
 	self.Store(r)
 

@@ -317,7 +317,7 @@ type mirrorCache struct {
 	informers map[string]toolscache.SharedIndexInformer
 }
 
-func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatchError toolscache.WatchErrorHandlerWithContext, overBudget func(types.NamespacedName, *cachebudget.Over)) (*mirrorCache, error) {
+func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatchError toolscache.WatchErrorHandlerWithContext, overBudget func(types.NamespacedName, *cachebudget.Over), manager string, foreignDropped func(types.NamespacedName)) (*mirrorCache, error) {
 	cfg = rest.CopyConfig(cfg)
 	// Mirrors are built-in Jobs: protobuf decodes them for less.
 	cfg.ContentType = runtime.ContentTypeProtobuf
@@ -332,7 +332,8 @@ func newMirrorCache(cfg *rest.Config, origin string, namespaces []string, onWatc
 	}
 	c := &mirrorCache{informers: map[string]toolscache.SharedIndexInformer{}}
 	for _, ns := range namespaces {
-		lw := toolscache.NewFilteredListWatchFromClient(clients.BatchV1().RESTClient(), "jobs", ns, func(o *metav1.ListOptions) { o.LabelSelector = selector })
+		// A cap of its own: a list replaces this informer's store only.
+		lw := newForeignCap(manager, MaxForeignJobsPerNamespace, foreignDropped).listWatch(toolscache.NewFilteredListWatchFromClient(clients.BatchV1().RESTClient(), "jobs", ns, func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 		informer := toolscache.NewSharedIndexInformerWithOptions(lw, &batchv1.Job{}, toolscache.SharedIndexInformerOptions{
 			Indexers:          toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
 			ObjectDescription: "mirror Jobs",

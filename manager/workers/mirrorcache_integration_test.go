@@ -4,6 +4,7 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -92,7 +93,7 @@ func TestIntegrationMirrorCache(t *testing.T) {
 
 	connect := func(namespaces []string) (*Connection, *seenMirrors) {
 		seen := &seenMirrors{listed: map[string]bool{}, active: map[string]int32{}}
-		conn, err := newConnection("worker-1", cfg, nil, "hash", "here", namespaces, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
+		conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "", namespaces, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
 			mirrorChanged: seen.changed, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
 		})
 		if err != nil {
@@ -188,5 +189,137 @@ func TestIntegrationMirrorCache(t *testing.T) {
 		return m == nil, err
 	}); err != nil {
 		t.Errorf("a deleted mirror stayed in the cache: %v", err)
+	}
+}
+
+// On a real API server: of the Jobs with its origin label that another
+// installation made (or none says which), a connection's mirror cache
+// keeps at most MaxForeignJobsPerNamespace a namespace, from its first
+// list and from its watch, and says how many it left out; every one of
+// this manager's is kept, a mirror relabelled foreign over the cap leaves
+// the cache, and a foreign Job deleted frees a place.
+func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
+	logf.SetLogger(logr.Discard())
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "api", "v1alpha1", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg := testenv.Start(t, env)
+	scheme := v1alpha1.NewScheme()
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "team-a"
+	if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name, manager string) *batchv1.Job {
+		t.Helper()
+		j := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.OriginLabel: "here", v1alpha1.OriginUIDLabel: "uid-" + name}},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "work", Image: "example/work:1"}}}}},
+		}
+		if manager != "" {
+			j.Labels[v1alpha1.ManagerIDLabel] = manager
+		}
+		if err := api.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	// Before the connection: 3 of this manager's, the cap's worth and 6
+	// more of another's, 4 that say no manager.
+	var ours []*batchv1.Job
+	for i := range 3 {
+		ours = append(ours, create(fmt.Sprintf("ours-%d", i), "me"))
+	}
+	for i := range MaxForeignJobsPerNamespace + 6 {
+		create(fmt.Sprintf("other-%03d", i), "someone-else")
+	}
+	for i := range 4 {
+		create(fmt.Sprintf("unlabelled-%d", i), "")
+	}
+	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "me", nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
+		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.stop)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return conn.synced.Load(), nil
+	}); err != nil {
+		t.Fatalf("the connection's caches never synced: %v", err)
+	}
+	cached := func() (mine, foreign []string) {
+		t.Helper()
+		metas, err := conn.MirrorMetas(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range metas {
+			if m.Labels[v1alpha1.ManagerIDLabel] == "me" {
+				mine = append(mine, m.Name)
+			} else {
+				foreign = append(foreign, m.Name)
+			}
+		}
+		return mine, foreign
+	}
+	mine, foreign := cached()
+	if len(mine) != 3 || len(foreign) != MaxForeignJobsPerNamespace {
+		t.Fatalf("after the first list the cache holds %d of this manager's Jobs and %d foreign ones, want 3 and %d", len(mine), len(foreign), MaxForeignJobsPerNamespace)
+	}
+	if n, latest := conn.foreignNotCached.take(); n != 10 || !strings.HasPrefix(latest, "Job "+ns+"/") {
+		t.Errorf("told %d Jobs left out (the latest %q), want 10", n, latest)
+	}
+
+	// From the watch: more foreign Jobs are left out; this manager's are
+	// kept.
+	create("other-late", "someone-else")
+	late := create("ours-late", "me")
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(late))
+		return m != nil, err
+	}); err != nil {
+		t.Fatalf("this manager's Job created after the list was not cached: %v", err)
+	}
+	if m, _ := conn.Mirror(ctx, types.NamespacedName{Namespace: ns, Name: "other-late"}); m != nil {
+		t.Error("a foreign Job over the cap, created after the list, was cached")
+	}
+	// A mirror relabelled as another's, over the cap: out of the cache, not
+	// left there as it was.
+	relabelled := ours[0]
+	relabelled.Labels[v1alpha1.ManagerIDLabel] = "someone-else"
+	if err := api.Update(ctx, relabelled); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(relabelled))
+		return m == nil, err
+	}); err != nil {
+		t.Errorf("a Job relabelled foreign over the cap stayed in the cache: %v", err)
+	}
+	// A foreign Job deleted frees a place for the next one.
+	if err := api.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: foreign[0]}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	next := create("other-next", "someone-else")
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(next))
+		return m != nil, err
+	}); err != nil {
+		t.Errorf("a foreign Job created after one was deleted was not cached: %v", err)
+	}
+	if mine, foreign := cached(); len(mine) != 3 || len(foreign) != MaxForeignJobsPerNamespace {
+		t.Errorf("the cache holds %d of this manager's Jobs and %d foreign ones, want 3 and %d", len(mine), len(foreign), MaxForeignJobsPerNamespace)
+	}
+	if n, _ := conn.foreignNotCached.take(); n < 2 {
+		t.Errorf("told %d Jobs left out since the list, want at least 2 (other-late, the relabelled mirror)", n)
 	}
 }

@@ -16,6 +16,11 @@ import (
 // kept objects as their identity only, being over their budget.
 const ReasonObjectsOverBudget = "ObjectsOverBudget"
 
+// ReasonForeignJobsNotCached is the Warning on a WorkerCluster whose
+// mirror cache left out Jobs with the origin label this manager did not
+// make, being over MaxForeignJobsPerNamespace in their namespace.
+const ReasonForeignJobsNotCached = "ForeignJobsNotCached"
+
 // overBudgetTally counts what a connection's caches kept as identity only
 // (cachebudget) since it was last taken, and names the latest.
 type overBudgetTally struct {
@@ -26,10 +31,15 @@ type overBudgetTally struct {
 
 // add counts an object (what names it) kept as its identity only.
 func (t *overBudgetTally) add(what string, over *cachebudget.Over) {
+	t.addLatest(what + ": " + over.String())
+}
+
+// addLatest counts one, latest saying which.
+func (t *overBudgetTally) addLatest(latest string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.count++
-	t.latest = what + ": " + over.String()
+	t.latest = latest
 }
 
 // take is the count and the latest since the last take.
@@ -45,6 +55,13 @@ func (t *overBudgetTally) take() (int, string) {
 // caches kept objects as their identity only since the last report: at
 // most one each reconcile, however many there were.
 func (p *Pool) ReportOverBudget(ctx context.Context, wc *v1alpha1.WorkerCluster, conn *Connection) {
+	if n, latest := conn.foreignNotCached.take(); n > 0 {
+		p.Recorder.Eventf(wc, nil, corev1.EventTypeWarning, ReasonForeignJobsNotCached, "CacheWorkerObjects",
+			"%d Jobs with this installation's origin label that this manager did not make (their %s is another installation's, or missing), added or changed since the last report, "+
+				"were not cached: the manager keeps at most %d such Jobs a namespace, and reads nothing of the others. The latest: %s",
+			n, v1alpha1.ManagerIDLabel, MaxForeignJobsPerNamespace, latest)
+		logf.FromContext(ctx).Info("foreign Jobs over the cache's cap", "worker", wc.Name, "count", n, "latest", latest)
+	}
 	n, latest := conn.overBudget.take()
 	if n == 0 {
 		return

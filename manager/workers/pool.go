@@ -240,7 +240,7 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 		swappable.install(cfg)
 		worker := wc.Name
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
-		conn, err = newConnection(wc.Name, cfg, swappable, hash, p.Origin, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
+		conn, err = newConnection(wc.Name, cfg, swappable, hash, p.Origin, p.ManagerID, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
 			mirrorChanged:   p.mirrorChanged,
 			capacityChanged: p.capacityChanged,
 			synced:          p.reconcileWorker,

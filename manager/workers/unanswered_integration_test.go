@@ -93,7 +93,7 @@ func TestIntegrationDeadWorkerAsksForProbe(t *testing.T) {
 	through := rest.CopyConfig(cfg)
 	through.Host = "https://" + proxy.listener.Addr().String()
 	asks := make(chan string, 10)
-	conn, err := newConnection("worker-1", through, nil, "hash", "here", nil, v1alpha1.NewScheme(), clocktesting.NewFakeClock(time.Now()), connHandlers{
+	conn, err := newConnection("worker-1", through, nil, "hash", "here", "", nil, v1alpha1.NewScheme(), clocktesting.NewFakeClock(time.Now()), connHandlers{
 		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
 		unanswered: func(w string) { asks <- w },
 	})
