@@ -108,18 +108,24 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 		return nil
 	}
 	what := ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name + "/" + ev.Reason
+	if r.warned.done(key, job.UID, what) {
+		return nil
+	}
+	// A pod's Warning goes only once the pod is read and is the Event's and
+	// the mirror's; forged ones spend none of the Job's Warnings, only the
+	// worker's pod reads, which are bounded (a Warning over them goes when
+	// the worker reports it again).
+	if ev.InvolvedObject.Kind == "Pod" {
+		if !r.warned.mayReadPod(w.Worker) {
+			return nil
+		}
+		ours, err := mirrorsPod(ctx, conn, ev.InvolvedObject, m)
+		if !ours {
+			return err
+		}
+	}
 	switch r.warned.admit(key, job.UID, what) {
 	case warningForward:
-		// A pod's Warning, admitted within the Job's rate (so a stream of
-		// forged ones costs the worker no more reads than that), goes only
-		// once the pod is read and is the Event's and the mirror's.
-		if ev.InvolvedObject.Kind == "Pod" {
-			ours, err := mirrorsPod(ctx, conn, ev.InvolvedObject, m)
-			if !ours {
-				r.warned.withdraw(key, what)
-				return err
-			}
-		}
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
 		metrics.WarningsForwarded.WithLabelValues(w.Worker, ev.InvolvedObject.Kind).Inc()
 	case warningCapped:
@@ -140,6 +146,10 @@ const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 // labelled like m's is not). A pod gone, or one the credential may not
 // read, is not; only other errors are returned.
 func mirrorsPod(ctx context.Context, conn workers.Conn, about corev1.ObjectReference, m *batchv1.Job) (bool, error) {
+	// One worker that does not answer holds up the others' Warnings no
+	// longer (they are forwarded one at a time).
+	ctx, cancel := context.WithTimeout(ctx, podReadTimeout)
+	defer cancel()
 	pod, err := conn.PodMeta(ctx, types.NamespacedName{Namespace: about.Namespace, Name: about.Name})
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || errors.Is(err, workers.ErrMayNotReadPods):
@@ -310,7 +320,18 @@ type warnedMemo struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	byJob map[types.NamespacedName]*warnedJob
+	// podReads bound the pod reads that check pod Warnings, by worker.
+	podReads map[string]flowcontrol.PassiveRateLimiter
 }
+
+// The pod reads that check pod Warnings, per worker: at most so many a
+// second after a burst (one metadata GET each, by name), and each within
+// podReadTimeout.
+const (
+	podReadsPerSecond = 10
+	podReadsBurst     = 100
+	podReadTimeout    = 5 * time.Second
+)
 
 // maxWarnedPerJob and warnedEvery bound the worker Warnings recorded on one
 // manager Job: so many in all, and one per period after a first burst.
@@ -328,7 +349,7 @@ type warnedJob struct {
 }
 
 func newWarnedMemo(clk clock.PassiveClock) *warnedMemo {
-	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}}
+	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}, podReads: map[string]flowcontrol.PassiveRateLimiter{}}
 }
 
 // warningDecision is what to do with one of a worker's Warnings.
@@ -369,14 +390,32 @@ func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string)
 	return warningForward
 }
 
-// withdraw forgets that what was forwarded for Job key: admitted, it was
-// not forwarded after all (its pod was not the mirror's).
-func (m *warnedMemo) withdraw(key types.NamespacedName, what string) {
+// done: what was forwarded for Job key (of uid) before, or the Job
+// reached its cap.
+func (m *warnedMemo) done(key types.NamespacedName, uid types.UID, what string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if w, ok := m.byJob[key]; ok {
-		delete(w.keys, what)
+	w, ok := m.byJob[key]
+	if !ok || w.uid != uid {
+		return false
 	}
+	_, seen := w.keys[what]
+	return seen || w.capped
+}
+
+// mayReadPod: a pod Warning of worker may be checked now, within the
+// worker's rate of pod reads (podReadsPerSecond, podReadsBurst); anyone
+// who may create Events in a worker namespace can name a mirror's pod in
+// as many as they like.
+func (m *warnedMemo) mayReadPod(worker string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.podReads[worker]
+	if !ok {
+		l = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(podReadsPerSecond, podReadsBurst, m.clock)
+		m.podReads[worker] = l
+	}
+	return l.TryAccept()
 }
 
 func (m *warnedMemo) forget(key types.NamespacedName) {

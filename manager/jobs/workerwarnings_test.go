@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -234,7 +235,6 @@ func TestForwardWarning(t *testing.T) {
 	}
 	// A credential that may not read pods: no pod's Warning is recorded
 	// (the mirror's own still are).
-	h.clock.Step(warnedEvery * maxWarnedPerJob) // within the Job's rate of forwarded Warnings again
 	worker.PodsUnreadable = true
 	if got := forward(podWarning("train-b4n9q", b4n9q, "BackOff", "Back-off restarting failed container")); len(got) != 0 {
 		t.Errorf("a pod's Warning where the credential may not read pods: recorded %q", got)
@@ -322,4 +322,31 @@ func (m *warnedMemo) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.byJob)
+}
+
+// The pod reads that check pod Warnings are bounded per worker, whatever
+// the Events name: a burst, then so many a second.
+func TestWarnedMemoBoundsPodReads(t *testing.T) {
+	clk := clocktesting.NewFakeClock(stepNow)
+	m := newWarnedMemo(clk)
+	for i := range podReadsBurst {
+		if !m.mayReadPod("w1") {
+			t.Fatalf("pod read %d of the burst refused", i+1)
+		}
+	}
+	if m.mayReadPod("w1") {
+		t.Error("a pod read past the burst was allowed")
+	}
+	if !m.mayReadPod("w2") {
+		t.Error("another worker's pod read was refused")
+	}
+	clk.Step(time.Second)
+	for i := range podReadsPerSecond {
+		if !m.mayReadPod("w1") {
+			t.Fatalf("pod read %d a second later refused", i+1)
+		}
+	}
+	if m.mayReadPod("w1") {
+		t.Error("more pod reads a second than the rate allowed")
+	}
 }

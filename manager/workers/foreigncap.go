@@ -14,17 +14,19 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// MaxForeignJobsPerNamespace is how many Jobs with this installation's
-// origin label that do not say this manager made them (a
-// jobferry.dev/manager-id of another installation, or none) a worker's
-// mirror cache keeps in one namespace. Every mirror this manager makes
-// says so, so none of them is ever counted or left out. What the manager
-// reads of the others: that another installation shares the origin (one
-// is enough), and a Job put in the place of one of its mirrors (one not
-// cached is found when the mirror is created again: the create is refused
-// as the name is taken, and that Job is read). Anyone who may create Jobs
-// in a worker namespace can make such Jobs, each costing the manager up to
-// cachebudget.Mirror, and on every replica.
+// MaxForeignJobsPerNamespace is how many foreign Jobs (foreignCap.foreign)
+// with this installation's origin label a worker's mirror cache keeps in
+// one namespace. Every mirror this manager makes says it did, with an
+// origin UID, so none of them is ever counted or left out while it is not
+// being deleted. What the manager reads of the others: that another
+// installation shares the origin (one is enough), and a Job put in the
+// place of one of its mirrors (one not cached is found when the mirror is
+// created again: the create is refused as the name is taken, and that Job
+// is read). Anyone who may create Jobs in a worker namespace can make such
+// Jobs, each costing the manager up to cachebudget.Mirror, and on every
+// replica. Those that claim to be this manager's without being its mirrors
+// are the orphan collector's to delete; one a finalizer keeps is foreign
+// once it is being deleted.
 const MaxForeignJobsPerNamespace = 64
 
 // foreignCap keeps a mirror cache within MaxForeignJobsPerNamespace: it
@@ -48,10 +50,12 @@ func newForeignCap(manager string, max int, dropped func(types.NamespacedName)) 
 	return &foreignCap{manager: manager, max: max, dropped: dropped, admitted: map[string]map[string]struct{}{}}
 }
 
-// foreign: the Job does not say this manager made it. With no manager ID
-// (a manager that labels nothing) no Job is foreign.
+// foreign: the Job does not say this manager made it (a
+// jobferry.dev/manager-id of another installation, or none), names no
+// manager Job (no origin UID), or is being deleted. With no manager ID (a
+// manager that labels nothing) no Job is foreign.
 func (f *foreignCap) foreign(job *batchv1.Job) bool {
-	return f.manager != "" && job.Labels[v1alpha1.ManagerIDLabel] != f.manager
+	return f.manager != "" && (job.Labels[v1alpha1.ManagerIDLabel] != f.manager || job.Labels[v1alpha1.OriginUIDLabel] == "" || job.DeletionTimestamp != nil)
 }
 
 // listWatch is lw with the cap applied to what its lists and watches give.
@@ -79,7 +83,7 @@ func (f *foreignCap) listWatch(lw *toolscache.ListWatch) *toolscache.ListWatch {
 				// store.
 				f.reset()
 			}
-			return watch.Filter(w, f.event), nil
+			return newFilteredWatch(w, f.event), nil
 		},
 	}
 }
@@ -170,4 +174,40 @@ func (f *foreignCap) remove(ns, name string) {
 	if len(names) == 0 {
 		delete(f.admitted, ns)
 	}
+}
+
+// filteredWatch is watch.Filter that also ends when it is stopped while an
+// event waits for its reader (watch.Filter's goroutine would wait forever,
+// holding it: the informer stops reading when its connection stops).
+type filteredWatch struct {
+	incoming watch.Interface
+	result   chan watch.Event
+	stop     chan struct{}
+	once     sync.Once
+}
+
+func newFilteredWatch(w watch.Interface, f func(watch.Event) (watch.Event, bool)) watch.Interface {
+	fw := &filteredWatch{incoming: w, result: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(fw.result)
+		for e := range w.ResultChan() {
+			out, keep := f(e)
+			if !keep {
+				continue
+			}
+			select {
+			case fw.result <- out:
+			case <-fw.stop:
+				return
+			}
+		}
+	}()
+	return fw
+}
+
+func (fw *filteredWatch) ResultChan() <-chan watch.Event { return fw.result }
+
+func (fw *filteredWatch) Stop() {
+	fw.once.Do(func() { close(fw.stop) })
+	fw.incoming.Stop()
 }

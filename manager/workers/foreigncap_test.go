@@ -20,7 +20,7 @@ import (
 // again on its first page only.
 func TestForeignCap(t *testing.T) {
 	job := func(ns, name, manager string) *batchv1.Job {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.OriginLabel: "here"}}}
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.OriginLabel: "here", v1alpha1.OriginUIDLabel: "uid-" + name}}}
 		if manager != "" {
 			j.Labels[v1alpha1.ManagerIDLabel] = manager
 		}
@@ -41,6 +41,14 @@ func TestForeignCap(t *testing.T) {
 	step(watch.Added, job("a", "other-1", "other"), true, watch.Added)
 	step(watch.Added, job("a", "unlabelled", ""), true, watch.Added)
 	step(watch.Added, job("a", "other-2", "other"), false, "")
+	// Said to be this manager's, but naming no manager Job, or being
+	// deleted (a finalizer may keep it): foreign too.
+	noOrigin := job("a", "no-origin", "me")
+	noOrigin.Labels[v1alpha1.OriginUIDLabel] = ""
+	step(watch.Added, noOrigin, false, "")
+	deleting := job("a", "ours-4", "me")
+	deleting.DeletionTimestamp = &metav1.Time{}
+	step(watch.Modified, deleting, true, watch.Deleted)
 	step(watch.Added, job("b", "other-3", "other"), true, watch.Added) // another namespace: places of its own
 	step(watch.Modified, job("a", "other-1", "other"), true, watch.Modified)
 	// Over the cap, a change passes as a deletion: it may have passed as
@@ -54,7 +62,7 @@ func TestForeignCap(t *testing.T) {
 	step(watch.Modified, job("a", "unlabelled", "me"), true, watch.Modified)
 	step(watch.Modified, job("a", "other-2", "other"), true, watch.Modified)
 	step(watch.Added, job("a", "other-5", "other"), false, "")
-	if want := []string{"a/other-2", "a/ours-0", "a/other-2", "a/other-5"}; !slices.Equal(dropped, want) {
+	if want := []string{"a/other-2", "a/no-origin", "a/ours-4", "a/ours-0", "a/other-2", "a/other-5"}; !slices.Equal(dropped, want) {
 		t.Errorf("told as not cached: %q, want %q", dropped, want)
 	}
 	// Bookmarks and errors pass as they are.
@@ -90,3 +98,4 @@ func TestForeignCap(t *testing.T) {
 		t.Error("without a manager ID a Job was left out")
 	}
 }
+

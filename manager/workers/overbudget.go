@@ -57,8 +57,8 @@ func (t *overBudgetTally) take() (int, string) {
 func (p *Pool) ReportOverBudget(ctx context.Context, wc *v1alpha1.WorkerCluster, conn *Connection) {
 	if n, latest := conn.foreignNotCached.take(); n > 0 {
 		p.Recorder.Eventf(wc, nil, corev1.EventTypeWarning, ReasonForeignJobsNotCached, "CacheWorkerObjects",
-			"%d Jobs with this installation's origin label that this manager did not make (their %s is another installation's, or missing), added or changed since the last report, "+
-				"were not cached: the manager keeps at most %d such Jobs a namespace, and reads nothing of the others. The latest: %s",
+			"%d Jobs with this installation's origin label that are not this manager's mirrors (their %s is another installation's or missing, they name no manager Job, or they are being deleted), added or changed since the last report, "+
+				"were not cached: the manager keeps at most %d such Jobs a namespace, and nothing of the others. The latest: %s",
 			n, v1alpha1.ManagerIDLabel, MaxForeignJobsPerNamespace, latest)
 		logf.FromContext(ctx).Info("foreign Jobs over the cache's cap", "worker", wc.Name, "count", n, "latest", latest)
 	}
