@@ -98,4 +98,3 @@ func TestForeignCap(t *testing.T) {
 		t.Error("without a manager ID a Job was left out")
 	}
 }
-
