@@ -45,6 +45,11 @@ func (r *JobReconciler) applyFence(ctx context.Context, a applyScope) (reconcile
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
+	if a.st.Why != "" {
+		// A mirror fenced for a reason the user should hear (HiddenMirror),
+		// said after the delete.
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonMirrorHidden, "Fence", "%s", a.st.Why)
+	}
 	return a.done(nil)
 }
 

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -75,6 +76,10 @@ const (
 	// ReasonMirrorDeleted: the mirror was deleted on the worker; the Job is
 	// dispatched again.
 	ReasonMirrorDeleted = "MirrorDeletedOnWorker"
+	// ReasonMirrorHidden: the mirror is still on the worker but no longer
+	// seen as jobferry's there; it was deleted, and the Job is dispatched
+	// again.
+	ReasonMirrorHidden = "MirrorHiddenOnWorker"
 	// ReasonNotAllowed: the dispatch policy refuses the Job (a namespace
 	// not opted in, a reserved one, pods its Pod Security level forbids):
 	// it reached jobferry while the webhook did not check it.
@@ -368,6 +373,22 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	return reconcile.Result{Requeue: true}, nil
 }
 
+// hiddenMirror reads the Job at key from the worker's API server and
+// returns its identity if it is the recorded mirror (uid): one the cache
+// does not show (readState asks only then), so one read per mirror lost.
+func hiddenMirror(ctx context.Context, conn workers.Conn, key types.NamespacedName, uid types.UID) (*batchv1.Job, error) {
+	job, err := conn.UncachedJob(ctx, key)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the Job at the mirror's name on the worker: %w", err)
+	case job.UID != uid:
+		return nil, nil
+	}
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID, DeletionTimestamp: job.DeletionTimestamp}}, nil
+}
+
 // stepMemo carries what one step learned to the next steps of the same
 // reconcile.
 type stepMemo struct {
@@ -477,6 +498,14 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
+	if m == nil && !s.MirrorExpected && s.MirrorUID != "" && unfinished {
+		// Before the Job is taken to have lost its mirror: is the mirror
+		// still there, out of the cache's sight?
+		if s.HiddenMirror, err = hiddenMirror(ctx, conn, key, s.MirrorUID); err != nil {
+			return s, err
+		}
+		s.MirrorFenced = s.HiddenMirror == nil && conn.DeletedMirrors().Recently(s.MirrorUID)
+	}
 	if m != nil && m.UID == s.MirrorUID {
 		r.attempts.forget(key)
 	}

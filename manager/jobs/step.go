@@ -45,6 +45,16 @@ type jobState struct {
 	// Foreign is a same-named Job on Worker that jobferry did not create,
 	// found when the worker refused the mirror as already existing.
 	Foreign *batchv1.Job
+	// HiddenMirror is the mirror jobferry recorded (MirrorUID), read from
+	// the worker's API server because its cache shows none by that name:
+	// still there, though no longer seen as jobferry's (its labels
+	// changed, or its namespace holds more Jobs looking like jobferry's
+	// than the cache keeps). Nil when the cache shows the mirror, or the
+	// worker has no Job of that UID.
+	HiddenMirror *batchv1.Job
+	// MirrorFenced: this manager deleted the recorded mirror lately (as
+	// HiddenMirror, say).
+	MirrorFenced bool
 	// MirrorChangeSeen is when the oldest change of the mirror not copied
 	// yet was seen; zero when none is known.
 	MirrorChangeSeen time.Time
@@ -444,6 +454,20 @@ func nextWithoutMirror(s jobState) step {
 		// Its add event reconciles the Job again; creating it again would
 		// only be refused as existing.
 		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
+	case s.MirrorUID != "" && s.HiddenMirror != nil && s.HiddenMirror.DeletionTimestamp != nil:
+		// Fenced, or deleted by someone: gone once its finalizers are.
+		return step{Kind: stepNone, RequeueAfter: time.Second}
+	case s.MirrorUID != "" && s.HiddenMirror != nil:
+		// Still running, and out of the cache's sight (so of fencing's and
+		// the orphan collector's): deleted first, so that the next attempt
+		// does not run beside it.
+		return step{Kind: stepFence, Mirror: s.HiddenMirror, RequeueAfter: time.Second, Why: fmt.Sprintf(
+			"its mirror on %s (UID %s) is no longer seen as jobferry's there (its labels were changed, or its namespace holds more Jobs that look like jobferry's than the manager keeps): it is deleted, and this Job dispatched again",
+			s.Worker, s.MirrorUID)}
+	case s.MirrorUID != "" && s.MirrorFenced:
+		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
+			"its mirror on %s (UID %s), deleted by jobferry as no longer seen as jobferry's there, is gone: this Job is dispatched again as attempt %d",
+			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
 	case s.MirrorUID != "":
 		// jobferry created it and did not delete it (a manager that deletes
 		// a mirror either moves the Job on or finished it).

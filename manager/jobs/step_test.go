@@ -489,6 +489,36 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: stepMirrorGone, checks: []check{wantWhy("(UID mirror-uid) was deleted there", "attempt 2")},
 		},
+		"the mirror out of the cache's sight, still on the worker: fenced first, saying why": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.MirrorUID = "mirror-uid"
+				s.HiddenMirror = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "mirror-uid"}}
+				return s
+			}(),
+			want: stepFence, checks: []check{wantWhy("(UID mirror-uid) is no longer seen as jobferry's there", "it is deleted"), func(t *testing.T, st step) {
+				if st.Mirror == nil || st.Mirror.UID != "mirror-uid" {
+					t.Errorf("fences %v, want the recorded mirror", st.Mirror)
+				}
+			}},
+		},
+		"the hidden mirror gone once fenced: a new attempt, saying jobferry deleted it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.MirrorUID, s.MirrorFenced = "mirror-uid", true
+				return s
+			}(),
+			want: stepMirrorGone, checks: []check{wantWhy("(UID mirror-uid), deleted by jobferry as no longer seen as jobferry's there", "attempt 2")},
+		},
+		"the hidden mirror being deleted: wait for it": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed, running), nil)
+				s.MirrorUID = "mirror-uid"
+				s.HiddenMirror = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "mirror-uid", DeletionTimestamp: &metav1.Time{}}}
+				return s
+			}(),
+			want: stepNone,
+		},
 		"a finished Job's mirror deleted: nothing to do": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed, complete), nil)

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,6 +185,43 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	}
 	if got := strings.Join(h.events(), ","); got != ReasonMirrorDeleted+","+ReasonDispatched {
 		t.Errorf("events %s, want %s then %s", got, ReasonMirrorDeleted, ReasonDispatched)
+	}
+}
+
+// A mirror relabelled on the worker so that its cache no longer shows it
+// (or left out of it, its namespace holding more Jobs that look like
+// jobferry's than it keeps) is not taken for deleted while it still runs:
+// it is deleted first, saying why, then the Job dispatched again.
+func TestMirrorHiddenOnTheWorkerIsFencedBeforeANewAttempt(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	ctx := context.Background()
+	w := h.workers.Conns["w1"]
+	m := h.mirror(t, "w1")
+	hidden, err := w.UncachedJob(ctx, trainKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(hidden.Labels, v1alpha1.OriginLabel)
+	if err := w.API.Update(ctx, hidden); err != nil {
+		t.Fatal(err)
+	}
+	h.r.attempts = attemptMemo{}
+	h.reconcile(t)
+	if err := w.API.Get(ctx, trainKey, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the hidden mirror %s is still on the worker (%v)", m.UID, err)
+	}
+	if job := h.job(t); job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "1" {
+		t.Errorf("attempt %q before the hidden mirror was gone, want 1", job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+	h.reconcile(t)
+	job := h.job(t)
+	now := h.mirror(t, "w1")
+	if now == nil || now.UID == m.UID || mirror.Attempt(now) != 2 || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
+		t.Errorf("after the fence: mirror %v, Job attempt %q; want attempt 2 created anew", now, job.Annotations[v1alpha1.DispatchAttemptAnnotation])
+	}
+	if got := strings.Join(h.events(), ","); got != ReasonMirrorHidden+","+ReasonMirrorDeleted+","+ReasonDispatched {
+		t.Errorf("events %s, want %s, %s, %s", got, ReasonMirrorHidden, ReasonMirrorDeleted, ReasonDispatched)
 	}
 }
 
