@@ -373,11 +373,12 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	return reconcile.Result{Requeue: true}, nil
 }
 
-// hiddenMirror reads the Job at key from the worker's API server and
-// returns its identity if it is the recorded mirror (uid): one the cache
-// does not show (readState asks only then), so one read per mirror lost.
+// hiddenMirror reads the metadata of the Job at key from the worker's API
+// server and returns its identity if it is the recorded mirror (uid): one
+// the cache does not show (readState asks only then), so one read per
+// mirror lost, or per wait while it is being deleted.
 func hiddenMirror(ctx context.Context, conn workers.Conn, key types.NamespacedName, uid types.UID) (*batchv1.Job, error) {
-	job, err := conn.UncachedJob(ctx, key)
+	job, err := conn.UncachedJobMeta(ctx, key)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil

@@ -455,8 +455,9 @@ func nextWithoutMirror(s jobState) step {
 		// only be refused as existing.
 		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
 	case s.MirrorUID != "" && s.HiddenMirror != nil && s.HiddenMirror.DeletionTimestamp != nil:
-		// Fenced, or deleted by someone: gone once its finalizers are.
-		return step{Kind: stepNone, RequeueAfter: time.Second}
+		// Fenced, or deleted by someone: gone once its finalizers are
+		// (each look is a read from the worker: not every second).
+		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
 	case s.MirrorUID != "" && s.HiddenMirror != nil:
 		// Still running, and out of the cache's sight (so of fencing's and
 		// the orphan collector's): deleted first, so that the next attempt

@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -113,13 +113,16 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 	}
 	// A pod's Warning goes only once the pod is read and is the Event's and
 	// the mirror's; forged ones spend none of the Job's Warnings, only the
-	// worker's pod reads, which are bounded (a Warning over them goes when
-	// the worker reports it again).
+	// pod reads of their own worker namespace, which are bounded (a Warning
+	// over them goes if the worker reports it again, as the scheduler's do).
 	if ev.InvolvedObject.Kind == "Pod" {
-		if !r.warned.mayReadPod(w.Worker) {
+		if !r.warned.mayReadPod(w.Worker, ev.Namespace) {
 			return nil
 		}
 		ours, err := mirrorsPod(ctx, conn, ev.InvolvedObject, m)
+		if errors.Is(err, context.DeadlineExceeded) {
+			r.warned.pausePodReads(w.Worker)
+		}
 		if !ours {
 			return err
 		}
@@ -146,8 +149,9 @@ const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 // labelled like m's is not). A pod gone, or one the credential may not
 // read, is not; only other errors are returned.
 func mirrorsPod(ctx context.Context, conn workers.Conn, about corev1.ObjectReference, m *batchv1.Job) (bool, error) {
-	// One worker that does not answer holds up the others' Warnings no
-	// longer (they are forwarded one at a time).
+	// Warnings are forwarded one at a time: a worker that does not answer
+	// holds the others up for podReadTimeout, then its pod reads pause
+	// (pausePodReads).
 	ctx, cancel := context.WithTimeout(ctx, podReadTimeout)
 	defer cancel()
 	pod, err := conn.PodMeta(ctx, types.NamespacedName{Namespace: about.Namespace, Name: about.Name})
@@ -320,17 +324,28 @@ type warnedMemo struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	byJob map[types.NamespacedName]*warnedJob
-	// podReads bound the pod reads that check pod Warnings, by worker.
-	podReads map[string]flowcontrol.PassiveRateLimiter
+	// podReads bound the pod reads that check pod Warnings, by worker
+	// namespace: an Event names a pod of its own namespace only, so one
+	// who forges them there spends that namespace's reads alone.
+	podReads map[workerNamespace]*rate.Limiter
+	// podReadsPaused: until when a worker's pod reads pause, one having
+	// timed out.
+	podReadsPaused map[string]time.Time
 }
 
-// The pod reads that check pod Warnings, per worker: at most so many a
-// second after a burst (one metadata GET each, by name), and each within
-// podReadTimeout.
+type workerNamespace struct{ worker, namespace string }
+
+// The pod reads that check pod Warnings, per worker namespace: at most so
+// many a second after a burst (one metadata GET each, by name), each
+// within podReadTimeout; after one times out, none on that worker for
+// podReadPause. At most maxPodReadLimiters limiters are kept beyond the
+// full ones (a full one is as good as none).
 const (
-	podReadsPerSecond = 10
-	podReadsBurst     = 100
-	podReadTimeout    = 5 * time.Second
+	podReadsPerSecond  = 10
+	podReadsBurst      = 100
+	podReadTimeout     = 5 * time.Second
+	podReadPause       = 30 * time.Second
+	maxPodReadLimiters = 1024
 )
 
 // maxWarnedPerJob and warnedEvery bound the worker Warnings recorded on one
@@ -344,12 +359,22 @@ const (
 type warnedJob struct {
 	uid     types.UID
 	keys    map[string]struct{}
-	limiter flowcontrol.PassiveRateLimiter
+	limiter *rate.Limiter
 	capped  bool
 }
 
 func newWarnedMemo(clk clock.PassiveClock) *warnedMemo {
-	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}, podReads: map[string]flowcontrol.PassiveRateLimiter{}}
+	return &warnedMemo{clock: clk, byJob: map[types.NamespacedName]*warnedJob{}, podReads: map[workerNamespace]*rate.Limiter{}, podReadsPaused: map[string]time.Time{}}
+}
+
+// job is the memory of Job key (of uid), made or made anew. Under m.mu.
+func (m *warnedMemo) job(key types.NamespacedName, uid types.UID) *warnedJob {
+	w, ok := m.byJob[key]
+	if !ok || w.uid != uid {
+		w = &warnedJob{uid: uid, keys: map[string]struct{}{}, limiter: rate.NewLimiter(rate.Every(warnedEvery), warnedBurst)}
+		m.byJob[key] = w
+	}
+	return w
 }
 
 // warningDecision is what to do with one of a worker's Warnings.
@@ -370,12 +395,7 @@ const (
 func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string) warningDecision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w, ok := m.byJob[key]
-	if !ok || w.uid != uid {
-		w = &warnedJob{uid: uid, keys: map[string]struct{}{},
-			limiter: flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(float32(time.Second)/float32(warnedEvery), warnedBurst, m.clock)}
-		m.byJob[key] = w
-	}
+	w := m.job(key, uid)
 	if _, seen := w.keys[what]; seen || w.capped {
 		return warningSkip
 	}
@@ -383,39 +403,59 @@ func (m *warnedMemo) admit(key types.NamespacedName, uid types.UID, what string)
 		w.capped = true
 		return warningCapped
 	}
-	if !w.limiter.TryAccept() {
+	if !w.limiter.AllowN(m.clock.Now(), 1) {
 		return warningSkip
 	}
 	w.keys[what] = struct{}{}
 	return warningForward
 }
 
-// done: what was forwarded for Job key (of uid) before, or the Job
-// reached its cap.
+// done: admit would not forward what about Job key (of uid) now: it was
+// forwarded before, the Job reached its cap, or it is over its rate. What
+// would not be forwarded costs no pod read.
 func (m *warnedMemo) done(key types.NamespacedName, uid types.UID, what string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w, ok := m.byJob[key]
-	if !ok || w.uid != uid {
-		return false
-	}
+	w := m.job(key, uid)
 	_, seen := w.keys[what]
-	return seen || w.capped
+	return seen || w.capped || (len(w.keys) < maxWarnedPerJob && w.limiter.TokensAt(m.clock.Now()) < 1)
 }
 
-// mayReadPod: a pod Warning of worker may be checked now, within the
-// worker's rate of pod reads (podReadsPerSecond, podReadsBurst); anyone
-// who may create Events in a worker namespace can name a mirror's pod in
-// as many as they like.
-func (m *warnedMemo) mayReadPod(worker string) bool {
+// mayReadPod: a pod Warning in namespace ns of worker may be checked now,
+// within that namespace's rate of pod reads (podReadsPerSecond,
+// podReadsBurst), the worker's reads not paused; anyone who may create
+// Events in a worker namespace can name a mirror's pod in as many as they
+// like.
+func (m *warnedMemo) mayReadPod(worker, ns string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l, ok := m.podReads[worker]
-	if !ok {
-		l = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(podReadsPerSecond, podReadsBurst, m.clock)
-		m.podReads[worker] = l
+	now := m.clock.Now()
+	if now.Before(m.podReadsPaused[worker]) {
+		return false
 	}
-	return l.TryAccept()
+	key := workerNamespace{worker, ns}
+	l, ok := m.podReads[key]
+	if !ok {
+		if len(m.podReads) >= maxPodReadLimiters {
+			for k, l := range m.podReads {
+				if l.TokensAt(now) >= podReadsBurst {
+					delete(m.podReads, k)
+				}
+			}
+		}
+		l = rate.NewLimiter(podReadsPerSecond, podReadsBurst)
+		m.podReads[key] = l
+	}
+	return l.AllowN(now, 1)
+}
+
+// pausePodReads: a pod read on worker timed out; none there for
+// podReadPause, so one worker that does not answer holds up the others'
+// Warnings for one timeout only.
+func (m *warnedMemo) pausePodReads(worker string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.podReadsPaused[worker] = m.clock.Now().Add(podReadPause)
 }
 
 func (m *warnedMemo) forget(key types.NamespacedName) {

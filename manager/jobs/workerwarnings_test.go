@@ -188,9 +188,20 @@ func TestForwardWarning(t *testing.T) {
 		t.Fatalf("a pod's FailedScheduling: recorded %q, want %q", got, want)
 	}
 	// The scheduler tries again and says so (the Event's count and message
-	// change): not again.
+	// change): not again, and the pod is not read again.
+	reads := worker.PodReads.Load()
 	if got := forward(podWarning("train-x7k2p", x7k2p, "FailedScheduling", "0/3 nodes are available")); len(got) != 0 {
 		t.Errorf("the same reason of the same pod again: recorded %q", got)
+	}
+	if n := worker.PodReads.Load() - reads; n != 0 {
+		t.Errorf("a Warning forwarded before cost %d pod reads", n)
+	}
+	// Forged ones spend none of the Job's Warnings: more of them than its
+	// burst, and the pod's own next Warning still goes.
+	for i := range warnedBurst + 2 {
+		if got := forward(podWarning("train-x7k2p", "not-the-pods", fmt.Sprintf("Forged%d", i), "forged")); len(got) != 0 {
+			t.Errorf("a forged Warning %d: recorded %q", i, got)
+		}
 	}
 	// A worker-namespace user's Event naming the pod, without its UID or
 	// with another: not recorded, and the pod's own Event of that reason
@@ -324,29 +335,39 @@ func (m *warnedMemo) len() int {
 	return len(m.byJob)
 }
 
-// The pod reads that check pod Warnings are bounded per worker, whatever
-// the Events name: a burst, then so many a second.
+// The pod reads that check pod Warnings are bounded per worker namespace,
+// whatever the Events name: a burst, then so many a second; another
+// namespace's are its own; a worker whose read timed out gets none for a
+// while.
 func TestWarnedMemoBoundsPodReads(t *testing.T) {
 	clk := clocktesting.NewFakeClock(stepNow)
 	m := newWarnedMemo(clk)
 	for i := range podReadsBurst {
-		if !m.mayReadPod("w1") {
+		if !m.mayReadPod("w1", "team-a") {
 			t.Fatalf("pod read %d of the burst refused", i+1)
 		}
 	}
-	if m.mayReadPod("w1") {
+	if m.mayReadPod("w1", "team-a") {
 		t.Error("a pod read past the burst was allowed")
 	}
-	if !m.mayReadPod("w2") {
-		t.Error("another worker's pod read was refused")
+	if !m.mayReadPod("w1", "team-b") || !m.mayReadPod("w2", "team-a") {
+		t.Error("another namespace's pod read was refused")
 	}
 	clk.Step(time.Second)
 	for i := range podReadsPerSecond {
-		if !m.mayReadPod("w1") {
+		if !m.mayReadPod("w1", "team-a") {
 			t.Fatalf("pod read %d a second later refused", i+1)
 		}
 	}
-	if m.mayReadPod("w1") {
+	if m.mayReadPod("w1", "team-a") {
 		t.Error("more pod reads a second than the rate allowed")
+	}
+	m.pausePodReads("w2")
+	if m.mayReadPod("w2", "team-c") {
+		t.Error("a pod read on a worker whose read timed out was allowed at once")
+	}
+	clk.Step(podReadPause)
+	if !m.mayReadPod("w2", "team-c") {
+		t.Error("the worker's pod reads did not resume after the pause")
 	}
 }

@@ -184,6 +184,8 @@ type Conn interface {
 	// not a Job.
 	MirrorMetas(ctx context.Context, namespace string) ([]*metav1.ObjectMeta, error)
 	UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	// UncachedJobMeta reads a Job's metadata from the worker's API server.
+	UncachedJobMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error)
 	// PodMeta reads a pod's metadata from the worker's API server (never
 	// cached); ErrMayNotReadPods when the credential may not.
 	PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error)
@@ -544,6 +546,17 @@ func (c *Connection) PodMeta(ctx context.Context, key types.NamespacedName) (*me
 		return nil, err
 	}
 	return pod, nil
+}
+
+// UncachedJobMeta reads a Job's metadata directly from the worker: to find
+// a mirror the cache no longer shows (its identity is all that is read).
+func (c *Connection) UncachedJobMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	job := &metav1.PartialObjectMetadata{}
+	job.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	if err := c.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 // UncachedJob reads a Job directly from the worker. Used only after a create

@@ -92,6 +92,18 @@ func TestForeignCap(t *testing.T) {
 		t.Errorf("next page kept %q, want %q", names(next), want)
 	}
 
+	// A mirror being deleted (a finalizer or foreground deletion holding
+	// it) under the cap stays, counted as foreign.
+	small := newForeignCap("me", 1, nil)
+	held := job("a", "ours-held", "me")
+	held.DeletionTimestamp = &metav1.Time{}
+	if out, pass := small.event(watch.Event{Type: watch.Modified, Object: held}); !pass || out.Type != watch.Modified {
+		t.Errorf("a mirror being deleted under the cap passed %v as %s, want as MODIFIED", pass, out.Type)
+	}
+	if _, pass := small.event(watch.Event{Type: watch.Added, Object: job("a", "other", "other")}); pass {
+		t.Error("a foreign Job passed where a mirror being deleted took the one place")
+	}
+
 	// Without a manager ID (one that labels nothing), nothing is foreign.
 	none := newForeignCap("", 0, nil)
 	if _, pass := none.event(watch.Event{Type: watch.Added, Object: job("a", "other", "other")}); !pass {

@@ -49,6 +49,8 @@ type Conn struct {
 	NoRelabel bool
 	// PodsUnreadable: the credential may not get pods.
 	PodsUnreadable bool
+	// PodReads counts the pod reads (PodMeta) asked of it.
+	PodReads atomic.Int32
 	// BeforeCreate, when set, runs before each Job create reaches the fake
 	// (a worker user acting in the moment before it).
 	BeforeCreate func(job *batchv1.Job)
@@ -168,6 +170,7 @@ func (f *Conn) MirrorMetas(ctx context.Context, ns string) ([]*metav1.ObjectMeta
 // PodMeta reads a pod of the fake's as the real connection does, refusing
 // when PodsUnreadable says the credential may not.
 func (f *Conn) PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	f.PodReads.Add(1)
 	if f.PodsUnreadable {
 		return nil, workers.ErrMayNotReadPods
 	}
@@ -177,6 +180,15 @@ func (f *Conn) PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.P
 		return nil, err
 	}
 	return pod, nil
+}
+
+func (f *Conn) UncachedJobMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	job := &metav1.PartialObjectMetadata{}
+	job.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	if err := f.API.Get(ctx, key, job); err != nil {
+		return nil, err
+	}
+	return job, nil
 }
 
 func (f *Conn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
