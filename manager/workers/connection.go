@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -540,23 +541,23 @@ func (c *Connection) PodMeta(ctx context.Context, key types.NamespacedName) (*me
 	if state := c.rights.Load(); state == nil || !state.mayReadPods {
 		return nil, ErrMayNotReadPods
 	}
-	pod := &metav1.PartialObjectMetadata{}
-	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	if err := c.cluster.GetAPIReader().Get(ctx, key, pod); err != nil {
-		return nil, err
-	}
-	return pod, nil
+	return ReadMeta(ctx, c.cluster.GetAPIReader(), corev1.SchemeGroupVersion.WithKind("Pod"), key)
 }
 
 // UncachedJobMeta reads a Job's metadata directly from the worker: to find
 // a mirror the cache no longer shows (its identity is all that is read).
 func (c *Connection) UncachedJobMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
-	job := &metav1.PartialObjectMetadata{}
-	job.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
-	if err := c.cluster.GetAPIReader().Get(ctx, key, job); err != nil {
+	return ReadMeta(ctx, c.cluster.GetAPIReader(), batchv1.SchemeGroupVersion.WithKind("Job"), key)
+}
+
+// ReadMeta reads the metadata of the object of kind gvk at key.
+func ReadMeta(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	if err := r.Get(ctx, key, m); err != nil {
 		return nil, err
 	}
-	return job, nil
+	return m, nil
 }
 
 // UncachedJob reads a Job directly from the worker. Used only after a create

@@ -15,8 +15,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,12 +50,10 @@ func (s *seenMirrors) get(key string) (listed, seen bool, active int32) {
 	return listed, seen, s.active[key]
 }
 
-// On a real API server: a connection's mirror cache holds the Jobs with
-// its origin label in the namespaces it may use, as cachedMirror keeps
-// them; Mirror gives a copy of the caller's own, Mirrors the namespace's;
-// the handlers hear of the first list's Jobs as listed and of later
-// changes as changes.
-func TestIntegrationMirrorCache(t *testing.T) {
+// startWorkerAPI starts an API server with jobferry's CRDs, standing for a
+// worker, and returns its config, the scheme and a client of it.
+func startWorkerAPI(t *testing.T) (*rest.Config, *runtime.Scheme, client.Client) {
+	t.Helper()
 	logf.SetLogger(logr.Discard())
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "api", "v1alpha1", "crds")},
@@ -65,6 +65,16 @@ func TestIntegrationMirrorCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, scheme, api
+}
+
+// On a real API server: a connection's mirror cache holds the Jobs with
+// its origin label in the namespaces it may use, as cachedMirror keeps
+// them; Mirror gives a copy of the caller's own, Mirrors the namespace's;
+// the handlers hear of the first list's Jobs as listed and of later
+// changes as changes.
+func TestIntegrationMirrorCache(t *testing.T) {
+	cfg, scheme, api := startWorkerAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -199,17 +209,7 @@ func TestIntegrationMirrorCache(t *testing.T) {
 // this manager's is kept, a mirror relabelled foreign over the cap leaves
 // the cache, and a foreign Job deleted frees a place.
 func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
-	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "api", "v1alpha1", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg := testenv.Start(t, env)
-	scheme := v1alpha1.NewScheme()
-	api, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, scheme, api := startWorkerAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns = "team-a"

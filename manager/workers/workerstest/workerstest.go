@@ -174,21 +174,11 @@ func (f *Conn) PodMeta(ctx context.Context, key types.NamespacedName) (*metav1.P
 	if f.PodsUnreadable {
 		return nil, workers.ErrMayNotReadPods
 	}
-	pod := &metav1.PartialObjectMetadata{}
-	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	if err := f.API.Get(ctx, key, pod); err != nil {
-		return nil, err
-	}
-	return pod, nil
+	return workers.ReadMeta(ctx, f.API, corev1.SchemeGroupVersion.WithKind("Pod"), key)
 }
 
 func (f *Conn) UncachedJobMeta(ctx context.Context, key types.NamespacedName) (*metav1.PartialObjectMetadata, error) {
-	job := &metav1.PartialObjectMetadata{}
-	job.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
-	if err := f.API.Get(ctx, key, job); err != nil {
-		return nil, err
-	}
-	return job, nil
+	return workers.ReadMeta(ctx, f.API, batchv1.SchemeGroupVersion.WithKind("Job"), key)
 }
 
 func (f *Conn) UncachedJob(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
