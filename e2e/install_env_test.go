@@ -19,16 +19,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -317,31 +312,11 @@ func checkLeastPrivilege(t *testing.T, who string, grants []grant, events []audi
 	t.Logf("%s: %d grants (each used: %t); %d requests audited, %d refused while an API server started", who, len(grants), everyGrantUsed, len(events), warmUp)
 }
 
-// tokenKubeconfig writes a kubeconfig for a ServiceAccount of a cluster: its
-// server and CA from the admin kubeconfig, a token from the TokenRequest API.
+// tokenKubeconfig writes a kubeconfig for a ServiceAccount of a cluster
+// (devenv.TokenKubeconfig, valid for an hour) to path, unless empty.
 func tokenKubeconfig(ctx context.Context, t *testing.T, c *localcluster.Cluster, ns, sa, path string) []byte {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("a token for %s/%s on %s: %v", ns, sa, c.Name, err)
-	}
-	admin, err := clientcmd.LoadFromFile(c.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: cluster.Server, CertificateAuthorityData: cluster.CertificateAuthorityData}
-	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
-	cfg.Contexts[sa] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: sa}
-	cfg.CurrentContext = sa
-	data, err := clientcmd.Write(*cfg)
+	data, err := devenv.TokenKubeconfig(ctx, c, ns, sa, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,8 @@ func newBenchCommand() *cobra.Command {
 		failover  bool
 		shift     bool
 		keepJobs  bool
+		inspect   bool
+		load      = bench.InspectionLoad{Tenants: 4, PodsEach: 50, LinesPerSecond: 5}
 		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
@@ -49,7 +51,17 @@ what it measured into --out. --scale runs 10,000 Jobs over 10 workers.
 --simulated (env BENCH_SIM=1) measures the manager at scale instead: the
 workers are API servers only, without nodes or pods, and a simulator moves
 their Jobs through their statuses (the report says so); the jobferry arm
-only, Kueue off.`,
+only, Kueue off.
+
+--inspection-load (env BENCH_INSPECTION=1) measures what tenants following
+logs cost dispatch: the workers are registered with the worker chart's
+identity for the manager (API Priority and Fairness applies, as on an
+installation), --inspection-tenants tenants each run a Job of
+--inspection-pods pods through the jobferry arm, and the jobferry arm runs
+again while each follows the logs of all its pods (kubectl jobferry logs
+--all-pods -f) while every container prints --inspection-lines-per-second
+lines a second; the Jobs come one every 100 ms unless --create-interval
+says otherwise.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			counts, err := parseCounts(ns)
 			if err != nil {
@@ -71,6 +83,20 @@ only, Kueue off.`,
 			if v := os.Getenv("BENCH_SIM"); v != "" && !cmd.Flags().Changed("simulated") {
 				if simulated, err = strconv.ParseBool(v); err != nil {
 					return fmt.Errorf("BENCH_SIM=%q is not true or false", v)
+				}
+			}
+			if v := os.Getenv("BENCH_INSPECTION"); v != "" && !cmd.Flags().Changed("inspection-load") {
+				if inspect, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("BENCH_INSPECTION=%q is not true or false", v)
+				}
+			}
+			var inspection *bench.InspectionLoad
+			if inspect {
+				inspection = &load
+				if !cmd.Flags().Changed("create-interval") {
+					// Latency, not throughput: Jobs created all at
+					// once would measure the queue they make.
+					interval = 100 * time.Millisecond
 				}
 			}
 			if workers < 1 {
@@ -100,7 +126,7 @@ only, Kueue off.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -136,6 +162,10 @@ only, Kueue off.`,
 	cmd.Flags().BoolVar(&shift, "sim-shift", false, "with --simulated, one N and three workers or more: fill the first worker (a Job of its own taking every pod slot) once a third of the Jobs are created and SIGKILL the second's API server at half (back 15 s later); report how soon placements left them")
 	cmd.Flags().BoolVar(&keepJobs, "sim-keep-jobs", false, "with --simulated and one N: leave the Jobs once measured, torn down with the clusters (deleting 100,000 one by one takes half an hour; writes and CPU then leave it out)")
 	cmd.Flags().BoolVar(&sim.Timing.Hold, "sim-hold", os.Getenv("BENCH_SIM_HOLD") != "", "hold every Job running until all N are, measure the manager tracking them at once, then release them (env BENCH_SIM_HOLD)")
+	cmd.Flags().BoolVar(&inspect, "inspection-load", false, "run the jobferry arm again while tenants follow logs, the workers joined with the worker chart's identity (env BENCH_INSPECTION)")
+	cmd.Flags().IntVar(&load.Tenants, "inspection-tenants", load.Tenants, "with --inspection-load, how many tenants follow logs")
+	cmd.Flags().Int32Var(&load.PodsEach, "inspection-pods", load.PodsEach, "with --inspection-load, the pods of each tenant's Job, whose logs it follows")
+	cmd.Flags().Float64Var(&load.LinesPerSecond, "inspection-lines-per-second", load.LinesPerSecond, "with --inspection-load, the lines every container on the workers prints a second while the tenants follow (0: the streams idle once the first lines are out)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	cmd.Flags().StringArrayVar(&mgrEnv, "manager-env", nil, "an extra NAME=value in the jobferry manager's environment, such as GOMEMLIMIT=900MiB (repeatable; the report names them)")
 	return cmd

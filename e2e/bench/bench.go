@@ -75,6 +75,10 @@ type Config struct {
 	// fills the first worker and loses the second while the Jobs are
 	// created, and measures how soon placements leave them (shift.go).
 	Shift bool
+	// InspectionLoad, when set, runs the jobferry arm of each N again while
+	// tenants follow logs through the inspection API (inspection.go), with
+	// the workers registered with the worker chart's identity.
+	InspectionLoad *InspectionLoad
 	// KeepJobs leaves a simulated run's Jobs on the manager once measured,
 	// to go with the clusters: deleting 100,000 one by one would take half
 	// an hour. Writes and CPU then leave the clean-up out.
@@ -101,6 +105,12 @@ type Result struct {
 	Failover bool `json:"failover,omitempty"`
 	// Shift: a worker was filled and one lost during each run (shift.go).
 	Shift bool `json:"shift,omitempty"`
+	// InspectionLoad: each run has a followed arm (Config.InspectionLoad),
+	// the workers registered with the worker chart's identity.
+	InspectionLoad *InspectionLoad `json:"inspectionLoad,omitempty"`
+	// CreateInterval: the Jobs were created one at a time this far apart
+	// (0: all at once).
+	CreateIntervalSeconds float64 `json:"createIntervalSeconds,omitempty"`
 	// KeptJobs: the Jobs were not deleted (Config.KeepJobs).
 	KeptJobs bool  `json:"keptJobs,omitempty"`
 	Runs     []Run `json:"runs"`
@@ -115,6 +125,9 @@ type Run struct {
 	Kueue *Arm `json:"kueue,omitempty"`
 	// Ratio is the jobferry arm's throughput over the direct arm's.
 	Ratio float64 `json:"throughputRatio"`
+	// Inspection is the jobferry arm again while tenants follow logs, and
+	// how its dispatch compares (Config.InspectionLoad).
+	Inspection *InspectionFigures `json:"inspection,omitempty"`
 	// KueueRatio is the Kueue arm's throughput over the direct arm's,
 	// KueueToJobferry over the jobferry arm's.
 	KueueRatio      float64 `json:"kueueThroughputRatio,omitempty"`
@@ -231,7 +244,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -267,6 +280,17 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 		return nil, fmt.Errorf("a shift run is a simulated run with one N and three workers or more (one filled, one lost, the rest to take their Jobs)")
 	}
 	res.Shift = cfg.Shift
+	if load := cfg.InspectionLoad; load != nil {
+		if cfg.Simulated != nil {
+			return nil, fmt.Errorf("an inspection load follows the logs of real pods: run it without simulated workers")
+		}
+		if load.Tenants < 1 || load.PodsEach < 1 {
+			return nil, fmt.Errorf("an inspection load is at least one tenant following at least one pod, got %d tenants of %d pods", load.Tenants, load.PodsEach)
+		}
+		opts.ChartIdentity = true
+		opts.FollowedLogs = load.Tenants * int(load.PodsEach)
+		res.InspectionLoad = load
+	}
 	if cfg.KeepJobs {
 		if cfg.Simulated == nil || len(cfg.Ns) != 1 {
 			return nil, fmt.Errorf("only a simulated run with one N keeps its Jobs")
@@ -323,16 +347,31 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 				return res, err
 			}
 		}
-		if run.Jobferry, err = b.dispatched(ctx, n, false); err != nil {
+		var tenants *tenants
+		if cfg.InspectionLoad != nil {
+			if tenants, err = b.startTenants(ctx, n); err != nil {
+				return res, err
+			}
+		}
+		if run.Jobferry, err = b.dispatched(ctx, n, jobferryArm); err != nil {
 			return res, err
+		}
+		if tenants != nil {
+			if run.Inspection, err = b.followedArm(ctx, n, tenants, run.Jobferry); err != nil {
+				return res, err
+			}
 		}
 		run.Ratio = ratio(run.Jobferry.Throughput, run.Direct.Throughput)
 		summary := fmt.Sprintf("bench: N=%d direct %.1f Jobs/s, jobferry %.1f Jobs/s (%.2f of direct)", n, run.Direct.Throughput, run.Jobferry.Throughput, run.Ratio)
 		if cfg.Simulated != nil {
 			summary = fmt.Sprintf("bench: N=%d over %d simulated workers: jobferry %.1f Jobs/s, %.1f mirrors/s", n, cfg.Workers, run.Jobferry.Throughput, run.Jobferry.MirrorRate)
 		}
+		if i := run.Inspection; i != nil {
+			summary += fmt.Sprintf(", dispatch p99 %.2f s quiet, %.2f s while %d tenants follow logs of %d pods each (%.2f×)",
+				run.Jobferry.DispatchOverhead.P99, i.Followed.DispatchOverhead.P99, i.Tenants, i.PodsEach, i.DispatchP99Ratio)
+		}
 		if cfg.Kueue {
-			arm, err := b.dispatched(ctx, n, true)
+			arm, err := b.dispatched(ctx, n, kueueArm)
 			if err != nil {
 				return res, err
 			}
@@ -467,10 +506,12 @@ func (b *bencher) localQueue(ctx context.Context, ns string) error {
 func directNamespace(n int) string   { return fmt.Sprintf("bench-direct-%d", n) }
 func jobferryNamespace(n int) string { return fmt.Sprintf("bench-jobferry-%d", n) }
 func kueueNamespace(n int) string    { return fmt.Sprintf("bench-kueue-%d", n) }
+func followedNamespace(n int) string { return fmt.Sprintf("bench-followed-%d", n) }
+func tenantsNamespace(n int) string  { return fmt.Sprintf("bench-tenants-%d", n) }
 
 // namespaces are every arm's namespaces for n.
 func namespaces(n int) []string {
-	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n)}
+	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), followedNamespace(n), tenantsNamespace(n)}
 }
 
 // timeout bounds an arm: generous (2 Jobs/s), as it only stops a stuck
@@ -545,15 +586,32 @@ func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface
 	return time.Since(start), nil
 }
 
-// dispatched runs the jobferry arm, or the Kueue arm when queued: it
-// creates n Jobs on the manager (queued: in the LocalQueue benchQueue) and
-// waits for all to complete there (and, when the manager deletes finished
-// mirrors, for those to go), then deletes them and waits for their mirrors
-// and pods to be gone from the workers.
-func (b *bencher) dispatched(ctx context.Context, n int, queued bool) (Arm, error) {
+// armKind is which of the arms through the manager dispatched runs.
+type armKind int
+
+const (
+	// jobferryArm: the Jobs created on the manager.
+	jobferryArm armKind = iota
+	// kueueArm: the same, queued in the LocalQueue benchQueue.
+	kueueArm
+	// followedArm: the jobferry arm again while tenants follow logs
+	// (Config.InspectionLoad).
+	followedArm
+)
+
+// dispatched runs an arm through the manager: it creates n Jobs on the
+// manager (the Kueue arm: in the LocalQueue benchQueue) and waits for all
+// to complete there (and, when the manager deletes finished mirrors, for
+// those to go), then deletes them and waits for their mirrors and pods to
+// be gone from the workers.
+func (b *bencher) dispatched(ctx context.Context, n int, kind armKind) (Arm, error) {
 	ns, arm, profileTag, jobLabels := jobferryNamespace(n), "jobferry", strconv.Itoa(n), map[string]string(nil)
-	if queued {
+	queued := kind == kueueArm
+	switch kind {
+	case kueueArm:
 		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{queue.NameLabel: benchQueue}
+	case followedArm:
+		ns, arm, profileTag = followedNamespace(n), "followed jobferry", "followed-"+strconv.Itoa(n)
 	}
 	optIn, err := dispatchLabels()
 	if err != nil {

@@ -134,6 +134,9 @@ func Markdown(res *Result) string {
 	if res.Kueue {
 		kueueTables(&b, res.Runs)
 	}
+	if res.InspectionLoad != nil {
+		inspectionTable(&b, res)
+	}
 	for _, r := range res.Runs {
 		fmt.Fprintf(&b, "\n## N = %d\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
 		arms := armNames(r)
@@ -174,6 +177,26 @@ func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
 	if a.HeapTop != "" {
 		fmt.Fprintf(b, "\nIn the %s arm, the manager's live heap once all %d Jobs were Complete grew by %.1f KiB per Job (HeapAlloc after a collection; the RSS adds the collector's headroom). What holds it (`%s`, in-use space):\n\n```\n%s```\n",
 			arm, n, a.ManagerLiveHeapPerJob/1024, filepath.Base(a.HeapProfile), a.HeapTop)
+	}
+}
+
+// inspectionTable writes how dispatch fared while tenants followed logs,
+// against the jobferry arm of the same run.
+func inspectionTable(b *strings.Builder, res *Result) {
+	load := res.InspectionLoad
+	fmt.Fprintf(b, "\nDispatch while tenants follow logs: the workers are registered with the worker chart's identity for the manager (its inspection FlowSchema, API Priority and Fairness applying as on an installation); %d tenants each run a Job of %d pods from before the jobferry arm, and during the followed arm each follows the logs of all of them (`kubectl jobferry logs --all-pods -f`, the real plugin, as the tenant, unpinned as the bench's own clients are: a 2-CPU host has no third CPU for the tenants' machines) while every container prints %.0f lines a second. The Jobs of both arms come one every %.0f ms. Dispatch overhead is created on the manager → mirror seen on its worker:\n\n",
+		load.Tenants, load.PodsEach, load.LinesPerSecond, res.CreateIntervalSeconds*1000)
+	b.WriteString("| N | dispatch overhead, nobody following p50 / p95 / p99 / max | while following p50 / p95 / p99 / max | p50 ratio | p99 ratio | follows still streaming | lines through the manager | manager CPU-s/Job (quiet / following) | manager peak RSS (quiet / following) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		i := r.Inspection
+		if i == nil {
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %.2f | %.2f | %d of %d | %d (%.0f/s) | %.4f / %.4f | %.0f / %.0f MiB |\n", r.N,
+			fourPercentiles(r.Jobferry.DispatchOverhead), fourPercentiles(i.Followed.DispatchOverhead), i.DispatchP50Ratio, i.DispatchP99Ratio,
+			i.StillFollowing, i.Tenants, i.LinesStreamed, i.StreamedPerSecond, r.Jobferry.CPU[managerProcess], i.Followed.CPU[managerProcess],
+			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), float64(i.Followed.ManagerPeakRSS)/(1<<20))
 	}
 }
 

@@ -127,6 +127,15 @@ type Options struct {
 	// Kueue, when set, runs Kueue (bin/kueue, with its CRDs) on the manager
 	// cluster with these options, and the manager with --kueue.
 	Kueue *localcluster.KueueOptions
+	// ChartIdentity registers each worker (with nodes) with the worker
+	// chart's identity for the manager (its ServiceAccount's token, its
+	// rights, its inspection FlowSchema) instead of an administrator's
+	// credential: API Priority and Fairness then applies to the manager as
+	// on an installation's worker.
+	ChartIdentity bool
+	// FollowedLogs is how many pod logs the environment's users will follow
+	// at once (localcluster.EnvironmentSpec.FollowedLogs).
+	FollowedLogs int
 	// Simulate starts what publishes the capacity of simulated workers
 	// (APIServerOnly), once they are registered: a worker counts as
 	// connected only with a summary.
@@ -195,6 +204,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	environment, err := localcluster.StartEnvironment(ctx, localcluster.EnvironmentSpec{
 		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs, Profiling: opts.ManagerClusterProfiling}, Workers: opts.Workers,
+		FollowedLogs: opts.FollowedLogs,
 	}, localcluster.EnvironmentOptions{Dir: opts.Dir, Detached: opts.Detached, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
@@ -248,7 +258,14 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
 			return err
 		}
-		if err := Register(ctx, managerClient, w.Name, w.KubeconfigPath, opts.JobControllers[w.Name]); err != nil {
+		kubeconfig := w.KubeconfigPath
+		if opts.ChartIdentity {
+			fmt.Fprintf(opts.Progress, "%s: applying the worker chart's identity for the manager\n", w.Name)
+			if kubeconfig, err = chartIdentityKubeconfig(ctx, w, binDir); err != nil {
+				return err
+			}
+		}
+		if err := Register(ctx, managerClient, w.Name, kubeconfig, opts.JobControllers[w.Name]); err != nil {
 			return err
 		}
 	}

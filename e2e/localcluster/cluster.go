@@ -615,10 +615,10 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 	if len(spec.Pools) > 0 {
 		progress("starting KWOK")
-		if err := os.WriteFile(files.path("kwok.yaml"), kwokConfig(files.path("logs", "containers.log")), 0o644); err != nil {
+		if err := os.WriteFile(files.path("kwok.yaml"), kwokConfig(containerLogPath(files.dir)), 0o644); err != nil {
 			return err
 		}
-		if err := os.WriteFile(files.path("logs", "containers.log"), []byte(containerLogFile(c.Name)), 0o644); err != nil {
+		if err := os.WriteFile(containerLogPath(files.dir), []byte(containerLogFile(c.Name)), 0o644); err != nil {
 			return err
 		}
 		kwok, err := run("kwok", admin,

@@ -17,6 +17,11 @@ import (
 type EnvironmentSpec struct {
 	Manager Spec
 	Workers []Spec
+	// FollowedLogs is how many pod logs its users will follow at once on
+	// KWOK's nodes: KWOK holds an inotify instance for each followed log
+	// (the kubelet's CRI log reader watches the file), and one it cannot
+	// open ends that log after its first lines.
+	FollowedLogs int
 }
 
 // EnvironmentOptions say where and how an environment runs.
@@ -109,7 +114,7 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 	if err := checkEtcdOf(specs); err != nil {
 		return nil, err
 	}
-	if err := checkInotify(spec); err != nil {
+	if err := checkInotify(spec, opts.Progress); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {

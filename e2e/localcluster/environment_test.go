@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -17,10 +18,13 @@ func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
 		limit int
 		want  int
 		fits  bool
+		// raise is the limit the refusal suggests.
+		raise int
 	}{
-		{"two real workers fit the default limit", real, 128, 16 + 6 + 2 + 2*(6+2+4), true},
-		{"fifty simulated workers do not", simulated, 128, 16 + 6 + 2 + 50*6, false},
-		{"they do once it is raised", simulated, 1024, 16 + 6 + 2 + 50*6, true},
+		{"two real workers fit the default limit", real, 128, 16 + 6 + 2 + 2*(6+2+4), true, 0},
+		{"fifty simulated workers do not", simulated, 128, 16 + 6 + 2 + 50*6, false, 512},
+		{"they do once it is raised", simulated, 1024, 16 + 6 + 2 + 50*6, true, 0},
+		{"200 followed logs on two real workers do not", withFollowedLogs(real, 200), 128, 16 + 6 + 2 + 2*(6+2+4) + 200, false, 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			need := inotifyInstances(tc.spec)
@@ -31,11 +35,16 @@ func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
 			if (err == nil) != tc.fits {
 				t.Fatalf("verdict %v, want fits=%v", err, tc.fits)
 			}
-			if err != nil && !strings.Contains(err.Error(), "sysctl -w fs.inotify.max_user_instances=512") {
+			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("sysctl -w fs.inotify.max_user_instances=%d", tc.raise)) {
 				t.Fatalf("the error does not say how to raise the limit: %v", err)
 			}
 		})
 	}
+}
+
+func withFollowedLogs(spec EnvironmentSpec, n int) EnvironmentSpec {
+	spec.FollowedLogs = n
+	return spec
 }
 
 func TestEtcdOfNamesAClusterRunningItsOwnEtcd(t *testing.T) {

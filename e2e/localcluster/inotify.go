@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"strconv"
@@ -25,7 +26,7 @@ const (
 // inotifyInstances is how many inotify instances an environment's control
 // planes open together.
 func inotifyInstances(spec EnvironmentSpec) int {
-	n := inotifyBeside
+	n := inotifyBeside + spec.FollowedLogs
 	for _, s := range append([]Spec{spec.Manager}, spec.Workers...) {
 		n += inotifyPerAPIServer
 		if !s.APIServerOnly {
@@ -40,8 +41,11 @@ func inotifyInstances(spec EnvironmentSpec) int {
 
 // checkInotify refuses an environment whose components would run out of
 // inotify instances: past the limit a component fails at start ("too many
-// open files") far from the cause.
-func checkInotify(spec EnvironmentSpec) error {
+// open files") far from the cause, or a followed log ends early. As root,
+// where the limit may be written, it raises the limit instead (to the power
+// of two above the need) and says so on progress, as `make test` installs
+// what else its tests need.
+func checkInotify(spec EnvironmentSpec, progress io.Writer) error {
 	data, err := os.ReadFile(inotifyLimitFile)
 	if err != nil {
 		return fmt.Errorf("reading the inotify limit: %w", err)
@@ -50,7 +54,18 @@ func checkInotify(spec EnvironmentSpec) error {
 	if err != nil {
 		return fmt.Errorf("reading the inotify limit %s: %w", inotifyLimitFile, err)
 	}
-	return inotifyVerdict(inotifyInstances(spec), limit, len(spec.Workers)+1)
+	need := inotifyInstances(spec)
+	if need > limit && os.Geteuid() == 0 {
+		raised := roundUpPowerOfTwo(need)
+		if err := os.WriteFile(inotifyLimitFile, []byte(strconv.Itoa(raised)), 0); err == nil {
+			if progress != nil {
+				fmt.Fprintf(progress, "raised fs.inotify.max_user_instances from %d to %d: %d clusters and %d followed logs need about %d\n",
+					limit, raised, len(spec.Workers)+1, spec.FollowedLogs, need)
+			}
+			return nil
+		}
+	}
+	return inotifyVerdict(need, limit, len(spec.Workers)+1)
 }
 
 // inotifyVerdict says whether need inotify instances fit under limit.
@@ -58,7 +73,7 @@ func inotifyVerdict(need, limit, clusters int) error {
 	if need <= limit {
 		return nil
 	}
-	return fmt.Errorf("%d clusters need about %d inotify instances (each API server watches its certificates), "+
+	return fmt.Errorf("%d clusters need about %d inotify instances (each API server watches its certificates, KWOK each followed log), "+
 		"more than fs.inotify.max_user_instances (%d) allows: raise it, e.g. sysctl -w fs.inotify.max_user_instances=%d",
 		clusters, need, limit, roundUpPowerOfTwo(need))
 }

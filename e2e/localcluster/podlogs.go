@@ -2,7 +2,10 @@ package localcluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Pod logs on the local clusters. There is no container runtime: KWOK
@@ -18,6 +21,30 @@ func ContainerLogLines(cluster string) []string {
 		fmt.Sprintf("container started on cluster %s", cluster),
 		fmt.Sprintf("work done on cluster %s", cluster),
 	}
+}
+
+// containerLogPath is the file KWOK serves every container's log from, in
+// the cluster's directory dir.
+func containerLogPath(dir string) string { return filepath.Join(dir, "logs", "containers.log") }
+
+// AppendContainerLog adds lines to what every container of the cluster
+// shows: KWOK reads the file as a kubelet reads a container's log, following
+// it, so every followed log of a pod there streams them.
+func (c *Cluster) AppendContainerLog(lines ...string) error {
+	var b strings.Builder
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, line := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", now, line)
+	}
+	f, err := os.OpenFile(containerLogPath(c.Dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("%s: appending to its containers' log: %w", c.Name, err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: appending to its containers' log: %w", c.Name, err)
+	}
+	return f.Close()
 }
 
 // containerLogFile is the CRI-format file KWOK serves the lines from.
