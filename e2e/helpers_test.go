@@ -19,14 +19,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/e2e/simworker"
 )
 
 // Pod annotations and labels understood by the KWOK stages of localcluster.
 const (
-	completeDelayAnnotation  = "pod-complete.stage.kwok.x-k8s.io/delay"
+	completeDelayAnnotation  = simworker.RunForAnnotation
 	readyDelayAnnotation     = "pod-ready.stage.kwok.x-k8s.io/delay"
 	terminateDelayAnnotation = "pod-terminate.stage.kwok.x-k8s.io/delay"
-	failPodLabel             = "pod-container-running-failed.stage.kwok.x-k8s.io"
+	failPodLabel             = simworker.FailLabel
 )
 
 // outputDir is a fresh directory for one test's clusters under _output/e2e,

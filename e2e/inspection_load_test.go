@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -235,10 +236,12 @@ const (
 // Dispatch goes on while 4 tenants follow the logs of 50 pods each, on
 // workers registered with the worker chart's identity for the manager (so
 // API Priority and Fairness applies as on an installation): every Job
-// created meanwhile gets its mirror, every follow streams every pod, and
-// each worker puts the manager's pod reads in the chart's inspection
-// priority level and its Job requests in another. How long dispatch takes
-// meanwhile, against a quiet run, is `make bench BENCH_INSPECTION=1`'s to
+// created meanwhile gets its mirror; every followed pod's stream is still
+// open after them (a line appended to every container's log then reaches
+// each); and the manager's reads of the followed pods go to the chart's
+// inspection priority level on the workers, which each worker also
+// classifies so when the manager's identity asks. How long dispatch takes
+// meanwhile, against quiet runs, is `make bench BENCH_INSPECTION=1`'s to
 // measure, with the CPUs split.
 func TestDispatchGoesOnWhileTenantsFollowLogs(t *testing.T) {
 	ctx := t.Context()
@@ -249,9 +252,17 @@ func TestDispatchGoesOnWhileTenantsFollowLogs(t *testing.T) {
 		}})
 	env := d.Env
 	ns := d.optedInNamespace(ctx, t)
+	inspected := func() float64 {
+		total := 0.0
+		for _, w := range env.Workers {
+			total += dispatchedIn(ctx, t, w, "jobferry-worker-inspection")
+		}
+		return total
+	}
 	for _, w := range env.Workers {
 		checkInspectionFlow(ctx, t, w, devenv.SystemNamespace)
 	}
+	before := inspected()
 
 	var followers []*follow.Follower
 	for i := range followingTenants {
@@ -274,6 +285,9 @@ func TestDispatchGoesOnWhileTenantsFollowLogs(t *testing.T) {
 	if err := follow.WaitStreaming(ctx, followers, followedPods, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if after := inspected(); after <= before {
+		t.Errorf("the workers' inspection priority level dispatched %v requests before the tenants followed and %v after: the manager's reads of their pods are not in it", before, after)
+	}
 
 	var created []string
 	for i := range dispatchedMeanwhile {
@@ -282,17 +296,46 @@ func TestDispatchGoesOnWhileTenantsFollowLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		created = append(created, job.Name)
-		time.Sleep(100 * time.Millisecond) // the pace of tenants' creates, not a wait for a condition
 	}
 	for _, name := range created {
 		pollJob(ctx, t, d.manager, ns, name, 2*time.Minute, "mirrored", func(j *batchv1.Job) bool {
 			return j.Annotations[v1alpha1.MirrorUIDAnnotation] != ""
 		})
 	}
-	// Every follow is still going: none was cut for the Jobs' sake.
-	for i, f := range followers {
-		if !f.Running() {
-			t.Errorf("follower %d ended while Jobs were dispatched:\n%.2000s", i, f.Output())
+	// Every stream is still open: a line every container prints now
+	// reaches every follow, for each of its pods.
+	const last = "printed once the Jobs were dispatched"
+	for _, w := range env.Workers {
+		if err := w.AppendContainerLog(last); err != nil {
+			t.Fatal(err)
 		}
 	}
+	if err := follow.WaitLine(ctx, followers, last, followedPods, time.Minute); err != nil {
+		t.Error(err)
+	}
+}
+
+// dispatchedIn is how many requests the API server of c has dispatched in
+// priority level level (apiserver_flowcontrol_dispatched_requests_total).
+func dispatchedIn(ctx context.Context, t *testing.T, c *localcluster.Cluster, level string) float64 {
+	t.Helper()
+	admin, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the metrics of %s's API server: %v", c.Name, err)
+	}
+	total := 0.0
+	if f, ok := parseMetrics(t, c.Name, bytes.NewReader(raw))["apiserver_flowcontrol_dispatched_requests_total"]; ok {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "priority_level" && l.GetValue() == level {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }

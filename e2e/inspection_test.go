@@ -29,6 +29,7 @@ import (
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/follow"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -310,9 +311,9 @@ func checkInspectionAsTenant(ctx context.Context, t *testing.T, d *dispatchEnv, 
 		followCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		var running []*exec.Cmd
-		outputs := make([]*syncBuffer, 4)
+		outputs := make([]*follow.Buffer, 4)
 		for i := range outputs {
-			outputs[i] = &syncBuffer{}
+			outputs[i] = &follow.Buffer{}
 			cmd := exec.CommandContext(followCtx, filepath.Join(bin, "kubectl-jobferry"), append([]string{"logs", "job", "long", "-f", "--kubeconfig", kubeconfig}, asTenant...)...)
 			cmd.Stdout = outputs[i]
 			if err := cmd.Start(); err != nil {

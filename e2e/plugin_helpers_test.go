@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/jobferry/jobferry/e2e/follow"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -73,7 +74,7 @@ func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, ar
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", kubeconfig)...)
-	stdout := &syncBuffer{}
+	stdout := &follow.Buffer{}
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -102,24 +103,6 @@ func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, ar
 		<-done
 		return stdout.String()
 	}
-}
-
-// syncBuffer is a strings.Builder safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // mustPlugin runs the plugin and fails the test when it fails.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -49,28 +48,8 @@ func impersonate(t *testing.T, cfg *rest.Config, user string, groups ...string) 
 // bindRole binds user to rules in namespace ns of cluster c, for the test.
 func bindRole(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, user, name string, rules ...rbacv1.PolicyRule) {
 	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if err := devenv.BindRole(ctx, c, ns, user, name, rules...); err != nil {
 		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The authorizer sees the binding a moment later.
-	rule := rules[0]
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		review, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0]},
-		}}, metav1.CreateOptions{})
-		return err == nil && review.Status.Allowed, err
-	})
-	if err != nil {
-		t.Fatalf("%s's rights in %s never took effect: %v", user, ns, err)
 	}
 }
 

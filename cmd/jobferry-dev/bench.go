@@ -91,6 +91,14 @@ says otherwise.`,
 				}
 			}
 			var inspection *bench.InspectionLoad
+			for _, f := range []string{"inspection-tenants", "inspection-pods", "inspection-lines-per-second"} {
+				if cmd.Flags().Changed(f) && !inspect {
+					return fmt.Errorf("--%s goes with --inspection-load", f)
+				}
+			}
+			if load.LinesPerSecond < 0 || load.LinesPerSecond > 1000 {
+				return fmt.Errorf("--inspection-lines-per-second must be between 0 and 1000, got %g", load.LinesPerSecond)
+			}
 			if inspect {
 				inspection = &load
 				if !cmd.Flags().Changed("create-interval") {

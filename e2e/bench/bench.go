@@ -357,7 +357,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 			return res, err
 		}
 		if tenants != nil {
-			if run.Inspection, err = b.followedArm(ctx, n, tenants, run.Jobferry); err != nil {
+			if run.Inspection, err = b.inspectionArms(ctx, n, tenants, run.Jobferry); err != nil {
 				return res, err
 			}
 		}
@@ -367,8 +367,9 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 			summary = fmt.Sprintf("bench: N=%d over %d simulated workers: jobferry %.1f Jobs/s, %.1f mirrors/s", n, cfg.Workers, run.Jobferry.Throughput, run.Jobferry.MirrorRate)
 		}
 		if i := run.Inspection; i != nil {
-			summary += fmt.Sprintf(", dispatch p99 %.2f s quiet, %.2f s while %d tenants follow logs of %d pods each (%.2f×)",
-				run.Jobferry.DispatchOverhead.P99, i.Followed.DispatchOverhead.P99, i.Tenants, i.PodsEach, i.DispatchP99Ratio)
+			summary += fmt.Sprintf(", dispatch p99 %.2f s before, %.2f s while %d tenants follow logs of %d pods each (%.2f×; %d of %d lines streamed, %d of %d streams open at the end), %.2f s after (%.2f×)",
+				run.Jobferry.DispatchOverhead.P99, i.Followed.DispatchOverhead.P99, i.Tenants, i.PodsEach, i.DispatchP99Ratio,
+				i.LinesStreamed, i.LinesExpected, i.StreamsOpen, i.Tenants*int(i.PodsEach), i.After.DispatchOverhead.P99, i.AfterP99Ratio)
 		}
 		if cfg.Kueue {
 			arm, err := b.dispatched(ctx, n, kueueArm)
@@ -507,11 +508,12 @@ func directNamespace(n int) string   { return fmt.Sprintf("bench-direct-%d", n) 
 func jobferryNamespace(n int) string { return fmt.Sprintf("bench-jobferry-%d", n) }
 func kueueNamespace(n int) string    { return fmt.Sprintf("bench-kueue-%d", n) }
 func followedNamespace(n int) string { return fmt.Sprintf("bench-followed-%d", n) }
+func afterNamespace(n int) string    { return fmt.Sprintf("bench-after-%d", n) }
 func tenantsNamespace(n int) string  { return fmt.Sprintf("bench-tenants-%d", n) }
 
 // namespaces are every arm's namespaces for n.
 func namespaces(n int) []string {
-	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), followedNamespace(n), tenantsNamespace(n)}
+	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), followedNamespace(n), afterNamespace(n), tenantsNamespace(n)}
 }
 
 // timeout bounds an arm: generous (2 Jobs/s), as it only stops a stuck
@@ -594,9 +596,10 @@ const (
 	jobferryArm armKind = iota
 	// kueueArm: the same, queued in the LocalQueue benchQueue.
 	kueueArm
-	// followedArm: the jobferry arm again while tenants follow logs
-	// (Config.InspectionLoad).
+	// followedArm: the jobferry arm again while tenants follow logs, and
+	// afterArm once more when they stopped (Config.InspectionLoad).
 	followedArm
+	afterArm
 )
 
 // dispatched runs an arm through the manager: it creates n Jobs on the
@@ -612,6 +615,8 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind) (Arm, err
 		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{queue.NameLabel: benchQueue}
 	case followedArm:
 		ns, arm, profileTag = followedNamespace(n), "followed jobferry", "followed-"+strconv.Itoa(n)
+	case afterArm:
+		ns, arm, profileTag = afterNamespace(n), "after-following jobferry", "after-"+strconv.Itoa(n)
 	}
 	optIn, err := dispatchLabels()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/follow"
 )
 
@@ -28,26 +29,38 @@ type InspectionLoad struct {
 }
 
 // InspectionFigures compare dispatch while tenants follow logs with the
-// jobferry arm of the same run, whose Jobs were created alike while the
-// tenants' pods ran with nobody following them: what following costs,
-// apart from what running the pods does.
+// jobferry arms of the same run before and after it, whose Jobs were
+// created alike while the tenants' pods ran with nobody following them:
+// what following costs, apart from what running the pods does, with the
+// arms' order on both sides.
 type InspectionFigures struct {
 	InspectionLoad
-	// Followed is the jobferry arm again, while every tenant follows.
+	// Followed is the jobferry arm again, while every tenant follows;
+	// After is it once more when they stopped.
 	Followed Arm `json:"followed"`
+	After    Arm `json:"after"`
 	// DispatchP50Ratio and DispatchP99Ratio are the followed arm's dispatch
 	// overhead (created on the manager → mirror seen on its worker)
-	// percentiles over the jobferry arm's.
+	// percentiles over the jobferry arm's (before); AfterP99Ratio is the
+	// after arm's p99 over the same, the spread between quiet arms.
 	DispatchP50Ratio float64 `json:"dispatchP50Ratio"`
 	DispatchP99Ratio float64 `json:"dispatchP99Ratio"`
-	// StillFollowing is how many follows were still streaming when the
-	// followed arm ended (none cut off meanwhile).
-	StillFollowing int `json:"stillFollowing"`
-	// LinesStreamed is how many log lines the follows printed during the
-	// followed arm, and StreamedPerSecond that over the arm's seconds: the
-	// load the manager carried.
+	AfterP99Ratio    float64 `json:"afterP99Ratio"`
+	// LinesFed is how many lines were appended to each worker's containers'
+	// log during the followed arm, LinesExpected what the follows should
+	// have printed of them (every followed pod each), and LinesStreamed what
+	// they did; StreamedPerSecond is that over the arm's seconds.
+	LinesFed          int     `json:"linesFed"`
+	LinesExpected     int     `json:"linesExpected"`
 	LinesStreamed     int     `json:"linesStreamed"`
 	StreamedPerSecond float64 `json:"streamedLinesPerSecond"`
+	// FollowersCPU is the CPU seconds the tenants' plugins took during the
+	// followed arm (unpinned: on either half of the CPUs).
+	FollowersCPU float64 `json:"followersCPUSeconds"`
+	// StreamsOpen is how many of the followed pods' streams printed a line
+	// appended once the followed arm ended (within 30 s): the streams the
+	// manager still carried.
+	StreamsOpen int `json:"streamsOpen"`
 }
 
 // tenants are the users of an inspection load and their running Jobs, in
@@ -56,6 +69,9 @@ type tenants struct {
 	ns    string
 	users []string
 	jobs  []string
+	// on is the worker each Job runs on: its pods take room the bench's
+	// Jobs do not have meanwhile.
+	on []string
 }
 
 // startTenants makes the tenants of the inspection load (rights to follow
@@ -107,23 +123,55 @@ func (b *bencher) startTenants(ctx context.Context, n int) (*tenants, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspection load: %d of the tenants' %d Jobs have all %d pods running: %w", running, len(t.jobs), load.PodsEach, err)
 	}
+	for _, name := range t.jobs {
+		job, err := b.manager.BatchV1().Jobs(t.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		worker := job.Annotations[v1alpha1.WorkerAnnotation]
+		t.on = append(t.on, worker)
+		b.room[worker] -= int(load.PodsEach)
+	}
 	return t, nil
 }
 
-// followedArm has every tenant follow the logs of its Job's pods with the
-// real plugin, runs the jobferry arm again meanwhile, and compares its
-// dispatch with quiet's; then it stops the follows and deletes the
-// tenants' Jobs.
-func (b *bencher) followedArm(ctx context.Context, n int, t *tenants, quiet Arm) (_ *InspectionFigures, err error) {
+// inspectionArms runs the followed arm and the after arm, compares them
+// with before (the jobferry arm, run with the tenants' pods and nobody
+// following), and deletes the tenants' Jobs.
+func (b *bencher) inspectionArms(ctx context.Context, n int, t *tenants, before Arm) (_ *InspectionFigures, err error) {
+	defer func() {
+		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, len(t.jobs), "the tenants' Jobs"); cleanErr != nil {
+			err = errors.Join(err, cleanErr)
+		}
+		for i, worker := range t.on {
+			b.room[worker] += int(b.cfg.InspectionLoad.PodsEach)
+			t.on[i] = ""
+		}
+	}()
+	figures, err := b.followed(ctx, n, t)
+	if err != nil {
+		return nil, err
+	}
+	if figures.After, err = b.dispatched(ctx, n, afterArm); err != nil {
+		return nil, err
+	}
+	figures.DispatchP50Ratio = ratio(figures.Followed.DispatchOverhead.P50, before.DispatchOverhead.P50)
+	figures.DispatchP99Ratio = ratio(figures.Followed.DispatchOverhead.P99, before.DispatchOverhead.P99)
+	figures.AfterP99Ratio = ratio(figures.After.DispatchOverhead.P99, before.DispatchOverhead.P99)
+	return figures, nil
+}
+
+// followed has every tenant follow the logs of its Job's pods with the
+// real plugin, lines appended to every container's log meanwhile, and runs
+// the jobferry arm again; then it checks which streams are still open and
+// stops the follows.
+func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionFigures, error) {
 	load := b.cfg.InspectionLoad
 	fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d: the tenants follow their logs\n", n)
 	var followers []*follow.Follower
 	defer func() {
 		for _, f := range followers {
 			f.Stop()
-		}
-		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, len(t.jobs), "the tenants' Jobs"); cleanErr != nil {
-			err = errors.Join(err, cleanErr)
 		}
 	}()
 	for i, user := range t.users {
@@ -136,61 +184,94 @@ func (b *bencher) followedArm(ctx context.Context, n int, t *tenants, quiet Arm)
 	if err := follow.WaitStreaming(ctx, followers, int(load.PodsEach), 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("inspection load: %w", err)
 	}
-	linesBefore := linesOf(followers)
+	// Lines of this N's arm only: the follows print each log from its
+	// start, earlier Ns' lines included.
+	marker := fmt.Sprintf("bench-followed-%d line", n)
 	feedCtx, stopFeeding := context.WithCancel(ctx)
-	fed := make(chan error, 1)
-	go func() { fed <- b.feedLogs(feedCtx, load.LinesPerSecond) }()
+	type feedResult struct {
+		lines int
+		err   error
+	}
+	fed := make(chan feedResult, 1)
+	go func() {
+		lines, err := b.feedLogs(feedCtx, marker, load.LinesPerSecond)
+		fed <- feedResult{lines, err}
+	}()
+	pluginsBefore, err := followersCPU(followers)
+	if err != nil {
+		stopFeeding()
+		<-fed
+		return nil, err
+	}
 	start := time.Now()
 	arm, err := b.dispatched(ctx, n, followedArm)
 	took := time.Since(start)
+	pluginsAfter, cpuErr := followersCPU(followers)
 	stopFeeding()
-	if feedErr := <-fed; err == nil && feedErr != nil {
-		err = fmt.Errorf("inspection load: %w", feedErr)
+	feed := <-fed
+	if err == nil && feed.err != nil {
+		err = fmt.Errorf("inspection load: %w", feed.err)
+	}
+	if err == nil {
+		err = cpuErr
 	}
 	if err != nil {
 		return nil, err
 	}
-	streamed := linesOf(followers) - linesBefore
-	figures := &InspectionFigures{InspectionLoad: *load, Followed: arm,
-		LinesStreamed: streamed, StreamedPerSecond: float64(streamed) / took.Seconds(),
-		DispatchP50Ratio: ratio(arm.DispatchOverhead.P50, quiet.DispatchOverhead.P50),
-		DispatchP99Ratio: ratio(arm.DispatchOverhead.P99, quiet.DispatchOverhead.P99),
+	figures := &InspectionFigures{InspectionLoad: *load, Followed: arm, LinesFed: feed.lines, FollowersCPU: pluginsAfter - pluginsBefore,
+		LinesExpected: feed.lines * load.Tenants * int(load.PodsEach)}
+	for _, f := range followers {
+		figures.LinesStreamed += f.Lines(marker)
+	}
+	figures.StreamedPerSecond = float64(figures.LinesStreamed) / took.Seconds()
+
+	// A line appended now reaches every stream still open.
+	end := fmt.Sprintf("bench-followed-%d end", n)
+	for _, w := range b.env.Workers {
+		if err := w.AppendContainerLog(end); err != nil {
+			return nil, err
+		}
+	}
+	if err := follow.WaitLine(ctx, followers, end, int(load.PodsEach), 30*time.Second); err != nil {
+		fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d: not every stream printed the last line: %.300s\n", n, err)
 	}
 	for _, f := range followers {
-		if f.Running() {
-			figures.StillFollowing++
-		}
+		figures.StreamsOpen += f.PodsPrinting(end)
 	}
 	return figures, nil
 }
 
-// feedLogs appends a line to every worker's containers' log perSecond
-// times a second until ctx ends.
-func (b *bencher) feedLogs(ctx context.Context, perSecond float64) error {
+// feedLogs appends a line holding marker to every worker's containers'
+// log perSecond times a second until ctx ends, and says how many each got.
+func (b *bencher) feedLogs(ctx context.Context, marker string, perSecond float64) (int, error) {
 	if perSecond <= 0 {
-		return nil
+		return 0, nil
 	}
 	tick := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
 	defer tick.Stop()
-	for i := 0; ; i++ {
+	for lines := 0; ; lines++ {
 		select {
 		case <-ctx.Done():
-			return nil
+			return lines, nil
 		case <-tick.C:
 		}
 		for _, w := range b.env.Workers {
-			if err := w.AppendContainerLog(fmt.Sprintf("bench line %d on %s", i, w.Name)); err != nil {
-				return err
+			if err := w.AppendContainerLog(fmt.Sprintf("%s %d", marker, lines)); err != nil {
+				return lines, err
 			}
 		}
 	}
 }
 
-// linesOf is how many log lines the followers printed so far.
-func linesOf(followers []*follow.Follower) int {
-	n := 0
+// followersCPU is the CPU seconds the followers' plugins took so far.
+func followersCPU(followers []*follow.Follower) (float64, error) {
+	total := 0.0
 	for _, f := range followers {
-		n += f.Lines()
+		cpu, err := cpuSeconds(f.PID)
+		if err != nil {
+			return 0, fmt.Errorf("the CPU of a tenant's plugin: %w", err)
+		}
+		total += cpu
 	}
-	return n
+	return total, nil
 }

@@ -99,6 +99,9 @@ func Markdown(res *Result) string {
 	if res.Kueue {
 		fmt.Fprintf(&b, " Kueue runs on the manager cluster (its CPUs) throughout, the manager with `--kueue`; the Kueue arm queues the same Jobs in one LocalQueue whose ClusterQueue has quota for all of them at once and names jobferry's admission check: Kueue reserves quota, jobferry places the Job, Kueue admits and unsuspends it, jobferry creates the mirror.")
 	}
+	if res.CreateIntervalSeconds > 0 {
+		fmt.Fprintf(&b, " Every arm creates its Jobs one every %.0f ms (latency, not throughput: the Jobs/s below are bound by that pace).", res.CreateIntervalSeconds*1000)
+	}
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
@@ -181,23 +184,32 @@ func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
 }
 
 // inspectionTable writes how dispatch fared while tenants followed logs,
-// against the jobferry arm of the same run.
+// against the jobferry arms of the same run before and after.
 func inspectionTable(b *strings.Builder, res *Result) {
 	load := res.InspectionLoad
-	fmt.Fprintf(b, "\nDispatch while tenants follow logs: the workers are registered with the worker chart's identity for the manager (its inspection FlowSchema, API Priority and Fairness applying as on an installation); %d tenants each run a Job of %d pods from before the jobferry arm, and during the followed arm each follows the logs of all of them (`kubectl jobferry logs --all-pods -f`, the real plugin, as the tenant, unpinned as the bench's own clients are: a 2-CPU host has no third CPU for the tenants' machines) while every container prints %.0f lines a second. The Jobs of both arms come one every %.0f ms. Dispatch overhead is created on the manager → mirror seen on its worker:\n\n",
+	fmt.Fprintf(b, "\nDispatch while tenants follow logs: the workers are registered with the worker chart's identity for the manager (its inspection FlowSchema, API Priority and Fairness applying as on an installation); %d tenants each run a Job of %d pods from before the jobferry arm until after the after arm, and during the followed arm, between the two, each follows the logs of all of them (`kubectl jobferry logs --all-pods -f`, the real plugin, as the tenant, unpinned as the bench's own clients are: a 2-CPU host has no third CPU for the tenants' machines) while every container prints %.0f lines a second. The Jobs of the three arms come one every %.0f ms. Dispatch overhead is created on the manager → mirror seen on its worker; the streams open at the end printed a line appended once the followed arm ended:\n\n",
 		load.Tenants, load.PodsEach, load.LinesPerSecond, res.CreateIntervalSeconds*1000)
-	b.WriteString("| N | dispatch overhead, nobody following p50 / p95 / p99 / max | while following p50 / p95 / p99 / max | p50 ratio | p99 ratio | follows still streaming | lines through the manager | manager CPU-s/Job (quiet / following) | manager peak RSS (quiet / following) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | dispatch overhead p50 / p95 / p99 / max: before | while following | after | p99 ratio following / before | after / before | lines streamed of expected | streams open at the end | the tenants' plugins, CPU-s | manager CPU-s/Job (before / following / after) | manager peak RSS (before / following / after) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
 		i := r.Inspection
 		if i == nil {
 			continue
 		}
-		fmt.Fprintf(b, "| %d | %s | %s | %.2f | %.2f | %d of %d | %d (%.0f/s) | %.4f / %.4f | %.0f / %.0f MiB |\n", r.N,
-			fourPercentiles(r.Jobferry.DispatchOverhead), fourPercentiles(i.Followed.DispatchOverhead), i.DispatchP50Ratio, i.DispatchP99Ratio,
-			i.StillFollowing, i.Tenants, i.LinesStreamed, i.StreamedPerSecond, r.Jobferry.CPU[managerProcess], i.Followed.CPU[managerProcess],
-			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), float64(i.Followed.ManagerPeakRSS)/(1<<20))
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %d of %d (%.0f/s) | %d of %d | %.1f | %.4f / %.4f / %.4f | %.0f / %.0f / %.0f MiB |\n", r.N,
+			fourPercentiles(r.Jobferry.DispatchOverhead), fourPercentiles(i.Followed.DispatchOverhead), fourPercentiles(i.After.DispatchOverhead),
+			ratioText(i.DispatchP99Ratio), ratioText(i.AfterP99Ratio), i.LinesStreamed, i.LinesExpected, i.StreamedPerSecond,
+			i.StreamsOpen, i.Tenants*int(i.PodsEach), i.FollowersCPU, r.Jobferry.CPU[managerProcess], i.Followed.CPU[managerProcess], i.After.CPU[managerProcess],
+			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), float64(i.Followed.ManagerPeakRSS)/(1<<20), float64(i.After.ManagerPeakRSS)/(1<<20))
 	}
+}
+
+// ratioText is a ratio of percentiles, or – when its base was 0.
+func ratioText(r float64) string {
+	if r == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 // kueueTables writes the Kueue arm's figures beside the jobferry arm's:

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
@@ -27,20 +28,10 @@ import (
 // SystemNamespace on the worker.
 const ChartManagerServiceAccount = "jobferry-manager"
 
-// chartIdentityTemplates are the worker chart's templates that make the
-// manager's identity on a worker: its ServiceAccount and rights, the
-// inspection API's priority level and FlowSchema, and the admission policy
-// that lets it create the namespaces of its mirrors. The worker binary and
-// its own rights are started apart (Start), as before.
-var chartIdentityTemplates = []string{
-	"templates/manager-identity.yaml",
-	"templates/inspection-flow.yaml",
-	"templates/manager-namespaces.yaml",
-}
-
-// chartIdentityKubeconfig renders the worker chart's manager identity with
-// the real bin/helm (inspection and namespace creation allowed), applies it
-// to w with bin/kubectl, and writes a kubeconfig holding a token of that
+// chartIdentityKubeconfig renders the worker chart with the real bin/helm
+// (the manager's identity allowed to inspect and to create namespaces),
+// applies all of it but the worker binary's Deployment (Start runs the
+// binary as a process) to w with bin/kubectl, and writes a kubeconfig holding a token of that
 // ServiceAccount from the TokenRequest API: the manager then reaches w as
 // an installation's would, within the rights and the API Priority and
 // Fairness flows the chart gives it, not as an administrator (whom API
@@ -52,9 +43,6 @@ func chartIdentityKubeconfig(ctx context.Context, w *localcluster.Cluster, binDi
 	}
 	args := []string{"template", "jobferry-worker", filepath.Join(root, "charts", "jobferry-worker"), "--namespace", SystemNamespace,
 		"--set", "managerIdentity.allowInspection=true", "--set", "managerIdentity.allowNamespaceCreation=true"}
-	for _, t := range chartIdentityTemplates {
-		args = append(args, "--show-only", t)
-	}
 	helm := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), args...)
 	// helm keeps its cache and config under HOME; keep them in the
 	// cluster's directory.
@@ -62,9 +50,13 @@ func chartIdentityKubeconfig(ctx context.Context, w *localcluster.Cluster, binDi
 	helm.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	var stderr bytes.Buffer
 	helm.Stderr = &stderr
-	manifest, err := helm.Output()
+	rendered, err := helm.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s: rendering the worker chart's manager identity: helm %s: %v: %s", w.Name, strings.Join(args, " "), err, stderr.String())
+		return "", fmt.Errorf("%s: rendering the worker chart: helm %s: %v: %s", w.Name, strings.Join(args, " "), err, stderr.String())
+	}
+	manifest, err := withoutKind(rendered, "Deployment")
+	if err != nil {
+		return "", fmt.Errorf("%s: the worker chart's manifest: %w", w.Name, err)
 	}
 
 	admin, err := kubernetes.NewForConfig(w.RESTConfig())
@@ -78,7 +70,7 @@ func chartIdentityKubeconfig(ctx context.Context, w *localcluster.Cluster, binDi
 	apply := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl"), "--kubeconfig", w.KubeconfigPath, "apply", "--server-side", "-f", "-")
 	apply.Stdin = bytes.NewReader(manifest)
 	if out, err := apply.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s: applying the worker chart's manager identity: %v: %s", w.Name, err, out)
+		return "", fmt.Errorf("%s: applying the worker chart: %v: %s", w.Name, err, out)
 	}
 
 	kubeconfig, err := TokenKubeconfig(ctx, w, SystemNamespace, ChartManagerServiceAccount, 24*time.Hour)
@@ -90,6 +82,21 @@ func chartIdentityKubeconfig(ctx context.Context, w *localcluster.Cluster, binDi
 		return "", err
 	}
 	return path, nil
+}
+
+// withoutKind is a multi-document manifest without its objects of kind.
+func withoutKind(manifest []byte, kind string) ([]byte, error) {
+	var kept [][]byte
+	for _, doc := range bytes.Split(manifest, []byte("\n---")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, err
+		}
+		if meta.Kind != kind && meta.Kind != "" {
+			kept = append(kept, doc)
+		}
+	}
+	return bytes.Join(kept, []byte("\n---")), nil
 }
 
 // TokenKubeconfig is a kubeconfig for ServiceAccount ns/sa of c: the server

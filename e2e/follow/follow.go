@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,7 +24,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/e2e/simworker"
 )
 
 // Rules are what a tenant who follows logs may do in its namespace on the
@@ -40,31 +41,7 @@ var Rules = []rbacv1.PolicyRule{
 // BindTenant gives user Rules in ns (a Role and a RoleBinding named
 // "following-USER") and returns once the authorizer allows them.
 func BindTenant(ctx context.Context, c kubernetes.Interface, ns, user string) error {
-	name := "following-" + user
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: Rules}
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating Role %s/%s: %w", ns, name, err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating RoleBinding %s/%s: %w", ns, name, err)
-	}
-	// The authorizer sees the binding a moment later.
-	last := Rules[len(Rules)-1]
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		review, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: last.Verbs[0], Group: last.APIGroups[0], Resource: "jobs", Subresource: "log"},
-		}}, metav1.CreateOptions{})
-		return err == nil && review.Status.Allowed, err
-	})
-	if err != nil {
-		return fmt.Errorf("%s's rights in %s never took effect: %w", user, ns, err)
-	}
-	return nil
+	return devenv.BindRole(ctx, c, ns, user, "following-"+user, Rules...)
 }
 
 // Job is a Job of pods pods that run for an hour on KWOK's nodes (its
@@ -76,7 +53,7 @@ func Job(ns, name string, pods int32) *batchv1.Job {
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(pods), Completions: ptr.To(pods),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": time.Hour.String()}},
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{simworker.RunForAnnotation: time.Hour.String()}},
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
@@ -92,9 +69,11 @@ func Job(ns, name string, pods int32) *batchv1.Job {
 // Follower is one `kubectl jobferry logs job NAME --all-pods -f` running as
 // a tenant.
 type Follower struct {
-	out  buffer
+	out  Buffer
 	stop context.CancelFunc
 	done chan struct{}
+	// PID is the plugin's process.
+	PID int
 }
 
 // Start runs the real plugin (bin/kubectl-jobferry) following the logs of
@@ -114,6 +93,7 @@ func Start(ctx context.Context, kubeconfig, ns, user, job string) (*Follower, er
 		stop()
 		return nil, fmt.Errorf("following the logs of %s/%s as %s: %w", ns, job, user, err)
 	}
+	f.PID = cmd.Process.Pid
 	go func() {
 		defer close(f.done)
 		_ = cmd.Wait()
@@ -126,17 +106,28 @@ func (f *Follower) Output() string { return f.out.String() }
 
 // PodsStreamed is how many pods' lines it printed (each line prefixed
 // [pod/NAME/CONTAINER]).
-func (f *Follower) PodsStreamed() int { return PodsStreamed(f.Output()) }
+func (f *Follower) PodsStreamed() int { return f.PodsPrinting("") }
 
-// Lines is how many lines of pods' logs it printed.
-func (f *Follower) Lines() int {
+// Lines is how many lines of pods' logs holding marker it printed.
+func (f *Follower) Lines(marker string) int {
 	n := 0
 	for _, line := range strings.Split(f.Output(), "\n") {
-		if strings.HasPrefix(line, "[pod/") {
+		if strings.HasPrefix(line, "[pod/") && strings.Contains(line, marker) {
 			n++
 		}
 	}
 	return n
+}
+
+// PodsPrinting is how many pods' lines holding marker it printed.
+func (f *Follower) PodsPrinting(marker string) int {
+	var lines []string
+	for _, line := range strings.Split(f.Output(), "\n") {
+		if strings.Contains(line, marker) {
+			lines = append(lines, line)
+		}
+	}
+	return PodsStreamed(strings.Join(lines, "\n"))
 }
 
 // Running: the plugin has not ended.
@@ -157,9 +148,20 @@ func (f *Follower) Stop() {
 
 // WaitStreaming waits until each follower printed lines of pods pods.
 func WaitStreaming(ctx context.Context, followers []*Follower, pods int, timeout time.Duration) error {
+	return waitPods(ctx, followers, pods, timeout, "", "stream")
+}
+
+// WaitLine waits until each follower printed a line holding marker for
+// pods pods: after marker was appended to every container's log, the pods
+// whose streams are still open.
+func WaitLine(ctx context.Context, followers []*Follower, marker string, pods int, timeout time.Duration) error {
+	return waitPods(ctx, followers, pods, timeout, marker, fmt.Sprintf("print %q", marker))
+}
+
+func waitPods(ctx context.Context, followers []*Follower, pods int, timeout time.Duration, marker, what string) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		for _, f := range followers {
-			if f.PodsStreamed() < pods {
+			if f.PodsPrinting(marker) < pods {
 				return false, nil
 			}
 		}
@@ -168,9 +170,9 @@ func WaitStreaming(ctx context.Context, followers []*Follower, pods int, timeout
 	if err != nil {
 		var b strings.Builder
 		for i, f := range followers {
-			fmt.Fprintf(&b, "\nfollower %d (%d pods streamed):\n%.2000s", i, f.PodsStreamed(), f.Output())
+			fmt.Fprintf(&b, "\nfollower %d (%d pods did):\n%.2000s", i, f.PodsPrinting(marker), f.Output())
 		}
-		return fmt.Errorf("the followed logs did not all stream %d pods: %w%s", pods, err, b.String())
+		return fmt.Errorf("the followed logs did not all %s for %d pods: %w%s", what, pods, err, b.String())
 	}
 	return nil
 }
@@ -189,20 +191,19 @@ func PodsStreamed(log string) int {
 	return len(pods)
 }
 
-// buffer is an output both of the plugin's streams write to while tests
-// read it.
-type buffer struct {
+// Buffer is an output a process writes to while tests read it.
+type Buffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *buffer) Write(p []byte) (int, error) {
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *buffer) String() string {
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -31,7 +32,7 @@ func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
 			if need != tc.want {
 				t.Fatalf("need %d inotify instances, want %d", need, tc.want)
 			}
-			err := inotifyVerdict(need, tc.limit, len(tc.spec.Workers)+1)
+			err := inotifyVerdict(need, 0, tc.limit, len(tc.spec.Workers)+1)
 			if (err == nil) != tc.fits {
 				t.Fatalf("verdict %v, want fits=%v", err, tc.fits)
 			}
@@ -39,6 +40,23 @@ func TestInotifyInstancesOfAnEnvironment(t *testing.T) {
 				t.Fatalf("the error does not say how to raise the limit: %v", err)
 			}
 		})
+	}
+}
+
+func TestInotifyInUseCountsThisProcesssInstances(t *testing.T) {
+	before := inotifyInUse()
+	fd, err := syscall.InotifyInit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// Other processes of this user may open or close theirs meanwhile:
+	// the count grows by at least this one unless one closed.
+	if after := inotifyInUse(); after < 1 {
+		t.Fatalf("%d inotify instances in use with one open (%d before)", after, before)
+	}
+	if err := inotifyVerdict(100, 200, 256, 3); err == nil || !strings.Contains(err.Error(), "200 are in use") || !strings.Contains(err.Error(), "max_user_instances=512") {
+		t.Fatalf("instances in use left out of the verdict: %v", err)
 	}
 }
 

@@ -565,6 +565,8 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, who user.Info) {
 		return
 	}
 	out := &logWriter{w: w, limit: q.limitBytes, remaining: q.limitBytes, managerCap: q.limitBytes == s.Limits.MaxLogBytes}
+	// However the handler returns, no flush comes after it.
+	defer out.end()
 	if stopped {
 		out.line(fmt.Sprintf("jobferry: only the pods found within what an inspection reads of the worker's lists are read: %v", workerread.ErrReadBudget))
 	}
@@ -807,7 +809,18 @@ type logWriter struct {
 	// done: the answer is finished; nothing more is written.
 	done     bool
 	failures []error
+	// flushing: a flush of the lines written is due within flushEvery;
+	// flushErr is why the last one failed (the caller went away).
+	flushing bool
+	flushErr error
 }
+
+// flushEvery gathers the lines a log answer writes within it into one
+// flush: each flush is a frame through the aggregator and the manager
+// cluster's API server, whose CPU dispatch shares, so a log of many lines a
+// second (every pod of a Job followed at once) costs frames at this pace,
+// not per line. A tenant sees a line at most this much later.
+const flushEvery = 50 * time.Millisecond
 
 // budget is what a stream may still bring (the worker's limitBytes).
 func (l *logWriter) budget() int64 {
@@ -838,6 +851,9 @@ func (l *logWriter) line(s string) bool {
 	if int64(len(b)) > l.remaining {
 		b, l.cut = b[:l.remaining], true
 	}
+	if l.flushErr != nil {
+		return false
+	}
 	l.start()
 	// A caller that stops reading loses its log, rather than holding
 	// its streams; between lines a followed log may be quiet for long
@@ -845,12 +861,38 @@ func (l *logWriter) line(s string) bool {
 	rc := http.NewResponseController(l.w)
 	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := l.w.Write(b)
+	_ = rc.SetWriteDeadline(time.Time{})
 	l.remaining -= int64(n)
-	if err == nil {
-		err = rc.Flush()
+	if err == nil && !l.flushing {
+		l.flushing = true
+		time.AfterFunc(flushEvery, l.flush)
+	}
+	return err == nil && !l.cut
+}
+
+// end marks the answer finished, as finish does, for a handler that
+// returns without it.
+func (l *logWriter) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+}
+
+// flush sends the lines written since the last flush, unless the answer
+// is finished (net/http sends the rest then).
+func (l *logWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushing = false
+	if l.done {
+		return
+	}
+	rc := http.NewResponseController(l.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := rc.Flush(); err != nil {
+		l.flushErr = err
 	}
 	_ = rc.SetWriteDeadline(time.Time{})
-	return err == nil && !l.cut
 }
 
 func (l *logWriter) start() {

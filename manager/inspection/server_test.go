@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
@@ -291,6 +293,54 @@ func TestLongLogLinesAreCut(t *testing.T) {
 	lines = nil
 	if err := eachLine(strings.NewReader("a\nb\nc\n"), 64, func(l string) bool { lines = append(lines, l); return len(lines) < 2 }); err != nil || len(lines) != 2 {
 		t.Errorf("stopped after 2 lines: %q, %v", lines, err)
+	}
+}
+
+// flushCounter counts the flushes of an answer (the timer's goroutine
+// flushes, the test reads).
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	mu      sync.Mutex
+	flushes int
+}
+
+func (f *flushCounter) Flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushes++
+}
+
+func (f *flushCounter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushes
+}
+
+// Lines a log answer writes close together go to the caller in one flush
+// (one frame through the aggregator), soon after they are written, not
+// when the answer ends; every line is written.
+func TestLogLinesAreFlushedTogether(t *testing.T) {
+	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	out := &logWriter{w: w, limit: 1 << 20, remaining: 1 << 20}
+	const lines = 200
+	for i := range lines {
+		if !out.line(fmt.Sprintf("line %d", i)) {
+			t.Fatalf("line %d refused", i)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return w.count() > 0, nil
+	}); err != nil {
+		t.Fatalf("the lines were never flushed while the answer went on: %v", err)
+	}
+	out.end()
+	// Written within microseconds of each other: one flush, or two if the
+	// flush fell between them.
+	if got := w.count(); got > 2 {
+		t.Errorf("%d lines written at once took %d flushes, want at most 2", lines, got)
+	}
+	if got := strings.Count(w.Body.String(), "\n"); got != lines {
+		t.Errorf("%d lines in the answer, want %d", got, lines)
 	}
 }
 
