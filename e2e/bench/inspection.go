@@ -143,9 +143,8 @@ func (b *bencher) inspectionArms(ctx context.Context, n int, t *tenants, before 
 		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, len(t.jobs), "the tenants' Jobs"); cleanErr != nil {
 			err = errors.Join(err, cleanErr)
 		}
-		for i, worker := range t.on {
+		for _, worker := range t.on {
 			b.room[worker] += int(b.cfg.InspectionLoad.PodsEach)
-			t.on[i] = ""
 		}
 	}()
 	figures, err := b.followed(ctx, n, t)
