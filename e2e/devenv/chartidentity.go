@@ -31,8 +31,9 @@ const ChartManagerServiceAccount = "jobferry-manager"
 // chartIdentityKubeconfig renders the worker chart with the real bin/helm
 // (the manager's identity allowed to inspect and to create namespaces),
 // applies all of it but the worker binary's Deployment (Start runs the
-// binary as a process) to w with bin/kubectl, and writes a kubeconfig holding a token of that
-// ServiceAccount from the TokenRequest API: the manager then reaches w as
+// binary as a process) to w with bin/kubectl, and writes a kubeconfig
+// holding a token of the manager's ServiceAccount from the TokenRequest
+// API: the manager then reaches w as
 // an installation's would, within the rights and the API Priority and
 // Fairness flows the chart gives it, not as an administrator (whom API
 // Priority and Fairness exempts).

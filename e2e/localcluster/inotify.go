@@ -42,8 +42,8 @@ func inotifyInstances(spec EnvironmentSpec) int {
 }
 
 // checkInotify refuses an environment whose components would run out of
-// inotify instances (counting those this user has open already, the shared
-// environment of the e2e tests' say): past the limit a component fails at
+// inotify instances (counting those this user has open already: the e2e
+// tests' shared environment's, say): past the limit a component fails at
 // start ("too many open files") far from the cause, or a followed log ends
 // after its first lines. As root, where the limit may be written, it raises
 // the limit instead (to the power of two above the need and those in use),
