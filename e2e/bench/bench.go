@@ -75,9 +75,10 @@ type Config struct {
 	// fills the first worker and loses the second while the Jobs are
 	// created, and measures how soon placements leave them (shift.go).
 	Shift bool
-	// InspectionLoad, when set, runs the jobferry arm of each N again while
-	// tenants follow logs through the inspection API (inspection.go), with
-	// the workers registered with the worker chart's identity.
+	// InspectionLoad, when set, runs the jobferry arm of each N twice more:
+	// while tenants follow logs through the inspection API, and after
+	// (inspection.go), with the workers registered with the worker chart's
+	// identity.
 	InspectionLoad *InspectionLoad
 	// KeepJobs leaves a simulated run's Jobs on the manager once measured,
 	// to go with the clusters: deleting 100,000 one by one would take half
@@ -108,8 +109,8 @@ type Result struct {
 	// InspectionLoad: each run has a followed arm (Config.InspectionLoad),
 	// the workers registered with the worker chart's identity.
 	InspectionLoad *InspectionLoad `json:"inspectionLoad,omitempty"`
-	// CreateInterval: the Jobs were created one at a time this far apart
-	// (0: all at once).
+	// CreateIntervalSeconds: the Jobs were created one at a time this far
+	// apart (0: all at once).
 	CreateIntervalSeconds float64 `json:"createIntervalSeconds,omitempty"`
 	// KeptJobs: the Jobs were not deleted (Config.KeepJobs).
 	KeptJobs bool  `json:"keptJobs,omitempty"`
@@ -125,8 +126,9 @@ type Run struct {
 	Kueue *Arm `json:"kueue,omitempty"`
 	// Ratio is the jobferry arm's throughput over the direct arm's.
 	Ratio float64 `json:"throughputRatio"`
-	// Inspection is the jobferry arm again while tenants follow logs, and
-	// how its dispatch compares (Config.InspectionLoad).
+	// Inspection is the jobferry arm again while tenants follow logs and
+	// once more after, and how their dispatch compares
+	// (Config.InspectionLoad).
 	Inspection *InspectionFigures `json:"inspection,omitempty"`
 	// KueueRatio is the Kueue arm's throughput over the direct arm's,
 	// KueueToJobferry over the jobferry arm's.

@@ -106,30 +106,23 @@ func (b *bencher) startTenants(ctx context.Context, n int) (*tenants, error) {
 		}
 		t.users, t.jobs = append(t.users, user), append(t.jobs, job.Name)
 	}
-	var running int
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		running = 0
+		t.on = t.on[:0]
 		for _, name := range t.jobs {
 			job, err := b.manager.BatchV1().Jobs(t.ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
 			if job.Status.Active == load.PodsEach {
-				running++
+				t.on = append(t.on, job.Annotations[v1alpha1.WorkerAnnotation])
 			}
 		}
-		return running == len(t.jobs), nil
+		return len(t.on) == len(t.jobs), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inspection load: %d of the tenants' %d Jobs have all %d pods running: %w", running, len(t.jobs), load.PodsEach, err)
+		return nil, fmt.Errorf("inspection load: %d of the tenants' %d Jobs have all %d pods running: %w", len(t.on), len(t.jobs), load.PodsEach, err)
 	}
-	for _, name := range t.jobs {
-		job, err := b.manager.BatchV1().Jobs(t.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		worker := job.Annotations[v1alpha1.WorkerAnnotation]
-		t.on = append(t.on, worker)
+	for _, worker := range t.on {
 		b.room[worker] -= int(load.PodsEach)
 	}
 	return t, nil
