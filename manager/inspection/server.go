@@ -855,18 +855,20 @@ func (l *logWriter) line(s string) bool {
 		return false
 	}
 	l.start()
-	// A caller that stops reading loses its log, rather than holding
-	// its streams; between lines a followed log may be quiet for long
-	// (an HTTP/2 stream is reset when a deadline passes, write or not).
-	rc := http.NewResponseController(l.w)
-	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	n, err := l.w.Write(b)
-	_ = rc.SetWriteDeadline(time.Time{})
-	l.remaining -= int64(n)
-	if err == nil && !l.flushing {
+	if !l.flushing {
+		// The first line of a flush window. A caller that stops reading
+		// loses its log, rather than holding its streams: the window's
+		// writes and its flush have writeTimeout, and flush lifts the
+		// deadline, as between windows a followed log may be quiet for
+		// long (an HTTP/2 stream is reset when a deadline passes, write or
+		// not). Once a window, not once a line: each deadline set is a
+		// message to the connection's serving goroutine.
+		_ = http.NewResponseController(l.w).SetWriteDeadline(time.Now().Add(writeTimeout))
 		l.flushing = true
 		time.AfterFunc(flushEvery, l.flush)
 	}
+	n, err := l.w.Write(b)
+	l.remaining -= int64(n)
 	return err == nil && !l.cut
 }
 
@@ -887,8 +889,8 @@ func (l *logWriter) flush() {
 	if l.done {
 		return
 	}
+	// Within the deadline the window's first line set.
 	rc := http.NewResponseController(l.w)
-	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if err := rc.Flush(); err != nil {
 		l.flushErr = err
 	}
