@@ -34,7 +34,7 @@ func newBenchCommand() *cobra.Command {
 		shift     bool
 		keepJobs  bool
 		inspect   bool
-		load      = bench.InspectionLoad{Tenants: 4, PodsEach: 50, LinesPerSecond: 5}
+		load      = bench.InspectionLoad{Tenants: 4, PodsEach: 50, LinesPerSecond: 5, Rounds: 3}
 		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
@@ -60,8 +60,9 @@ installation), --inspection-tenants tenants each run a Job of
 --inspection-pods pods through the jobferry arm, and the jobferry arm runs
 again while each follows the logs of all its pods (kubectl jobferry logs
 --all-pods -f) while every container prints --inspection-lines-per-second
-lines a second; the Jobs come one every 100 ms unless --create-interval
-says otherwise.`,
+lines a second, and once more after they stopped: --inspection-rounds
+times, quiet and followed arms alternating. The Jobs come one every 200 ms
+unless --create-interval says otherwise.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			counts, err := parseCounts(ns)
 			if err != nil {
@@ -91,7 +92,7 @@ says otherwise.`,
 				}
 			}
 			var inspection *bench.InspectionLoad
-			for _, f := range []string{"inspection-tenants", "inspection-pods", "inspection-lines-per-second"} {
+			for _, f := range []string{"inspection-tenants", "inspection-pods", "inspection-lines-per-second", "inspection-rounds"} {
 				if cmd.Flags().Changed(f) && !inspect {
 					return fmt.Errorf("--%s goes with --inspection-load", f)
 				}
@@ -99,12 +100,19 @@ says otherwise.`,
 			if load.LinesPerSecond < 0 || load.LinesPerSecond > 1000 {
 				return fmt.Errorf("--inspection-lines-per-second must be between 0 and 1000, got %g", load.LinesPerSecond)
 			}
+			if load.Rounds < 1 || load.Rounds > 10 {
+				return fmt.Errorf("--inspection-rounds must be between 1 and 10, got %d", load.Rounds)
+			}
 			if inspect {
 				inspection = &load
 				if !cmd.Flags().Changed("create-interval") {
 					// Latency, not throughput: Jobs created all at
-					// once would measure the queue they make.
-					interval = 100 * time.Millisecond
+					// once would measure the queue they make. One every
+					// 100 ms kept the workers' one CPU (two control
+					// planes and KWOK) busy in the quiet arms already
+					// (0.13 CPU-s a Job), so a followed arm measured the
+					// cliff of a saturated CPU, not what following costs.
+					interval = 200 * time.Millisecond
 				}
 			}
 			if workers < 1 {
@@ -173,6 +181,7 @@ says otherwise.`,
 	cmd.Flags().BoolVar(&inspect, "inspection-load", false, "run the jobferry arm again while tenants follow logs, the workers joined with the worker chart's identity (env BENCH_INSPECTION)")
 	cmd.Flags().IntVar(&load.Tenants, "inspection-tenants", load.Tenants, "with --inspection-load, how many tenants follow logs")
 	cmd.Flags().Int32Var(&load.PodsEach, "inspection-pods", load.PodsEach, "with --inspection-load, the pods of each tenant's Job, whose logs it follows")
+	cmd.Flags().IntVar(&load.Rounds, "inspection-rounds", load.Rounds, "with --inspection-load, how many followed arms run, each followed by a quiet one")
 	cmd.Flags().Float64Var(&load.LinesPerSecond, "inspection-lines-per-second", load.LinesPerSecond, "with --inspection-load, the lines every container on the workers prints a second while the tenants follow (0: the streams idle once the first lines are out)")
 	cmd.Flags().StringArrayVar(&mgrArgs, "manager-arg", nil, "an extra flag for the jobferry manager, such as --concurrent-job-syncs=32 (repeatable; the report names them)")
 	cmd.Flags().StringArrayVar(&mgrEnv, "manager-env", nil, "an extra NAME=value in the jobferry manager's environment, such as GOMEMLIMIT=900MiB (repeatable; the report names them)")

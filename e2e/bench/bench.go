@@ -355,7 +355,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 				return res, err
 			}
 		}
-		if run.Jobferry, err = b.dispatched(ctx, n, jobferryArm); err != nil {
+		if run.Jobferry, err = b.dispatched(ctx, n, jobferryArm, 0); err != nil {
 			return res, err
 		}
 		if tenants != nil {
@@ -369,12 +369,11 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 			summary = fmt.Sprintf("bench: N=%d over %d simulated workers: jobferry %.1f Jobs/s, %.1f mirrors/s", n, cfg.Workers, run.Jobferry.Throughput, run.Jobferry.MirrorRate)
 		}
 		if i := run.Inspection; i != nil {
-			summary += fmt.Sprintf(", dispatch p99 %.2f s before, %.2f s while %d tenants follow logs of %d pods each (%.2f×; %d of %d lines streamed, %d of %d streams open at the end), %.2f s after (%.2f×)",
-				run.Jobferry.DispatchOverhead.P99, i.Followed.DispatchOverhead.P99, i.Tenants, i.PodsEach, i.DispatchP99Ratio,
-				i.LinesStreamed, i.LinesExpected, i.StreamsOpen, i.Tenants*int(i.PodsEach), i.After.DispatchOverhead.P99, i.AfterP99Ratio)
+			summary += fmt.Sprintf(", dispatch p99 %.2f s over %d quiet arms, %.2f s over %d while %d tenants follow logs of %d pods each (%.2f×; quiet arms alone differ up to %.2f×)",
+				i.Quiet.P99, len(i.PerRound)+1, i.Following.P99, len(i.PerRound), i.Tenants, i.PodsEach, i.DispatchP99Ratio, i.QuietP99Spread)
 		}
 		if cfg.Kueue {
-			arm, err := b.dispatched(ctx, n, kueueArm)
+			arm, err := b.dispatched(ctx, n, kueueArm, 0)
 			if err != nil {
 				return res, err
 			}
@@ -506,16 +505,22 @@ func (b *bencher) localQueue(ctx context.Context, ns string) error {
 	return nil
 }
 
-func directNamespace(n int) string   { return fmt.Sprintf("bench-direct-%d", n) }
-func jobferryNamespace(n int) string { return fmt.Sprintf("bench-jobferry-%d", n) }
-func kueueNamespace(n int) string    { return fmt.Sprintf("bench-kueue-%d", n) }
-func followedNamespace(n int) string { return fmt.Sprintf("bench-followed-%d", n) }
-func afterNamespace(n int) string    { return fmt.Sprintf("bench-after-%d", n) }
-func tenantsNamespace(n int) string  { return fmt.Sprintf("bench-tenants-%d", n) }
+func directNamespace(n int) string          { return fmt.Sprintf("bench-direct-%d", n) }
+func jobferryNamespace(n int) string        { return fmt.Sprintf("bench-jobferry-%d", n) }
+func kueueNamespace(n int) string           { return fmt.Sprintf("bench-kueue-%d", n) }
+func followedNamespace(n, round int) string { return fmt.Sprintf("bench-followed-%d-%d", n, round) }
+func afterNamespace(n, round int) string    { return fmt.Sprintf("bench-after-%d-%d", n, round) }
+func tenantsNamespace(n int) string         { return fmt.Sprintf("bench-tenants-%d", n) }
 
 // namespaces are every arm's namespaces for n.
-func namespaces(n int) []string {
-	return []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), followedNamespace(n), afterNamespace(n), tenantsNamespace(n)}
+func (b *bencher) namespaces(n int) []string {
+	all := []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), tenantsNamespace(n)}
+	if load := b.cfg.InspectionLoad; load != nil {
+		for r := 1; r <= load.Rounds; r++ {
+			all = append(all, followedNamespace(n, r), afterNamespace(n, r))
+		}
+	}
+	return all
 }
 
 // timeout bounds an arm: generous (2 Jobs/s), as it only stops a stuck
@@ -599,7 +604,8 @@ const (
 	// kueueArm: the same, queued in the LocalQueue benchQueue.
 	kueueArm
 	// followedArm: the jobferry arm again while tenants follow logs, and
-	// afterArm once more when they stopped (Config.InspectionLoad).
+	// afterArm once more when they stopped (Config.InspectionLoad), each
+	// InspectionLoad.Rounds times.
 	followedArm
 	afterArm
 )
@@ -608,17 +614,18 @@ const (
 // manager (the Kueue arm: in the LocalQueue benchQueue) and waits for all
 // to complete there (and, when the manager deletes finished mirrors, for
 // those to go), then deletes them and waits for their mirrors and pods to
-// be gone from the workers.
-func (b *bencher) dispatched(ctx context.Context, n int, kind armKind) (Arm, error) {
+// be gone from the workers. round numbers the followed and after arms from
+// 1 (0 for the others).
+func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int) (Arm, error) {
 	ns, arm, profileTag, jobLabels := jobferryNamespace(n), "jobferry", strconv.Itoa(n), map[string]string(nil)
 	queued := kind == kueueArm
 	switch kind {
 	case kueueArm:
 		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{queue.NameLabel: benchQueue}
 	case followedArm:
-		ns, arm, profileTag = followedNamespace(n), "followed jobferry", "followed-"+strconv.Itoa(n)
+		ns, arm, profileTag = followedNamespace(n, round), fmt.Sprintf("followed jobferry (round %d)", round), fmt.Sprintf("followed-%d-%d", n, round)
 	case afterArm:
-		ns, arm, profileTag = afterNamespace(n), "after-following jobferry", "after-"+strconv.Itoa(n)
+		ns, arm, profileTag = afterNamespace(n, round), fmt.Sprintf("after-following jobferry (round %d)", round), fmt.Sprintf("after-%d-%d", n, round)
 	}
 	optIn, err := dispatchLabels()
 	if err != nil {
@@ -915,7 +922,7 @@ func (b *bencher) cleanUp(ctx context.Context, n int) error {
 		all = all[:1]
 	}
 	for _, c := range all {
-		for _, ns := range namespaces(n) {
+		for _, ns := range b.namespaces(n) {
 			if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting namespace %s: %w", ns, err)
 			}
@@ -923,7 +930,7 @@ func (b *bencher) cleanUp(ctx context.Context, n int) error {
 	}
 	return wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
 		for _, c := range all {
-			for _, ns := range namespaces(n) {
+			for _, ns := range b.namespaces(n) {
 				_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 				if err == nil {
 					return false, nil

@@ -26,26 +26,44 @@ type InspectionLoad struct {
 	// serves every container's log from): each followed pod's stream
 	// carries them through the manager.
 	LinesPerSecond float64 `json:"linesPerSecond"`
+	// Rounds is how many times a followed arm and a quiet arm after it
+	// follow the jobferry arm, alternately: quiet arms on both sides of
+	// every followed one, so that drift over the run (a compaction, the
+	// collector, a neighbour on the host) falls on both.
+	Rounds int `json:"rounds"`
 }
 
 // InspectionFigures compare dispatch while tenants follow logs with the
-// jobferry arms of the same run before and after it, whose Jobs were
-// created alike while the tenants' pods ran with nobody following them:
-// what following costs, apart from what running the pods does, with the
-// arms' order on both sides.
+// quiet arms of the same run, whose Jobs were created alike while the
+// tenants' pods ran with nobody following them: what following costs,
+// apart from what running the pods does.
 type InspectionFigures struct {
 	InspectionLoad
-	// Followed is the jobferry arm again, while every tenant follows;
-	// After is it once more when they stopped.
+	// PerRound are the followed arms and the quiet arms after them, in the
+	// order they ran (the jobferry arm before the first).
+	PerRound []InspectionRound `json:"perRound"`
+	// Quiet pools the dispatch overhead (created on the manager → mirror
+	// seen on its worker) of the jobferry arm and every after arm,
+	// Following that of every followed arm; DispatchP50Ratio and
+	// DispatchP99Ratio are Following's percentiles over Quiet's.
+	Quiet            Percentiles `json:"quietDispatchOverhead"`
+	Following        Percentiles `json:"followingDispatchOverhead"`
+	DispatchP50Ratio float64     `json:"dispatchP50Ratio"`
+	DispatchP99Ratio float64     `json:"dispatchP99Ratio"`
+	// QuietP99Spread is the largest quiet arm's dispatch p99 over the
+	// smallest: how far quiet arms alone differ in this run.
+	QuietP99Spread float64 `json:"quietP99Spread"`
+}
+
+// InspectionRound is one followed arm and the quiet arm after it.
+type InspectionRound struct {
+	// Followed is the jobferry arm again while every tenant follows; After
+	// is it once more when they stopped.
 	Followed Arm `json:"followed"`
 	After    Arm `json:"after"`
-	// DispatchP50Ratio and DispatchP99Ratio are the followed arm's dispatch
-	// overhead (created on the manager → mirror seen on its worker)
-	// percentiles over the jobferry arm's (before); AfterP99Ratio is the
-	// after arm's p99 over the same, the spread between quiet arms.
-	DispatchP50Ratio float64 `json:"dispatchP50Ratio"`
-	DispatchP99Ratio float64 `json:"dispatchP99Ratio"`
-	AfterP99Ratio    float64 `json:"afterP99Ratio"`
+	// P99Ratio is Followed's dispatch p99 over the mean of its neighbours'
+	// (the quiet arm before it and After).
+	P99Ratio float64 `json:"p99RatioToNeighbours"`
 	// LinesFed is how many lines were appended to each worker's containers'
 	// log during the followed arm, LinesExpected what the follows should
 	// have printed of them (every followed pod each), and LinesStreamed what
@@ -128,9 +146,9 @@ func (b *bencher) startTenants(ctx context.Context, n int) (*tenants, error) {
 	return t, nil
 }
 
-// inspectionArms runs the followed arm and the after arm, compares them
-// with before (the jobferry arm, run with the tenants' pods and nobody
-// following), and deletes the tenants' Jobs.
+// inspectionArms runs Rounds followed arms, each with a quiet arm after
+// it, compares them with the quiet arms (before: the jobferry arm, run with
+// the tenants' pods and nobody following), and deletes the tenants' Jobs.
 func (b *bencher) inspectionArms(ctx context.Context, n int, t *tenants, before Arm) (_ *InspectionFigures, err error) {
 	defer func() {
 		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, len(t.jobs), "the tenants' Jobs"); cleanErr != nil {
@@ -140,26 +158,59 @@ func (b *bencher) inspectionArms(ctx context.Context, n int, t *tenants, before 
 			b.room[worker] += int(b.cfg.InspectionLoad.PodsEach)
 		}
 	}()
-	figures, err := b.followed(ctx, n, t)
-	if err != nil {
-		return nil, err
+	figures := &InspectionFigures{InspectionLoad: *b.cfg.InspectionLoad}
+	quiet, following := []Arm{before}, []Arm(nil)
+	for r := 1; r <= figures.Rounds; r++ {
+		round, err := b.followed(ctx, n, r, t)
+		if err != nil {
+			return nil, err
+		}
+		if round.After, err = b.dispatched(ctx, n, afterArm, r); err != nil {
+			return nil, err
+		}
+		round.P99Ratio = ratio(round.Followed.DispatchOverhead.P99, (quiet[len(quiet)-1].DispatchOverhead.P99+round.After.DispatchOverhead.P99)/2)
+		fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d, round %d: dispatch p99 %.2f s before, %.2f s following, %.2f s after (%.2f× their mean)\n",
+			n, r, quiet[len(quiet)-1].DispatchOverhead.P99, round.Followed.DispatchOverhead.P99, round.After.DispatchOverhead.P99, round.P99Ratio)
+		figures.PerRound = append(figures.PerRound, *round)
+		quiet, following = append(quiet, round.After), append(following, round.Followed)
 	}
-	if figures.After, err = b.dispatched(ctx, n, afterArm); err != nil {
-		return nil, err
-	}
-	figures.DispatchP50Ratio = ratio(figures.Followed.DispatchOverhead.P50, before.DispatchOverhead.P50)
-	figures.DispatchP99Ratio = ratio(figures.Followed.DispatchOverhead.P99, before.DispatchOverhead.P99)
-	figures.AfterP99Ratio = ratio(figures.After.DispatchOverhead.P99, before.DispatchOverhead.P99)
+	figures.Quiet, figures.Following = pooledOverhead(quiet), pooledOverhead(following)
+	figures.DispatchP50Ratio = ratio(figures.Following.P50, figures.Quiet.P50)
+	figures.DispatchP99Ratio = ratio(figures.Following.P99, figures.Quiet.P99)
+	figures.QuietP99Spread = spread(quiet)
 	return figures, nil
+}
+
+// pooledOverhead is the percentiles of the dispatch overheads of all arms
+// together.
+func pooledOverhead(arms []Arm) Percentiles {
+	var all []time.Duration
+	for _, a := range arms {
+		all = append(all, a.overheads...)
+	}
+	return percentiles(all)
+}
+
+// spread is the largest dispatch p99 of arms over the smallest.
+func spread(arms []Arm) float64 {
+	lo, hi := 0.0, 0.0
+	for i, a := range arms {
+		p := a.DispatchOverhead.P99
+		if i == 0 || p < lo {
+			lo = p
+		}
+		hi = max(hi, p)
+	}
+	return ratio(hi, lo)
 }
 
 // followed has every tenant follow the logs of its Job's pods with the
 // real plugin, lines appended to every container's log meanwhile, and runs
-// the jobferry arm again; then it checks which streams are still open and
-// stops the follows.
-func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionFigures, error) {
+// the jobferry arm again (round r of Rounds); then it checks which streams
+// are still open and stops the follows.
+func (b *bencher) followed(ctx context.Context, n, r int, t *tenants) (*InspectionRound, error) {
 	load := b.cfg.InspectionLoad
-	fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d: the tenants follow their logs\n", n)
+	fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d, round %d: the tenants follow their logs\n", n, r)
 	var followers []*follow.Follower
 	defer func() {
 		for _, f := range followers {
@@ -176,9 +227,9 @@ func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionF
 	if err := follow.WaitStreaming(ctx, followers, int(load.PodsEach), 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("inspection load: %w", err)
 	}
-	// Lines of this N's arm only: the follows print each log from its
-	// start, earlier Ns' lines included.
-	marker := fmt.Sprintf("bench-followed-%d line", n)
+	// Lines of this arm only: the follows print each log from its start,
+	// earlier arms' lines included.
+	marker := fmt.Sprintf("bench-followed-%d-%d line", n, r)
 	feedCtx, stopFeeding := context.WithCancel(ctx)
 	type feedResult struct {
 		lines int
@@ -196,7 +247,7 @@ func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionF
 		return nil, err
 	}
 	start := time.Now()
-	arm, err := b.dispatched(ctx, n, followedArm)
+	arm, err := b.dispatched(ctx, n, followedArm, r)
 	took := time.Since(start)
 	pluginsAfter, cpuErr := followersCPU(followers)
 	stopFeeding()
@@ -210,7 +261,7 @@ func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionF
 	if err != nil {
 		return nil, err
 	}
-	figures := &InspectionFigures{InspectionLoad: *load, Followed: arm, LinesFed: feed.lines, FollowersCPU: pluginsAfter - pluginsBefore,
+	figures := &InspectionRound{Followed: arm, LinesFed: feed.lines, FollowersCPU: pluginsAfter - pluginsBefore,
 		LinesExpected: feed.lines * load.Tenants * int(load.PodsEach)}
 	for _, f := range followers {
 		figures.LinesStreamed += f.Lines(marker)
@@ -218,14 +269,14 @@ func (b *bencher) followed(ctx context.Context, n int, t *tenants) (*InspectionF
 	figures.StreamedPerSecond = float64(figures.LinesStreamed) / took.Seconds()
 
 	// A line appended now reaches every stream still open.
-	end := fmt.Sprintf("bench-followed-%d end", n)
+	end := fmt.Sprintf("bench-followed-%d-%d end", n, r)
 	for _, w := range b.env.Workers {
 		if err := w.AppendContainerLog(end); err != nil {
 			return nil, err
 		}
 	}
 	if err := follow.WaitLine(ctx, followers, end, int(load.PodsEach), 30*time.Second); err != nil {
-		fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d: not every stream printed the last line: %.300s\n", n, err)
+		fmt.Fprintf(b.cfg.Progress, "inspection load, N=%d, round %d: not every stream printed the last line: %.300s\n", n, r, err)
 	}
 	for _, f := range followers {
 		figures.StreamsOpen += f.PodsPrinting(end)

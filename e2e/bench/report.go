@@ -184,23 +184,36 @@ func managerFigures(b *strings.Builder, n int, arm string, a Arm) {
 }
 
 // inspectionTable writes how dispatch fared while tenants followed logs,
-// against the jobferry arms of the same run before and after.
+// against the quiet arms of the same run around it.
 func inspectionTable(b *strings.Builder, res *Result) {
 	load := res.InspectionLoad
-	fmt.Fprintf(b, "\nDispatch while tenants follow logs: the workers are registered with the worker chart's identity for the manager (its inspection FlowSchema, API Priority and Fairness applying as on an installation); %d tenants each run a Job of %d pods from before the jobferry arm until after the after arm, and during the followed arm, between the two, each follows the logs of all of them (`kubectl jobferry logs --all-pods -f`, the real plugin, as the tenant, unpinned as the bench's own clients are: a 2-CPU host has no third CPU for the tenants' machines) while every container prints %.0f lines a second. The Jobs of the three arms come one every %.0f ms. Dispatch overhead is created on the manager → mirror seen on its worker; the streams open at the end printed a line appended once the followed arm ended:\n\n",
-		load.Tenants, load.PodsEach, load.LinesPerSecond, res.CreateIntervalSeconds*1000)
-	b.WriteString("| N | dispatch overhead p50 / p95 / p99 / max: before | while following | after | p99 ratio following / before | after / before | lines streamed of expected | streams open at the end | the tenants' plugins, CPU-s | manager CPU-s/Job (before / following / after) | manager peak RSS (before / following / after) |\n")
+	fmt.Fprintf(b, "\nDispatch while tenants follow logs: the workers are registered with the worker chart's identity for the manager (its inspection FlowSchema, API Priority and Fairness applying as on an installation); %d tenants each run a Job of %d pods from before the jobferry arm until the last arm ended. After the jobferry arm come %d rounds of a followed arm, during which each tenant follows the logs of all its pods (`kubectl jobferry logs --all-pods -f`, the real plugin, as the tenant, unpinned as the bench's own clients are: a 2-CPU host has no third CPU for the tenants' machines) while every container prints %.0f lines a second, and a quiet arm after it, nobody following: quiet arms on both sides of every followed one. The Jobs of every arm come one every %.0f ms. Dispatch overhead is created on the manager → mirror seen on its worker, pooled over the quiet arms (the jobferry arm and every after arm) and over the followed arms:\n\n",
+		load.Tenants, load.PodsEach, load.Rounds, load.LinesPerSecond, res.CreateIntervalSeconds*1000)
+	b.WriteString("| N | dispatch overhead p50 / p95 / p99 / max (Jobs): quiet arms | followed arms | p99 ratio followed / quiet | p50 ratio | quiet arms' p99s, largest / smallest |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		if i := r.Inspection; i != nil {
+			fmt.Fprintf(b, "| %d | %s (%d) | %s (%d) | %s | %s | %s |\n", r.N, fourPercentiles(i.Quiet), i.Quiet.Count, fourPercentiles(i.Following), i.Following.Count,
+				ratioText(i.DispatchP99Ratio), ratioText(i.DispatchP50Ratio), ratioText(i.QuietP99Spread))
+		}
+	}
+	b.WriteString("\nRound by round (the quiet arm before round 1 is the jobferry arm; the streams open at the end printed a line appended once the followed arm ended):\n\n")
+	b.WriteString("| N | round | dispatch overhead p50 / p95 / p99 / max: quiet before | followed | quiet after | p99 ratio to its neighbours' mean | lines streamed of expected | streams open at the end | the tenants' plugins, CPU-s | manager CPU-s/Job (before / followed / after) | manager peak RSS (before / followed / after) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
 		i := r.Inspection
 		if i == nil {
 			continue
 		}
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %d of %d (%.0f/s) | %d of %d | %.1f | %.4f / %.4f / %.4f | %.0f / %.0f / %.0f MiB |\n", r.N,
-			fourPercentiles(r.Jobferry.DispatchOverhead), fourPercentiles(i.Followed.DispatchOverhead), fourPercentiles(i.After.DispatchOverhead),
-			ratioText(i.DispatchP99Ratio), ratioText(i.AfterP99Ratio), i.LinesStreamed, i.LinesExpected, i.StreamedPerSecond,
-			i.StreamsOpen, i.Tenants*int(i.PodsEach), i.FollowersCPU, r.Jobferry.CPU[managerProcess], i.Followed.CPU[managerProcess], i.After.CPU[managerProcess],
-			float64(r.Jobferry.ManagerPeakRSS)/(1<<20), float64(i.Followed.ManagerPeakRSS)/(1<<20), float64(i.After.ManagerPeakRSS)/(1<<20))
+		before := r.Jobferry
+		for k, round := range i.PerRound {
+			fmt.Fprintf(b, "| %d | %d | %s | %s | %s | %s | %d of %d (%.0f/s) | %d of %d | %.1f | %.4f / %.4f / %.4f | %.0f / %.0f / %.0f MiB |\n", r.N, k+1,
+				fourPercentiles(before.DispatchOverhead), fourPercentiles(round.Followed.DispatchOverhead), fourPercentiles(round.After.DispatchOverhead),
+				ratioText(round.P99Ratio), round.LinesStreamed, round.LinesExpected, round.StreamedPerSecond,
+				round.StreamsOpen, i.Tenants*int(i.PodsEach), round.FollowersCPU, before.CPU[managerProcess], round.Followed.CPU[managerProcess], round.After.CPU[managerProcess],
+				float64(before.ManagerPeakRSS)/(1<<20), float64(round.Followed.ManagerPeakRSS)/(1<<20), float64(round.After.ManagerPeakRSS)/(1<<20))
+			before = round.After
+		}
 	}
 }
 

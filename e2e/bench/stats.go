@@ -100,6 +100,9 @@ type timings struct {
 	// the manager's dispatch rate.
 	CreateRate float64 `json:"createsPerSecond,omitempty"`
 	MirrorRate float64 `json:"mirrorsPerSecond,omitempty"`
+	// overheads are the dispatch overheads DispatchOverhead summarises,
+	// for percentiles over several arms (pooledOverhead).
+	overheads []time.Duration
 }
 
 // rate is how many of times fell per second from the first to the last.
@@ -161,7 +164,7 @@ func summarise(jobs map[string]*jobTimes) timings {
 		PlacementWait: percentiles(placementWait), MirrorAfterPlacement: percentiles(afterPlacement),
 		QuotaWait: percentiles(quotaWait), PlacementAfterQuota: percentiles(afterQuota),
 		AdmissionAfterPlacement: percentiles(admission), MirrorAfterAdmission: percentiles(afterAdmission),
-		CreateRate: rate(creates), MirrorRate: rate(mirrors),
+		CreateRate: rate(creates), MirrorRate: rate(mirrors), overheads: overhead,
 	}
 	if len(toComplete) == 0 {
 		return t
