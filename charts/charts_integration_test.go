@@ -300,24 +300,23 @@ func TestIntegrationChartsInstall(t *testing.T) {
 }
 
 // The charts' admission policies are the code's, for the manager's
-// ServiceAccount, bound to deny: admission.StatePolicy in the manager chart,
-// admission.NamespacePolicy in the worker chart where the manager may create
-// namespaces (and none where it may not).
+// ServiceAccount, bound to deny: admission.StatePolicy in the manager chart;
+// in the worker chart admission.ManagerJobsPolicy always, and
+// admission.NamespacePolicy where the manager may create namespaces.
 func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 	const user = "system:serviceaccount:jobferry-system:jobferry-manager"
+	type policyFunc func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 	cases := []struct {
 		chart string
 		set   []string
-		// want is nil where the chart renders no policy.
-		want func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		// want are the policies the chart renders, by name.
+		want map[string]policyFunc
 	}{
-		{"jobferry-manager", nil, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-			return admission.StatePolicy("jobferry-manager-state", user)
-		}},
-		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-			return admission.NamespacePolicy("jobferry-worker-manager-namespaces", user)
-		}},
-		{"jobferry-worker", nil, nil},
+		{"jobferry-manager", nil, map[string]policyFunc{"jobferry-manager-state": admission.StatePolicy}},
+		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, map[string]policyFunc{
+			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
+		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
+		{"jobferry-worker", []string{"managerIdentity.namespaces={team-a}"}, map[string]policyFunc{"jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.chart+" "+strings.Join(tc.set, " "), func(t *testing.T) {
@@ -325,32 +324,69 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var policy admissionregistrationv1.ValidatingAdmissionPolicy
-			var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			policyErr := decodeKind(manifests, "ValidatingAdmissionPolicy", &policy)
-			if tc.want == nil {
-				if policyErr == nil {
-					t.Errorf("the chart renders the admission policy %s although it grants nothing it fences", policy.Name)
-				}
-				return
-			}
-			if policyErr != nil {
-				t.Fatal(policyErr)
-			}
-			if err := decodeKind(manifests, "ValidatingAdmissionPolicyBinding", &binding); err != nil {
+			policies, err := decodeAll[admissionregistrationv1.ValidatingAdmissionPolicy](manifests, "ValidatingAdmissionPolicy")
+			if err != nil {
 				t.Fatal(err)
 			}
-			wantPolicy, wantBinding := tc.want()
-			if policy.Name != wantPolicy.Name || binding.Name != wantBinding.Name {
-				t.Errorf("names %s and %s, want %s", policy.Name, binding.Name, wantPolicy.Name)
+			bindings, err := decodeAll[admissionregistrationv1.ValidatingAdmissionPolicyBinding](manifests, "ValidatingAdmissionPolicyBinding")
+			if err != nil {
+				t.Fatal(err)
 			}
-			if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
-				t.Errorf("the chart's admission policy differs from the code's (-code +chart):\n%s", diff)
+			for name := range policies {
+				if tc.want[name] == nil {
+					t.Errorf("the chart renders admission policy %s, which the code has not", name)
+				}
 			}
-			if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
-				t.Errorf("the chart's admission policy binding differs from the code's (-code +chart):\n%s", diff)
+			for name, want := range tc.want {
+				policy, ok := policies[name]
+				if !ok {
+					t.Errorf("the chart renders no admission policy %s", name)
+					continue
+				}
+				binding, ok := bindings[name]
+				if !ok {
+					t.Errorf("the chart renders no binding %s", name)
+					continue
+				}
+				wantPolicy, wantBinding := want(name, user)
+				if diff := cmp.Diff(wantPolicy.Spec, policy.Spec); diff != "" {
+					t.Errorf("the chart's admission policy %s differs from the code's (-code +chart):\n%s", name, diff)
+				}
+				if diff := cmp.Diff(wantBinding.Spec, binding.Spec); diff != "" {
+					t.Errorf("the chart's admission policy binding %s differs from the code's (-code +chart):\n%s", name, diff)
+				}
 			}
 		})
+	}
+}
+
+// decodeAll decodes every manifest of kind, by name.
+func decodeAll[T any, PT interface {
+	*T
+	GetName() string
+}](manifests, kind string) (map[string]*T, error) {
+	out := map[string]*T{}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	for {
+		var doc map[string]any
+		if err := decoder.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if doc["kind"] != kind {
+			continue
+		}
+		data, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		item := new(T)
+		if err := yaml.Unmarshal(data, item); err != nil {
+			return nil, err
+		}
+		out[PT(item).GetName()] = item
 	}
 }
 

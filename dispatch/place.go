@@ -47,7 +47,8 @@ type Worker struct {
 
 // NamespaceVerdict says why a worker's namespace of a Job's name may not
 // take its pods, as a reason code (ReasonNamespaceMissing,
-// ReasonPodSecurity, ReasonNamespaceUnreadable) and in words.
+// ReasonNamespaceNotAccepted, ReasonPodSecurity, ReasonNamespaceUnreadable)
+// and in words.
 type NamespaceVerdict struct {
 	Code, Why string
 }
@@ -80,6 +81,10 @@ const (
 	// ReasonNamespaceMissing: the Job's namespace does not exist there,
 	// and the manager may not create it.
 	ReasonNamespaceMissing = "namespace_missing"
+	// ReasonNamespaceNotAccepted: the namespace there was made by someone
+	// else, and its administrator has not accepted this manager's Jobs in
+	// it (v1alpha1.AcceptsManagerLabel).
+	ReasonNamespaceNotAccepted = "namespace_not_accepted"
 	// ReasonPodSecurity: the namespace there enforces a weaker Pod
 	// Security level than the manager's.
 	ReasonPodSecurity = "pod_security"
@@ -101,7 +106,7 @@ const (
 // RejectionReasons lists every Decision.Codes value.
 var RejectionReasons = []string{
 	ReasonNotConnected, ReasonCordoned, ReasonNamespaceNotUsable, ReasonMissingRights, ReasonNamespaceMissing,
-	ReasonPodSecurity, ReasonNamespaceUnreadable, ReasonExcluded, ReasonClusterSelector,
+	ReasonNamespaceNotAccepted, ReasonPodSecurity, ReasonNamespaceUnreadable, ReasonExcluded, ReasonClusterSelector,
 	ReasonNoCapacitySummary, ReasonInvalidDirectives, ReasonNoPools, ReasonNoPoolAccepts, ReasonInsufficientCapacity,
 }
 

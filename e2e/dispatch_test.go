@@ -465,11 +465,10 @@ func TestSameNamedJobOnWorkerIsLeftAlone(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
-	// The user's own Job on worker-1, in a namespace of the same name.
+	// The user's own Job on worker-1, in a namespace of the same name that
+	// its administrator made and accepted the manager's Jobs in.
 	worker1 := d.workers["worker-1"]
-	if _, err := worker1.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	acceptingNamespace(ctx, t, worker1, ns, managerID(ctx, t, d.managerClient, devenv.SystemNamespace), nil)
 	theirs, err := worker1.BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, "clash", time.Hour), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

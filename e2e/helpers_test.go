@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/e2e/simworker"
+	"github.com/jobferry/jobferry/manager"
 )
 
 // Pod annotations and labels understood by the KWOK stages of localcluster.
@@ -75,6 +79,29 @@ func createNamespace(ctx context.Context, t *testing.T, client kubernetes.Interf
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// managerID is the installation ID of the manager running in namespace
+// managerNS (v1alpha1.ManagerIDLabel on its mirrors), read as it reads it.
+func managerID(ctx context.Context, t *testing.T, managerCluster client.Reader, managerNS string) string {
+	t.Helper()
+	id, err := manager.InstallationID(ctx, managerCluster, managerNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// acceptingNamespace creates namespace name on a worker as its
+// administrator makes one of their own that takes the manager's Jobs:
+// labelled v1alpha1.AcceptsManagerLabel with its ID (and labels).
+func acceptingNamespace(ctx context.Context, t *testing.T, worker kubernetes.Interface, name, managerID string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.AcceptsManagerLabel: managerID}}}
+	maps.Copy(ns.Labels, labels)
+	if _, err := worker.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sleepJob is a Job whose pods run for runFor under KWOK.

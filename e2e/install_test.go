@@ -371,15 +371,65 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may change only the Pod Security labels") {
 			t.Errorf("the manager's identity labelling %s on worker-1: %v, want it refused by the chart's admission policy", ns, err)
 		}
+		// Nor can its token run a Job as a system namespace's, the worker
+		// chart's or another team's ServiceAccount: RBAC grants Jobs
+		// everywhere, the chart's policy narrows it.
+		for target, want := range map[string]string{
+			"kube-system":          "may not write Jobs in namespace kube-system: the kube-* namespaces and the namespace of its own identity are out of its reach",
+			devenv.SystemNamespace: "may not write Jobs in namespace " + devenv.SystemNamespace,
+			"default":              "may write Jobs only in the namespaces it created (labelled jobferry.dev/manager-id) or that their administrator accepted its Jobs in (labelled jobferry.dev/accepts-manager): namespace default is neither",
+		} {
+			_, err := identity.BatchV1().Jobs(target).Create(ctx, sleepJob(target, "escalate", time.Second), metav1.CreateOptions{})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("the manager's identity creating a Job in %s on worker-1: %v, want it refused by the chart's admission policy saying %q", target, err, want)
+			} else {
+				t.Logf("refused: %v", err)
+			}
+		}
+		deleteJobsWaitNoMirrors(ctx, t, d, ns)
+	})
+	t.Run("another-teams-namespace", func(t *testing.T) {
+		// Another team's namespace of the same name on worker-1, made by
+		// its administrator, with a ServiceAccount of theirs: a tenant's
+		// Job naming that ServiceAccount is never placed there, and says
+		// why on the Job, in its Event and in describe; once the
+		// administrator accepts the manager's Jobs there, it runs.
+		ns := optedIn()
+		if _, err := workers["worker-1"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := workers["worker-1"].CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		id := managerID(ctx, t, managerClient, devenv.SystemNamespace)
+		job := sleepJob(ns, "borrowed", time.Second)
+		job.Spec.Template.Spec.ServiceAccountName = "deployer"
+		job.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: workerNameLabel + "=worker-1"}
+		if _, err := admin.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		why := "namespace " + ns + " there was not created by jobferry and its administrator has not accepted this manager's Jobs in it"
+		e := waitEvent(ctx, t, admin, ns, job.Name, "Unschedulable", 30*time.Second, "worker-1: "+why, "kubectl label namespace "+ns+" jobferry.dev/accepts-manager="+id+", on the worker")
+		t.Logf("Unschedulable: %s", e.Message)
+		described := mustPlugin(ctx, t, userKubeconfig, "describe", "job", job.Name, "-n", ns)
+		if !containsAll(described, why) {
+			t.Errorf("describe of a Job held back from another team's namespace does not say why:\n%s", described)
+		}
+		if _, err := workers["worker-1"].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a mirror in another team's namespace on worker-1: %v", err)
+		}
+		if _, err := workers["worker-1"].CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel+`":"`+id+`"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pollJob(ctx, t, admin, ns, job.Name, 2*time.Minute, "Complete once its namespace there accepts the manager's Jobs", complete)
 		deleteJobsWaitNoMirrors(ctx, t, d, ns)
 	})
 	t.Run("name-conflict", func(t *testing.T) {
 		// The manager tells a same-named Job of someone else's from its own
 		// mirror with a get after the create was refused.
 		ns := optedIn()
-		if _, err := workers["worker-1"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		acceptingNamespace(ctx, t, workers["worker-1"], ns, managerID(ctx, t, managerClient, devenv.SystemNamespace), nil)
 		if _, err := workers["worker-1"].BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, "clash", time.Hour), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -567,13 +617,12 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 
 	// The worker chart's namespaced mode: worker-2's identity gets Roles in
 	// team-x only; its WorkerCluster lists team-x. A Job from team-x runs
-	// there (its namespace is never created: the administrator made it);
+	// there (its namespace is never created: the administrator made it and
+	// accepted the manager's Jobs in it);
 	// one from elsewhere is not placed there, its Event saying why.
 	t.Run("namespaced-worker", func(t *testing.T) {
 		worker2 := env.Workers[1]
-		if _, err := workers["worker-2"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		acceptingNamespace(ctx, t, workers["worker-2"], "team-x", managerID(ctx, t, managerClient, devenv.SystemNamespace), nil)
 		helm(ctx, t, worker2.KubeconfigPath, "upgrade", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--set", "managerIdentity.namespaces={team-x}")
 		objects := manifestObjects(t, helm(ctx, t, worker2.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
 		// Joining again picks the namespaces up from the chart's

@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -81,12 +82,24 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("manager B's collector did not scan worker-1 twice: %v", err)
 	}
-	// And a Job of B's of the same name goes nowhere near it.
+	// And a Job of B's of the same name goes nowhere near it: B may not
+	// use A's namespace there until worker-1's administrator accepts B's
+	// Jobs in it, and then the mirror's name is taken.
 	if _, err := b.manager.BatchV1().Jobs(ns).Create(ctx, sleepJob(ns, "shared", time.Second), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	event := waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonNameConflict, time.Minute, "not created by jobferry exists on worker-1")
+	managerB := managerID(ctx, t, b.managerClient, devenv.SystemNamespace)
+	event := waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonUnschedulable, time.Minute,
+		"namespace "+ns+" there was created by another jobferry manager ("+managerA+") and its administrator has not accepted this manager's Jobs in it")
 	t.Logf("manager B's Job of the same name: %s: %s", event.Reason, event.Message)
+	if _, err := a.workers["worker-1"].CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel+`":"`+managerB+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Looked at again within namespaceRecheck (30 s) and the namespace
+	// read's reuse (10 s).
+	event = waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonNameConflict, 90*time.Second, "not created by jobferry exists on worker-1")
+	t.Logf("once B's Jobs are accepted there: %s: %s", event.Reason, event.Message)
 	now, err := a.workers["worker-1"].BatchV1().Jobs(ns).Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil || string(now.UID) != mirrorUIDA || now.DeletionTimestamp != nil {
 		t.Fatalf("manager A's mirror on worker-1 was touched: %v, %v", now, err)

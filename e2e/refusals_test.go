@@ -312,9 +312,13 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 	})
 
 	// worker-1 refuses Jobs labelled e2e.jobferry.dev/refuse in this
-	// namespace; the namespace must exist there for the policy to match.
+	// namespace; the namespace must exist there for the policy to match
+	// (made by jobferry for an earlier Job, or by its administrator, who
+	// accepts the manager's Jobs in it).
 	worker := d.workers["worker-1"]
-	if _, err := worker.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := worker.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		acceptingNamespace(ctx, t, worker, ns, managerID(ctx, t, d.managerClient, devenv.SystemNamespace), nil)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	const refusal = "e2e: Jobs labelled e2e.jobferry.dev/refuse do not run here"

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/manager/admission"
 	managerjobs "github.com/jobferry/jobferry/manager/jobs"
 )
@@ -188,10 +189,10 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	}
 	pollJob(ctx, t, d.manager, "team-d", "warned", time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 
-	// worker-1's team-c enforces only baseline: only worker-2 may take it.
-	if _, err := d.workers["worker-1"].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-c", Labels: map[string]string{psaEnforce: "baseline"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// worker-1's team-c, made by its administrator, who accepted the
+	// manager's Jobs in it, enforces only baseline: only worker-2 may take
+	// it.
+	acceptingNamespace(ctx, t, d.workers["worker-1"], "team-c", managerID(ctx, t, d.managerClient, devenv.SystemNamespace), map[string]string{psaEnforce: "baseline"})
 	weaker := restrictedJob("team-c", "weaker-worker")
 	if _, err := alice.BatchV1().Jobs("team-c").Create(ctx, weaker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,13 @@ const (
 	// origin by mistake tell their mirrors apart by it, and neither deletes
 	// the other's.
 	ManagerIDLabel = "jobferry.dev/manager-id"
+	// AcceptsManagerLabel on a worker's namespace that jobferry did not
+	// create, set by the worker's administrator to a manager installation's
+	// ID (the ManagerIDLabel value of its mirrors), accepts that manager's
+	// Jobs from the manager namespace of the same name. Without it (or
+	// ManagerIDLabel) a namespace someone else made is never dispatched
+	// into: its ServiceAccounts, quota and policies are another team's.
+	AcceptsManagerLabel = "jobferry.dev/accepts-manager"
 	// WorkerAnnotation on a manager Job names the WorkerCluster it is placed on.
 	WorkerAnnotation = "jobferry.dev/worker"
 	// ClusterSelectorAnnotation on a manager Job is a label selector over

@@ -391,7 +391,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	if err != nil {
 		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
 	}
-	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: installation, Interval: c.gcInterval,
+	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: installation, Keys: keys, Interval: c.gcInterval,
 		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)

@@ -1,8 +1,9 @@
 // Command statepolicy writes the specs of jobferry's ValidatingAdmissionPolicies
 // into the charts, which fill in the manager's ServiceAccount for ManagerUser:
 // the one that keeps jobferry's state on Jobs jobferry's (admission.StatePolicy,
-// manager chart) and the one that fences the manager's rights on a worker's
-// namespaces (admission.NamespacePolicy, worker chart).
+// manager chart), and the ones that fence the manager's rights on a worker's
+// namespaces (admission.NamespacePolicy, worker chart) and Jobs
+// (admission.ManagerJobsPolicy, worker chart).
 package main
 
 import (
@@ -29,6 +30,7 @@ var policies = []struct {
 }{
 	{"charts/jobferry-manager/files/state-policy.yaml", "templates/statepolicy.yaml", "admission.StatePolicy", admission.StatePolicy},
 	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "admission.NamespacePolicy", admission.NamespacePolicy},
+	{"charts/jobferry-worker/files/jobs-policy.yaml", "templates/manager-jobs.yaml", "admission.ManagerJobsPolicy", admission.ManagerJobsPolicy},
 }
 
 // spec is the content of policy i's file.

@@ -17,7 +17,8 @@ import (
 // identity (managerUser, e.g. system:serviceaccount:jobferry-system:
 // jobferry-manager) may set, change or remove a jobferry.dev/ annotation
 // or label of a Job other than the user inputs (cluster selector,
-// on-worker-lost), at creation or update, in any namespace; the message
+// on-worker-lost), at creation or update (the status subresource's
+// included), in any namespace; the message
 // names the keys. The opt-in webhook's jobferry.dev/held-for-placement
 // "true" is let through at creation, as the webhook sets it for the Job's
 // author. A spec.managedBy in the jobferry.dev/ domain other than the
@@ -32,8 +33,10 @@ func StatePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingA
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: onCreateAndUpdate("batch", "jobs"),
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			// The status subresource is a door to the labels and
+			// annotations too.
+			MatchConstraints: onCreateAndUpdate("batch", "jobs", "jobs/status"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "not-jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username != %s", celString(managerUser))},
 				{Name: "names-jobferry", Expression: namesJobferry},
@@ -75,16 +78,16 @@ func StatePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingA
 
 // namesJobferry lets the policy look only at Jobs that carry anything of
 // jobferry's, before or after the request.
-const namesJobferry = `(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('jobferry.dev/'))) || ` +
-	`(has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith('jobferry.dev/'))) || ` +
-	`(oldObject != null && has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, k.startsWith('jobferry.dev/'))) || ` +
-	`(oldObject != null && has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k, k.startsWith('jobferry.dev/'))) || ` +
+const namesJobferry = `(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.lowerAscii().startsWith('jobferry.dev/'))) || ` +
+	`(has(object.metadata.labels) && object.metadata.labels.exists(k, k.lowerAscii().startsWith('jobferry.dev/'))) || ` +
+	`(oldObject != null && has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, k.lowerAscii().startsWith('jobferry.dev/'))) || ` +
+	`(oldObject != null && has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k, k.lowerAscii().startsWith('jobferry.dev/'))) || ` +
 	`(has(object.spec.managedBy) && object.spec.managedBy.startsWith('jobferry.dev/'))`
 
 // changed is the CEL list of jobferry's keys of one map (annotations or
 // labels) that the request sets, changes or removes, but those allowed.
 func changed(field, allowed string) string {
-	owned := "k.startsWith('jobferry.dev/') && !(k in variables.userInputs)"
+	owned := "k.lowerAscii().startsWith('jobferry.dev/') && !(k in variables.userInputs)"
 	if allowed != "" {
 		allowed = " && " + allowed
 	}
@@ -114,13 +117,14 @@ func celList(items []string) string {
 	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
-// onCreateAndUpdate matches creations and updates of one resource.
-func onCreateAndUpdate(group, resource string) *admissionregistrationv1.MatchResources {
+// onCreateAndUpdate matches creations and updates of resources (and
+// subresources) of one group.
+func onCreateAndUpdate(group string, resources ...string) *admissionregistrationv1.MatchResources {
 	return &admissionregistrationv1.MatchResources{
 		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources},
 			},
 		}},
 	}

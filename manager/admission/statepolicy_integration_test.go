@@ -85,6 +85,8 @@ func TestIntegrationStatePolicy(t *testing.T) {
 			"an attempt and seal": {annotations: map[string]string{v1alpha1.DispatchAttemptAnnotation: "7", v1alpha1.StateSealAnnotation: "v1.x"}, want: []string{"annotations ", "jobferry.dev/dispatch-attempt", "jobferry.dev/state-seal"}},
 			"held, but not true":  {annotations: map[string]string{v1alpha1.HeldForPlacementAnnotation: "yes"}, want: []string{"jobferry.dev/held-for-placement"}},
 			"a mirror label":      {labels: map[string]string{v1alpha1.OriginUIDLabel: "x"}, want: []string{"label jobferry.dev/origin-uid"}},
+			// The API server validates an annotation key in lowercase.
+			"a placement in capitals": {annotations: map[string]string{"Jobferry.dev/worker": "w1"}, want: []string{"annotation Jobferry.dev/worker of a Job: jobferry's own state"}},
 		} {
 			t.Run(name, func(t *testing.T) {
 				_, err := alice.BatchV1().Jobs("default").Create(ctx, job("forged", tc.annotations, tc.labels), metav1.CreateOptions{})
@@ -140,6 +142,15 @@ func TestIntegrationStatePolicy(t *testing.T) {
 				refused(t, err, "only jobferry's manager may write")
 			})
 		}
+		// The status subresource writes labels and annotations too (the
+		// Job status strategy keeps only the spec): a controller with
+		// jobs/status rights is held like anyone else.
+		t.Run("through the status subresource", func(t *testing.T) {
+			j := latest(t)
+			j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "5"
+			_, err := alice.BatchV1().Jobs("default").UpdateStatus(ctx, j, metav1.UpdateOptions{})
+			refused(t, err, "annotation jobferry.dev/dispatch-attempt of a Job", "only jobferry's manager may write")
+		})
 		t.Run("anything else", func(t *testing.T) {
 			j := latest(t)
 			j.Annotations[v1alpha1.ClusterSelectorAnnotation] = "zone=b"

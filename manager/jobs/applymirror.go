@@ -13,11 +13,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
@@ -88,20 +90,25 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 
 // strayMirror finds, on the connected workers, a mirror of the Job of a
 // later attempt than the Job records that this manager did not just create:
-// the Job's state does not account for it.
+// the Job's state does not account for it — it was removed, or rolled back
+// to an earlier attempt's (saved and written back: its seal still matches).
+// The mirrors are what says the attempt only grows: only jobferry creates
+// a mirror of a new attempt, and always after recording it on the Job.
 func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
-	recorded := jobstate.Attempt(job)
+	recorded, recordedUID := jobstate.Attempt(job), types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	for _, worker := range r.Workers.Names() {
 		conn := r.conn(worker)
 		if conn == nil || !conn.Connected() || !conn.MayUse(job.Namespace) {
 			continue
 		}
-		m, err := conn.Mirror(ctx, key)
+		m, err := conn.MirrorMeta(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		if m == nil || m.DeletionTimestamp != nil || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded {
+		// The mirror the state records is the Job's, whatever a
+		// worker-namespace user made of its attempt label.
+		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded {
 			continue
 		}
 		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
@@ -330,7 +337,7 @@ func (r *JobReconciler) withStoredTemplate(ctx context.Context, job *batchv1.Job
 	// The cache keeps jobferry's annotations only; the mirror carries the
 	// Job's others as the API server holds them.
 	for k, v := range stored.Annotations {
-		if !strings.HasPrefix(k, jobstate.Prefix) {
+		if !jobstate.InDomain(k) {
 			if whole.Annotations == nil {
 				whole.Annotations = map[string]string{}
 			}

@@ -147,7 +147,8 @@ func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns 
 }
 
 // workerNamespaceVerdict says why the worker's namespace of the Job's name
-// may not take its pods: it enforces a weaker Pod Security level than the
+// may not take its pods: someone else made it and did not accept this
+// manager's Jobs in it, it enforces a weaker Pod Security level than the
 // manager's namespace, it is missing and the manager may not create it, or
 // the credential may not read it (the worker's rights are checked again at
 // once). An error is one worth retrying.
@@ -165,8 +166,11 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	// it, or brings the labels of one it created in step, first.
 	rights := conn.NamespaceRights()
 	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
-	if plan.action == namespaceMissing {
+	switch plan.action {
+	case namespaceMissing:
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
+	case namespaceNotAccepted:
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceNotAccepted, Why: notAccepted(plan.namespace, r.ManagerID)}, nil
 	}
 	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
 	if why == "" {
@@ -176,6 +180,37 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", workers.RelabelNamespacesRight)
 	}
 	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
+}
+
+// namespaceRecheck is how soon a Job a worker's namespace kept off that
+// worker is placed again: jobferry watches no worker's namespaces, so
+// nothing else says when its administrator accepts the manager's Jobs in
+// one, creates it, or changes its Pod Security level (and reads of it are
+// reused for up to workers' namespaceTTL).
+const namespaceRecheck = 30 * time.Second
+
+// keptOffByNamespace: some worker rejected the Job for its namespace there.
+func keptOffByNamespace(d dispatch.Decision) bool {
+	for _, code := range d.Codes {
+		switch code {
+		case dispatch.ReasonNamespaceMissing, dispatch.ReasonNamespaceNotAccepted, dispatch.ReasonPodSecurity, dispatch.ReasonNamespaceUnreadable:
+			return true
+		}
+	}
+	return false
+}
+
+// notAccepted says why a worker's namespace this manager did not create
+// takes no mirror, and how its administrator accepts the manager's Jobs
+// there.
+func notAccepted(ns *corev1.Namespace, managerID string) string {
+	made := "was not created by jobferry"
+	if other := ns.Labels[v1alpha1.ManagerIDLabel]; other != "" {
+		made = fmt.Sprintf("was created by another jobferry manager (%s)", other)
+	}
+	return fmt.Sprintf("namespace %s there %s and its administrator has not accepted this manager's Jobs in it "+
+		"(its ServiceAccounts, quota and policies may be another team's); to accept them: kubectl label namespace %s %s=%s, on the worker",
+		ns.Name, made, ns.Name, v1alpha1.AcceptsManagerLabel, managerID)
 }
 
 // place chooses a worker for the Job and records it, with the worker's
@@ -210,11 +245,16 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 	if !decision.Placed() {
 		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
-		// gives it room; the requeue is a safety net.
+		// gives it room; the requeue is a safety net, sooner where a
+		// worker's namespace kept it off (nothing watched says when that
+		// changes).
 		if missed := r.waiting.add(asWritten, pass); missed {
 			r.wakeWaiting()
 		}
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
+		if keptOffByNamespace(decision) {
+			retry.RequeueAfter = namespaceRecheck
+		}
 		// The condition says the gist (no free amounts, which change with
 		// every capacity summary); the Event, with the figures, goes with a
 		// change of it, not with every retry: under load every capacity

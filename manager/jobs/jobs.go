@@ -447,6 +447,13 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
 	unfinished := !isFinished(job) && !nothingToRun(job)
+	if unfinished {
+		// Whatever the state says, on any worker it can see: a mirror of a
+		// later attempt than it records means it is not the latest.
+		if s.Stray, err = r.strayMirror(ctx, job); err != nil {
+			return s, err
+		}
+	}
 	if r.Queue != nil && queue.QueueName(job) != "" && unfinished {
 		v, err := r.Queue.View(ctx, job)
 		if err != nil {
@@ -458,9 +465,6 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if s.Worker == "" {
 		if unfinished {
 			if _, s.Refusal, err = r.admit(ctx, job); err != nil {
-				return s, err
-			}
-			if s.Stray, err = r.strayMirror(ctx, job); err != nil {
 				return s, err
 			}
 		}
@@ -521,11 +525,6 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, err
 	}
 	s.Refusal = refusal
-	if m == nil {
-		if s.Stray, err = r.strayMirror(ctx, job); err != nil {
-			return s, err
-		}
-	}
 	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
 	return s, err
 }

@@ -83,7 +83,7 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		t.Fatal(err)
 	}
 	h.r = &JobReconciler{
-		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Origin: "jobferry", Policy: policy, Clock: h.clock, Keys: testKey,
+		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Origin: "jobferry", ManagerID: testStepConfig.ManagerID, Policy: policy, Clock: h.clock, Keys: testKey,
 		CapacitySettle:    2 * time.Second,
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
 		Workers: h.workers,

@@ -97,8 +97,9 @@ type jobState struct {
 	// is older than the key (its manager recorded no UIDs).
 	AdoptMirror bool
 	// Stray is a mirror of this Job, on some worker, of a later attempt than
-	// the Job records and not created by this manager: read only before a
-	// mirror could be created (placement, creation).
+	// the Job records and not created by this manager: the state is not the
+	// latest (removed, or an earlier one written back). Read for every
+	// unfinished Job.
 	Stray *strayMirror
 	// WorkerRejects says why the Job's worker may not run its pods as they
 	// are now (dispatch.Admits, the worker namespace's Pod Security, the
@@ -301,6 +302,11 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if s.Legacy {
 		return step{Kind: stepRecord}
 	}
+	if s.Stray != nil {
+		// Acting on state older than a mirror says could run the Job twice
+		// (keeping an earlier attempt's mirror beside the later one).
+		return strayStep(s)
+	}
 	if s.Worker == "" {
 		return nextUnplaced(s)
 	}
@@ -409,8 +415,6 @@ func nextUnplaced(s jobState) step {
 	case s.Queue == nil && userSuspended(job):
 		// A queued Job is suspended by Kueue, not by its user.
 		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
-	case s.Stray != nil:
-		return strayStep(s)
 	case s.Blocked[writePlacement]:
 		// The user was told; the same write would be rejected again.
 		return step{Kind: stepNone}
@@ -421,15 +425,17 @@ func nextUnplaced(s jobState) step {
 }
 
 // strayStep: a mirror of the Job that its state does not account for runs
-// on a worker (its state was removed, or someone made a Job with its labels
-// there): placing it again could run it twice.
+// on a worker (its state was removed or rolled back to an earlier
+// attempt's, or someone made a Job with its labels there): placing it
+// again, or acting on the earlier attempt, could run it twice.
 func strayStep(s jobState) step {
 	if s.Blocked[noticeStray] {
 		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
 	}
 	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
-		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed, "+
-			"or someone created a Job with its labels there; nothing is dispatched for it while that Job exists",
+		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed "+
+			"or rolled back to an earlier attempt's, or someone created a Job with its labels there; jobferry does not act on this Job "+
+			"(nothing is placed, created, updated or deleted for it on a worker, and no status is copied) while that Job exists",
 		s.Stray.Attempt, s.Stray.UID, s.Stray.Worker, jobstate.Attempt(s.Job))}
 }
 
@@ -475,8 +481,6 @@ func nextWithoutMirror(s jobState) step {
 		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
 			"its mirror on %s (UID %s) was deleted there, not by jobferry (by someone on the worker, or with its namespace): this Job is dispatched again as attempt %d",
 			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
-	case s.Stray != nil:
-		return strayStep(s)
 	case s.Refusal != nil:
 		// The policy holds at every mirror create, however the Job came to
 		// be placed.

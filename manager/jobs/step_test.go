@@ -398,11 +398,29 @@ func TestNextStep(t *testing.T) {
 				delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
 			}),
 				Stray: &strayMirror{Worker: "w2", Attempt: 1, UID: "mirror-uid"}},
-			want: stepStray, checks: []check{wantWhy("attempt 1, UID mirror-uid", "on w2", "records attempt 0", "nothing is dispatched"), wantRequeue(30 * time.Second)},
+			want: stepStray, checks: []check{wantWhy("attempt 1, UID mirror-uid", "on w2", "records attempt 0", "removed or rolled back", "jobferry does not act on this Job"), wantRequeue(30 * time.Second)},
 		},
 		"a stray mirror already reported: no new Event, looked at again": {
 			state: jobState{Now: stepNow, Job: stepJob(), Stray: &strayMirror{Worker: "w2", Attempt: 1}, Blocked: map[write]bool{noticeStray: true}},
 			want:  stepNone, checks: []check{wantRequeue(30 * time.Second)},
+		},
+		"its mirror running, but a later attempt's mirror runs elsewhere (an earlier state written back): nothing done, no status copied": {
+			state: func() jobState {
+				job := stepJob(placed)
+				s := connectedState(job, mirrorOf(t, job, running))
+				s.Stray = &strayMirror{Worker: "w2", Attempt: 2, UID: "later"}
+				return s
+			}(),
+			want: stepStray, checks: []check{wantWhy("attempt 2, UID later", "records attempt 1")},
+		},
+		"its worker down, a later attempt's mirror runs elsewhere: not waited for": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Connection = connectionState{}
+				s.Stray = &strayMirror{Worker: "w2", Attempt: 2, UID: "later"}
+				return s
+			}(),
+			want: stepStray,
 		},
 		"placed, but a later attempt's mirror it does not record runs elsewhere: no mirror created": {
 			state: func() jobState {

@@ -132,6 +132,64 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	}
 }
 
+// A state saved while the Job ran on w1 and written back, seal and all,
+// once the Job runs on w2 as attempt 2 (whoever could bypass the state
+// policy): the seal matches, but w2's mirror says the state is not the
+// latest. jobferry does not act on it — it does not take w1's old mirror
+// for the Job's, copies none of its status and places nothing — whether
+// w1 is back or still away.
+func TestRolledBackStateIsNotActedOn(t *testing.T) {
+	ctx := context.Background()
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers.Conns["w2"].Down = true
+	saved := runningOn(t, h, "w1").Annotations
+	old := h.mirror(t, "w1")
+
+	// w1 is lost; past the timeout the Job runs on w2 as attempt 2.
+	h.workers.Conns["w1"].Down, h.workers.Conns["w2"].Down = true, false
+	wc := &v1alpha1.WorkerCluster{}
+	if err := h.manager.Get(ctx, client.ObjectKey{Name: "w1"}, wc); err != nil {
+		t.Fatal(err)
+	}
+	wc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(h.clock.Now())}}
+	if err := h.manager.Status().Update(ctx, wc); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(16 * time.Minute)
+	h.reconcile(t)
+	h.report(t, "w2", running)
+	h.clock.Step(time.Second)
+	h.reconcile(t)
+	if job := h.job(t); job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" || job.Status.Active != 1 {
+		t.Fatalf("not running as attempt 2 on w2: %v %+v", job.Annotations, job.Status)
+	}
+	h.events()
+
+	tamper(t, h, func(j *batchv1.Job) { j.Annotations = saved })
+	// A manager that starts afresh remembers nothing of what it created.
+	h.r.attempts = attemptMemo{}
+	h.reconcile(t)
+	events := h.events()
+	if strings.Join(events, ",") != ReasonStrayMirror {
+		t.Errorf("events %v, want %s", events, ReasonStrayMirror)
+	}
+	// w1 back, its attempt-1 mirror finished: nothing of it is taken.
+	h.workers.Conns["w1"].Down = false
+	h.report(t, "w1", complete)
+	h.clock.Step(time.Minute)
+	h.reconcile(t)
+	job := h.job(t)
+	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("the status of w1's attempt-1 mirror (UID %s) was copied to the rolled-back Job: %+v", old.UID, job.Status)
+	}
+	if m := h.mirror(t, "w2"); m == nil || mirror.Attempt(m) != 2 {
+		t.Errorf("the attempt-2 mirror on w2 was touched: %v", m)
+	}
+	if h.workers.Conns["w1"].Creates.Load() != 1 || h.workers.Conns["w2"].Creates.Load() != 1 {
+		t.Errorf("mirrors created: %d on w1, %d on w2; want one each", h.workers.Conns["w1"].Creates.Load(), h.workers.Conns["w2"].Creates.Load())
+	}
+}
+
 // replaceMirror deletes the Job's mirror on worker and creates a Job with
 // its name, labels and spec in its place, as a worker-namespace user may.
 func replaceMirror(t *testing.T, h *jobsHarness, worker string) {

@@ -25,6 +25,9 @@ const (
 	namespaceRelabel
 	// namespaceMissing: missing, and jobferry may not create it.
 	namespaceMissing
+	// namespaceNotAccepted: someone else made it, and its administrator
+	// has not accepted this manager's Jobs in it: no mirror goes there.
+	namespaceNotAccepted
 )
 
 // namespacePlan is what jobferry will do to a worker's namespace, and the
@@ -39,6 +42,12 @@ type namespacePlan struct {
 	ours bool
 }
 
+// acceptsManager: the worker's administrator accepted managerID's Jobs in
+// ns, a namespace jobferry did not create (v1alpha1.AcceptsManagerLabel).
+func acceptsManager(ns *corev1.Namespace, managerID string) bool {
+	return managerID != "" && ns.Labels[v1alpha1.AcceptsManagerLabel] == managerID
+}
+
 // planWorkerNamespace decides what to do with the worker's namespace name,
 // as read (have; nil: it does not exist), so that the worker's Pod Security
 // admission holds a mirror's pods to want, the Pod Security labels of the
@@ -47,7 +56,11 @@ type namespacePlan struct {
 // (managerID), which is how it is known for jobferry's later; one labelled
 // so follows the manager's labels when they change (tightened: the worker
 // would otherwise be refused as weaker; loosened: its pods refused there).
-// Namespaces someone else made are never changed.
+// Namespaces someone else made are never changed, and used only when
+// their administrator accepted this installation's Jobs in them
+// (acceptsManager): the same name on two clusters is no proof of the same
+// owner, and a mirror runs as the ServiceAccount its template names, with
+// the quota and policies of the namespace it lands in.
 func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may workers.NamespaceRights) namespacePlan {
 	if have == nil {
 		if !may.Create {
@@ -65,6 +78,9 @@ func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]st
 		}}
 	}
 	ours := managerID != "" && have.Labels[v1alpha1.ManagerIDLabel] == managerID
+	if !ours && !acceptsManager(have, managerID) {
+		return namespacePlan{action: namespaceNotAccepted, namespace: have}
+	}
 	if !ours || !may.Create || !may.Relabel || podSecurityInStep(have.Labels, want) {
 		return namespacePlan{action: namespaceAsIs, namespace: have, ours: ours}
 	}

@@ -74,13 +74,21 @@ func TestPlanWorkerNamespace(t *testing.T) {
 			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.ManagerIDLabel, "m1"), want: restricted, may: workers.NamespaceRights{Create: true},
 			action: namespaceAsIs, ours: true, labels: map[string]string{psaEnforce: "baseline", v1alpha1.ManagerIDLabel: "m1"},
 		},
-		"another installation's: never changed": {
+		"another installation's: not accepted, never changed": {
 			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.ManagerIDLabel, "m2"), want: restricted, may: all,
-			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline", v1alpha1.ManagerIDLabel: "m2"},
+			action: namespaceNotAccepted, labels: map[string]string{psaEnforce: "baseline", v1alpha1.ManagerIDLabel: "m2"},
 		},
-		"made by someone else: never changed": {
+		"made by someone else: not accepted, never changed": {
 			have: namespace("team-a", psaEnforce, "baseline"), want: restricted, may: all,
-			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline"},
+			action: namespaceNotAccepted, labels: map[string]string{psaEnforce: "baseline"},
+		},
+		"made by someone else, accepting another installation's Jobs": {
+			have: namespace("team-a", v1alpha1.AcceptsManagerLabel, "m2"), may: all,
+			action: namespaceNotAccepted, labels: map[string]string{v1alpha1.AcceptsManagerLabel: "m2"},
+		},
+		"made by someone else, accepting this installation's Jobs: used, never changed": {
+			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.AcceptsManagerLabel, "m1"), want: restricted, may: all,
+			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline", v1alpha1.AcceptsManagerLabel: "m1"},
 		},
 	}
 	for name, tc := range cases {
@@ -132,9 +140,14 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			workerNS: namespace("team-a", psaEnforce, "privileged", v1alpha1.ManagerIDLabel, "m1"), noRelabel: true, wantLevel: "privileged",
 			wantWhy: []string{`weaker than "baseline:latest"`, "jobferry created it, but its credential there may not patch namespaces", "managerIdentity.allowNamespaceCreation"},
 		},
-		"an administrator made it": {
-			workerNS: namespace("team-a", psaEnforce, "privileged"), wantLevel: "privileged",
+		"an administrator made it and accepted this manager's Jobs": {
+			workerNS: namespace("team-a", psaEnforce, "privileged", v1alpha1.AcceptsManagerLabel, "m1"), wantLevel: "privileged",
 			wantWhy: []string{`its namespace team-a enforces PodSecurity "privileged:latest", weaker than "baseline:latest"`},
+		},
+		"an administrator made it and did not accept this manager's Jobs": {
+			workerNS: namespace("team-a", psaEnforce, "privileged"), wantLevel: "privileged",
+			wantWhy: []string{"namespace team-a there was not created by jobferry and its administrator has not accepted this manager's Jobs in it",
+				"kubectl label namespace team-a jobferry.dev/accepts-manager=m1"},
 		},
 	}
 	for name, tc := range cases {

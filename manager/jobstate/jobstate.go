@@ -34,6 +34,15 @@ import (
 // Prefix is the domain of jobferry's annotations and labels.
 const Prefix = "jobferry.dev/"
 
+// InDomain: key is in jobferry's domain, whatever the case of its prefix.
+// The API server validates an annotation key in lowercase, so
+// "Jobferry.dev/worker" is a valid one; matched exactly, it would pass
+// every filter of jobferry's keys (the state policy, the mirror's) as
+// someone else's.
+func InDomain(key string) bool {
+	return len(key) >= len(Prefix) && strings.EqualFold(key[:len(Prefix)], Prefix)
+}
+
 // UserInputs are the jobferry.dev/ annotations a Job's author writes: input
 // jobferry validates, never a decision of its own.
 var UserInputs = []string{v1alpha1.ClusterSelectorAnnotation, v1alpha1.OnWorkerLostAnnotation}
@@ -56,7 +65,7 @@ var SealedAnnotations = []string{
 // is not sealed: it says only that the Job should start once placed,
 // which its author could have asked for by not suspending it.
 func Owned(key string) bool {
-	return strings.HasPrefix(key, Prefix) && !slices.Contains(UserInputs, key)
+	return InDomain(key) && !slices.Contains(UserInputs, key)
 }
 
 // Key seals jobferry's state. Since is when it was made: a Job created

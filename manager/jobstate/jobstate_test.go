@@ -154,10 +154,14 @@ func TestOwned(t *testing.T) {
 		v1alpha1.HeldForPlacementAnnotation: true,
 		v1alpha1.StateSealAnnotation:        true,
 		"jobferry.dev/anything-new":         true,
-		v1alpha1.ClusterSelectorAnnotation:  false,
-		v1alpha1.OnWorkerLostAnnotation:     false,
-		"e2e.jobferry.dev/worker":           false,
-		"example.com/team":                  false,
+		// An annotation key's prefix is validated in lowercase: these
+		// are valid annotations, and jobferry's.
+		"Jobferry.dev/worker":              true,
+		"JOBFERRY.DEV/mirror-uid":          true,
+		v1alpha1.ClusterSelectorAnnotation: false,
+		v1alpha1.OnWorkerLostAnnotation:    false,
+		"e2e.jobferry.dev/worker":          false,
+		"example.com/team":                 false,
 	} {
 		if got := Owned(key); got != want {
 			t.Errorf("Owned(%q) = %v, want %v", key, got, want)

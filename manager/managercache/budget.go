@@ -3,7 +3,6 @@ package managercache
 import (
 	"reflect"
 	"slices"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -111,7 +110,7 @@ func stateAnnotations(annotations map[string]string) map[string]string {
 	for k, v := range annotations {
 		// The marker is the cache's to set (newCachedOverBudget): one
 		// written on the Job is not kept.
-		if strings.HasPrefix(k, jobstate.Prefix) && k != overBudgetAnnotation {
+		if jobstate.InDomain(k) && k != overBudgetAnnotation {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -125,7 +124,7 @@ func stateAnnotations(annotations map[string]string) map[string]string {
 // and others than jobferry write (its user inputs): jobferry.dev/, but
 // not sealed state.
 func userAnnotation(key string) bool {
-	return strings.HasPrefix(key, jobstate.Prefix) && key != v1alpha1.StateSealAnnotation && !slices.Contains(jobstate.SealedAnnotations, key)
+	return jobstate.InDomain(key) && key != v1alpha1.StateSealAnnotation && !slices.Contains(jobstate.SealedAnnotations, key)
 }
 
 // newCachedOverBudget is a manager Job over its budget as the cache keeps

@@ -15,6 +15,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
@@ -35,7 +36,11 @@ type Collector struct {
 	Workers workers.Lookup
 	// ManagerID identifies this installation's mirrors (InstallationID).
 	ManagerID string
-	Interval  time.Duration
+	// Keys gives the key that seals jobferry's state on manager Jobs
+	// (statekey.Keys): a mirror is taken for one a later attempt replaced
+	// only when the attempt its Job records is sealed.
+	Keys     KeySource
+	Interval time.Duration
 	// Connected gets the workers that (re)connect
 	// (workers.Pool.SubscribeConnected).
 	Connected <-chan string
@@ -142,9 +147,17 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	}
 }
 
+// KeySource gives the key that seals jobferry's state (statekey.Keys; a
+// fixed key in unit tests).
+type KeySource interface {
+	Key(ctx context.Context) (jobstate.Key, error)
+}
+
 // liveInCache: the manager cache holds the mirror's Job (the same namespace,
 // name and UID), not being deleted, at an attempt the mirror's is not
-// older than.
+// older than — or at a later attempt that jobferry did not seal: a raised
+// attempt annotation someone else wrote must not get a running mirror
+// deleted (the Job's reconciler does not act on such state either).
 func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, error) {
 	var job batchv1.Job
 	if err := gc.Client.Get(ctx, client.ObjectKeyFromObject(m), &job); err != nil {
@@ -154,7 +167,18 @@ func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, err
 		return false, err
 	}
 	attempt, ok := liveAttemptOf(&job)
-	return ok && job.UID == types.UID(m.Labels[v1alpha1.OriginUIDLabel]) && mirror.Attempt(m) >= attempt, nil
+	if !ok || job.UID != types.UID(m.Labels[v1alpha1.OriginUIDLabel]) {
+		return false, nil
+	}
+	if mirror.Attempt(m) >= attempt {
+		return true, nil
+	}
+	key, err := gc.Keys.Key(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading the key that seals jobferry's state: %w", err)
+	}
+	verdict, _ := jobstate.Verify(&job, key)
+	return verdict == jobstate.Tampered, nil
 }
 
 // orphans are the mirrors, among those of this installation's origin the

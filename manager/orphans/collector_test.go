@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
 
@@ -36,11 +38,19 @@ func gcMirror(name, uid string, attempt int, manager string) batchv1.Job {
 }
 
 // gcJob is manager Job uid at attempt attempt, named job-<uid> (its
-// mirrors are, too).
+// mirrors are, too), its state sealed under testKey.
 func gcJob(uid string, attempt int) batchv1.Job {
-	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job-" + uid, UID: types.UID(uid),
+	job := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job-" + uid, UID: types.UID(uid),
 		Annotations: map[string]string{v1alpha1.DispatchAttemptAnnotation: strconv.Itoa(attempt)}}}
+	return *jobstate.Sealed(&job, testKey)
 }
+
+// testKey seals the test Jobs' state; fixedKey hands it out.
+var testKey = jobstate.Key{Secret: []byte("test key"), Since: time.Unix(0, 0)}
+
+type fixedKey jobstate.Key
+
+func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
 
 func TestOrphans(t *testing.T) {
 	deleting := func(j batchv1.Job) batchv1.Job {
@@ -211,7 +221,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	sameName := gcJob("u5", 1)
 	sameName.UID = "u5-again"
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&cached, &sameName).Build()
-	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1"}
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1", Keys: fixedKey(testKey)}
 	gc.collectAll(ctx, liveOf(gcJob("u1", 1)))
 	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
@@ -236,6 +246,27 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	}
 }
 
+// A mirror the Job's recorded attempt says was replaced is deleted only
+// when jobferry sealed that attempt: a raised attempt someone else wrote
+// (the seal no longer matching) leaves the running mirror alone.
+func TestOrphanCollectorActsOnlyOnSealedAttempts(t *testing.T) {
+	ctx := context.Background()
+	replaced, running := gcMirror("job-u1", "u1", 1, "m1"), gcMirror("job-u2", "u2", 1, "m1")
+	raised := gcJob("u2", 1)
+	raised.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2" // the seal is for attempt 1
+	cached := []client.Object{ptr.To(gcJob("u1", 2)), &raised}
+	up := workerstest.NewConn("jobferry", &replaced, &running)
+	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(cached...).Build()
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up}), ManagerID: "m1", Keys: fixedKey(testKey)}
+	gc.collectAll(ctx, liveOf(gcJob("u1", 2), raised))
+	if err := up.API.Get(ctx, client.ObjectKeyFromObject(&replaced), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the mirror of attempt 1, replaced by a sealed attempt 2: %v, want it deleted", err)
+	}
+	if err := up.API.Get(ctx, client.ObjectKeyFromObject(&running), &batchv1.Job{}); err != nil {
+		t.Errorf("the mirror of a Job whose attempt someone else raised: %v, want it kept", err)
+	}
+}
+
 // Started, the collector waits until it has seen every manager Job (a Job
 // not yet delivered would pass for a gone one), then looks at every
 // worker, then at each worker the pool says (re)connected, on the
@@ -248,7 +279,7 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	connected := make(chan string, 1)
 	jobs := &fakeJobInformer{jobs: []batchv1.Job{gcJob("u0", 1)}}
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
-	gc := &Collector{Jobs: jobs, Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Connected: connected}
+	gc := &Collector{Jobs: jobs, Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Keys: fixedKey(testKey), Connected: connected}
 	done := make(chan error, 1)
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {

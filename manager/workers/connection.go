@@ -175,6 +175,11 @@ type Conn interface {
 	Capacity(ctx context.Context) *v1alpha1.ClusterCapacityStatus
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 	Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error)
+	// MirrorMeta is the identity and jobferry's labels of the mirror at
+	// key (nil: none cached), the cache's own: read it, never change it.
+	// What a look at every worker for one Job reads (a stray mirror)
+	// costs a pointer each, not a Job.
+	MirrorMeta(ctx context.Context, key types.NamespacedName) (*metav1.ObjectMeta, error)
 	// Mirrors are the cached mirrors in a namespace (metav1.NamespaceAll:
 	// all), sharing the cache's maps and pointers: read them, never
 	// change them.
@@ -401,6 +406,22 @@ func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 		return nil, err
 	}
 	return m.job(), nil
+}
+
+// MirrorMeta is the metadata of this installation's Job at key on the
+// worker, the cache's own: to read, never to change (nil: none).
+func (c *Connection) MirrorMeta(_ context.Context, key types.NamespacedName) (*metav1.ObjectMeta, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
+	}
+	if !c.MayUse(key.Namespace) {
+		return nil, nil
+	}
+	m, err := c.mirrors.get(key)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return &m.ObjectMeta, nil
 }
 
 // Mirrors are this installation's Jobs on the worker in namespace ns

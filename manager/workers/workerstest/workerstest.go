@@ -67,10 +67,12 @@ func NewConn(origin string, objs ...client.Object) *Conn {
 					f.BeforeCreate = nil
 					hook(job)
 				}
-				n := creates.Add(1)
+				creates.Add(1)
 				if obj.GetUID() == "" {
-					// As an API server does; the fake client leaves it empty.
-					obj.SetUID(types.UID(fmt.Sprintf("worker-uid-%d", n)))
+					// As an API server does (the fake client leaves it
+					// empty): unique across the fake workers, as two
+					// clusters' UIDs are.
+					obj.SetUID(types.UID(fmt.Sprintf("worker-uid-%d", uids.Add(1))))
 				}
 			}
 			return c.Create(ctx, obj, opts...)
@@ -137,6 +139,18 @@ func (f *Conn) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.J
 		return nil, err
 	}
 	return workers.SlimMirror(job), nil
+}
+
+// uids numbers the UIDs the fake workers give the objects created there.
+var uids atomic.Int64
+
+// MirrorMeta is Mirror's metadata, as the real cache gives it.
+func (f *Conn) MirrorMeta(ctx context.Context, key types.NamespacedName) (*metav1.ObjectMeta, error) {
+	m, err := f.Mirror(ctx, key)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return &m.ObjectMeta, nil
 }
 
 // Mirrors lists as the real cache does: Jobs with this origin's label in
