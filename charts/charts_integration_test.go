@@ -314,9 +314,9 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 	}{
 		{"jobferry-manager", nil, map[string]policyFunc{"jobferry-manager-state": admission.StatePolicy}},
 		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, map[string]policyFunc{
-			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
-		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
-		{"jobferry-worker", []string{"managerIdentity.namespaces={team-a}"}, map[string]policyFunc{"jobferry-worker-manager-jobs": admission.ManagerJobsPolicy}},
+			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": jobsPolicyListing()}},
+		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing()}},
+		{"jobferry-worker", []string{"managerIdentity.namespaces={team-a,team-b}"}, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing("team-a", "team-b")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.chart+" "+strings.Join(tc.set, " "), func(t *testing.T) {
@@ -357,6 +357,14 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// jobsPolicyListing is admission.ManagerJobsPolicy with the namespaces the
+// worker chart lists.
+func jobsPolicyListing(listed ...string) func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+		return admission.ManagerJobsPolicy(name, user, listed...)
 	}
 }
 

@@ -94,10 +94,10 @@ func managerID(ctx context.Context, t *testing.T, managerCluster client.Reader, 
 
 // acceptingNamespace creates namespace name on a worker as its
 // administrator makes one of their own that takes the manager's Jobs:
-// labelled v1alpha1.AcceptsManagerLabel with its ID (and labels).
+// labelled v1alpha1.AcceptsManagerLabel(its ID)=true (and labels).
 func acceptingNamespace(ctx context.Context, t *testing.T, worker kubernetes.Interface, name, managerID string, labels map[string]string) {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.AcceptsManagerLabel: managerID}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.AcceptsManagerLabel(managerID): v1alpha1.AcceptsManagerValue}}}
 	maps.Copy(ns.Labels, labels)
 	if _, err := worker.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -377,7 +377,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		for target, want := range map[string]string{
 			"kube-system":          "may not write Jobs in namespace kube-system: the kube-* namespaces and the namespace of its own identity are out of its reach",
 			devenv.SystemNamespace: "may not write Jobs in namespace " + devenv.SystemNamespace,
-			"default":              "may write Jobs only in the namespaces it created (labelled jobferry.dev/manager-id) or that their administrator accepted its Jobs in (labelled jobferry.dev/accepts-manager): namespace default is neither",
+			"default":              "may write Jobs only in the namespaces it created (labelled jobferry.dev/manager-id), that their administrator accepted its Jobs in (labelled accepts-manager.jobferry.dev/<its ID>=true) or that the worker chart lists: namespace default is none of them",
 		} {
 			_, err := identity.BatchV1().Jobs(target).Create(ctx, sleepJob(target, "escalate", time.Second), metav1.CreateOptions{})
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
@@ -409,7 +409,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		why := "namespace " + ns + " there was not created by jobferry and its administrator has not accepted this manager's Jobs in it"
-		e := waitEvent(ctx, t, admin, ns, job.Name, "Unschedulable", 30*time.Second, "worker-1: "+why, "kubectl label namespace "+ns+" jobferry.dev/accepts-manager="+id+", on the worker")
+		e := waitEvent(ctx, t, admin, ns, job.Name, "Unschedulable", 30*time.Second, "worker-1: "+why, "kubectl label namespace "+ns+" accepts-manager.jobferry.dev/"+id+"=true, on the worker")
 		t.Logf("Unschedulable: %s", e.Message)
 		described := mustPlugin(ctx, t, userKubeconfig, "describe", "job", job.Name, "-n", ns)
 		if !containsAll(described, why) {
@@ -419,7 +419,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 			t.Errorf("a mirror in another team's namespace on worker-1: %v", err)
 		}
 		if _, err := workers["worker-1"].CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
-			[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel+`":"`+id+`"}}}`), metav1.PatchOptions{}); err != nil {
+			[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel(id)+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		pollJob(ctx, t, admin, ns, job.Name, 2*time.Minute, "Complete once its namespace there accepts the manager's Jobs", complete)

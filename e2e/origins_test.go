@@ -93,7 +93,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 		"namespace "+ns+" there was created by another jobferry manager ("+managerA+") and its administrator has not accepted this manager's Jobs in it")
 	t.Logf("manager B's Job of the same name: %s: %s", event.Reason, event.Message)
 	if _, err := a.workers["worker-1"].CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel+`":"`+managerB+`"}}}`), metav1.PatchOptions{}); err != nil {
+		[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel(managerB)+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Looked at again within namespaceRecheck (30 s) and the namespace

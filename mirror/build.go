@@ -28,9 +28,10 @@ type Identity struct {
 	Manager string
 }
 
-// IdentityLabelKeys are the keys of the labels Identity.Labels gives: the
-// only labels the manager reads of a Job on a worker.
-var IdentityLabelKeys = []string{v1alpha1.OriginLabel, v1alpha1.OriginUIDLabel, v1alpha1.DispatchAttemptLabel, v1alpha1.ManagerIDLabel}
+// IdentityLabelKeys are the keys of the labels Identity.Labels gives, and
+// the seal of its attempt the manager adds as it creates the mirror (it
+// holds the key): the only labels the manager reads of a Job on a worker.
+var IdentityLabelKeys = []string{v1alpha1.OriginLabel, v1alpha1.OriginUIDLabel, v1alpha1.DispatchAttemptLabel, v1alpha1.ManagerIDLabel, v1alpha1.AttemptSealLabel}
 
 // Labels are the labels that mark a mirror as jobferry's (keys among
 // IdentityLabelKeys).

@@ -86,9 +86,10 @@ func TestIsMirrorOfRejectsForeignJobs(t *testing.T) {
 
 // The labels the manager reads of a Job on a worker (IdentityLabelKeys,
 // all the mirror cache keeps of jobferry's) are those a mirror's identity
-// gives it.
+// gives it, and the seal of its attempt.
 func TestIdentityLabelKeysAreTheIdentitysLabels(t *testing.T) {
 	labels := Identity{Origin: "o", UID: "u", Attempt: 2, Manager: "m"}.Labels()
+	labels[v1alpha1.AttemptSealLabel] = "sealed by the manager as it creates the mirror"
 	if len(labels) != len(IdentityLabelKeys) {
 		t.Errorf("a mirror's identity gives %d labels, IdentityLabelKeys lists %d", len(labels), len(IdentityLabelKeys))
 	}

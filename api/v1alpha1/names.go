@@ -15,18 +15,30 @@ const (
 	OriginUIDLabel = "jobferry.dev/origin-uid"
 	// DispatchAttemptLabel counts dispatches of the same manager Job.
 	DispatchAttemptLabel = "jobferry.dev/dispatch-attempt"
+	// AttemptSealLabel on a mirror seals its origin UID and dispatch
+	// attempt under the manager's state key (jobstate.AttemptSeal): only
+	// the mirrors the manager created tell it that a Job's state is older
+	// than its latest attempt, however many Jobs with its labels others
+	// make on a worker.
+	AttemptSealLabel = "jobferry.dev/attempt-seal"
 	// ManagerIDLabel names the manager installation that created a mirror
 	// (its cluster and namespace, hashed): two managers given the same
 	// origin by mistake tell their mirrors apart by it, and neither deletes
 	// the other's.
 	ManagerIDLabel = "jobferry.dev/manager-id"
-	// AcceptsManagerLabel on a worker's namespace that jobferry did not
-	// create, set by the worker's administrator to a manager installation's
-	// ID (the ManagerIDLabel value of its mirrors), accepts that manager's
-	// Jobs from the manager namespace of the same name. Without it (or
-	// ManagerIDLabel) a namespace someone else made is never dispatched
-	// into: its ServiceAccounts, quota and policies are another team's.
-	AcceptsManagerLabel = "jobferry.dev/accepts-manager"
+	// AcceptsManagerLabelPrefix, followed by a manager installation's ID
+	// (the ManagerIDLabel value of its mirrors), is the key of a label
+	// that accepts that manager's Jobs, from the manager namespace of the
+	// same name, in a worker's namespace jobferry did not create, set to
+	// AcceptsManagerValue by the worker's administrator (AcceptsManagerLabel
+	// gives it). Without it (or ManagerIDLabel) a namespace someone else
+	// made is never dispatched into: its ServiceAccounts, quota and
+	// policies are another team's. One key per manager, so one namespace
+	// may accept several.
+	AcceptsManagerLabelPrefix = "accepts-manager.jobferry.dev/"
+	// AcceptsManagerValue is the value of an AcceptsManagerLabel that
+	// accepts.
+	AcceptsManagerValue = "true"
 	// WorkerAnnotation on a manager Job names the WorkerCluster it is placed on.
 	WorkerAnnotation = "jobferry.dev/worker"
 	// ClusterSelectorAnnotation on a manager Job is a label selector over
@@ -43,6 +55,11 @@ const (
 	// ClusterCapacityName is the name of the ClusterCapacity singleton.
 	ClusterCapacityName = "cluster"
 )
+
+// AcceptsManagerLabel is the key of the label that accepts the Jobs of the
+// manager installation managerID in a worker's namespace
+// (AcceptsManagerLabelPrefix).
+func AcceptsManagerLabel(managerID string) string { return AcceptsManagerLabelPrefix + managerID }
 
 // Annotations an administrator puts on a Kueue ClusterQueue (Kueue mode).
 const (

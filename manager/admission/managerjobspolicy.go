@@ -17,21 +17,42 @@ import (
 //   - no Job is written in a kube-* namespace, nor in the namespace of the
 //     identity itself (the worker chart's);
 //   - a Job is created or changed only in a namespace jobferry created
-//     (labelled v1alpha1.ManagerIDLabel) or whose administrator accepted a
-//     manager's Jobs in it (v1alpha1.AcceptsManagerLabel), as
+//     (labelled v1alpha1.ManagerIDLabel), one whose administrator accepted a
+//     manager's Jobs in it (a v1alpha1.AcceptsManagerLabelPrefix label set to
+//     v1alpha1.AcceptsManagerValue), or one of listed (the worker chart's
+//     namespaced mode: its administrator named them), as
 //     planWorkerNamespace places mirrors;
 //   - a Job is deleted there too, or where it is a mirror (labelled
 //     v1alpha1.ManagerIDLabel): a namespace whose acceptance was withdrawn
 //     still has its mirrors cleaned up.
 //
-// The policy matches the labels' keys, not their values: the worker chart
-// does not know the manager's installation ID, and the manager itself
-// matches the value. So whoever holds the manager's token cannot make a Job
-// run as another team's ServiceAccount, nor under a system namespace's
-// rights. Reads (pods, logs, Events for inspection) are not admitted, so no
-// policy can narrow them: RBAC does, with managerIdentity.namespaces.
-func ManagerJobsPolicy(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	has := func(labels, key string) string { return fmt.Sprintf("%s in %s", celString(key), labels) }
+// The policy matches any manager's labels, not this one's ID: the worker
+// chart does not know the manager's installation ID, and the manager itself
+// matches it. So whoever holds the manager's token cannot make a Job run as
+// the ServiceAccount of a namespace no manager was given, nor under a
+// system namespace's rights. Reads (pods, logs, Events for inspection) are
+// not admitted, so no policy can narrow them: RBAC does, with
+// managerIdentity.namespaces.
+func ManagerJobsPolicy(name, managerUser string, listed ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return managerJobsPolicy(name, managerUser, celList(listed))
+}
+
+// ListedNamespaces stands for the CEL list of the namespaces the worker
+// chart lists in the spec ManagerJobsPolicyTemplate gives: the chart's
+// template puts the list in (a whole expression, so no quoting of the
+// written YAML is in its way).
+const ListedNamespaces = "__LISTED_NAMESPACES__"
+
+// ManagerJobsPolicyTemplate is ManagerJobsPolicy with ListedNamespaces for
+// the list of namespaces, as the worker chart's file holds it.
+func ManagerJobsPolicyTemplate(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return managerJobsPolicy(name, managerUser, ListedNamespaces)
+}
+
+// managerJobsPolicy is ManagerJobsPolicy with listed as a CEL expression.
+func managerJobsPolicy(name, managerUser, listed string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	accepted := fmt.Sprintf("%s in variables.namespaceLabels || variables.namespaceLabels.exists(k, k.startsWith(%s) && variables.namespaceLabels[k] == %s) || request.namespace in variables.listed",
+		celString(v1alpha1.ManagerIDLabel), celString(v1alpha1.AcceptsManagerLabelPrefix), celString(v1alpha1.AcceptsManagerValue))
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -50,7 +71,8 @@ func ManagerJobsPolicy(name, managerUser string) (*admissionregistrationv1.Valid
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "namespaceLabels", Expression: "namespaceObject != null && has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}"},
 				{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
-				{Name: "accepted", Expression: has("variables.namespaceLabels", v1alpha1.ManagerIDLabel) + " || " + has("variables.namespaceLabels", v1alpha1.AcceptsManagerLabel)},
+				{Name: "listed", Expression: listed},
+				{Name: "accepted", Expression: accepted},
 			},
 			Validations: []admissionregistrationv1.Validation{
 				{
@@ -61,9 +83,9 @@ func ManagerJobsPolicy(name, managerUser string) (*admissionregistrationv1.Valid
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{
-					Expression: fmt.Sprintf("variables.accepted || (request.operation == 'DELETE' && %s)", has("variables.oldLabels", v1alpha1.ManagerIDLabel)),
-					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may write Jobs only in the namespaces it created (labelled %s) or that their administrator accepted its Jobs in (labelled %s): namespace ' +
-request.namespace + ' is neither'`, v1alpha1.ManagerIDLabel, v1alpha1.AcceptsManagerLabel),
+					Expression: fmt.Sprintf("variables.accepted || (request.operation == 'DELETE' && %s in variables.oldLabels)", celString(v1alpha1.ManagerIDLabel)),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may write Jobs only in the namespaces it created (labelled %s), that their administrator accepted its Jobs in (labelled %s<its ID>=%s) or that the worker chart lists: namespace ' +
+request.namespace + ' is none of them'`, v1alpha1.ManagerIDLabel, v1alpha1.AcceptsManagerLabelPrefix, v1alpha1.AcceptsManagerValue),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 			},

@@ -21,22 +21,24 @@ import (
 
 // The worker's policy on the manager's Job writes, on a real
 // kube-apiserver: the manager's identity (with every right here, as
-// system:masters) writes Jobs only in namespaces jobferry created or whose
-// administrator accepted a manager's Jobs, never in kube-* or its own
-// namespace; it deletes its mirrors wherever they are; every refusal says
-// what it refused; other users are not affected.
+// system:masters) writes Jobs only in namespaces jobferry created, whose
+// administrator accepted a manager's Jobs or that the chart lists, never in
+// kube-* or its own namespace; it deletes its mirrors wherever they are;
+// every refusal says what it refused; other users are not affected.
 func TestIntegrationManagerJobsPolicy(t *testing.T) {
 	ctx := context.Background()
 	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
-	policy, binding := ManagerJobsPolicy("jobferry-manager-jobs", managerUser)
+	policy, binding := ManagerJobsPolicy("jobferry-manager-jobs", managerUser, "listed")
 	admin, as := startWithPolicy(t, policy, binding)
 	manager, alice := as(managerUser), as("alice")
 	for name, labels := range map[string]map[string]string{
 		"created":         {v1alpha1.ManagerIDLabel: "m1"},
-		"accepted":        {v1alpha1.AcceptsManagerLabel: "m1"},
+		"accepted":        {v1alpha1.AcceptsManagerLabel("m1"): "true"},
+		"listed":          nil,
 		"another-team":    {"team": "b"},
-		"jobferry-system": {v1alpha1.AcceptsManagerLabel: "m1"},
-		"kube-tenant":     {v1alpha1.AcceptsManagerLabel: "m1"},
+		"not-accepting":   {v1alpha1.AcceptsManagerLabel("m1"): "false"},
+		"jobferry-system": {v1alpha1.AcceptsManagerLabel("m1"): "true"},
+		"kube-tenant":     {v1alpha1.AcceptsManagerLabel("m1"): "true"},
 	} {
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -77,8 +79,8 @@ func TestIntegrationManagerJobsPolicy(t *testing.T) {
 		t.Fatalf("the policy never took effect: %v", err)
 	}
 
-	t.Run("writes Jobs where jobferry created the namespace or it was accepted", func(t *testing.T) {
-		for _, ns := range []string{"created", "accepted"} {
+	t.Run("writes Jobs where jobferry created the namespace, it was accepted or is listed", func(t *testing.T) {
+		for _, ns := range []string{"created", "accepted", "listed"} {
 			if err := create(manager.BatchV1().Jobs(ns), job(ns, "mirror", map[string]string{v1alpha1.ManagerIDLabel: "m1"})); err != nil {
 				t.Fatalf("creating a mirror in %s: %v", ns, err)
 			}
@@ -88,9 +90,11 @@ func TestIntegrationManagerJobsPolicy(t *testing.T) {
 		}
 	})
 	t.Run("writes no Job in another team's namespace", func(t *testing.T) {
-		refused(t, create(manager.BatchV1().Jobs("another-team"), job("another-team", "borrowed-sa", nil)),
-			"may write Jobs only in the namespaces it created (labelled jobferry.dev/manager-id) or that their administrator accepted its Jobs in (labelled jobferry.dev/accepts-manager)",
-			"namespace another-team is neither")
+		for _, ns := range []string{"another-team", "not-accepting"} {
+			refused(t, create(manager.BatchV1().Jobs(ns), job(ns, "borrowed-sa", nil)),
+				"may write Jobs only in the namespaces it created (labelled jobferry.dev/manager-id), that their administrator accepted its Jobs in (labelled accepts-manager.jobferry.dev/<its ID>=true) or that the worker chart lists",
+				"namespace "+ns+" is none of them")
+		}
 	})
 	t.Run("writes no Job in kube-* or its own namespace, accepted or not", func(t *testing.T) {
 		for _, ns := range []string{"kube-system", "kube-tenant", "jobferry-system"} {
@@ -99,7 +103,7 @@ func TestIntegrationManagerJobsPolicy(t *testing.T) {
 		}
 	})
 	t.Run("deletes its mirror once the namespace's acceptance is withdrawn, nothing else", func(t *testing.T) {
-		if _, err := admin.CoreV1().Namespaces().Patch(ctx, "accepted", types.MergePatchType, []byte(`{"metadata":{"labels":{"jobferry.dev/accepts-manager":null}}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := admin.CoreV1().Namespaces().Patch(ctx, "accepted", types.MergePatchType, []byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel("m1")+`":null}}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := create(admin.BatchV1().Jobs("accepted"), job("accepted", "theirs", nil)); err != nil {
@@ -114,7 +118,7 @@ func TestIntegrationManagerJobsPolicy(t *testing.T) {
 		}); pollErr != nil {
 			t.Fatalf("deleting someone else's Job in a namespace no longer accepted: %v", err)
 		}
-		refused(t, err, "namespace accepted is neither")
+		refused(t, err, "namespace accepted is none of them")
 		if err := manager.BatchV1().Jobs("accepted").Delete(ctx, "mirror", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting its own mirror there: %v", err)
 		}

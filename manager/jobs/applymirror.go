@@ -93,8 +93,10 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 // the Job's state does not account for it — it was removed, or rolled back
 // to an earlier attempt's (saved and written back: its seal still matches).
 // The mirrors are what says the attempt only grows: only jobferry creates
-// a mirror of a new attempt, and always after recording it on the Job.
-func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*strayMirror, error) {
+// a mirror of a new attempt, and always after recording it on the Job; and
+// only one whose attempt it sealed (v1alpha1.AttemptSealLabel) counts, so a
+// Job someone made with a mirror's labels holds nothing up.
+func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*strayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
 	recorded, recordedUID := jobstate.Attempt(job), types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	for _, worker := range r.Workers.Names() {
@@ -108,11 +110,22 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 		}
 		// The mirror the state records is the Job's, whatever a
 		// worker-namespace user made of its attempt label.
-		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded {
+		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
+			!jobstate.AttemptSealed(sealKey.Secret, m) {
 			continue
 		}
 		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
 			continue
+		}
+		// The manager cluster's cache may lag a write of the next attempt
+		// (another replica's, before a leader change): the Job as its API
+		// server holds it has the last word.
+		live := &batchv1.Job{}
+		if err := r.APIReader.Get(ctx, key, live); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		if live.UID != job.UID || jobstate.Attempt(live) >= mirror.Attempt(m) {
+			return nil, nil
 		}
 		return &strayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
 	}
@@ -122,7 +135,9 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job) (*str
 // prepareWorkerNamespace leaves the worker's namespace of a Job as
 // planWorkerNamespace decides (created, or its Pod Security labels set to
 // the manager namespace's), before a mirror is created or its pod template
-// changed there.
+// changed there. A namespace it may not use (someone else made it since it
+// was looked at, or it is gone and may not be made) is an error: the mirror
+// is not written, and the next look at the Job places it again.
 func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers.Conn, managerNS *corev1.Namespace, name string) error {
 	// Twice at most: a namespace someone made between the read and the
 	// create is read again and planned as found.
@@ -131,7 +146,7 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 		if err != nil {
 			return err
 		}
-		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, conn.NamespaceRights())
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, conn.NamespaceRights(), slices.Contains(conn.AllowedNamespaces(), name))
 		switch plan.action {
 		case namespaceCreate:
 			created, err := conn.CreateNamespace(ctx, plan.namespace)
@@ -140,11 +155,15 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 			}
 		case namespaceRelabel:
 			return conn.RelabelNamespace(ctx, have, plan.namespace)
+		case namespaceNotAccepted:
+			return errors.New(notAccepted(plan.namespace, r.ManagerID))
+		case namespaceMissing:
+			return fmt.Errorf("namespace %s is gone from the worker, and the manager does not create namespaces there", name)
 		default:
 			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("namespace %s was neither found nor created on the worker", name)
 }
 
 // createMirror creates the mirror on the Job's worker (and its namespace,
@@ -182,6 +201,11 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
+	key, err := r.Keys.Key(ctx)
+	if err != nil {
+		return false, reconcile.Result{}, err
+	}
+	m.Labels[v1alpha1.AttemptSealLabel] = jobstate.AttemptSeal(key.Secret, job.UID, mirror.Attempt(m))
 	err = conn.Client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))

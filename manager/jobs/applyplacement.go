@@ -165,7 +165,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	// As the namespace will be when the mirror is written: jobferry creates
 	// it, or brings the labels of one it created in step, first.
 	rights := conn.NamespaceRights()
-	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights)
+	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights, slices.Contains(conn.AllowedNamespaces(), name))
 	switch plan.action {
 	case namespaceMissing:
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
@@ -189,15 +189,20 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 // reused for up to workers' namespaceTTL).
 const namespaceRecheck = 30 * time.Second
 
-// keptOffByNamespace: some worker rejected the Job for its namespace there.
+// keptOffByNamespace: the workers that could run the Job all rejected it
+// for its namespace there, and nothing else (a Job some worker turned down
+// for capacity is looked at again as capacity frees, namespaces and all).
 func keptOffByNamespace(d dispatch.Decision) bool {
+	byNamespace := false
 	for _, code := range d.Codes {
 		switch code {
 		case dispatch.ReasonNamespaceMissing, dispatch.ReasonNamespaceNotAccepted, dispatch.ReasonPodSecurity, dispatch.ReasonNamespaceUnreadable:
-			return true
+			byNamespace = true
+		case dispatch.ReasonInsufficientCapacity, dispatch.ReasonNoCapacitySummary:
+			return false
 		}
 	}
-	return false
+	return byNamespace
 }
 
 // notAccepted says why a worker's namespace this manager did not create
@@ -210,7 +215,7 @@ func notAccepted(ns *corev1.Namespace, managerID string) string {
 	}
 	return fmt.Sprintf("namespace %s there %s and its administrator has not accepted this manager's Jobs in it "+
 		"(its ServiceAccounts, quota and policies may be another team's); to accept them: kubectl label namespace %s %s=%s, on the worker",
-		ns.Name, made, ns.Name, v1alpha1.AcceptsManagerLabel, managerID)
+		ns.Name, made, ns.Name, v1alpha1.AcceptsManagerLabel(managerID), v1alpha1.AcceptsManagerValue)
 }
 
 // place chooses a worker for the Job and records it, with the worker's

@@ -450,7 +450,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if unfinished {
 		// Whatever the state says, on any worker it can see: a mirror of a
 		// later attempt than it records means it is not the latest.
-		if s.Stray, err = r.strayMirror(ctx, job); err != nil {
+		if s.Stray, err = r.strayMirror(ctx, job, sealKey); err != nil {
 			return s, err
 		}
 	}

@@ -2,6 +2,9 @@ package jobs
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +190,39 @@ func TestRolledBackStateIsNotActedOn(t *testing.T) {
 	}
 	if h.workers.Conns["w1"].Creates.Load() != 1 || h.workers.Conns["w2"].Creates.Load() != 1 {
 		t.Errorf("mirrors created: %d on w1, %d on w2; want one each", h.workers.Conns["w1"].Creates.Load(), h.workers.Conns["w2"].Creates.Load())
+	}
+}
+
+// A Job that a worker-namespace user makes with the labels of the Job's
+// mirror at a later attempt — its seal forged, or copied from the running
+// mirror — is no evidence of a later attempt: the Job runs on, its status
+// copied, with no StrayMirror.
+func TestStrayEvidenceIsSealed(t *testing.T) {
+	ctx := context.Background()
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers.Conns["w2"].Down = true
+	runningOn(t, h, "w1")
+	h.workers.Conns["w2"].Down = false
+	real := h.mirror(t, "w1")
+	for i, seal := range []string{"", "00112233445566778899aabbccddeeff", real.Labels[v1alpha1.AttemptSealLabel]} {
+		labels := maps.Clone(real.Labels)
+		labels[v1alpha1.DispatchAttemptLabel] = strconv.Itoa(5 + i)
+		labels[v1alpha1.AttemptSealLabel] = seal
+		fake := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: real.Namespace, Name: real.Name, Labels: labels}, Spec: real.Spec}
+		_ = h.workers.Conns["w2"].API.Delete(ctx, fake)
+		if err := h.workers.Conns["w2"].API.Create(ctx, fake); err != nil {
+			t.Fatal(err)
+		}
+		h.r.attempts = attemptMemo{}
+		h.reconcile(t)
+		if got := h.events(); slices.Contains(got, ReasonStrayMirror) {
+			t.Errorf("a Job with the mirror's labels at attempt %d and seal %q was taken for a later attempt: events %v", 5+i, seal, got)
+		}
+	}
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("the real mirror's final status was not copied: %+v", job.Status)
 	}
 }
 

@@ -45,7 +45,7 @@ type namespacePlan struct {
 // acceptsManager: the worker's administrator accepted managerID's Jobs in
 // ns, a namespace jobferry did not create (v1alpha1.AcceptsManagerLabel).
 func acceptsManager(ns *corev1.Namespace, managerID string) bool {
-	return managerID != "" && ns.Labels[v1alpha1.AcceptsManagerLabel] == managerID
+	return managerID != "" && ns.Labels[v1alpha1.AcceptsManagerLabel(managerID)] == v1alpha1.AcceptsManagerValue
 }
 
 // planWorkerNamespace decides what to do with the worker's namespace name,
@@ -58,10 +58,12 @@ func acceptsManager(ns *corev1.Namespace, managerID string) bool {
 // would otherwise be refused as weaker; loosened: its pods refused there).
 // Namespaces someone else made are never changed, and used only when
 // their administrator accepted this installation's Jobs in them
-// (acceptsManager): the same name on two clusters is no proof of the same
-// owner, and a mirror runs as the ServiceAccount its template names, with
-// the quota and policies of the namespace it lands in.
-func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may workers.NamespaceRights) namespacePlan {
+// (acceptsManager) or listed them for it (listed: the WorkerCluster's
+// spec.namespaces, which the worker chart's namespaced mode names): the
+// same name on two clusters is no proof of the same owner, and a mirror
+// runs as the ServiceAccount its template names, with the quota and
+// policies of the namespace it lands in.
+func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]string, managerID string, may workers.NamespaceRights, listed bool) namespacePlan {
 	if have == nil {
 		if !may.Create {
 			return namespacePlan{action: namespaceMissing}
@@ -78,7 +80,7 @@ func planWorkerNamespace(name string, have *corev1.Namespace, want map[string]st
 		}}
 	}
 	ours := managerID != "" && have.Labels[v1alpha1.ManagerIDLabel] == managerID
-	if !ours && !acceptsManager(have, managerID) {
+	if !ours && !listed && !acceptsManager(have, managerID) {
 		return namespacePlan{action: namespaceNotAccepted, namespace: have}
 	}
 	if !ours || !may.Create || !may.Relabel || podSecurityInStep(have.Labels, want) {

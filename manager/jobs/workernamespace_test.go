@@ -41,6 +41,7 @@ func TestPlanWorkerNamespace(t *testing.T) {
 		have   *corev1.Namespace
 		want   map[string]string
 		may    workers.NamespaceRights
+		listed bool
 		action namespaceAction
 		ours   bool
 		// labels of the namespace as the plan leaves it
@@ -83,12 +84,20 @@ func TestPlanWorkerNamespace(t *testing.T) {
 			action: namespaceNotAccepted, labels: map[string]string{psaEnforce: "baseline"},
 		},
 		"made by someone else, accepting another installation's Jobs": {
-			have: namespace("team-a", v1alpha1.AcceptsManagerLabel, "m2"), may: all,
-			action: namespaceNotAccepted, labels: map[string]string{v1alpha1.AcceptsManagerLabel: "m2"},
+			have: namespace("team-a", v1alpha1.AcceptsManagerLabel("m2"), "true"), may: all,
+			action: namespaceNotAccepted, labels: map[string]string{v1alpha1.AcceptsManagerLabel("m2"): "true"},
+		},
+		"made by someone else, listed for the manager (spec.namespaces): used, never changed": {
+			have: namespace("team-a", psaEnforce, "baseline"), want: restricted, may: all, listed: true,
+			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline"},
+		},
+		"made by someone else, this installation's acceptance label not true": {
+			have: namespace("team-a", v1alpha1.AcceptsManagerLabel("m1"), "false"), may: all,
+			action: namespaceNotAccepted, labels: map[string]string{v1alpha1.AcceptsManagerLabel("m1"): "false"},
 		},
 		"made by someone else, accepting this installation's Jobs: used, never changed": {
-			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.AcceptsManagerLabel, "m1"), want: restricted, may: all,
-			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline", v1alpha1.AcceptsManagerLabel: "m1"},
+			have: namespace("team-a", psaEnforce, "baseline", v1alpha1.AcceptsManagerLabel("m1"), "true"), want: restricted, may: all,
+			action: namespaceAsIs, labels: map[string]string{psaEnforce: "baseline", v1alpha1.AcceptsManagerLabel("m1"): "true"},
 		},
 	}
 	for name, tc := range cases {
@@ -97,7 +106,7 @@ func TestPlanWorkerNamespace(t *testing.T) {
 			if tc.have != nil {
 				before = tc.have.DeepCopy()
 			}
-			plan := planWorkerNamespace("team-a", tc.have, tc.want, "m1", tc.may)
+			plan := planWorkerNamespace("team-a", tc.have, tc.want, "m1", tc.may, tc.listed)
 			if plan.action != tc.action || plan.ours != tc.ours {
 				t.Errorf("action %d, ours %t; want %d, %t", plan.action, plan.ours, tc.action, tc.ours)
 			}
@@ -141,13 +150,13 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			wantWhy: []string{`weaker than "baseline:latest"`, "jobferry created it, but its credential there may not patch namespaces", "managerIdentity.allowNamespaceCreation"},
 		},
 		"an administrator made it and accepted this manager's Jobs": {
-			workerNS: namespace("team-a", psaEnforce, "privileged", v1alpha1.AcceptsManagerLabel, "m1"), wantLevel: "privileged",
+			workerNS: namespace("team-a", psaEnforce, "privileged", v1alpha1.AcceptsManagerLabel("m1"), "true"), wantLevel: "privileged",
 			wantWhy: []string{`its namespace team-a enforces PodSecurity "privileged:latest", weaker than "baseline:latest"`},
 		},
 		"an administrator made it and did not accept this manager's Jobs": {
 			workerNS: namespace("team-a", psaEnforce, "privileged"), wantLevel: "privileged",
 			wantWhy: []string{"namespace team-a there was not created by jobferry and its administrator has not accepted this manager's Jobs in it",
-				"kubectl label namespace team-a jobferry.dev/accepts-manager=m1"},
+				"kubectl label namespace team-a accepts-manager.jobferry.dev/m1=true"},
 		},
 	}
 	for name, tc := range cases {

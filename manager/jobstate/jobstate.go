@@ -20,6 +20,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strconv"
@@ -27,6 +28,8 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -176,6 +179,28 @@ func present(job *batchv1.Job) []string {
 		}
 	}
 	return out
+}
+
+// AttemptSeal seals a mirror's origin UID and dispatch attempt under key,
+// as a label value (v1alpha1.AttemptSealLabel): 32 hex digits of an
+// HMAC-SHA256, which no one without the key can make for another Job or
+// attempt.
+func AttemptSeal(key []byte, uid types.UID, attempt int) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("jobferry.dev/attempt-seal:" + string(uid) + ":" + strconv.Itoa(attempt)))
+	return hex.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// AttemptSealed: the mirror's attempt-seal label matches its origin UID and
+// attempt labels under key (a mirror the manager created, as it was made).
+func AttemptSealed(key []byte, m metav1.Object) bool {
+	labels := m.GetLabels()
+	attempt, err := strconv.Atoi(labels[v1alpha1.DispatchAttemptLabel])
+	if err != nil {
+		return false
+	}
+	want := AttemptSeal(key, types.UID(labels[v1alpha1.OriginUIDLabel]), attempt)
+	return hmac.Equal([]byte(labels[v1alpha1.AttemptSealLabel]), []byte(want))
 }
 
 // Attempt is the dispatch attempt the manager Job records (0: never

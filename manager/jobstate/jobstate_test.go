@@ -3,11 +3,14 @@ package jobstate
 import (
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -192,5 +195,38 @@ func TestWithout(t *testing.T) {
 	}
 	if _, ok := j.Annotations[v1alpha1.WorkerAnnotation]; !ok {
 		t.Error("Without changed the Job it was given")
+	}
+}
+
+// A mirror's attempt seal holds for its own origin UID and attempt under
+// the key, for nothing else; it is a valid label value.
+func TestAttemptSeal(t *testing.T) {
+	key := []byte("k1")
+	mirror := func(uid string, attempt, sealedAttempt int, sealKey []byte) *metav1.ObjectMeta {
+		return &metav1.ObjectMeta{Labels: map[string]string{
+			v1alpha1.OriginUIDLabel: uid, v1alpha1.DispatchAttemptLabel: strconv.Itoa(attempt),
+			v1alpha1.AttemptSealLabel: AttemptSeal(sealKey, types.UID(uid), sealedAttempt)}}
+	}
+	if errs := validation.IsValidLabelValue(AttemptSeal(key, "u1", 1)); len(errs) > 0 {
+		t.Errorf("the seal is no label value: %v", errs)
+	}
+	for name, tc := range map[string]struct {
+		m    *metav1.ObjectMeta
+		want bool
+	}{
+		"as sealed":                {mirror("u1", 2, 2, key), true},
+		"its attempt raised since": {mirror("u1", 3, 2, key), false},
+		"under another key":        {mirror("u1", 2, 2, []byte("k2")), false},
+		"no seal":                  {&metav1.ObjectMeta{Labels: map[string]string{v1alpha1.OriginUIDLabel: "u1", v1alpha1.DispatchAttemptLabel: "2"}}, false},
+		"another Job's seal, moved": {func() *metav1.ObjectMeta {
+			m := mirror("u2", 2, 2, key)
+			m.Labels[v1alpha1.OriginUIDLabel] = "u1"
+			return m
+		}(), false},
+		"an attempt that is no number": {&metav1.ObjectMeta{Labels: map[string]string{v1alpha1.OriginUIDLabel: "u1", v1alpha1.DispatchAttemptLabel: "x"}}, false},
+	} {
+		if got := AttemptSealed(key, tc.m); got != tc.want {
+			t.Errorf("%s: sealed %v, want %v", name, got, tc.want)
+		}
 	}
 }

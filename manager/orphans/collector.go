@@ -155,7 +155,7 @@ type KeySource interface {
 
 // liveInCache: the manager cache holds the mirror's Job (the same namespace,
 // name and UID), not being deleted, at an attempt the mirror's is not
-// older than — or at a later attempt that jobferry did not seal: a raised
+// older than — or at a later attempt that jobferry has not sealed: a raised
 // attempt annotation someone else wrote must not get a running mirror
 // deleted (the Job's reconciler does not act on such state either).
 func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, error) {
@@ -177,8 +177,10 @@ func (gc *Collector) liveInCache(ctx context.Context, m *batchv1.Job) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("reading the key that seals jobferry's state: %w", err)
 	}
+	// Only what jobferry sealed: a Job older than the key (its state
+	// unsealed) is sealed by its reconciler first.
 	verdict, _ := jobstate.Verify(&job, key)
-	return verdict == jobstate.Tampered, nil
+	return verdict != jobstate.Trusted, nil
 }
 
 // orphans are the mirrors, among those of this installation's origin the

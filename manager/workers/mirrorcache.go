@@ -269,7 +269,8 @@ func WholeMirror(ctx context.Context, conn Conn, origin string, key types.Namesp
 // on a worker: those of a mirror's identity (mirror.IdentityLabelKeys);
 // nil when it has none. The keys, and the values every mirror of this
 // manager repeats (its origin, the attempt), are shared copies (package
-// sharedstrings); the origin UID is the manager Job's own.
+// sharedstrings); the origin UID and the attempt's seal are the mirror's
+// own.
 func jobferryLabels(labels map[string]string) map[string]string {
 	var out map[string]string
 	for _, k := range mirror.IdentityLabelKeys {
@@ -280,7 +281,8 @@ func jobferryLabels(labels map[string]string) map[string]string {
 		if out == nil {
 			out = make(map[string]string, len(mirror.IdentityLabelKeys))
 		}
-		if k != v1alpha1.OriginUIDLabel {
+		// A Job's own values are not shared with another's.
+		if k != v1alpha1.OriginUIDLabel && k != v1alpha1.AttemptSealLabel {
 			v = sharedstrings.Canonical(v)
 		}
 		out[k] = v
