@@ -95,7 +95,7 @@ func Markdown(res *Result) string {
 	if res.ManagerCPUs != "" {
 		split = fmt.Sprintf("manager cluster on CPU %s, workers on CPU %s", res.ManagerCPUs, res.WorkerCPUs)
 	}
-	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches. Once all are Complete each arm deletes its Jobs one by one, as their user or their TTL would (the direct arm on the workers, the jobferry arm on the manager), and writes and CPU include that clean-up.", res.Workers, res.HostCPUs, split)
+	fmt.Fprintf(&b, "%d worker clusters (2 KWOK nodes, 220 pod slots each; KWOK, standing in for the nodes' kubelets, at nice %d: the cycles the workers' control planes leave), %d host CPUs, %s. One-pod Jobs that run 1 s; every figure observed through watches. Once all are Complete each arm deletes its Jobs one by one, as their user or their TTL would (the direct arm on the workers, the jobferry arm on the manager), and writes and CPU include that clean-up.", res.Workers, nodesNice, res.HostCPUs, split)
 	if res.Kueue {
 		fmt.Fprintf(&b, " Kueue runs on the manager cluster (its CPUs) throughout, the manager with `--kueue`; the Kueue arm queues the same Jobs in one LocalQueue whose ClusterQueue has quota for all of them at once and names jobferry's admission check: Kueue reserves quota, jobferry places the Job, Kueue admits and unsuspends it, jobferry creates the mirror.")
 	}

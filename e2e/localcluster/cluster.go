@@ -85,6 +85,12 @@ type Spec struct {
 	// started alongside it) to these CPUs, a taskset list such as "0" or
 	// "2-3": benchmarks model separate machines on one host this way.
 	CPUs string
+	// NodesNice, when above 0, runs KWOK — the nodes' kubelets, which
+	// serve the pods' logs — at that nice value: on CPUs it shares with the
+	// cluster's control plane, it gets the cycles the control plane leaves,
+	// as kubelets on machines of their own take none of the control
+	// plane's.
+	NodesNice int
 	// APIServerOnly runs etcd and the API server and nothing else: no
 	// controller acts on the cluster's objects but its clients. The bench's
 	// simulated workers are such clusters, their mirrors moved through
@@ -621,7 +627,14 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		if err := os.WriteFile(containerLogPath(files.dir), []byte(containerLogFile(c.Name)), 0o644); err != nil {
 			return err
 		}
-		kwok, err := run("kwok", admin,
+		startKWOK := run
+		if spec.NodesNice > 0 {
+			startKWOK = func(name string, args ...string) (*Process, error) {
+				// nice(1) execs KWOK: its PID, and every thread it makes, are KWOK's.
+				return c.startComponent(name, []string{"nice", "-n", strconv.Itoa(spec.NodesNice)}, filepath.Join(opts.BinDir, name), args)
+			}
+		}
+		kwok, err := startKWOK("kwok", admin,
 			"--config="+files.path("kwok.yaml"),
 			// KWOK renews a Lease per node, as a kubelet does: without one,
 			// the node-lifecycle controller sees no heartbeat for
