@@ -164,6 +164,21 @@ func TestIntegrationStatePolicy(t *testing.T) {
 	})
 }
 
+// refusedAsForbidden fails the test unless err is a Forbidden refusal
+// that says every part.
+func refusedAsForbidden(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("got %v; want it refused as Forbidden saying %q", err, parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("refusal %q does not say %q", err, p)
+		}
+	}
+	t.Logf("refused: %v", err)
+}
+
 // startWithPolicy starts a kube-apiserver with policy and its binding in
 // force, and returns its admin config and a client acting as user (with
 // every right, as system:masters: only the policy stands in their way).

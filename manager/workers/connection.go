@@ -392,16 +392,8 @@ func (c *Connection) Client() client.Client { return c.cluster.GetClient() }
 
 // Mirror returns this installation's Job ns/name on the worker, from the
 // cache; callers check connected() first, as an unsynced cache would block.
-func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*batchv1.Job, error) {
-	if !c.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
-	}
-	if !c.MayUse(key.Namespace) {
-		// The cache holds only the namespaces the manager may use there;
-		// there is no mirror it could see (or touch) elsewhere.
-		return nil, nil
-	}
-	m, err := c.mirrors.get(key)
+func (c *Connection) Mirror(_ context.Context, key types.NamespacedName) (*batchv1.Job, error) {
+	m, err := c.mirrorEntry(key)
 	if m == nil || err != nil {
 		return nil, err
 	}
@@ -411,17 +403,24 @@ func (c *Connection) Mirror(ctx context.Context, key types.NamespacedName) (*bat
 // MirrorMeta is the metadata of this installation's Job at key on the
 // worker, the cache's own: to read, never to change (nil: none).
 func (c *Connection) MirrorMeta(_ context.Context, key types.NamespacedName) (*metav1.ObjectMeta, error) {
-	if !c.synced.Load() {
-		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
-	}
-	if !c.MayUse(key.Namespace) {
-		return nil, nil
-	}
-	m, err := c.mirrors.get(key)
+	m, err := c.mirrorEntry(key)
 	if m == nil || err != nil {
 		return nil, err
 	}
 	return &m.ObjectMeta, nil
+}
+
+// mirrorEntry is the mirror cache's entry for key (nil: none).
+func (c *Connection) mirrorEntry(key types.NamespacedName) (*cachedMirror, error) {
+	if !c.synced.Load() {
+		return nil, fmt.Errorf("the cache of worker %s has not synced", c.name)
+	}
+	if !c.MayUse(key.Namespace) {
+		// The cache holds only the namespaces the manager may use there;
+		// there is no mirror it could see (or touch) elsewhere.
+		return nil, nil
+	}
+	return c.mirrors.get(key)
 }
 
 // Mirrors are this installation's Jobs on the worker in namespace ns
