@@ -426,15 +426,15 @@ func nextUnplaced(s jobState) step {
 
 // strayStep: a mirror of the Job that its state does not account for runs
 // on a worker (its state was removed or rolled back to an earlier
-// attempt's, or someone made a Job with its labels there): placing it
-// again, or acting on the earlier attempt, could run it twice.
+// attempt's; only a mirror whose attempt the manager sealed counts):
+// placing it again, or acting on the earlier attempt, could run it twice.
 func strayStep(s jobState) step {
 	if s.Blocked[noticeStray] {
 		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
 	}
 	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
 		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed "+
-			"or rolled back to an earlier attempt's, or someone created a Job with its labels there; jobferry does not act on this Job "+
+			"or rolled back to an earlier attempt's; jobferry does not act on this Job "+
 			"(nothing is placed, created, updated or deleted for it on a worker, and no status is copied) while that Job exists",
 		s.Stray.Attempt, s.Stray.UID, s.Stray.Worker, jobstate.Attempt(s.Job))}
 }
