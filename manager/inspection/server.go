@@ -72,9 +72,7 @@ type Server struct {
 	// installation's name on its mirrors.
 	Namespace, Origin string
 	// Keys is the key that seals jobferry's state (statekey.Keys).
-	Keys interface {
-		Key(ctx context.Context) (jobstate.Key, error)
-	}
+	Keys jobstate.KeySource
 	// WorkerQPS and WorkerBurst limit the inspection's requests to each
 	// worker, all callers' together.
 	WorkerQPS   float32

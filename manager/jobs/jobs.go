@@ -107,12 +107,6 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
-// keySource gives the Job controller the key that seals jobferry's state
-// (statekey.Keys); a fixed key in unit tests.
-type keySource interface {
-	Key(ctx context.Context) (jobstate.Key, error)
-}
-
 // JobReconciler dispatches manager Jobs: it places an unplaced Job, injecting
 // the worker's directives and unsuspending it in the same update (recorded
 // before anything exists on the worker), creates its mirror, carries later
@@ -139,7 +133,7 @@ type JobReconciler struct {
 	Policy *admission.DispatchPolicy
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (statekey.Keys; package jobstate).
-	Keys keySource
+	Keys jobstate.KeySource
 	// APIReader reads from the manager cluster's API server what the cache
 	// does not know yet (a namespace created moments before its Job) or does
 	// not keep (a manager Job's whole pod template).

@@ -17,6 +17,7 @@
 package jobstate
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -78,6 +79,12 @@ func Owned(key string) bool {
 type Key struct {
 	Secret []byte
 	Since  time.Time
+}
+
+// KeySource gives the key that seals jobferry's state (statekey.Keys; a
+// fixed key in unit tests).
+type KeySource interface {
+	Key(ctx context.Context) (Key, error)
 }
 
 // sealVersion prefixes every seal, so a later format can tell its own.

@@ -39,7 +39,7 @@ type Collector struct {
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (statekey.Keys): a mirror is taken for one a later attempt replaced
 	// only when the attempt its Job records is sealed.
-	Keys     KeySource
+	Keys     jobstate.KeySource
 	Interval time.Duration
 	// Connected gets the workers that (re)connect
 	// (workers.Pool.SubscribeConnected).
@@ -145,12 +145,6 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 		metrics.OrphansDeleted.WithLabelValues(worker).Inc()
 		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", m.Labels[v1alpha1.OriginUIDLabel])
 	}
-}
-
-// KeySource gives the key that seals jobferry's state (statekey.Keys; a
-// fixed key in unit tests).
-type KeySource interface {
-	Key(ctx context.Context) (jobstate.Key, error)
 }
 
 // liveInCache: the manager cache holds the mirror's Job (the same namespace,
