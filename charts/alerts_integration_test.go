@@ -62,8 +62,8 @@ func TestIntegrationAlertRules(t *testing.T) {
 			}
 		}
 	}
-	if len(alerts) != 5 {
-		t.Errorf("alerts %v, want the 5 the chart documents", alerts)
+	if len(alerts) != 6 {
+		t.Errorf("alerts %v, want the 6 the chart documents", alerts)
 	}
 	for _, a := range alerts {
 		if !fires[a] {

@@ -109,6 +109,15 @@ type WorkerClusterSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:items:MaxLength=63
 	Namespaces []string `json:"namespaces,omitempty"`
+	// QuotaCap is the most this worker adds, per resource, to the nominal
+	// quota of a ClusterQueue that follows capacity
+	// (QuotaFromCapacityAnnotation). A worker's capacity is what it
+	// publishes, and whoever can write its nodes' status (a node
+	// credential) can inflate it: the cap bounds what that buys across all
+	// workers' queues. A resource it does not list is not capped; the
+	// capacity above a cap is logged each time the quota is set.
+	// +optional
+	QuotaCap corev1.ResourceList `json:"quotaCap,omitempty"`
 }
 
 // WorkerClusterStatus is what the manager last observed of a worker.

@@ -222,3 +222,41 @@ func TestQuotaFollowsCapacity(t *testing.T) {
 		t.Error("a flavor no resource group lists is not reported")
 	}
 }
+
+// A worker's published capacity is input with an attacker (a node
+// credential can inflate its allocatable): its WorkerCluster's quotaCap
+// bounds what it adds to a quota that follows capacity, resource by
+// resource, and says what it cut.
+func TestQuotaCapBoundsWhatAWorkerAdds(t *testing.T) {
+	inflated := []v1alpha1.NodePool{
+		{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100000"), corev1.ResourceMemory: resource.MustParse("64Gi")}},
+		{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), "example.com/gpu": resource.MustParse("4")}},
+	}
+	for name, tc := range map[string]struct {
+		quotaCap       corev1.ResourceList
+		adds, overWant string
+	}{
+		"no cap":                     {nil, "cpu=100008,example.com/gpu=4,memory=64Gi", ""},
+		"cap binds on cpu only":      {corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("128Gi")}, "cpu=64,example.com/gpu=4,memory=64Gi", "cpu=100008"},
+		"cap on what it has none of": {corev1.ResourceList{"example.com/fpga": resource.MustParse("1")}, "cpu=100008,example.com/gpu=4,memory=64Gi", ""},
+		"cap equal to capacity":      {corev1.ResourceList{"example.com/gpu": resource.MustParse("4")}, "cpu=100008,example.com/gpu=4,memory=64Gi", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			adds, over := contribution(inflated, tc.quotaCap)
+			if got := describeList(adds); got != tc.adds {
+				t.Errorf("adds %s, want %s", got, tc.adds)
+			}
+			if got := describeList(over); got != tc.overWant {
+				t.Errorf("over %q, want %q", got, tc.overWant)
+			}
+		})
+	}
+	total := corev1.ResourceList{}
+	capped, _ := contribution(inflated, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")})
+	addTo(total, capped)
+	honest, _ := contribution([]v1alpha1.NodePool{{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32")}}}, nil)
+	addTo(total, honest)
+	if cpu := total[corev1.ResourceCPU]; cpu.String() != "96" {
+		t.Errorf("two workers, one capped at 64, one publishing 32: the quota's cpu is %s, want 96", cpu.String())
+	}
+}

@@ -38,6 +38,9 @@ const (
 	// ReasonQuotaSelectorInvalid: its QuotaClusterSelectorAnnotation does
 	// not parse.
 	ReasonQuotaSelectorInvalid = "QuotaClusterSelectorInvalid"
+	// ReasonQuotaCapped: a worker publishes more capacity than its
+	// WorkerCluster's spec.quotaCap; the quota was set with the cap.
+	ReasonQuotaCapped = "QuotaCapped"
 )
 
 // QuotaReconciler keeps, on each ClusterQueue marked with
@@ -114,7 +117,8 @@ func (r *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.Client.List(ctx, &list); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing WorkerClusters: %w", err)
 	}
-	var pools []v1alpha1.NodePool
+	total := corev1.ResourceList{}
+	var capped []string
 	for _, wc := range list.Items {
 		if wc.Spec.Cordoned || !selector.Matches(labels.Set(wc.Labels)) {
 			continue
@@ -123,11 +127,17 @@ func (r *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		if conn == nil || !conn.Connected() {
 			continue
 		}
-		if capacity := conn.Capacity(ctx); capacity != nil {
-			pools = append(pools, capacity.Pools...)
+		capacity := conn.Capacity(ctx)
+		if capacity == nil {
+			continue
+		}
+		adds, over := contribution(capacity.Pools, wc.Spec.QuotaCap)
+		addTo(total, adds)
+		if len(over) > 0 {
+			capped = append(capped, fmt.Sprintf("worker %s publishes %s, above its spec.quotaCap; it adds %s", wc.Name, describeList(over), describeList(adds)))
 		}
 	}
-	updated, changed, missing := withNominalQuota(cq, kueue.ResourceFlavorReference(flavor), capacityOf(pools))
+	updated, changed, missing := withNominalQuota(cq, kueue.ResourceFlavorReference(flavor), total)
 	if missing {
 		r.Recorder.Eventf(cq, nil, corev1.EventTypeWarning, ReasonQuotaFlavorMissing, "SetQuota",
 			"annotation %s names flavor %s, which none of the ClusterQueue's resource groups lists: its quota is left alone", v1alpha1.QuotaFromCapacityAnnotation, flavor)
@@ -142,7 +152,13 @@ func (r *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		}
 		return reconcile.Result{}, fmt.Errorf("setting the nominal quota of flavor %s in ClusterQueue %s: %w", flavor, cq.Name, err)
 	}
-	logf.FromContext(ctx).Info("quota follows capacity", "clusterQueue", cq.Name, "flavor", flavor, "quota", describeQuota(updated, kueue.ResourceFlavorReference(flavor)))
+	logf.FromContext(ctx).Info("quota follows capacity", "clusterQueue", cq.Name, "flavor", flavor, "quota", describeQuota(updated, kueue.ResourceFlavorReference(flavor)), "capped", capped)
+	// Told after the write, with what was written: a cap that binds is
+	// either a worker that grew past what its administrator expected or
+	// one whose published capacity is a lie.
+	for _, c := range capped {
+		r.Recorder.Eventf(cq, nil, corev1.EventTypeWarning, ReasonQuotaCapped, "SetQuota", "nominal quota of flavor %s set to %s: %s", flavor, describeQuota(updated, kueue.ResourceFlavorReference(flavor)), c)
+	}
 	return reconcile.Result{}, nil
 }
 
@@ -150,13 +166,48 @@ func (r *QuotaReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 func capacityOf(pools []v1alpha1.NodePool) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	for _, p := range pools {
-		for name, q := range p.Allocatable {
-			sum := total[name]
-			sum.Add(q)
-			total[name] = sum
-		}
+		addTo(total, p.Allocatable)
 	}
 	return total
+}
+
+// contribution is what one worker adds to a quota that follows capacity:
+// its pools' allocatable, each resource at most its quotaCap (a resource
+// the cap does not list is not capped); over is the published capacity of
+// each resource the cap cut.
+func contribution(pools []v1alpha1.NodePool, quotaCap corev1.ResourceList) (adds, over corev1.ResourceList) {
+	adds = capacityOf(pools)
+	for name, published := range adds {
+		limit, ok := quotaCap[name]
+		if !ok || published.Cmp(limit) <= 0 {
+			continue
+		}
+		if over == nil {
+			over = corev1.ResourceList{}
+		}
+		over[name] = published
+		adds[name] = limit.DeepCopy()
+	}
+	return adds, over
+}
+
+// addTo adds what into total.
+func addTo(total, what corev1.ResourceList) {
+	for name, q := range what {
+		sum := total[name]
+		sum.Add(q)
+		total[name] = sum
+	}
+}
+
+// describeList names a resource list in a stable order, for a message.
+func describeList(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for name, q := range l {
+		parts = append(parts, string(name)+"="+q.String())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // withNominalQuota is the ClusterQueue with the nominal quota of every

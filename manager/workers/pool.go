@@ -248,7 +248,13 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 			unanswered:      p.reconcileWorker,
 		})
 		if err != nil {
-			// Building the cache asks the server for its API resources.
+			// Building the cache asks the server for its API resources: a
+			// server that answers 401 there refuses the credential, and
+			// answers — its mirrors may well run, so it must not count
+			// towards the worker-lost timeout.
+			if apierrors.IsUnauthorized(err) {
+				return notConnected(v1alpha1.ReasonCredentialRejected, "%s", credentialRejected(cfg.Host, p.Namespace, ref.Name, wc.Name))
+			}
 			return notConnected(v1alpha1.ReasonUnreachable, "%s: %v", cfg.Host, err)
 		}
 		p.replace(wc.Name, conn)
@@ -260,8 +266,7 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 		if apierrors.IsUnauthorized(err) {
 			// It answers: its mirrors may well run. Not a lost worker.
 			return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonCredentialRejected,
-				Message: fmt.Sprintf("%s refuses the credential in Secret %s/%s (401 Unauthorized): its token is invalid or has expired; `kubectl jobferry join %s` writes a new one",
-					conn.config.Host, p.Namespace, ref.Name, wc.Name)}, conn
+				Message: credentialRejected(conn.config.Host, p.Namespace, ref.Name, wc.Name)}, conn
 		}
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable,
 			Message: fmt.Sprintf("%s: %v (%d failed probes)", conn.config.Host, err, conn.failures.Load())}, conn
@@ -272,6 +277,13 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
 		Message: fmt.Sprintf("connected to %s", conn.config.Host)}, conn
+}
+
+// credentialRejected is the Connected message of a worker whose API server
+// answers 401, whether to the probe or while its connection is built.
+func credentialRejected(host, namespace, secret, worker string) string {
+	return fmt.Sprintf("%s refuses the credential in Secret %s/%s (401 Unauthorized): its token is invalid or has expired; `kubectl jobferry join %s` writes a new one",
+		host, namespace, secret, worker)
 }
 
 // connectionHash identifies what a worker connection is built from: the
