@@ -312,7 +312,7 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 		// want are the policies the chart renders, by name.
 		want map[string]policyFunc
 	}{
-		{"jobferry-manager", nil, map[string]policyFunc{"jobferry-manager-state": admission.StatePolicy}},
+		{"jobferry-manager", nil, map[string]policyFunc{"jobferry-manager-state": admission.StatePolicy, "jobferry-manager-dry-run-pods": admission.DryRunPodsPolicy}},
 		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, map[string]policyFunc{
 			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": jobsPolicyListing()}},
 		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing()}},

@@ -366,10 +366,7 @@ func poolRejects(p v1alpha1.NodePool, spec corev1.PodSpec) string {
 // pod's requests (as the scheduler counts them) times the number of pods
 // that run at once, plus one "pods" per pod.
 func JobRequest(job *batchv1.Job) corev1.ResourceList {
-	pods := int64(ptr.Deref(job.Spec.Parallelism, 1))
-	if job.Spec.Completions != nil {
-		pods = min(pods, int64(*job.Spec.Completions))
-	}
+	pods := PodsAtOnce(job)
 	perPod := resourcehelper.PodRequests(&corev1.Pod{Spec: job.Spec.Template.Spec}, resourcehelper.PodResourcesOptions{})
 	perPod[corev1.ResourcePods] = resource.MustParse("1")
 	total := corev1.ResourceList{}
@@ -377,6 +374,16 @@ func JobRequest(job *batchv1.Job) corev1.ResourceList {
 		total[name] = *resource.NewMilliQuantity(q.MilliValue()*pods, q.Format)
 	}
 	return total
+}
+
+// PodsAtOnce is how many of the Job's pods run at once, at most: its
+// parallelism, or its completions when fewer.
+func PodsAtOnce(job *batchv1.Job) int64 {
+	pods := int64(ptr.Deref(job.Spec.Parallelism, 1))
+	if job.Spec.Completions != nil {
+		pods = min(pods, int64(*job.Spec.Completions))
+	}
+	return pods
 }
 
 // lacks says which requested resource the free capacity cannot cover and

@@ -108,6 +108,13 @@ const (
 	// created for the current attempt: a Job on the worker with another UID,
 	// whatever its labels say, is not the mirror.
 	MirrorUIDAnnotation = "jobferry.dev/mirror-uid"
+	// AdmittedPodsAnnotation on a manager Job records, as JSON
+	// (AdmittedPods), what its namespace on the manager cluster admitted of
+	// its pods when it was placed: the containers' resources as admission
+	// set them (LimitRange defaults), which its mirror gets, and what its
+	// pods charge to the namespace's ResourceQuotas while it runs
+	// unfinished. Sealed (package manager/jobstate).
+	AdmittedPodsAnnotation = "jobferry.dev/admitted-pods"
 	// StateSealAnnotation on a manager Job seals jobferry's own annotations
 	// (see package manager/jobstate): only the manager, which holds the key,
 	// can write a seal that matches them, so state someone else wrote or

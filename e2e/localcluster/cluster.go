@@ -53,6 +53,9 @@ var Controllers = []string{
 	// Fills in the aggregated ClusterRoles (view, edit, admin) from the
 	// roles that aggregate into them, the manager chart's among them.
 	"clusterrole-aggregation-controller",
+	// Fills in ResourceQuotas' status.used, as every real cluster does: a
+	// quota that never shows its usage is not one a tenant would meet.
+	"resourcequota-controller",
 }
 
 // nodeLeaseSeconds is the lease duration of fake nodes: a kubelet's default.

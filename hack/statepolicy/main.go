@@ -1,7 +1,8 @@
 // Command statepolicy writes the specs of jobferry's ValidatingAdmissionPolicies
 // into the charts, which fill in the manager's ServiceAccount for ManagerUser:
 // the one that keeps jobferry's state on Jobs jobferry's (admission.StatePolicy,
-// manager chart), and the ones that fence the manager's rights on a worker's
+// manager chart), the one that lets the manager create pods only as dry-runs
+// (admission.DryRunPodsPolicy, manager chart), and the ones that fence the manager's rights on a worker's
 // namespaces (admission.NamespacePolicy, worker chart) and Jobs
 // (admission.ManagerJobsPolicy, worker chart).
 package main
@@ -29,6 +30,7 @@ var policies = []struct {
 	policy               func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
 }{
 	{"charts/jobferry-manager/files/state-policy.yaml", "templates/statepolicy.yaml", "admission.StatePolicy", admission.StatePolicy},
+	{"charts/jobferry-manager/files/dry-run-pods-policy.yaml", "templates/dryrunpodspolicy.yaml", "admission.DryRunPodsPolicy", admission.DryRunPodsPolicy},
 	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "admission.NamespacePolicy", admission.NamespacePolicy},
 	{"charts/jobferry-worker/files/jobs-policy.yaml", "templates/manager-jobs.yaml", "admission.ManagerJobsPolicyTemplate", admission.ManagerJobsPolicyTemplate},
 }

@@ -53,13 +53,25 @@ var UserInputs = []string{v1alpha1.ClusterSelectorAnnotation, v1alpha1.OnWorkerL
 
 // SealedAnnotations are the annotations the manager writes and reads back
 // as its own decisions, in the order the seal covers them.
-var SealedAnnotations = []string{
+var SealedAnnotations = append(slices.Clone(sealedAlways), sealedWhenPresent...)
+
+// sealedAlways are covered by the seal whether present or not (the seal's
+// first version).
+var sealedAlways = []string{
 	v1alpha1.WorkerAnnotation,
 	v1alpha1.DispatchAttemptAnnotation,
 	v1alpha1.MirrorUIDAnnotation,
 	v1alpha1.ExcludedWorkersAnnotation,
 	v1alpha1.UserSchedulingAnnotation,
 	v1alpha1.InjectedDirectivesAnnotation,
+}
+
+// sealedWhenPresent were added to the seal later: covered, by name and
+// value, when present, and not at all when absent, so a seal written before
+// they existed still verifies (an upgrade leaves every placed Job trusted),
+// while adding, changing or removing one still breaks the seal.
+var sealedWhenPresent = []string{
+	v1alpha1.AdmittedPodsAnnotation,
 }
 
 // Owned reports whether a jobferry.dev/ annotation or label key on a
@@ -103,7 +115,7 @@ func Seal(key []byte, job *batchv1.Job) string {
 	}
 	write("jobferry.dev/state-seal")
 	write(string(job.UID))
-	for _, name := range SealedAnnotations {
+	for _, name := range sealedAlways {
 		value, ok := job.Annotations[name]
 		if !ok {
 			write("-")
@@ -111,6 +123,12 @@ func Seal(key []byte, job *batchv1.Job) string {
 		}
 		write("+" + name)
 		write(value)
+	}
+	for _, name := range sealedWhenPresent {
+		if value, ok := job.Annotations[name]; ok {
+			write("+" + name)
+			write(value)
+		}
 	}
 	return sealVersion + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -86,6 +86,33 @@ func TestVerify(t *testing.T) {
 				return j
 			}(), want: Tampered, naming: []string{v1alpha1.StateSealAnnotation},
 		},
+		"what the namespace admitted, sealed with the placement": {
+			job: Sealed(job(map[string]string{v1alpha1.WorkerAnnotation: "w1", v1alpha1.DispatchAttemptAnnotation: "1",
+				v1alpha1.AdmittedPodsAnnotation: `{"charge":{"usage":{"pods":"1"}}}`}), key), want: Trusted,
+		},
+		"what the namespace admitted, changed": {
+			job: func() *batchv1.Job {
+				j := Sealed(job(map[string]string{v1alpha1.WorkerAnnotation: "w1", v1alpha1.DispatchAttemptAnnotation: "1",
+					v1alpha1.AdmittedPodsAnnotation: `{"charge":{"usage":{"pods":"4"}}}`}), key)
+				j.Annotations[v1alpha1.AdmittedPodsAnnotation] = `{"charge":{"usage":{"pods":"0"}}}`
+				return j
+			}(), want: Tampered, naming: []string{v1alpha1.AdmittedPodsAnnotation},
+		},
+		"what the namespace admitted, removed": {
+			job: func() *batchv1.Job {
+				j := Sealed(job(map[string]string{v1alpha1.WorkerAnnotation: "w1", v1alpha1.DispatchAttemptAnnotation: "1",
+					v1alpha1.AdmittedPodsAnnotation: `{"charge":{"usage":{"pods":"4"}}}`}), key)
+				delete(j.Annotations, v1alpha1.AdmittedPodsAnnotation)
+				return j
+			}(), want: Tampered, naming: []string{v1alpha1.WorkerAnnotation},
+		},
+		"what the namespace admitted, added to sealed state": {
+			job: func() *batchv1.Job {
+				j := placedOn("w1")
+				j.Annotations[v1alpha1.AdmittedPodsAnnotation] = `{"charge":{"usage":{"pods":"0"}}}`
+				return j
+			}(), want: Tampered, naming: []string{v1alpha1.AdmittedPodsAnnotation},
+		},
 		"a placement written at creation": {
 			job: job(map[string]string{v1alpha1.WorkerAnnotation: "w1"}), want: Tampered, naming: []string{v1alpha1.WorkerAnnotation},
 		},
@@ -228,5 +255,19 @@ func TestAttemptSeal(t *testing.T) {
 		if got := AttemptSealed(key, tc.m); got != tc.want {
 			t.Errorf("%s: sealed %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// A seal written before AdmittedPodsAnnotation was sealed (the seal's
+// first version: every sealed annotation by presence and value, six of
+// them) still verifies: an upgrade leaves every placed Job trusted.
+func TestSealsFromBeforeTheAdmittedPodsStillVerify(t *testing.T) {
+	j := job(map[string]string{v1alpha1.WorkerAnnotation: "w1", v1alpha1.DispatchAttemptAnnotation: "2", v1alpha1.MirrorUIDAnnotation: "m-1"})
+	// The first version's seal, as it was computed (jobstate before
+	// AdmittedPodsAnnotation), written out here rather than by Seal.
+	old := "v1.ruP9h1HeWP5EVp3iiP7Uubltg3B45t_tHntP-34oWLM"
+	j.Annotations[v1alpha1.StateSealAnnotation] = old
+	if got, names := Verify(j, key); got != Trusted {
+		t.Fatalf("a first-version seal verifies as %s (%v), want Trusted", got, names)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/jobferry/jobferry/internal/jobindex"
+
+	"github.com/jobferry/jobferry/internal/jobpods"
 )
 
 // unknownIndex is the completion index of a pod without a valid annotation.
-const unknownIndex = -1
+const unknownIndex = jobpods.NoIndex
 
 // completionIndex reads the completion index annotation of a pod.
 func completionIndex(pod *corev1.Pod) int {
@@ -56,16 +58,4 @@ func firstPendingIndexes(count, completions int, succeeded jobindex.Intervals, h
 		out = append(out, candidate)
 	}
 	return out
-}
-
-// generateNameWithIndex is the pod name prefix of an Indexed Job's pod,
-// "<job>-<index>-", shortened to leave room for the random suffix.
-func generateNameWithIndex(jobName string, index int) string {
-	const maxGeneratedNameLength = 63 - 5
-	suffix := "-" + strconv.Itoa(index) + "-"
-	prefix := jobName + suffix
-	if len(prefix) > maxGeneratedNameLength {
-		prefix = prefix[:maxGeneratedNameLength-len(suffix)] + suffix
-	}
-	return prefix
 }

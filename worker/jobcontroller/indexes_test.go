@@ -37,14 +37,3 @@ func TestFirstPendingIndexes(t *testing.T) {
 		})
 	}
 }
-
-func TestGenerateNameWithIndex(t *testing.T) {
-	long := "a-very-long-job-name-that-goes-on-and-on-and-on-and-on-and-on"
-	got := generateNameWithIndex(long, 12)
-	if len(got) != 58 || got[len(got)-4:] != "-12-" {
-		t.Errorf("generateNameWithIndex(long, 12) = %q (%d chars), want 58 chars ending in -12-", got, len(got))
-	}
-	if got := generateNameWithIndex("job", 3); got != "job-3-" {
-		t.Errorf("got %q, want job-3-", got)
-	}
-}

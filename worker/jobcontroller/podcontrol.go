@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -16,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/jobferry/jobferry/internal/jobpods"
 )
 
 // createPods creates n pods (one per index for Indexed Jobs) in slow-start
@@ -24,7 +23,7 @@ import (
 func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, indexes []int) (int32, error) {
 	job := s.job
 	r.podExpectations.expect(s.key, int(n), 0)
-	template := podTemplate(job)
+	template := jobpods.Template(job)
 	var created, failedCreations atomic.Int32
 	var firstErr error
 	var errOnce sync.Once
@@ -36,7 +35,7 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 			if len(indexes) > 0 {
 				ix, indexes = indexes[0], indexes[1:]
 			}
-			pod := newPod(job, template, ix)
+			pod := jobpods.New(job, template, ix)
 			if hasBackoffLimitPerIndex(job) {
 				inheritFailureCounts(job, pod, s.delayedDeletion[ix])
 			}
@@ -69,59 +68,6 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 	}
 	recordPodsCreation(job, s, created.Load(), failedCreations.Load())
 	return created.Load(), firstErr
-}
-
-// podTemplate is the Job's pod template with the tracking finalizer and, for
-// Indexed Jobs, the JOB_COMPLETION_INDEX variable in every container.
-func podTemplate(job *batchv1.Job) *corev1.PodTemplateSpec {
-	t := job.Spec.Template.DeepCopy()
-	if isIndexed(job) {
-		env := corev1.EnvVar{Name: "JOB_COMPLETION_INDEX", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			FieldPath: fmt.Sprintf("metadata.labels['%s']", batchv1.JobCompletionIndexAnnotation),
-		}}}
-		addEnv := func(cs []corev1.Container) {
-			for i := range cs {
-				if !slices.ContainsFunc(cs[i].Env, func(e corev1.EnvVar) bool { return e.Name == env.Name }) {
-					cs[i].Env = append(cs[i].Env, env)
-				}
-			}
-		}
-		addEnv(t.Spec.InitContainers)
-		addEnv(t.Spec.Containers)
-	}
-	if !slices.Contains(t.Finalizers, batchv1.JobTrackingFinalizer) {
-		t.Finalizers = append(t.Finalizers, batchv1.JobTrackingFinalizer)
-	}
-	return t
-}
-
-// newPod builds one pod of the Job; index is unknownIndex for NonIndexed Jobs.
-func newPod(job *batchv1.Job, t *corev1.PodTemplateSpec, index int) *corev1.Pod {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       job.Namespace,
-			GenerateName:    job.Name + "-",
-			Labels:          maps.Clone(t.Labels),
-			Annotations:     maps.Clone(t.Annotations),
-			Finalizers:      append([]string(nil), t.Finalizers...),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-		},
-		Spec: *t.Spec.DeepCopy(),
-	}
-	if index != unknownIndex {
-		ix := strconv.Itoa(index)
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		if pod.Labels == nil {
-			pod.Labels = map[string]string{}
-		}
-		pod.Annotations[batchv1.JobCompletionIndexAnnotation] = ix
-		pod.Labels[batchv1.JobCompletionIndexAnnotation] = ix
-		pod.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, index)
-		pod.GenerateName = generateNameWithIndex(job.Name, index)
-	}
-	return pod
 }
 
 // deleteJobPods deletes pods the controller no longer wants (suspend, too

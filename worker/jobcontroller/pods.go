@@ -9,6 +9,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/internal/jobpods"
 )
 
 func hasTrackingFinalizer(pod *corev1.Pod) bool {
@@ -213,9 +215,7 @@ func restartsOnFailure(pods []*corev1.Pod) int32 {
 	return n
 }
 
-func isIndexed(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.CompletionMode, batchv1.NonIndexedCompletion) == batchv1.IndexedCompletion
-}
+func isIndexed(job *batchv1.Job) bool { return jobpods.IsIndexed(job) }
 
 func completionModeLabel(job *batchv1.Job) string {
 	if isIndexed(job) {

@@ -1,0 +1,124 @@
+// Package tenantlimits holds a dispatched Job to what its namespace on the
+// manager cluster allows a tenant: before its first mirror, one of its pods
+// is dry-run in that namespace (PodAdmission), so every admission plugin
+// and webhook of the manager cluster judges it — LimitRange defaults and
+// maxima, PriorityClass rules, Pod Security, policy engines — and the
+// namespace's ResourceQuotas bound what its dispatched, unfinished Jobs
+// take together across all workers (QuotaRefuses), counted from what was
+// sealed on each when it was placed (v1alpha1.AdmittedPods).
+package tenantlimits
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobpods"
+)
+
+// The dry-run creates a pod as the manager's own identity. The manager
+// chart's ValidatingAdmissionPolicy <release>-dry-run-pods refuses any
+// pod it creates for real (admission.DryRunPodsPolicy), so the right
+// gives it nothing but the admission's verdict: no pod is ever stored,
+// scheduled, or given a ServiceAccount's token.
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=create
+
+// PodVerdict is what the manager namespace's admission made of a pod of the
+// Job.
+type PodVerdict struct {
+	// Refused is the API server's answer when it refused the pod ("" when
+	// admitted): the admission plugin's or webhook's own message.
+	Refused string
+	// Admitted is what it admitted (when not Refused).
+	Admitted v1alpha1.AdmittedPods
+}
+
+// PodAdmission dry-runs one pod of a Job in its namespace, as a Job
+// controller would create it (package jobpods), and remembers the verdict
+// for the Job's generation for a while: a Job waiting for room is placed
+// again at every capacity change, and the answer changes only with its
+// spec or its namespace's policies (hence the expiry).
+type PodAdmission struct {
+	// Reader reads the Job whole from the API server: the manager's cache
+	// keeps no images, commands or environments, which webhooks judge.
+	Reader client.Reader
+	// Writer sends the dry-run.
+	Writer client.Writer
+	memo   *cache.LRUExpireCache
+	ttl    time.Duration
+}
+
+// Remembered verdicts: at most memoSize, each for memoTTL.
+const (
+	memoSize = 10_000
+	memoTTL  = time.Minute
+)
+
+// NewPodAdmission is a PodAdmission that dry-runs with writer, reading Jobs
+// with reader.
+func NewPodAdmission(reader client.Reader, writer client.Writer, clk clock.Clock) *PodAdmission {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &PodAdmission{Reader: reader, Writer: writer, memo: cache.NewLRUExpireCacheWithClock(memoSize, clk), ttl: memoTTL}
+}
+
+// Admit dry-runs a pod of job (as the cache holds it: its UID and
+// generation name the verdict) in its namespace. An error is one to retry
+// (the Job gone or changed since it was read, the API server or a webhook
+// failing); a refusal is the verdict's.
+func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict, error) {
+	memoKey := string(job.UID) + "/" + strconv.FormatInt(job.Generation, 10)
+	if v, ok := a.memo.Get(memoKey); ok {
+		return v.(PodVerdict), nil
+	}
+	whole := &batchv1.Job{}
+	if err := a.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, whole); err != nil {
+		return PodVerdict{}, err
+	}
+	if whole.UID != job.UID || whole.Generation != job.Generation {
+		return PodVerdict{}, apierrors.NewConflict(batchv1.Resource("jobs"), job.Name, errChanged)
+	}
+	index := jobpods.NoIndex
+	if jobpods.IsIndexed(whole) {
+		index = 0
+	}
+	pod := jobpods.New(whole, jobpods.Template(whole), index)
+	// A cluster that enforces owner-reference permissions would ask the
+	// manager for rights on the Job's finalizers to block its deletion;
+	// admission judges the pod the same without.
+	for i := range pod.OwnerReferences {
+		pod.OwnerReferences[i].BlockOwnerDeletion = nil
+	}
+	var verdict PodVerdict
+	switch err := a.Writer.Create(ctx, pod, client.DryRunAll); {
+	case err == nil:
+		verdict.Admitted = Admitted(whole, pod)
+	case refusal(err):
+		verdict.Refused = err.Error()
+	default:
+		return PodVerdict{}, err
+	}
+	a.memo.Add(memoKey, verdict, a.ttl)
+	return verdict, nil
+}
+
+// refusal: the API server's admission turned the pod down (a plugin's or a
+// webhook's denial, an invalid pod); anything else is worth retrying.
+func refusal(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// errChanged: the Job the API server holds is not the one the cache showed
+// (recreated, or its spec changed); the reconcile its change brings decides.
+var errChanged = errors.New("the Job changed since it was read; it is looked at again")
