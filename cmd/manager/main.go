@@ -49,6 +49,7 @@ import (
 	"github.com/jobferry/jobferry/manager/orphans"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/statekey"
+	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workercluster"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -368,6 +369,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 		Keys:        keys,
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
 		CapacitySettle: c.capacitySettle,
+		PodAdmission:   tenantlimits.NewPodAdmission(mgr.GetAPIReader(), mgr.GetClient(), clock.RealClock{}),
 	}
 	if c.kueue {
 		if err := queue.IndexWorkloads(context.Background(), mgr.GetFieldIndexer()); err != nil {

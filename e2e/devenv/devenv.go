@@ -373,7 +373,9 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 	reserved := append(append(slices.Clone(admission.AlwaysReserved), admission.DefaultReservedNamespaces), SystemNamespace)
 	mutating, validating := admission.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
 	policy, binding := admission.StatePolicy(StatePolicyName, ManagerUser)
-	for _, obj := range []client.Object{mutating, validating, policy, binding} {
+	// The manager's pods are dry-runs only, as the chart has it.
+	podsPolicy, podsBinding := admission.DryRunPodsPolicy("jobferry-dry-run-pods", ManagerUser)
+	for _, obj := range []client.Object{mutating, validating, policy, binding, podsPolicy, podsBinding} {
 		if err := managerClient.Create(ctx, obj); err != nil {
 			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -230,13 +231,40 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 	}
 	// Worker namespaces are read now, not under the placement lock.
 	r.Workers.ReadNamespaces(ctx, job.Namespace)
-	// A wake-up that starts from here on may not see this Job waiting yet.
-	pass := r.waiting.pass()
-	asWritten := asUserWroteIt(job)
-	decision, never, invalid, err := r.decide(ctx, asWritten, ns)
+	// Its namespace here judges its pods first (tenantlimits.go).
+	pods, err := r.admitPods(ctx, job)
 	if err != nil {
 		return false, reconcile.Result{}, err
 	}
+	if pods.Refused != "" {
+		return false, reconcile.Result{RequeueAfter: podsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
+	}
+	// A wake-up that starts from here on may not see this Job waiting yet.
+	pass := r.waiting.pass()
+	asWritten := asUserWroteIt(job)
+	if len(pods.Admitted.Containers)+len(pods.Admitted.InitContainers) > 0 {
+		// Placed as its pods will run: with what admission gave them.
+		asWritten = asWritten.DeepCopy()
+		tenantlimits.WithAdmitted(&asWritten.Spec.Template.Spec, pods.Admitted)
+	}
+	var charge *v1alpha1.QuotaCharge
+	if q == nil {
+		// Kueue's quota bounds a queued Job.
+		charge = &pods.Admitted.Charge
+	}
+	decision, never, invalid, quota, err := r.decide(ctx, asWritten, ns, charge)
+	if err != nil {
+		return false, reconcile.Result{}, err
+	}
+	if quota != nil {
+		r.quotaWaiting.add(client.ObjectKeyFromObject(job))
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonQuotaExceeded, "%s", quota.Message))
+		if wrote {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonQuotaExceeded, "Place", "%s", quota.Message)
+		}
+		return false, reconcile.Result{RequeueAfter: quotaRecheck}, err
+	}
+	r.quotaWaiting.remove(client.ObjectKeyFromObject(job))
 	for worker, code := range decision.Codes {
 		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
 	}
@@ -282,10 +310,14 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 		updated, err = placedJob(job, decision.Worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
+		err = withAdmittedPods(updated, pods.Admitted)
+	}
+	if err == nil {
 		err = r.writeJob(ctx, job, updated)
 	}
 	if err != nil {
 		r.assume.forget(job.UID)
+		r.charging.forget(job.UID)
 		if reported(err) {
 			if werr := r.showWaiting(ctx, job, waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
@@ -307,22 +339,55 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 // never, when nothing is placed, says why no worker could ever run the Job
 // (dispatch.NeverFits), "" when one might; invalid says what is wrong with
 // the Job itself; err is a failure to read.
-func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace) (decision dispatch.Decision, never string, invalid, err error) {
+//
+// charge, when set, is what the Job's pods charge to its namespace's
+// ResourceQuotas: quota, when set, says which has no room for them, and
+// nothing is placed.
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, charge *v1alpha1.QuotaCharge) (decision dispatch.Decision, never string, invalid error, quota *tenantlimits.QuotaRefusal, err error) {
 	r.placeMu.Lock()
 	defer r.placeMu.Unlock()
+	if charge != nil {
+		if quota, err = r.quotaRefuses(ctx, job, *charge); err != nil || quota != nil {
+			return dispatch.Decision{}, "", nil, quota, err
+		}
+	}
 	workers, err := r.workerViews(ctx, job, ns)
 	if err != nil {
-		return dispatch.Decision{}, "", nil, err
+		return dispatch.Decision{}, "", nil, nil, err
 	}
 	decision, invalid = dispatch.Place(job, workers)
 	switch {
 	case invalid != nil:
 	case decision.Placed():
 		r.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
+		if charge != nil {
+			r.charging.add(job.UID, job.Namespace, *charge, r.Clock.Now())
+		}
 	default:
 		never = dispatch.NeverFits(job, workers)
 	}
-	return decision, never, invalid, nil
+	return decision, never, invalid, nil, nil
+}
+
+// podsRefused tells the Job, and for a queued Job Kueue, that its
+// namespace does not admit its pods: jobferry's check on its Workload is
+// Rejected (Kueue gives its quota back rather than hold it for a Job that
+// cannot run), or the Job waits, looked at again after podsRecheck.
+func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *queue.View, refused string) error {
+	w := podsNotAdmitted(job.Namespace, refused)
+	if q != nil && q.Check != "" {
+		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, queue.CheckUpdate{State: kueue.CheckStateRejected, Message: w.message}); err != nil {
+			return err
+		}
+		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.message, q.Check, q.Workload)
+		return r.showWaiting(ctx, job, w)
+	}
+	wrote, err := r.updateWaiting(ctx, job, w)
+	if wrote {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s", w.message)
+	}
+	return err
 }
 
 // reject sets jobferry's check on a queued Job's Workload Rejected, so

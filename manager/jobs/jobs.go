@@ -160,6 +160,10 @@ type JobReconciler struct {
 	// LocalQueue runs when Kueue admits it, where jobferry places it
 	// (queuedstep.go). Nil: every Job is dispatched as soon as it fits.
 	Queue Queue
+	// PodAdmission dry-runs a pod of each Job in its namespace before its
+	// first mirror (tenantlimits.PodAdmission); nil in unit tests, where
+	// the template is taken as admitted.
+	PodAdmission PodAdmitter
 
 	// events carry what the pool tells the controller to its work queue,
 	// its wake-up and its forwarding loop (jobevents.go).
@@ -195,8 +199,13 @@ type JobReconciler struct {
 	// for it.
 	attempts attemptMemo
 	// placeMu serialises placement, so two Jobs never both take the same
-	// free capacity.
+	// free capacity, nor the same room in a namespace's quota.
 	placeMu sync.Mutex
+	// charging: the quota charges of Jobs placed moments ago
+	// (tenantlimits.go).
+	charging chargesInFlight
+	// quotaWaiting: the Jobs a full quota of their namespace holds back.
+	quotaWaiting quotaWaiters
 }
 
 // SetupWithManager registers the controller: manager Jobs, plus the keys its
@@ -214,6 +223,9 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	counting, err := jobInformer.AddEventHandler(tally.handler())
 	if err != nil {
 		return fmt.Errorf("counting the manager Jobs for jobferry_jobs: %w", err)
+	}
+	if _, err := jobInformer.AddEventHandler(r.quotaFreedHandler()); err != nil {
+		return fmt.Errorf("watching manager Jobs finish for the Jobs their quota holds back: %w", err)
 	}
 	if err := crmetrics.Registry.Register(NewJobsCollector(tally, counting.HasSynced, mgr.GetClient(), r.Workers.Connected)); err != nil {
 		return fmt.Errorf("registering jobferry_jobs: %w", err)

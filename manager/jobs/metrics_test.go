@@ -114,7 +114,7 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 	}
 	synced = true
 	want := `
-# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused, queued, no_worker_can_run.
+# HELP jobferry_jobs_waiting Unfinished manager Jobs that do not run, by reason: user_suspended, not_allowed, no_worker_fits, invalid_selector, placement_refused, worker_lost, mirror_refused, queued, no_worker_can_run, pods_not_admitted, quota_exceeded.
 # TYPE jobferry_jobs_waiting gauge
 jobferry_jobs_waiting{reason="invalid_selector"} 0
 jobferry_jobs_waiting{reason="mirror_refused"} 0
@@ -122,7 +122,9 @@ jobferry_jobs_waiting{reason="no_worker_can_run"} 0
 jobferry_jobs_waiting{reason="no_worker_fits"} 1
 jobferry_jobs_waiting{reason="not_allowed"} 0
 jobferry_jobs_waiting{reason="placement_refused"} 0
+jobferry_jobs_waiting{reason="pods_not_admitted"} 0
 jobferry_jobs_waiting{reason="queued"} 1
+jobferry_jobs_waiting{reason="quota_exceeded"} 0
 jobferry_jobs_waiting{reason="user_suspended"} 0
 jobferry_jobs_waiting{reason="worker_lost"} 1
 `

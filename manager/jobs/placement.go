@@ -42,6 +42,17 @@ func placedQueuedJob(job *batchv1.Job, worker string) *batchv1.Job {
 	return updated
 }
 
+// withAdmittedPods records, on job, what its namespace admitted of its pods
+// (sealed with the placement it goes with).
+func withAdmittedPods(job *batchv1.Job, admitted v1alpha1.AdmittedPods) error {
+	data, err := json.Marshal(admitted)
+	if err != nil {
+		return err
+	}
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.AdmittedPodsAnnotation, string(data))
+	return nil
+}
+
 // withPlacement records, on job, its placement on worker as attempt; the
 // attempt's mirror is recorded once created.
 func withPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {

@@ -43,7 +43,7 @@ func nextQueuedUnplaced(s jobState) step {
 		// Kueue too, for a state of milliseconds.
 		return step{Kind: stepNone}
 	case q.Deactivated:
-		if c := jobstatus.Condition(job.Status, batchv1.JobSuspended); c != nil && c.Reason == ReasonNoWorkerCanRun {
+		if c := jobstatus.Condition(job.Status, batchv1.JobSuspended); c != nil && (c.Reason == ReasonNoWorkerCanRun || c.Reason == ReasonPodsNotAdmitted) {
 			// Kueue deactivated it because jobferry's check Rejected it
 			// (and reset the check): the Job says why already.
 			return step{Kind: stepNone}

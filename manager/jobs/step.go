@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -606,6 +608,15 @@ func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, 
 	m, err := mirror.Build(jobstate.Without(job), id, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
 		return nil, err
+	}
+	if raw, ok := job.Annotations[v1alpha1.AdmittedPodsAnnotation]; ok {
+		// The pods run with what the manager namespace's admission gave
+		// them (LimitRange defaults), as they would have there.
+		var admitted v1alpha1.AdmittedPods
+		if err := json.Unmarshal([]byte(raw), &admitted); err != nil {
+			return nil, fmt.Errorf("reading annotation %s: %w", v1alpha1.AdmittedPodsAnnotation, err)
+		}
+		tenantlimits.WithAdmitted(&m.Spec.Template.Spec, admitted)
 	}
 	if activate {
 		m.Spec.Suspend = ptr.To(false)

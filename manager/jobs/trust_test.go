@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -119,8 +120,7 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	runningOn(t, h, "w1")
 	h.workers.Conns["w2"].Down = false
 	tamper(t, h, func(j *batchv1.Job) {
-		for _, name := range []string{v1alpha1.WorkerAnnotation, v1alpha1.DispatchAttemptAnnotation, v1alpha1.MirrorUIDAnnotation,
-			v1alpha1.UserSchedulingAnnotation, v1alpha1.InjectedDirectivesAnnotation, v1alpha1.StateSealAnnotation} {
+		for _, name := range append(slices.Clone(jobstate.SealedAnnotations), v1alpha1.StateSealAnnotation) {
 			delete(j.Annotations, name)
 		}
 	})

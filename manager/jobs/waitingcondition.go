@@ -41,6 +41,16 @@ const (
 	// Job as the workers are (jobferry's admission check Rejected it, and
 	// Kueue gave its quota back).
 	ReasonNoWorkerCanRun = "NoWorkerCanRun"
+	// ReasonPodsNotAdmitted: the Job's pods are refused in its namespace
+	// on the manager cluster (a LimitRange maximum, a PriorityClass rule,
+	// a policy webhook; the message is the admission's own): it is not
+	// dispatched until they would be admitted (package tenantlimits).
+	ReasonPodsNotAdmitted = "PodsNotAdmitted"
+	// ReasonQuotaExceeded: a ResourceQuota of its namespace on the manager
+	// cluster has no room for its pods beside the namespace's dispatched,
+	// unfinished Jobs (the message names the quota and the resource); it
+	// is dispatched once enough of them finish.
+	ReasonQuotaExceeded = "QuotaExceeded"
 	// reasonJobSuspended is what kube-controller-manager writes on a Job its
 	// user suspended; jobferry writes the same on one it never dispatched.
 	reasonJobSuspended = "JobSuspended"
@@ -142,10 +152,15 @@ const (
 	waitingQueued = "queued"
 	// waitingNoWorkerCanRun: no worker could ever run it (Rejected).
 	waitingNoWorkerCanRun = "no_worker_can_run"
+	// waitingPodsNotAdmitted: its namespace refuses its pods.
+	waitingPodsNotAdmitted = "pods_not_admitted"
+	// waitingQuotaExceeded: its namespace's quota is full.
+	waitingQuotaExceeded = "quota_exceeded"
 )
 
 var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
-	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused, waitingQueued, waitingNoWorkerCanRun}
+	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused, waitingQueued, waitingNoWorkerCanRun,
+	waitingPodsNotAdmitted, waitingQuotaExceeded}
 
 // waitingByReason maps the reasons of the Suspended condition to the
 // metric's.
@@ -159,6 +174,8 @@ var waitingByReason = map[string]string{
 	ReasonWaitingForMirror:       waitingMirrorRefused,
 	ReasonQueued:                 waitingQueued,
 	ReasonNoWorkerCanRun:         waitingNoWorkerCanRun,
+	ReasonPodsNotAdmitted:        waitingPodsNotAdmitted,
+	ReasonQuotaExceeded:          waitingQuotaExceeded,
 }
 
 // jobWaiting says why an unfinished manager Job does not run ("" when it

@@ -1,0 +1,239 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/managercache"
+	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/tenantlimits"
+)
+
+// What placement asks of a Job's namespace on the manager cluster before
+// its first mirror (package tenantlimits): whether it admits the Job's pods
+// (a dry-run of one), and, for a Job Kueue does not queue, whether its
+// ResourceQuotas have room for them beside the namespace's dispatched,
+// unfinished Jobs. Kueue's quota bounds a queued Job instead.
+
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=list;watch
+
+// PodAdmitter dry-runs a pod of a Job in its namespace
+// (tenantlimits.PodAdmission).
+type PodAdmitter interface {
+	Admit(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error)
+}
+
+// admitPods asks the namespace whether it admits the Job's pods. Without a
+// PodAdmitter (unit tests) the template is taken as admitted.
+func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
+	if r.PodAdmission == nil {
+		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec})}, nil
+	}
+	return r.PodAdmission.Admit(ctx, job)
+}
+
+// podsNotAdmitted is the waiting a refusal of the Job's pods gives it.
+func podsNotAdmitted(namespace, refused string) waiting {
+	return waitingForWorker(ReasonPodsNotAdmitted, "namespace %s of this cluster does not admit its pods, so jobferry does not dispatch it: %s", namespace, refused)
+}
+
+// podsRecheck is how soon a Job whose pods were refused is asked about
+// again: the namespace's LimitRanges and policies are not watched.
+const podsRecheck = time.Minute
+
+// quotaRecheck is how soon a Job a full quota held back is looked at again
+// when no Job of its namespace finishing wakes it first (quotaWaiters).
+const quotaRecheck = 30 * time.Second
+
+// quotaRefuses says whether a ResourceQuota of the Job's namespace has no
+// room for what its pods charge (adding). It runs under placeMu, so
+// placements in the namespace see each other's charges (chargesInFlight
+// until the cache shows them).
+func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, adding v1alpha1.QuotaCharge) (*tenantlimits.QuotaRefusal, error) {
+	var quotas corev1.ResourceQuotaList
+	if err := r.Client.List(ctx, &quotas, client.InNamespace(job.Namespace)); err != nil {
+		return nil, err
+	}
+	if len(quotas.Items) == 0 {
+		return nil, nil
+	}
+	charged, err := r.chargedIn(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	return tenantlimits.QuotaRefuses(job.Namespace, quotas.Items, charged, adding), nil
+}
+
+// chargedIn is what the Job's namespace's dispatched, unfinished Jobs
+// charge to its quotas (but the Job's own): the charge sealed on each when
+// it was placed, and the ones placed moments ago that the cache does not
+// show placed yet.
+func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]v1alpha1.QuotaCharge, error) {
+	key, err := r.Keys.Key(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var jobs batchv1.JobList
+	if err := r.Client.List(ctx, &jobs, client.InNamespace(job.Namespace)); err != nil {
+		return nil, err
+	}
+	var charged []v1alpha1.QuotaCharge
+	placed := map[types.UID]bool{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if j.UID == job.UID || !v1alpha1.IsManagerJob(j) || j.Annotations[v1alpha1.WorkerAnnotation] == "" {
+			continue
+		}
+		placed[j.UID] = true
+		if isFinished(j) || nothingToRun(j) || (r.Queue != nil && queue.QueueName(j) != "") {
+			continue
+		}
+		charged = append(charged, sealedCharge(j, key))
+	}
+	for uid, c := range r.charging.in(job.Namespace, r.Clock.Now()) {
+		if !placed[uid] && uid != job.UID {
+			charged = append(charged, c)
+		}
+	}
+	return charged, nil
+}
+
+// sealedCharge is what a placed Job charges: what was sealed on it when it
+// was placed; for a Job whose state does not verify, or placed before
+// jobferry sealed charges, what its template requests (no scope but
+// Terminating and BestEffort is known of it then: it counts against every
+// quota those do not rule out).
+func sealedCharge(job *batchv1.Job, key jobstate.Key) v1alpha1.QuotaCharge {
+	if raw, ok := job.Annotations[v1alpha1.AdmittedPodsAnnotation]; ok {
+		if verdict, _ := jobstate.Verify(job, key); verdict == jobstate.Trusted {
+			var admitted v1alpha1.AdmittedPods
+			if json.Unmarshal([]byte(raw), &admitted) == nil {
+				return admitted.Charge
+			}
+		}
+	}
+	return tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec}).Charge
+}
+
+// chargesInFlight remembers the charges of Jobs placed moments ago, under
+// placeMu, until the cache shows them placed (or a minute passed): the
+// next placement in the namespace must count them.
+type chargesInFlight struct {
+	mu    sync.Mutex
+	byJob map[types.UID]inFlight
+}
+
+type inFlight struct {
+	namespace string
+	charge    v1alpha1.QuotaCharge
+	at        time.Time
+}
+
+func (c *chargesInFlight) add(uid types.UID, namespace string, charge v1alpha1.QuotaCharge, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byJob == nil {
+		c.byJob = map[types.UID]inFlight{}
+	}
+	c.byJob[uid] = inFlight{namespace: namespace, charge: charge, at: now}
+}
+
+func (c *chargesInFlight) forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byJob, uid)
+}
+
+// in is the charges in flight in namespace; older ones are dropped.
+func (c *chargesInFlight) in(namespace string, now time.Time) map[types.UID]v1alpha1.QuotaCharge {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[types.UID]v1alpha1.QuotaCharge{}
+	for uid, f := range c.byJob {
+		switch {
+		case now.Sub(f.at) > time.Minute:
+			delete(c.byJob, uid)
+		case f.namespace == namespace:
+			out[uid] = f.charge
+		}
+	}
+	return out
+}
+
+// quotaWaiters are the Jobs a full quota holds back, by namespace: a Job
+// of the namespace that finishes or goes wakes them all (each is placed
+// again, in the order the work queue takes them).
+type quotaWaiters struct {
+	mu          sync.Mutex
+	byNamespace map[string]map[string]bool
+}
+
+func (q *quotaWaiters) add(key types.NamespacedName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.byNamespace == nil {
+		q.byNamespace = map[string]map[string]bool{}
+	}
+	if q.byNamespace[key.Namespace] == nil {
+		q.byNamespace[key.Namespace] = map[string]bool{}
+	}
+	q.byNamespace[key.Namespace][key.Name] = true
+}
+
+func (q *quotaWaiters) remove(key types.NamespacedName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.byNamespace[key.Namespace], key.Name)
+}
+
+// take removes and returns the namespace's waiters.
+func (q *quotaWaiters) take(namespace string) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for name := range q.byNamespace[namespace] {
+		out = append(out, name)
+	}
+	delete(q.byNamespace, namespace)
+	return out
+}
+
+// quotaFreedHandler wakes a namespace's quota waiters when one of its
+// placed manager Jobs finishes or is deleted (from the cache's events).
+func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
+	freed := func(obj any) {
+		job, ok := managercache.JobWithoutTemplate(obj)
+		if !ok || !v1alpha1.IsManagerJob(&job) || job.Annotations[v1alpha1.WorkerAnnotation] == "" {
+			return
+		}
+		if names := r.quotaWaiting.take(job.Namespace); len(names) > 0 {
+			// Not on the informer's goroutine: the work queue's channel
+			// may be full.
+			go func() {
+				for _, name := range names {
+					r.enqueue(job.Namespace, name)
+				}
+			}()
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			before, ok1 := managercache.JobWithoutTemplate(old)
+			after, ok2 := managercache.JobWithoutTemplate(obj)
+			if ok1 && ok2 && !isFinished(&before) && isFinished(&after) {
+				freed(obj)
+			}
+		},
+		DeleteFunc: freed,
+	}
+}

@@ -1,0 +1,193 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/tenantlimits"
+)
+
+// admitter answers every dry-run with verdict, and counts them.
+type admitter struct {
+	verdict func(job *batchv1.Job) tenantlimits.PodVerdict
+	asked   int
+}
+
+func (a *admitter) Admit(_ context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
+	a.asked++
+	return a.verdict(job), nil
+}
+
+func suspendedWith(t *testing.T, job *batchv1.Job) *batchv1.JobCondition {
+	t.Helper()
+	c := jobstatus.Condition(job.Status, batchv1.JobSuspended)
+	if c == nil {
+		t.Fatalf("no Suspended condition: %+v", job.Status.Conditions)
+	}
+	return c
+}
+
+// A Job whose pods its namespace refuses (a LimitRange maximum, say) is not
+// dispatched: it waits with the admission's own message, in its condition
+// and an Event, and is asked about again later.
+func TestPodsTheNamespaceRefusesAreNotDispatched(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	const refused = `pods "train-x7k2p" is forbidden: maximum cpu usage per Container is 2, but limit is 4`
+	h.r.PodAdmission = &admitter{verdict: func(*batchv1.Job) tenantlimits.PodVerdict { return tenantlimits.PodVerdict{Refused: refused} }}
+	h.create(t, stepJob())
+	result := h.reconcile(t)
+	if m := h.mirror(t, "w1"); m != nil || h.workers.Conns["w1"].Creates.Load() != 0 {
+		t.Fatal("a mirror was created for pods the namespace refuses")
+	}
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "" {
+		t.Errorf("placed on %s", job.Annotations[v1alpha1.WorkerAnnotation])
+	}
+	c := suspendedWith(t, job)
+	if c.Reason != ReasonPodsNotAdmitted || !strings.Contains(c.Message, "namespace team-a of this cluster does not admit its pods") || !strings.Contains(c.Message, refused) {
+		t.Errorf("condition %s: %s", c.Reason, c.Message)
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonPodsNotAdmitted {
+		t.Errorf("events %v, want %s", got, ReasonPodsNotAdmitted)
+	}
+	if result.RequeueAfter != podsRecheck {
+		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, podsRecheck)
+	}
+	// The same refusal again writes nothing and tells no one twice.
+	h.reconcile(t)
+	if got := h.events(); len(got) != 0 {
+		t.Errorf("the same refusal again recorded %v", got)
+	}
+}
+
+// The LimitRange defaults the namespace's admission gave the pods go, sealed
+// with the placement, into the mirror.
+func TestMirrorRunsWithWhatTheNamespaceAdmitted(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	defaults := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}
+	h.r.PodAdmission = &admitter{verdict: func(job *batchv1.Job) tenantlimits.PodVerdict {
+		pod := &corev1.Pod{Spec: *job.Spec.Template.Spec.DeepCopy()}
+		pod.Spec.Containers[0].Resources = defaults
+		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, pod)}
+	}}
+	h.create(t, stepJob())
+	h.reconcile(t)
+	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)
+	if err != nil {
+		t.Fatalf("no mirror: %v", err)
+	}
+	if got := m.Spec.Template.Spec.Containers[0].Resources; got.Requests.Cpu().String() != "500m" || got.Limits.Cpu().String() != "1" {
+		t.Errorf("the mirror's container resources %v, want the namespace's defaults", got)
+	}
+	job := h.job(t)
+	var admitted v1alpha1.AdmittedPods
+	if err := json.Unmarshal([]byte(job.Annotations[v1alpha1.AdmittedPodsAnnotation]), &admitted); err != nil {
+		t.Fatalf("annotation %s: %v", v1alpha1.AdmittedPodsAnnotation, err)
+	}
+	if cpu := admitted.Charge.Usage[corev1.ResourceRequestsCPU]; cpu.String() != "500m" {
+		t.Errorf("charge %v, want requests.cpu 500m", admitted.Charge.Usage)
+	}
+	if v, names := jobstate.Verify(job, jobstate.Key(testKey)); v != jobstate.Trusted {
+		t.Errorf("the state verifies as %s (%v)", v, names)
+	}
+	if len(job.Spec.Template.Spec.Containers[0].Resources.Requests) != 0 {
+		t.Errorf("the manager Job's template changed: %v", job.Spec.Template.Spec.Containers[0].Resources)
+	}
+	if _, ok := m.Annotations[v1alpha1.AdmittedPodsAnnotation]; ok {
+		t.Error("the mirror carries the manager's state")
+	}
+}
+
+// A ResourceQuota of pods: 2 in the namespace: two Jobs are dispatched, the
+// third waits with a reason naming the quota until one of the two finishes.
+func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "two-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}}}
+	if err := h.manager.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]types.NamespacedName, 3)
+	for i := range keys {
+		keys[i] = types.NamespacedName{Namespace: "team-a", Name: "train-" + string(rune('0'+i))}
+		h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = keys[i].Name, types.UID("uid-"+keys[i].Name) }))
+	}
+	run := func(key types.NamespacedName) reconcile.Result {
+		t.Helper()
+		result, err := h.r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatalf("reconcile %s: %v", key, err)
+		}
+		return result
+	}
+	get := func(key types.NamespacedName) *batchv1.Job {
+		t.Helper()
+		job := &batchv1.Job{}
+		if err := h.manager.Get(ctx, key, job); err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	for _, key := range keys[:2] {
+		run(key)
+		if get(key).Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+			t.Fatalf("%s not placed within the quota", key.Name)
+		}
+	}
+	h.events()
+	result := run(keys[2])
+	third := get(keys[2])
+	if third.Annotations[v1alpha1.WorkerAnnotation] != "" {
+		t.Fatal("the third Job was placed past a quota of two pods")
+	}
+	c := suspendedWith(t, third)
+	want := "ResourceQuota two-pods in namespace team-a: pods would be 3, over its hard limit of 2"
+	if c.Reason != ReasonQuotaExceeded || !strings.Contains(c.Message, want) {
+		t.Errorf("condition %s: %s; want %s saying %q", c.Reason, c.Message, ReasonQuotaExceeded, want)
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonQuotaExceeded {
+		t.Errorf("events %v, want %s", got, ReasonQuotaExceeded)
+	}
+	if result.RequeueAfter != quotaRecheck {
+		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, quotaRecheck)
+	}
+	if waiting := h.r.quotaWaiting.take("team-a"); len(waiting) != 1 || waiting[0] != keys[2].Name {
+		t.Errorf("quota waiters %v, want %s", waiting, keys[2].Name)
+	}
+
+	// The first finishes on its worker: its charge goes, the third fits.
+	conn := h.workers.Conns["w1"]
+	m, err := conn.Mirror(ctx, keys[0])
+	if err != nil || m == nil {
+		t.Fatalf("mirror of %s: %v", keys[0].Name, err)
+	}
+	complete(m)
+	if err := conn.API.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h.workers.MirrorChanged("w1", m)
+	run(keys[0])
+	if !jobstatus.ConditionTrue(get(keys[0]).Status, batchv1.JobComplete) {
+		t.Fatal("the first Job did not complete")
+	}
+	run(keys[2])
+	if get(keys[2]).Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+		t.Errorf("the third Job was not placed once the first finished: %+v", suspendedWith(t, get(keys[2])))
+	}
+}
