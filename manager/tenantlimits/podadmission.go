@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -105,12 +106,27 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 	case err == nil:
 		verdict.Admitted = Admitted(whole, pod)
 	case refusal(err):
-		verdict.Refused = err.Error()
+		verdict.Refused = withoutRandomName(err, pod.GenerateName)
 	default:
 		return PodVerdict{}, err
 	}
 	a.memo.Add(memoKey, verdict, a.ttl)
 	return verdict, nil
+}
+
+// withoutRandomName is the refusal's message with the name the API server
+// generated for the pod written as its prefix and xxxxx (as in
+// `pods "train-xxxxx" is forbidden: ...`): the same refusal then reads the
+// same at every dry-run, and the Job's condition is not rewritten for it.
+func withoutRandomName(err error, generateName string) string {
+	message := err.Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil && d.Name != "" && strings.HasPrefix(d.Name, generateName) {
+			message = strings.ReplaceAll(message, d.Name, generateName+"xxxxx")
+		}
+	}
+	return message
 }
 
 // refusal: the API server's admission turned the pod down (a plugin's or a

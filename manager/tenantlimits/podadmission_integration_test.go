@@ -83,7 +83,7 @@ func TestIntegrationPodAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(v.Refused, "maximum cpu usage per Container is 2, but limit is 4") {
+	if !strings.Contains(v.Refused, `pods "too-big-0-xxxxx" is forbidden: maximum cpu usage per Container is 2, but limit is 4`) {
 		t.Errorf("refusal %q, want the LimitRange's own message", v.Refused)
 	}
 	t.Logf("refused: %s", v.Refused)
