@@ -98,6 +98,8 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	helm(ctx, t, env.Manager.KubeconfigPath, append([]string{"install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
 		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
 		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true",
+		// This installation dispatches Jobs without a queue too.
+		"--set", "kueue.requireQueueName=false",
 		// Logs withheld from the default roles: a tenant is granted them,
 		// a namespace administrator is not (checkInspectionAsTenant).
 		"--set", "inspection.logs.aggregateToDefaultRoles=false",

@@ -108,6 +108,14 @@ const (
 	// created for the current attempt: a Job on the worker with another UID,
 	// whatever its labels say, is not the mirror.
 	MirrorUIDAnnotation = "jobferry.dev/mirror-uid"
+	// QueuedAnnotation on a manager Job records, sealed, the Kueue
+	// LocalQueue it was first seen queued in: with Kueue, such a Job is
+	// dispatched only through Kueue, whatever later happens to its
+	// KueueQueueNameLabel.
+	QueuedAnnotation = "jobferry.dev/queued"
+	// KueueQueueNameLabel names the Kueue LocalQueue a Job is queued in
+	// (Kueue's own label).
+	KueueQueueNameLabel = "kueue.x-k8s.io/queue-name"
 	// AdmittedPodsAnnotation on a manager Job records, as JSON
 	// (AdmittedPods), what its namespace on the manager cluster admitted of
 	// its pods when it was placed: the containers' resources as admission

@@ -123,6 +123,7 @@ type config struct {
 	allowWeakerPSA                            bool
 	stateKeySecret                            string
 	kueue                                     bool
+	requireQueueName                          bool
 	inspectionAddr, apiService                string
 	inspection                                inspection.Limits
 }
@@ -178,6 +179,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.allowWeakerPSA, "allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 	fs.StringVar(&c.stateKeySecret, "state-key-secret", statekey.DefaultSecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
 	fs.BoolVar(&c.kueue, "kueue", false, "Kueue on this cluster queues the Jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name): they run when Kueue admits them, where jobferry places them, as the controller of the AdmissionChecks whose controllerName is "+queue.ControllerName+" (Kueue's CRDs must be installed)")
+	fs.BoolVar(&c.requireQueueName, "kueue-require-queue-name", false, "with --kueue, refuse Jobs that name no LocalQueue (label kueue.x-k8s.io/queue-name) in the namespaces that dispatch, at creation and before dispatch, so every dispatched Job goes through Kueue's quota (the manager chart sets it with kueue.enabled unless kueue.requireQueueName is false)")
 	fs.StringVar(&c.inspectionAddr, "inspection-bind-address", ":8444", "address the inspection API (inspection.jobferry.dev: the worker side of a manager Job, for users who may read it) binds to, behind an APIService, served with the webhooks' certificate (--webhook-cert-secret, or the files in --webhook-cert-dir); 0 disables it")
 	fs.StringVar(&c.apiService, "inspection-apiservice", "v1alpha1.inspection.jobferry.dev", "APIService of the inspection API whose caBundle the certificate rotation keeps")
 	c.inspection = inspection.DefaultLimits
@@ -235,6 +237,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("building the dispatch policy: %w", err)
 	}
+	policy.RequireQueueName = c.kueue && c.requireQueueName
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(c.kubeQPS), c.kubeBurst
 	scheme := jobferryv1alpha1.NewScheme()

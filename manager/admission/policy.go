@@ -37,6 +37,10 @@ type DispatchPolicy struct {
 	// of the same name enforces a weaker Pod Security level than the
 	// manager's; by default such a worker is not chosen.
 	AllowWeakerWorkerPodSecurity bool
+	// RequireQueueName refuses Jobs that name no Kueue LocalQueue
+	// (v1alpha1.KueueQueueNameLabel): with Kueue, every dispatched Job goes
+	// through a queue, so none runs outside its namespace's Kueue quota.
+	RequireQueueName bool
 
 	evaluator policy.Evaluator
 }
@@ -59,6 +63,7 @@ const (
 	RuleNamespaceOptIn = "namespace opt-in"
 	RuleReserved       = "reserved namespace"
 	RulePodSecurity    = "Pod Security"
+	RuleQueueName      = "queue name"
 )
 
 // Refusal says why a Job may not be dispatched.
@@ -83,6 +88,10 @@ func (p *DispatchPolicy) Admit(job *batchv1.Job, ns *corev1.Namespace) (warnings
 	if ns == nil || !p.Namespaces.Matches(labels.Set(ns.Labels)) {
 		return nil, &Refusal{RuleNamespaceOptIn, fmt.Sprintf("namespace %q is not opted in to dispatch: jobferry dispatches Jobs (spec.managedBy %s) only from namespaces labelled %s; an administrator opts it in with `kubectl label namespace %s %s`, or leave spec.managedBy unset to run the Job on this cluster",
 			name, v1alpha1.ManagerManagedBy, p.Namespaces.String(), name, p.Namespaces.String())}
+	}
+	if p.RequireQueueName && job.Labels[v1alpha1.KueueQueueNameLabel] == "" {
+		return nil, &Refusal{RuleQueueName, fmt.Sprintf("jobferry dispatches Jobs only through Kueue here, and this Job names no LocalQueue: set its label %s to one of namespace %q's LocalQueues (`kubectl get localqueues -n %s`), or leave spec.managedBy unset to run the Job on this cluster",
+			v1alpha1.KueueQueueNameLabel, name, name)}
 	}
 	nsPolicy, invalid := podSecurityOf(ns)
 	template := &job.Spec.Template

@@ -177,3 +177,30 @@ func TestWorkerNamespaceRejects(t *testing.T) {
 		})
 	}
 }
+
+// With Kueue and RequireQueueName, a Job that names no LocalQueue is
+// refused, naming the label; one that names one passes; without the rule
+// both pass.
+func TestDispatchPolicyRequiresAQueueName(t *testing.T) {
+	ns := namespace("team-a", v1alpha1.DispatchNamespaceLabel, v1alpha1.DispatchEnabled)
+	job := func(queueName string) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "j"}, Spec: batchv1.JobSpec{
+			ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Template: corev1.PodTemplateSpec{Spec: restrictedPod()}}}
+		if queueName != "" {
+			j.Labels = map[string]string{v1alpha1.KueueQueueNameLabel: queueName}
+		}
+		return j
+	}
+	p := testPolicy(t, false)
+	if _, refusal := p.Admit(job(""), ns); refusal != nil {
+		t.Errorf("without the rule, a Job with no queue name was refused: %s", refusal.Message)
+	}
+	p.RequireQueueName = true
+	_, refusal := p.Admit(job(""), ns)
+	if refusal == nil || refusal.Rule != RuleQueueName || !strings.Contains(refusal.Message, "this Job names no LocalQueue: set its label kueue.x-k8s.io/queue-name") {
+		t.Errorf("a Job with no queue name: %+v, want refused by %s naming the label", refusal, RuleQueueName)
+	}
+	if _, refusal := p.Admit(job("team"), ns); refusal != nil {
+		t.Errorf("a queued Job was refused: %s", refusal.Message)
+	}
+}

@@ -53,7 +53,7 @@ func (r *JobReconciler) applyActivate(ctx context.Context, a applyScope) (reconc
 }
 
 func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	if err := r.record(ctx, a.s.Job, a.st.MirrorUID); err != nil {
+	if err := r.record(ctx, a.s.Job, a.st.MirrorUID, a.st.RecordQueue); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeJob, "recording jobferry's state on the Job", managerAPI, err))
 	}
 	return a.next()
@@ -485,10 +485,13 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 // it created for the current attempt (when mirrorUID is set), or the state
 // an earlier manager left unsealed. The Job object is updated with what was
 // written.
-func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID types.UID) error {
+func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID types.UID, queue string) error {
 	updated := job.DeepCopy()
 	if mirrorUID != "" {
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.MirrorUIDAnnotation, string(mirrorUID))
+	}
+	if queue != "" {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.QueuedAnnotation, queue)
 	}
 	if err := r.writeJob(ctx, job, updated); err != nil {
 		return err

@@ -441,6 +441,8 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		s.Legacy = true
 		return s, nil
 	}
+	s.KueueMode = r.Queue != nil
+	s.RecordedQueue = job.Annotations[v1alpha1.QueuedAnnotation]
 	s.WroteFinished = r.wroteFinished(job)
 	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
 	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])

@@ -119,6 +119,15 @@ func nextWithoutCheck(q *queue.View) step {
 func nextQueuedWithoutMirror(s jobState) (step, bool) {
 	q, job := s.Queue, s.Job
 	if !ptr.Deref(job.Spec.Suspend, false) {
+		if !q.Admitted {
+			// Unsuspended, but the Workload is not admitted: its tenant
+			// unsuspended it (Kueue suspends it again), or the cache shows
+			// Kueue's unsuspension before its admission. A mirror now
+			// would run without the quota Kueue admits it with. Nothing is
+			// written: in the second case the admission, a moment later,
+			// reconciles the Job and the mirror is created then.
+			return step{Kind: stepNone, RequeueAfter: 5 * time.Second}, true
+		}
 		return step{}, false
 	}
 	if st := nextWithoutMirror(s); st.Kind != stepCreateMirror {

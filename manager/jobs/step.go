@@ -108,6 +108,11 @@ type jobState struct {
 	// namespace's existence): read before a mirror is created or a changed
 	// template carried to it, "" when it may.
 	WorkerRejects string
+	// KueueMode: the manager runs with Kueue (jobState.Queue may be set).
+	KueueMode bool
+	// RecordedQueue is the LocalQueue jobferry recorded, sealed, when it
+	// first saw the Job queued (v1alpha1.QueuedAnnotation); "" when none.
+	RecordedQueue string
 	// Queue is the Job's Workload when Kueue queues it (it names a
 	// LocalQueue and the manager runs with Kueue); nil otherwise. Kueue
 	// then decides when the Job runs (it unsuspends and suspends it), and
@@ -254,6 +259,9 @@ type step struct {
 	// MirrorUID is what stepRecord records as the mirror's UID ("" to
 	// seal the state as it is).
 	MirrorUID types.UID
+	// RecordQueue is the LocalQueue stepRecord records the Job as queued
+	// in ("" to record none).
+	RecordQueue string
 	// Down is how long the worker has been disconnected.
 	Down time.Duration
 	// RequeueAfter, when set, is when to look at the Job again.
@@ -308,6 +316,14 @@ func nextStep(s jobState, cfg stepConfig) step {
 		// Acting on state older than a mirror says could run the Job twice
 		// (keeping an earlier attempt's mirror beside the later one).
 		return strayStep(s)
+	}
+	if s.Queue != nil && s.RecordedQueue == "" {
+		// Recorded before anything else: once seen queued, the Job is
+		// dispatched only through Kueue, whatever happens to its label.
+		return step{Kind: stepRecord, RecordQueue: s.Queue.Queue}
+	}
+	if st, ok := nextLeftTheQueue(s); ok {
+		return st
 	}
 	if s.Worker == "" {
 		return nextUnplaced(s)
@@ -385,6 +401,26 @@ func nextStep(s jobState, cfg stepConfig) step {
 		return requeueStep(s, m)
 	}
 	return step{Kind: stepNone, InSync: true}
+}
+
+// leftTheQueue: the manager runs with Kueue, the Job was seen queued, and
+// it no longer names a LocalQueue (its label was removed: Kueue lets a
+// suspended Job's be). Kueue no longer admits it, and jobferry never
+// dispatches it outside Kueue.
+func leftTheQueue(s jobState) bool {
+	return s.KueueMode && s.RecordedQueue != "" && s.Queue == nil
+}
+
+// nextLeftTheQueue: a Job that left the queue waits for its label, unless
+// its mirror runs already (Kueue admitted it before): that one goes on, its
+// status copied, and is never unsuspended by jobferry (activates).
+func nextLeftTheQueue(s jobState) (step, bool) {
+	if !leftTheQueue(s) || isFinished(s.Job) || s.Mirror != nil {
+		return step{}, false
+	}
+	return step{Kind: stepShowWaiting, Waiting: waiting{ReasonQueueLabelRemoved, fmt.Sprintf(
+		"this Job was queued in Kueue's LocalQueue %s and its label %s was removed: Kueue no longer admits it, and jobferry dispatches it only through Kueue; "+
+			"set the label again (%s=%s) to queue it", s.RecordedQueue, v1alpha1.KueueQueueNameLabel, v1alpha1.KueueQueueNameLabel, s.RecordedQueue)}}, true
 }
 
 // batchWait is how long the copy of a running mirror's change still waits.
@@ -627,4 +663,4 @@ func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, 
 // activates: the Job is held by the webhook only to wait for placement, so
 // jobferry unsuspends it once placed — unless Kueue queues it: then Kueue
 // alone unsuspends it.
-func activates(s jobState) bool { return needsActivation(s.Job) && s.Queue == nil }
+func activates(s jobState) bool { return needsActivation(s.Job) && s.Queue == nil && !leftTheQueue(s) }

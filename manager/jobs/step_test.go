@@ -714,6 +714,46 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRejected), func(v *queue.View) { v.Message = "no worker cluster could ever run this Job" })),
 			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonNoWorkerCanRun, "could ever run")},
 		},
+		"queued, seen for the first time: recorded as queued before anything else": {
+			state: func() jobState {
+				s := queuedState(stepJob(queued), workload())
+				s.RecordedQueue = ""
+				return s
+			}(),
+			want: stepRecord, checks: []check{func(t *testing.T, st step) {
+				if st.RecordQueue != "team" || st.MirrorUID != "" {
+					t.Errorf("records queue %q (mirror UID %q), want team only", st.RecordQueue, st.MirrorUID)
+				}
+			}},
+		},
+		"seen queued, its queue label removed while it waits: never dispatched outside Kueue": {
+			state: func() jobState {
+				s := queuedState(stepJob(), nil)
+				s.Queue = nil
+				return s
+			}(),
+			want: stepShowWaiting, checks: []check{wantWaiting(ReasonQueueLabelRemoved, "was queued in Kueue's LocalQueue team and its label kueue.x-k8s.io/queue-name was removed")},
+		},
+		"seen queued and placed, its label removed before Kueue admitted it: not activated, no mirror": {
+			state: func() jobState {
+				s := queuedPlacedState(stepJob(queuedPlaced, func(j *batchv1.Job) { j.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true" }), nil, workload())
+				s.Queue = nil
+				return s
+			}(),
+			want: stepShowWaiting, checks: []check{wantWaiting(ReasonQueueLabelRemoved, "set the label again (kueue.x-k8s.io/queue-name=team)")},
+		},
+		"seen queued, its label removed, the manager no longer runs with Kueue: dispatched as any Job": {
+			state: func() jobState {
+				s := queuedState(stepJob(), nil)
+				s.Queue, s.KueueMode = nil, false
+				return s
+			}(),
+			want: stepPlace,
+		},
+		"queued and placed, unsuspended by its tenant before Kueue admitted it: no mirror": {
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, checkState(kueue.CheckStateReady)))),
+			want:  stepNone, checks: []check{wantRequeue(5 * time.Second)},
+		},
 		"queued and placed, still suspended: the check turns Ready with the worker's directives": {
 			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateReady, "placed on worker cluster w1"), func(t *testing.T, st step) {
@@ -856,14 +896,14 @@ func queuedState(job *batchv1.Job, v *queue.View) jobState {
 	if v == nil {
 		v = &queue.View{Queue: "team"}
 	}
-	return jobState{Job: job, Now: stepNow, Queue: v}
+	return jobState{Job: job, Now: stepNow, Queue: v, KueueMode: true, RecordedQueue: v.Queue}
 }
 
 // queuedPlacedState is the state of a queued Job placed on w1, which is
 // connected.
 func queuedPlacedState(job, m *batchv1.Job, v *queue.View) jobState {
 	s := connectedState(job, m)
-	s.Queue = v
+	s.Queue, s.KueueMode, s.RecordedQueue = v, true, v.Queue
 	return s
 }
 

@@ -41,6 +41,10 @@ const (
 	// Job as the workers are (jobferry's admission check Rejected it, and
 	// Kueue gave its quota back).
 	ReasonNoWorkerCanRun = "NoWorkerCanRun"
+	// ReasonQueueLabelRemoved: with Kueue, the Job was seen queued and
+	// its queue label was removed since; it is dispatched only through
+	// Kueue, so it waits for the label.
+	ReasonQueueLabelRemoved = "QueueLabelRemoved"
 	// ReasonPodsNotAdmitted: the Job's pods are refused in its namespace
 	// on the manager cluster (a LimitRange maximum, a PriorityClass rule,
 	// a policy webhook; the message is the admission's own): it is not
@@ -173,6 +177,7 @@ var waitingByReason = map[string]string{
 	ReasonWorkerNotConnected:     waitingWorkerLost,
 	ReasonWaitingForMirror:       waitingMirrorRefused,
 	ReasonQueued:                 waitingQueued,
+	ReasonQueueLabelRemoved:      waitingQueued,
 	ReasonNoWorkerCanRun:         waitingNoWorkerCanRun,
 	ReasonPodsNotAdmitted:        waitingPodsNotAdmitted,
 	ReasonQuotaExceeded:          waitingQuotaExceeded,

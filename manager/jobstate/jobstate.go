@@ -72,6 +72,7 @@ var sealedAlways = []string{
 // while adding, changing or removing one still breaks the seal.
 var sealedWhenPresent = []string{
 	v1alpha1.AdmittedPodsAnnotation,
+	v1alpha1.QueuedAnnotation,
 }
 
 // Owned reports whether a jobferry.dev/ annotation or label key on a

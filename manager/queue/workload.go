@@ -27,7 +27,7 @@ const FieldOwner = "jobferry-dispatch"
 
 // NameLabel names the LocalQueue of a Job (Kueue's label; its constants
 // package is not an API package, so it is not imported).
-const NameLabel = "kueue.x-k8s.io/queue-name"
+const NameLabel = v1alpha1.KueueQueueNameLabel
 
 // maxTolerations is how many tolerations a pod set update may carry
 // (Kueue's validation).
