@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -51,7 +52,7 @@ func startKueueEnv(ctx context.Context, t *testing.T, opts localcluster.KueueOpt
 		},
 		// The manager logs each step (level 2): the Kueue tests' logs say
 		// what it decided at each turn of Kueue's.
-		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s", "--zap-log-level=2"},
+		ManagerArgs: []string{"--worker-health-interval=2s", "--worker-lost-timeout=8s", "--zap-log-level=2", "--kueue-require-queue-name"},
 	})
 	return &kueueEnv{dispatchEnv: d, queues: newQueues(ctx, t, d.Manager.RESTConfig())}
 }
@@ -315,6 +316,89 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		}
 		t.Logf("%s: running on %s, lost; check Retry (retryCount %d), requeued, attempt 2 complete on %s; the stale mirror fenced once %s was back",
 			job.Name, lost, ptr.Deref(check(wl).RetryCount, 0), done.Annotations[v1alpha1.WorkerAnnotation], lost)
+	})
+
+	t.Run("a Job naming no LocalQueue is refused", func(t *testing.T) {
+		_, err := k.manager.BatchV1().Jobs(ns).Create(ctx, dispatched(sleepJob(ns, "unqueued", time.Second)), metav1.CreateOptions{})
+		if err == nil || !containsAll(err.Error(), "queue name", "this Job names no LocalQueue: set its label kueue.x-k8s.io/queue-name") {
+			t.Fatalf("creating a Job naming no LocalQueue: %v; want it refused naming the label", err)
+		}
+		t.Logf("refused: %v", err)
+	})
+
+	t.Run("a waiting Job's queue label removed: never dispatched outside Kueue", func(t *testing.T) {
+		// A ClusterQueue of no quota: its Jobs wait.
+		k.clusterQueue(ctx, t, "empty", "0")
+		k.localQueue(ctx, t, ns, "waiting", "empty")
+		job := queuedJob(ns, "waiting", "unlabelled", time.Second, "1")
+		if _, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "recorded as queued", func(j *batchv1.Job) bool {
+			return j.Annotations[v1alpha1.QueuedAnnotation] == "waiting"
+		})
+		patch := []byte(`{"metadata":{"labels":{"` + queue.NameLabel + `":null}}}`)
+		if _, err := k.manager.BatchV1().Jobs(ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("removing the queue label: %v", err)
+		}
+		waiting := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "waiting for its queue label", func(j *batchv1.Job) bool {
+			c := hasCondition(j, batchv1.JobSuspended)
+			return c != nil && c.Reason == jobs.ReasonQueueLabelRemoved
+		})
+		if w := waiting.Annotations[v1alpha1.WorkerAnnotation]; w != "" || !ptr.Deref(waiting.Spec.Suspend, false) {
+			t.Errorf("the Job whose label was removed is placed on %q or unsuspended (%v)", w, waiting.Spec.Suspend)
+		}
+		for name, w := range k.workers {
+			if _, err := w.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
+				t.Errorf("a mirror of %s exists on %s", job.Name, name)
+			}
+		}
+		t.Logf("%s: %s", job.Name, hasCondition(waiting, batchv1.JobSuspended).Message)
+	})
+
+	t.Run("a placed Job unsuspended by its tenant before Kueue admits it: no mirror", func(t *testing.T) {
+		// A second admission check that stays Pending (its controller,
+		// played here, is Active but never decides): jobferry places the
+		// Job and says Ready, and Kueue does not admit it.
+		held := &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "held"}, Spec: kueue.AdmissionCheckSpec{ControllerName: "example.com/held"}}
+		k.create(ctx, t, held)
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k.c.Get(ctx, client.ObjectKeyFromObject(held), held); err != nil {
+				return err
+			}
+			meta.SetStatusCondition(&held.Status.Conditions, metav1.Condition{Type: kueue.AdmissionCheckActive, Status: metav1.ConditionTrue, Reason: "Active", Message: "played by the test"})
+			return k.c.Status().Update(ctx, held)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		k.clusterQueue(ctx, t, "held", "4", func(spec *kueue.ClusterQueueSpec) {
+			spec.AdmissionChecksStrategy.AdmissionChecks = append(spec.AdmissionChecksStrategy.AdmissionChecks, kueue.AdmissionCheckStrategyRule{Name: "held"})
+		})
+		k.localQueue(ctx, t, ns, "held", "held")
+		job := queuedJob(ns, "held", "unsuspended", time.Second, "1")
+		created, err := k.manager.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.workload(ctx, t, created, "jobferry's check Ready, not admitted", func(w *kueue.Workload) bool {
+			return check(w).State == kueue.CheckStateReady && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted)
+		})
+		placed := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "placed", func(j *batchv1.Job) bool { return j.Annotations[v1alpha1.WorkerAnnotation] != "" })
+		worker := placed.Annotations[v1alpha1.WorkerAnnotation]
+		if _, err := k.manager.BatchV1().Jobs(ns).Patch(ctx, job.Name, types.MergePatchType, []byte(`{"spec":{"suspend":false}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("unsuspending the Job: %v", err)
+		}
+		// Kueue suspends it again (not admitted); meanwhile and after, no
+		// mirror.
+		pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "suspended again by Kueue", func(j *batchv1.Job) bool {
+			return ptr.Deref(j.Spec.Suspend, false) && j.Generation >= placed.Generation+2
+		})
+		if _, err := k.workers[worker].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a mirror of the Job Kueue has not admitted exists on %s (%v)", worker, err)
+		}
+		if err := k.manager.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("quota follows capacity: a cordon takes a worker's CPUs out, an uncordon puts them back", func(t *testing.T) {
