@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"gopkg.in/inf.v0"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -371,9 +372,17 @@ func JobRequest(job *batchv1.Job) corev1.ResourceList {
 	perPod[corev1.ResourcePods] = resource.MustParse("1")
 	total := corev1.ResourceList{}
 	for name, q := range perPod {
-		total[name] = *resource.NewMilliQuantity(q.MilliValue()*pods, q.Format)
+		total[name] = Times(q, pods)
 	}
 	return total
+}
+
+// Times is q taken n times, exactly: a milli-value product would overflow
+// (a pod of 1Ti memory times 9,000 pods), and a negative request fits
+// anywhere.
+func Times(q resource.Quantity, n int64) resource.Quantity {
+	product := new(inf.Dec).Mul(q.AsDec(), inf.NewDec(n, 0))
+	return *resource.NewDecimalQuantity(*product, q.Format)
 }
 
 // PodsAtOnce is how many of the Job's pods run at once, at most: its

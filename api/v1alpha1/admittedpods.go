@@ -15,17 +15,18 @@ type AdmittedPods struct {
 	Containers map[string]corev1.ResourceRequirements `json:"containers,omitempty"`
 	// +optional
 	InitContainers map[string]corev1.ResourceRequirements `json:"initContainers,omitempty"`
-	// Charge is what the Job's pods, all that run at once, charge to the
-	// namespace's ResourceQuotas.
+	// Charge is what each of the Job's pods charges to the namespace's
+	// ResourceQuotas (counted times the pods the Job runs at once, as its
+	// parallelism is now).
 	Charge QuotaCharge `json:"charge"`
 }
 
-// QuotaCharge is what a Job's running pods charge to a namespace's
-// ResourceQuotas, and what their scopes read of them.
+// QuotaCharge is what one of a Job's pods charges to a namespace's
+// ResourceQuotas, and what their scopes read of it.
 type QuotaCharge struct {
-	// Usage in the ResourceQuota's resource names (pods, requests.cpu,
-	// limits.memory, ...).
-	Usage corev1.ResourceList `json:"usage"`
+	// PerPod is one pod's usage in the ResourceQuota's resource names
+	// (pods, requests.cpu, limits.memory, ...).
+	PerPod corev1.ResourceList `json:"perPod"`
 	// PriorityClassName of the pods (the PriorityClass scope).
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`

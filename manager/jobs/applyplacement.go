@@ -247,10 +247,10 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 		asWritten = asWritten.DeepCopy()
 		tenantlimits.WithAdmitted(&asWritten.Spec.Template.Spec, pods.Admitted)
 	}
-	var charge *v1alpha1.QuotaCharge
+	var charge *tenantlimits.Charged
 	if q == nil {
 		// Kueue's quota bounds a queued Job.
-		charge = &pods.Admitted.Charge
+		charge = &tenantlimits.Charged{QuotaCharge: pods.Admitted.Charge, Pods: dispatch.PodsAtOnce(job)}
 	}
 	decision, never, invalid, quota, err := r.decide(ctx, asWritten, ns, charge)
 	if err != nil {
@@ -258,7 +258,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 	}
 	if quota != nil {
 		r.quotaWaiting.add(client.ObjectKeyFromObject(job))
-		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonQuotaExceeded, "%s", quota.Message))
+		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonQuotaExceeded, "%s", quota.Gist))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonQuotaExceeded, "Place", "%s", quota.Message)
 		}
@@ -301,6 +301,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 	wc, err := r.workerCluster(ctx, decision.Worker)
 	if err != nil {
 		r.assume.forget(job.UID)
+		r.charging.forget(job.UID)
 		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
 	}
 	var updated *batchv1.Job
@@ -343,11 +344,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.Vi
 // charge, when set, is what the Job's pods charge to its namespace's
 // ResourceQuotas: quota, when set, says which has no room for them, and
 // nothing is placed.
-func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, charge *v1alpha1.QuotaCharge) (decision dispatch.Decision, never string, invalid error, quota *tenantlimits.QuotaRefusal, err error) {
+func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, charge *tenantlimits.Charged) (decision dispatch.Decision, never string, invalid error, quota *tenantlimits.QuotaRefusal, err error) {
 	r.placeMu.Lock()
 	defer r.placeMu.Unlock()
 	if charge != nil {
-		if quota, err = r.quotaRefuses(ctx, job, *charge); err != nil || quota != nil {
+		if quota, err = r.quotaRefuses(ctx, job, *charge, nil); err != nil || quota != nil {
 			return dispatch.Decision{}, "", nil, quota, err
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
@@ -524,6 +525,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.MirrorChangeSeen = r.observed.since(key)
 	s.QuietCopying = r.copies.quiet(s.Now, r.StatusBatchPeriod)
+	if m != nil && unfinished && s.Queue == nil && dispatch.PodsAtOnce(job) > dispatch.PodsAtOnce(m) {
+		if s.GrowthRefused, err = r.growthRefused(ctx, job, m); err != nil {
+			return s, err
+		}
+	}
 	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
 		return s, nil
 	}
@@ -533,6 +539,15 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		return s, err
 	}
 	s.Refusal = refusal
+	if refusal == nil {
+		// Remembered for the Job's generation: the placement's verdict,
+		// unless the template changed since.
+		pods, err := r.admitPods(ctx, job)
+		if err != nil {
+			return s, err
+		}
+		s.PodsRefused = pods.Refused
+	}
 	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
 	return s, err
 }

@@ -103,6 +103,14 @@ type jobState struct {
 	// latest (removed, or an earlier one written back). Read for every
 	// unfinished Job.
 	Stray *strayMirror
+	// PodsRefused is the manager namespace's refusal of the Job's pods as
+	// they are now (tenantlimits.PodAdmission): read before a mirror is
+	// created or a changed template carried to it, "" when admitted.
+	PodsRefused string
+	// GrowthRefused says why the Job's namespace's quota has no room for
+	// the pods its parallelism (or completions) grew to since its mirror
+	// was made: read when it grew, "" when there is room.
+	GrowthRefused string
 	// WorkerRejects says why the Job's worker may not run its pods as they
 	// are now (dispatch.Admits, the worker namespace's Pod Security, the
 	// namespace's existence): read before a mirror is created or a changed
@@ -524,6 +532,11 @@ func nextWithoutMirror(s jobState) step {
 		// be placed.
 		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
 			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
+	case s.PodsRefused != "":
+		// Its template changed since it was placed, and its namespace
+		// refuses the new pods.
+		return step{Kind: stepShowWaiting, RequeueAfter: podsRecheck, Waiting: waitingForMirror(ReasonPodsNotAdmitted, s.Worker,
+			"namespace %s of this cluster does not admit its pods, so jobferry does not create its mirror: %s", job.Namespace, s.PodsRefused)}
 	case s.Foreign != nil:
 		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
 			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}
@@ -566,13 +579,21 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	if len(changed) == 0 {
 		return step{}, false
 	}
+	if s.GrowthRefused != "" && (slices.Contains(changed, "parallelism") || slices.Contains(changed, "completions")) {
+		return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the Job's new parallelism is not carried to the mirror on %s: %s; lower it, or change the Job again once the quota has room",
+			s.Worker, s.GrowthRefused)}, true
+	}
 	if slices.Contains(changed, "template") {
-		// A suspended Job's template may change (KEP-2926): the policy and
-		// the worker's pools judge the new one before it reaches the worker.
+		// A suspended Job's template may change (KEP-2926): the policy, the
+		// namespace's admission and the worker's pools judge the new one
+		// before it reaches the worker.
 		switch {
 		case s.Refusal != nil:
 			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: jobferry does not dispatch it (rule: %s): %s",
 				s.Worker, s.Refusal.Rule, s.Refusal.Message)}, true
+		case s.PodsRefused != "":
+			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: namespace %s of this cluster does not admit its pods: %s",
+				s.Worker, s.Job.Namespace, s.PodsRefused)}, true
 		case s.WorkerRejects != "":
 			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: %s", s.Worker, s.WorkerRejects)}, true
 		}

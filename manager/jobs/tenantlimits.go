@@ -8,15 +8,19 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // What placement asks of a Job's namespace on the manager cluster before
@@ -56,10 +60,12 @@ const podsRecheck = time.Minute
 const quotaRecheck = 30 * time.Second
 
 // quotaRefuses says whether a ResourceQuota of the Job's namespace has no
-// room for what its pods charge (adding). It runs under placeMu, so
-// placements in the namespace see each other's charges (chargesInFlight
-// until the cache shows them).
-func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, adding v1alpha1.QuotaCharge) (*tenantlimits.QuotaRefusal, error) {
+// room for what its pods charge (adding), beside what the namespace's other
+// dispatched Jobs charge (chargedIn) and, when set, what the Job itself
+// charges already (its own: a Job whose parallelism grows). It runs under
+// placeMu, so placements in the namespace see each other's charges
+// (chargesInFlight until the cache shows them).
+func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, adding tenantlimits.Charged, own *tenantlimits.Charged) (*tenantlimits.QuotaRefusal, error) {
 	var quotas corev1.ResourceQuotaList
 	if err := r.Client.List(ctx, &quotas, client.InNamespace(job.Namespace)); err != nil {
 		return nil, err
@@ -71,14 +77,38 @@ func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, addi
 	if err != nil {
 		return nil, err
 	}
+	if own != nil {
+		charged = append(charged, *own)
+	}
 	return tenantlimits.QuotaRefuses(job.Namespace, quotas.Items, charged, adding), nil
 }
 
-// chargedIn is what the Job's namespace's dispatched, unfinished Jobs
-// charge to its quotas (but the Job's own): the charge sealed on each when
-// it was placed, and the ones placed moments ago that the cache does not
-// show placed yet.
-func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]v1alpha1.QuotaCharge, error) {
+// growthRefused says why the Job's namespace's quota has no room for the
+// pods its parallelism grew to since its mirror m was made ("" when there
+// is, or the namespace has no quota).
+func (r *JobReconciler) growthRefused(ctx context.Context, job, m *batchv1.Job) (string, error) {
+	key, err := r.Keys.Key(ctx)
+	if err != nil {
+		return "", err
+	}
+	charge := sealedCharge(job, key)
+	running := dispatch.PodsAtOnce(m)
+	own := tenantlimits.Charged{QuotaCharge: charge, Pods: running}
+	adding := tenantlimits.Charged{QuotaCharge: charge, Pods: dispatch.PodsAtOnce(job) - running}
+	r.placeMu.Lock()
+	defer r.placeMu.Unlock()
+	refusal, err := r.quotaRefuses(ctx, job, adding, &own)
+	if err != nil || refusal == nil {
+		return "", err
+	}
+	return refusal.Message, nil
+}
+
+// chargedIn is what the Job's namespace's other dispatched Jobs charge to
+// its quotas while their mirrors run (chargeEnded), each with its
+// parallelism now: the charge sealed on each when it was placed, and the
+// ones placed moments ago that the cache does not show placed yet.
+func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tenantlimits.Charged, error) {
 	key, err := r.Keys.Key(ctx)
 	if err != nil {
 		return nil, err
@@ -87,18 +117,33 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]v1al
 	if err := r.Client.List(ctx, &jobs, client.InNamespace(job.Namespace)); err != nil {
 		return nil, err
 	}
-	var charged []v1alpha1.QuotaCharge
+	var charged []tenantlimits.Charged
 	placed := map[types.UID]bool{}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if j.UID == job.UID || !v1alpha1.IsManagerJob(j) || j.Annotations[v1alpha1.WorkerAnnotation] == "" {
+		if j.UID == job.UID || !v1alpha1.IsManagerJob(j) {
+			continue
+		}
+		if _, over := managercache.OverBudgetOf(j); over {
+			// The cache keeps its identity only (it grew past what jobferry
+			// keeps of a Job after it was placed): read whole.
+			whole := &batchv1.Job{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(j), whole); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, err
+			}
+			j = whole
+		}
+		if j.Annotations[v1alpha1.WorkerAnnotation] == "" {
 			continue
 		}
 		placed[j.UID] = true
-		if isFinished(j) || nothingToRun(j) || (r.Queue != nil && queue.QueueName(j) != "") {
+		if (r.Queue != nil && queue.QueueName(j) != "") || r.chargeEnded(ctx, j) {
 			continue
 		}
-		charged = append(charged, sealedCharge(j, key))
+		charged = append(charged, tenantlimits.ChargedNow(j, sealedCharge(j, key)))
 	}
 	for uid, c := range r.charging.in(job.Namespace, r.Clock.Now()) {
 		if !placed[uid] && uid != job.UID {
@@ -108,9 +153,31 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]v1al
 	return charged, nil
 }
 
-// sealedCharge is what a placed Job charges: what was sealed on it when it
-// was placed; for a Job whose state does not verify, or placed before
-// jobferry sealed charges, what its template requests (no scope but
+// chargeEnded: the placed Job's pods charge its namespace's quotas no more.
+// Its status is its tenant's to write (jobs/status), so its mirror says:
+// finished on its worker, or gone with the Job finished. Only while the
+// worker is not connected does the Job's own status decide.
+func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool {
+	if nothingToRun(job) {
+		return true
+	}
+	conn := r.conn(job.Annotations[v1alpha1.WorkerAnnotation])
+	if conn == nil || !conn.Connected() {
+		return isFinished(job)
+	}
+	m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(job))
+	switch {
+	case err != nil:
+		return false
+	case m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID):
+		return jobstatus.Finished(m.Status)
+	}
+	return isFinished(job)
+}
+
+// sealedCharge is what a placed Job's pods charge: what was sealed on it
+// when it was placed; for a Job whose state does not verify, or placed
+// before jobferry sealed charges, what its template requests (no scope but
 // Terminating and BestEffort is known of it then: it counts against every
 // quota those do not rule out).
 func sealedCharge(job *batchv1.Job, key jobstate.Key) v1alpha1.QuotaCharge {
@@ -135,11 +202,11 @@ type chargesInFlight struct {
 
 type inFlight struct {
 	namespace string
-	charge    v1alpha1.QuotaCharge
+	charge    tenantlimits.Charged
 	at        time.Time
 }
 
-func (c *chargesInFlight) add(uid types.UID, namespace string, charge v1alpha1.QuotaCharge, now time.Time) {
+func (c *chargesInFlight) add(uid types.UID, namespace string, charge tenantlimits.Charged, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byJob == nil {
@@ -155,10 +222,10 @@ func (c *chargesInFlight) forget(uid types.UID) {
 }
 
 // in is the charges in flight in namespace; older ones are dropped.
-func (c *chargesInFlight) in(namespace string, now time.Time) map[types.UID]v1alpha1.QuotaCharge {
+func (c *chargesInFlight) in(namespace string, now time.Time) map[types.UID]tenantlimits.Charged {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := map[types.UID]v1alpha1.QuotaCharge{}
+	out := map[types.UID]tenantlimits.Charged{}
 	for uid, f := range c.byJob {
 		switch {
 		case now.Sub(f.at) > time.Minute:
@@ -194,6 +261,9 @@ func (q *quotaWaiters) remove(key types.NamespacedName) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.byNamespace[key.Namespace], key.Name)
+	if len(q.byNamespace[key.Namespace]) == 0 {
+		delete(q.byNamespace, key.Namespace)
+	}
 }
 
 // take removes and returns the namespace's waiters.
@@ -216,6 +286,8 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 		if !ok || !v1alpha1.IsManagerJob(&job) || job.Annotations[v1alpha1.WorkerAnnotation] == "" {
 			return
 		}
+		// A finish the Job's tenant wrote frees nothing (chargeEnded reads
+		// the mirror); the waiters woken find that out and wait again.
 		if names := r.quotaWaiting.take(job.Namespace); len(names) > 0 {
 			// Not on the informer's goroutine: the work queue's channel
 			// may be full.
@@ -234,6 +306,12 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 				freed(obj)
 			}
 		},
-		DeleteFunc: freed,
+		DeleteFunc: func(obj any) {
+			if job, ok := managercache.JobWithoutTemplate(obj); ok {
+				// A waiter deleted waits no more.
+				r.quotaWaiting.remove(types.NamespacedName{Namespace: job.Namespace, Name: job.Name})
+			}
+			freed(obj)
+		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -99,8 +100,8 @@ func TestMirrorRunsWithWhatTheNamespaceAdmitted(t *testing.T) {
 	if err := json.Unmarshal([]byte(job.Annotations[v1alpha1.AdmittedPodsAnnotation]), &admitted); err != nil {
 		t.Fatalf("annotation %s: %v", v1alpha1.AdmittedPodsAnnotation, err)
 	}
-	if cpu := admitted.Charge.Usage[corev1.ResourceRequestsCPU]; cpu.String() != "500m" {
-		t.Errorf("charge %v, want requests.cpu 500m", admitted.Charge.Usage)
+	if cpu := admitted.Charge.PerPod[corev1.ResourceRequestsCPU]; cpu.String() != "500m" {
+		t.Errorf("charge %v, want requests.cpu 500m", admitted.Charge.PerPod)
 	}
 	if v, names := jobstate.Verify(job, jobstate.Key(testKey)); v != jobstate.Trusted {
 		t.Errorf("the state verifies as %s (%v)", v, names)
@@ -157,12 +158,18 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 		t.Fatal("the third Job was placed past a quota of two pods")
 	}
 	c := suspendedWith(t, third)
-	want := "ResourceQuota two-pods in namespace team-a: pods would be 3, over its hard limit of 2"
+	want := "ResourceQuota two-pods in namespace team-a has no room for its pods' pods (hard limit 2)"
 	if c.Reason != ReasonQuotaExceeded || !strings.Contains(c.Message, want) {
 		t.Errorf("condition %s: %s; want %s saying %q", c.Reason, c.Message, ReasonQuotaExceeded, want)
 	}
 	if got := h.events(); strings.Join(got, ",") != ReasonQuotaExceeded {
 		t.Errorf("events %v, want %s", got, ReasonQuotaExceeded)
+	}
+	// Looked at again with nothing changed: no write, no second Event.
+	writes := h.statusWrites.Load()
+	run(keys[2])
+	if got := h.events(); len(got) != 0 || h.statusWrites.Load() != writes {
+		t.Errorf("the same refusal again: events %v, %d status writes", got, h.statusWrites.Load()-writes)
 	}
 	if result.RequeueAfter != quotaRecheck {
 		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, quotaRecheck)
@@ -189,5 +196,98 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 	run(keys[2])
 	if get(keys[2]).Annotations[v1alpha1.WorkerAnnotation] != "w1" {
 		t.Errorf("the third Job was not placed once the first finished: %+v", suspendedWith(t, get(keys[2])))
+	}
+}
+
+// quotaHarness is a harness whose namespace team-a has a quota of hard.
+func quotaHarness(t *testing.T, hard corev1.ResourceList) *jobsHarness {
+	h := newJobsHarness(t, "w1")
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+	if err := h.manager.Create(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *jobsHarness) reconcileKey(t *testing.T, key types.NamespacedName) {
+	t.Helper()
+	if _, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatalf("reconcile %s: %v", key, err)
+	}
+}
+
+// A Job placed within the quota whose parallelism its tenant then raises
+// past it: the new parallelism is not carried to the mirror, and the Job is
+// told why; the quota still counts it as it is now.
+func TestParallelismGrownPastTheQuotaIsNotCarried(t *testing.T) {
+	h := quotaHarness(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")})
+	ctx := context.Background()
+	h.create(t, stepJob())
+	h.reconcile(t)
+	job := h.job(t)
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+		t.Fatal("not placed within the quota")
+	}
+	h.events()
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](50), ptr.To[int32](50)
+	if err := h.manager.Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(t)
+	m, err := h.workers.Conns["w1"].UncachedJob(ctx, trainKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ptr.Deref(m.Spec.Parallelism, 0); p != 1 {
+		t.Errorf("the mirror runs parallelism %d, want 1: the growth to 50 is past the quota of 2 pods", p)
+	}
+	if got := h.events(); strings.Join(got, ",") != ReasonInvalidMirror {
+		t.Errorf("events %v, want %s", got, ReasonInvalidMirror)
+	}
+
+	// The next Job of the namespace sees the grown Job as it is now.
+	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
+	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
+	h.reconcileKey(t, next)
+	got := &batchv1.Job{}
+	if err := h.manager.Get(ctx, next, got); err != nil {
+		t.Fatal(err)
+	}
+	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
+		t.Errorf("placed on %s beside a Job counted at 50 pods against a quota of 2", w)
+	}
+}
+
+// A tenant who may write its Jobs' status marks a running Job Failed: its
+// mirror still runs, so it still counts.
+func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
+	h := quotaHarness(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})
+	ctx := context.Background()
+	h.create(t, stepJob())
+	h.reconcile(t)
+	job := h.job(t)
+	at := metav1.NewTime(stepNow)
+	job.Status.StartTime = &at
+	job.Status.Conditions = append(job.Status.Conditions,
+		batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: at},
+		batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: at})
+	if err := h.manager.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if !isFinished(h.job(t)) {
+		t.Fatal("the forged status does not read finished")
+	}
+	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
+	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
+	h.reconcileKey(t, next)
+	got := &batchv1.Job{}
+	if err := h.manager.Get(ctx, next, got); err != nil {
+		t.Fatal(err)
+	}
+	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
+		t.Errorf("placed on %s while the Job marked Failed by its tenant still runs its mirror", w)
+	}
+	if c := suspendedWith(t, got); c.Reason != ReasonQuotaExceeded {
+		t.Errorf("condition %s: %s, want %s", c.Reason, c.Message, ReasonQuotaExceeded)
 	}
 }

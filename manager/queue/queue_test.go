@@ -251,6 +251,10 @@ func TestQuotaCapBoundsWhatAWorkerAdds(t *testing.T) {
 			}
 		})
 	}
+	negative, _ := contribution([]v1alpha1.NodePool{{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1000")}}}, nil)
+	if cpu := negative[corev1.ResourceCPU]; cpu.Sign() != 0 {
+		t.Errorf("a worker publishing -1000 cpu adds %s, want 0", cpu.String())
+	}
 	total := corev1.ResourceList{}
 	capped, _ := contribution(inflated, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")})
 	addTo(total, capped)

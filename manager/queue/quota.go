@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -178,6 +179,12 @@ func capacityOf(pools []v1alpha1.NodePool) corev1.ResourceList {
 func contribution(pools []v1alpha1.NodePool, quotaCap corev1.ResourceList) (adds, over corev1.ResourceList) {
 	adds = capacityOf(pools)
 	for name, published := range adds {
+		if published.Sign() < 0 {
+			// A published capacity below zero (forged) takes nothing
+			// from what the other workers add.
+			adds[name] = resource.Quantity{}
+			continue
+		}
 		limit, ok := quotaCap[name]
 		if !ok || published.Cmp(limit) <= 0 {
 			continue

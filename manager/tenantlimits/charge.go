@@ -15,14 +15,34 @@ import (
 
 // Admitted is what the namespace admitted of the Job's pods, from the pod
 // its dry-run gave back (admitted): the containers' resources admission set
-// or changed, and what all of the Job's pods that run at once charge to the
-// namespace's ResourceQuotas.
+// or changed, and what each pod charges to the namespace's ResourceQuotas.
 func Admitted(job *batchv1.Job, admitted *corev1.Pod) v1alpha1.AdmittedPods {
-	out := v1alpha1.AdmittedPods{
+	return v1alpha1.AdmittedPods{
 		Containers:     changedResources(job.Spec.Template.Spec.Containers, admitted.Spec.Containers),
 		InitContainers: changedResources(job.Spec.Template.Spec.InitContainers, admitted.Spec.InitContainers),
+		Charge:         chargeOf(&admitted.Spec),
 	}
-	out.Charge = chargeOf(&admitted.Spec, dispatch.PodsAtOnce(job))
+}
+
+// Charged is what a Job charges to its namespace's quotas: its pods' charge
+// times the pods it runs at once.
+type Charged struct {
+	v1alpha1.QuotaCharge
+	Pods int64
+}
+
+// ChargedNow is the Job's charge as it is now: a Job whose parallelism grew
+// since it was placed is counted with it.
+func ChargedNow(job *batchv1.Job, c v1alpha1.QuotaCharge) Charged {
+	return Charged{QuotaCharge: c, Pods: dispatch.PodsAtOnce(job)}
+}
+
+// Usage is the charge in the quota's resource names.
+func (c Charged) Usage() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, q := range c.PerPod {
+		out[name] = dispatch.Times(q, c.Pods)
+	}
 	return out
 }
 
@@ -74,11 +94,11 @@ func WithAdmitted(spec *corev1.PodSpec, admitted v1alpha1.AdmittedPods) {
 	apply(spec.InitContainers, admitted.InitContainers)
 }
 
-// chargeOf is what pods pods of spec charge to ResourceQuotas, as the
-// quota admission plugin counts a pod (upstream's pod evaluator): one pod,
-// its requests and limits of cpu, memory and ephemeral storage under both
+// chargeOf is what a pod of spec charges to ResourceQuotas, as the quota
+// admission plugin counts a pod (upstream's pod evaluator): one pod, its
+// requests and limits of cpu, memory and ephemeral storage under both
 // names, and requests of hugepages and extended resources.
-func chargeOf(spec *corev1.PodSpec, pods int64) v1alpha1.QuotaCharge {
+func chargeOf(spec *corev1.PodSpec) v1alpha1.QuotaCharge {
 	pod := &corev1.Pod{Spec: *spec}
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
@@ -101,12 +121,8 @@ func chargeOf(spec *corev1.PodSpec, pods int64) v1alpha1.QuotaCharge {
 			one[corev1.ResourceName("requests."+name)] = q
 		}
 	}
-	usage := corev1.ResourceList{}
-	for name, q := range one {
-		usage[name] = *resource.NewMilliQuantity(q.MilliValue()*pods, q.Format)
-	}
 	return v1alpha1.QuotaCharge{
-		Usage:                  usage,
+		PerPod:                 one,
 		PriorityClassName:      spec.PriorityClassName,
 		Terminating:            ptr.Deref(spec.ActiveDeadlineSeconds, -1) >= 0,
 		BestEffort:             bestEffort(spec),
@@ -121,16 +137,27 @@ func extended(name corev1.ResourceName) bool {
 	return strings.Contains(s, "/") && !strings.Contains(s, corev1.ResourceDefaultNamespacePrefix) && !strings.HasPrefix(s, "requests.")
 }
 
-// bestEffort: no container requests or limits cpu or memory.
+// bestEffort: the pod is of the BestEffort QoS class, as upstream's QoS
+// computes it: no positive cpu or memory request or limit, at the pod's
+// level (spec.resources, which decides when set) or any container's.
 func bestEffort(spec *corev1.PodSpec) bool {
+	positive := func(r corev1.ResourceRequirements) bool {
+		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if q, ok := l[name]; ok && q.Sign() > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if spec.Resources != nil && positive(*spec.Resources) {
+		return false
+	}
 	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for _, c := range cs {
-			for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
-				for name := range l {
-					if name == corev1.ResourceCPU || name == corev1.ResourceMemory {
-						return false
-					}
-				}
+			if positive(c.Resources) {
+				return false
 			}
 		}
 	}

@@ -11,10 +11,12 @@ package tenantlimits
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,13 +58,16 @@ type PodAdmission struct {
 	// Writer sends the dry-run.
 	Writer client.Writer
 	memo   *cache.LRUExpireCache
-	ttl    time.Duration
 }
 
-// Remembered verdicts: at most memoSize, each for memoTTL.
+// Remembered verdicts: at most memoSize; an admission for admittedTTL (a
+// Job waiting for room is placed again at capacity changes and at least
+// every 5 minutes), a refusal for refusedTTL (its tenant or administrator
+// may fix it any time).
 const (
-	memoSize = 10_000
-	memoTTL  = time.Minute
+	memoSize    = 10_000
+	admittedTTL = 5 * time.Minute
+	refusedTTL  = time.Minute
 )
 
 // NewPodAdmission is a PodAdmission that dry-runs with writer, reading Jobs
@@ -71,7 +76,7 @@ func NewPodAdmission(reader client.Reader, writer client.Writer, clk clock.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &PodAdmission{Reader: reader, Writer: writer, memo: cache.NewLRUExpireCacheWithClock(memoSize, clk), ttl: memoTTL}
+	return &PodAdmission{Reader: reader, Writer: writer, memo: cache.NewLRUExpireCacheWithClock(memoSize, clk)}
 }
 
 // Admit dry-runs a pod of job (as the cache holds it: its UID and
@@ -105,13 +110,35 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 	switch err := a.Writer.Create(ctx, pod, client.DryRunAll); {
 	case err == nil:
 		verdict.Admitted = Admitted(whole, pod)
+	case apierrors.IsForbidden(err) && !a.mayCreatePods(ctx, whole.Namespace):
+		// Not the namespace's verdict: the manager's own role lacks the
+		// right (a chart without it, an edited ClusterRole). Retried, and
+		// logged, rather than shown to the tenant as their pods' fault.
+		return PodVerdict{}, fmt.Errorf("the manager may not create pods in namespace %s for its dry-run (its role grants create pods; the chart's ClusterRole has it): %w", whole.Namespace, err)
 	case refusal(err):
 		verdict.Refused = withoutRandomName(err, pod.GenerateName)
 	default:
 		return PodVerdict{}, err
 	}
-	a.memo.Add(memoKey, verdict, a.ttl)
+	ttl := admittedTTL
+	if verdict.Refused != "" {
+		ttl = refusedTTL
+	}
+	a.memo.Add(memoKey, verdict, ttl)
 	return verdict, nil
+}
+
+// mayCreatePods asks the API server whether the manager may create pods in
+// namespace (a SelfSubjectAccessReview, which every authenticated user may
+// make); an answer it cannot get counts as yes, so the refusal stands.
+func (a *PodAdmission) mayCreatePods(ctx context.Context, namespace string) bool {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "pods"},
+	}}
+	if err := a.Writer.Create(ctx, review); err != nil {
+		return true
+	}
+	return review.Status.Allowed
 }
 
 // withoutRandomName is the refusal's message with the name the API server
@@ -119,14 +146,10 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 // `pods "train-xxxxx" is forbidden: ...`): the same refusal then reads the
 // same at every dry-run, and the Job's condition is not rewritten for it.
 func withoutRandomName(err error, generateName string) string {
-	message := err.Error()
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		if d := status.Status().Details; d != nil && d.Name != "" && strings.HasPrefix(d.Name, generateName) {
-			message = strings.ReplaceAll(message, d.Name, generateName+"xxxxx")
-		}
-	}
-	return message
+	// Wherever it is (a webhook's denial names it in its own words): the
+	// API server's generated suffix is five of these characters.
+	generated := regexp.MustCompile(regexp.QuoteMeta(generateName) + "[bcdfghjklmnpqrstvwxz2456789]{5}")
+	return generated.ReplaceAllLiteralString(err.Error(), generateName+"xxxxx")
 }
 
 // refusal: the API server's admission turned the pod down (a plugin's or a

@@ -75,8 +75,8 @@ func TestIntegrationPodAdmission(t *testing.T) {
 	if !ok || main.Requests.Cpu().String() != "500m" || main.Limits.Cpu().String() != "1" {
 		t.Errorf("admitted containers %v, want main with the LimitRange's defaults (500m, 1)", v.Admitted.Containers)
 	}
-	if got := v.Admitted.Charge.Usage[corev1.ResourceRequestsCPU]; got.String() != "1" {
-		t.Errorf("requests.cpu charged %s, want 1 (2 pods at once of 500m)", got.String())
+	if got := v.Admitted.Charge.PerPod[corev1.ResourceRequestsCPU]; got.String() != "500m" {
+		t.Errorf("requests.cpu charged per pod %s, want the default 500m", got.String())
 	}
 
 	v, err = admission.Admit(ctx, job("too-big", "4"))

@@ -15,8 +15,10 @@ import (
 type QuotaRefusal struct {
 	// Quota is the ResourceQuota's name; Resource the quota resource.
 	Quota, Resource string
-	// Message says it all, for the Job's condition and Event.
-	Message string
+	// Message says it all, figures included, for the Job's Event; Gist
+	// says it without the figures that change as other Jobs come and go,
+	// for its condition (rewritten only when it changes).
+	Message, Gist string
 }
 
 // QuotaRefuses decides whether the namespace's ResourceQuotas (as read,
@@ -30,22 +32,23 @@ type QuotaRefusal struct {
 // The dispatched pods run on workers, where the manager cluster's quota
 // controller never sees them: jobferry counts them itself, from what it
 // sealed on each Job when it placed it.
-func QuotaRefuses(namespace string, quotas []corev1.ResourceQuota, charged []v1alpha1.QuotaCharge, adding v1alpha1.QuotaCharge) *QuotaRefusal {
+func QuotaRefuses(namespace string, quotas []corev1.ResourceQuota, charged []Charged, adding Charged) *QuotaRefusal {
+	addingUsage := adding.Usage()
 	quotas = slices.Clone(quotas)
 	sort.Slice(quotas, func(i, j int) bool { return quotas[i].Name < quotas[j].Name })
 	for i := range quotas {
 		q := &quotas[i]
-		if !Matches(q, adding) {
+		if !Matches(q, adding.QuotaCharge) {
 			continue
 		}
 		dispatched := corev1.ResourceList{}
 		jobs := 0
 		for _, c := range charged {
-			if !Matches(q, c) {
+			if !Matches(q, c.QuotaCharge) {
 				continue
 			}
 			jobs++
-			for name, v := range c.Usage {
+			for name, v := range c.Usage() {
 				sum := dispatched[name]
 				sum.Add(v)
 				dispatched[name] = sum
@@ -58,8 +61,8 @@ func QuotaRefuses(namespace string, quotas []corev1.ResourceQuota, charged []v1a
 		sort.Strings(names)
 		for _, n := range names {
 			name := corev1.ResourceName(n)
-			want, charges := adding.Usage[name]
-			if !charges || want.IsZero() {
+			want, charges := addingUsage[name]
+			if !charges || want.Sign() <= 0 {
 				continue
 			}
 			hard := q.Spec.Hard[name]
@@ -70,9 +73,12 @@ func QuotaRefuses(namespace string, quotas []corev1.ResourceQuota, charged []v1a
 			if after.Cmp(hard) <= 0 {
 				continue
 			}
-			return &QuotaRefusal{Quota: q.Name, Resource: n, Message: fmt.Sprintf(
-				"ResourceQuota %s in namespace %s: %s would be %s, over its hard limit of %s: this Job's pods take %s, and %s is taken already (%s by %d dispatched unfinished Jobs of the namespace on worker clusters, %s on this cluster); it waits until enough of them finish",
-				q.Name, namespace, n, after.String(), hard.String(), want.String(), taken.String(), quantity(dispatched, name), jobs, quantity(q.Status.Used, name))}
+			return &QuotaRefusal{Quota: q.Name, Resource: n,
+				Gist: fmt.Sprintf("ResourceQuota %s in namespace %s has no room for its pods' %s (hard limit %s) beside the namespace's dispatched unfinished Jobs; it waits until enough of them finish",
+					q.Name, namespace, n, hard.String()),
+				Message: fmt.Sprintf(
+					"ResourceQuota %s in namespace %s: %s would be %s, over its hard limit of %s: this Job's pods take %s, and %s is taken already (%s by %d dispatched unfinished Jobs of the namespace on worker clusters, %s on this cluster); it waits until enough of them finish",
+					q.Name, namespace, n, after.String(), hard.String(), want.String(), taken.String(), quantity(dispatched, name), jobs, quantity(q.Status.Used, name))}
 		}
 	}
 	return nil
