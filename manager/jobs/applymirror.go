@@ -213,7 +213,8 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
 		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
-			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || s.AdoptMirror) {
+			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID ||
+				(s.AdoptMirror && (jobstate.PredatesKey(job, key) || jobstate.AttemptSealed(key.Secret, existing)))) {
 			// Ours, created earlier; the cache has not caught up yet.
 			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -53,6 +54,19 @@ func (r *JobReconciler) applyActivate(ctx context.Context, a applyScope) (reconc
 }
 
 func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
+	// What this manager takes as jobferry's without having written it
+	// says so, with why.
+	log := logf.FromContext(ctx)
+	switch {
+	case a.s.Legacy:
+		log.Info("adopting jobferry's state written without a seal: the Job predates the seal key", "job", a.key, "created", a.s.Job.CreationTimestamp.Time)
+	case a.st.MirrorUID != "" && a.st.MirrorUID != a.s.CreatedMirrorUID:
+		why := "its attempt seal verifies: created by an earlier leader, which did not record it"
+		if m := a.s.Mirror; m == nil || m.Labels[v1alpha1.AttemptSealLabel] == "" {
+			why = "the Job predates the seal key: created by an earlier manager, which recorded no mirror UIDs"
+		}
+		log.Info("adopting the unrecorded mirror of the Job's attempt", "job", a.key, "worker", a.s.Worker, "mirror", a.st.MirrorUID, "why", why)
+	}
 	if err := r.record(ctx, a.s.Job, a.st.MirrorUID, a.st.RecordQueue); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeJob, "recording jobferry's state on the Job", managerAPI, err))
 	}

@@ -510,6 +510,12 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		// may be): not ours to fence, so a Job not ours holds the name.
 		s.Foreign, m = m, nil
 	}
+	if s.AdoptMirror && m != nil && m.UID != s.MirrorUID && m.UID != s.CreatedMirrorUID && !jobstate.PredatesKey(job, sealKey) && !jobstate.AttemptSealed(sealKey.Secret, m) {
+		// Only a mirror whose attempt this manager sealed is adopted: a
+		// Job someone made with the mirror's labels, in the window after
+		// a leader change, carries no such seal.
+		s.AdoptMirror = false
+	}
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
 	if m == nil && !s.MirrorExpected && s.MirrorUID != "" && unfinished {

@@ -431,3 +431,46 @@ func TestMirrorOverTheCacheBudgetWithARaisedAttemptIsReadWhole(t *testing.T) {
 		t.Errorf("the final status of the relabelled mirror was not copied: %+v", job.Status.Conditions)
 	}
 }
+
+// A leader died between creating a mirror and recording its UID, and a
+// worker-namespace user put a Job with the mirror's labels (its attempt
+// seal missing or copied from nowhere) in its place: the next leader does
+// not adopt it, while it adopts a mirror whose attempt seal verifies.
+func TestOnlyASealedMirrorIsAdopted(t *testing.T) {
+	ctx := context.Background()
+	for name, seal := range map[string]func(real string) string{
+		"impostor without a seal":      func(string) string { return "" },
+		"impostor with a made-up seal": func(string) string { return "00112233445566778899aabbccddeeff" },
+		"the real mirror":              func(real string) string { return real },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newJobsHarness(t, "w1")
+			runningOn(t, h, "w1")
+			real := h.mirror(t, "w1")
+			// The state as the dead leader left it: placed, no mirror UID.
+			job := h.job(t)
+			delete(job.Annotations, v1alpha1.MirrorUIDAnnotation)
+			if err := h.manager.Update(ctx, jobstate.Sealed(job, jobstate.Key(testKey))); err != nil {
+				t.Fatal(err)
+			}
+			labels := maps.Clone(real.Labels)
+			labels[v1alpha1.AttemptSealLabel] = seal(real.Labels[v1alpha1.AttemptSealLabel])
+			w := h.workers.Conns["w1"]
+			if err := w.API.Delete(ctx, real); err != nil {
+				t.Fatal(err)
+			}
+			found := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: real.Namespace, Name: real.Name, Labels: labels}, Spec: real.Spec}
+			if err := w.API.Create(ctx, found); err != nil {
+				t.Fatal(err)
+			}
+			h.r.attempts = attemptMemo{}
+			h.events()
+			h.reconcile(t)
+			recorded := h.job(t).Annotations[v1alpha1.MirrorUIDAnnotation]
+			adopted := recorded == string(found.UID)
+			if wantAdopted := name == "the real mirror"; adopted != wantAdopted {
+				t.Errorf("adopted %v (recorded %q, found %s), want %v; events %v", adopted, recorded, found.UID, wantAdopted, h.events())
+			}
+		})
+	}
+}
