@@ -403,6 +403,12 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if _, err := workers["worker-1"].CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// The tenant's own namespace on the manager has a ServiceAccount
+		// of that name too: the manager's admission checks it exists
+		// there, as a single cluster would.
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		id := managerID(ctx, t, managerClient, devenv.SystemNamespace)
 		job := sleepJob(ns, "borrowed", time.Second)
 		job.Spec.Template.Spec.ServiceAccountName = "deployer"

@@ -133,6 +133,10 @@ func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reco
 // does not account for runs on a worker.
 func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
 	r.refusals.remember(a.s.Job, noticeStray)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeStray.reason, noticeStray.action, "%s", a.st.Why)
+	reason := noticeStray.reason
+	if a.st.EventReason != "" {
+		reason = a.st.EventReason
+	}
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, noticeStray.action, "%s", a.st.Why)
 	return a.done(nil)
 }

@@ -48,9 +48,13 @@ func (r *JobReconciler) applyFence(ctx context.Context, a applyScope) (reconcile
 		return stop(r.refused(ctx, a.s.Job, writeMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
 	if a.st.Why != "" {
-		// A mirror fenced for a reason the user should hear (HiddenMirror),
-		// said after the delete.
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonMirrorHidden, "Fence", "%s", a.st.Why)
+		// A mirror fenced for a reason the user should hear (hidden, or of
+		// an attempt jobferry had given up), said after the delete.
+		reason := ReasonMirrorHidden
+		if a.st.EventReason != "" {
+			reason = a.st.EventReason
+		}
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Fence", "%s", a.st.Why)
 	}
 	return a.done(nil)
 }

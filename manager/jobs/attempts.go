@@ -70,3 +70,41 @@ func (m *attemptMemo) forget(key types.NamespacedName) {
 	defer m.mu.Unlock()
 	delete(m.byJob, key)
 }
+
+// highestAttempts remembers, per Job, the highest dispatch attempt this
+// manager saw its trusted state record: the attempt only grows in
+// jobferry's own writes, so a lower one is an earlier state written back
+// (a rollback, which its seal cannot tell). Its memory only: a manager that
+// starts afresh learns it from the mirrors it can see (strayMirror).
+type highestAttempts struct {
+	mu    sync.Mutex
+	byJob map[types.NamespacedName]seenAttempt
+}
+
+type seenAttempt struct {
+	uid     types.UID
+	attempt int
+}
+
+// see notes that the Job's state records attempt and returns the highest
+// attempt seen of it (of this UID; a new Job of the name starts afresh).
+func (h *highestAttempts) see(key types.NamespacedName, uid types.UID, attempt int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byJob == nil {
+		h.byJob = map[types.NamespacedName]seenAttempt{}
+	}
+	seen, ok := h.byJob[key]
+	if !ok || seen.uid != uid || attempt > seen.attempt {
+		seen = seenAttempt{uid: uid, attempt: attempt}
+		h.byJob[key] = seen
+	}
+	return seen.attempt
+}
+
+// forget drops what was seen of the Job (it is gone).
+func (h *highestAttempts) forget(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.byJob, key)
+}

@@ -68,6 +68,9 @@ const (
 	// ReasonStrayMirror: a mirror of the Job that its state does not
 	// account for runs on a worker; nothing is dispatched meanwhile.
 	ReasonStrayMirror = "StrayMirror"
+	// ReasonStateRolledBack: the Job's state records a lower attempt than
+	// this manager saw it record; nothing is dispatched meanwhile.
+	ReasonStateRolledBack = "StateRolledBack"
 	// ReasonOverBudget: the Job holds more than jobferry keeps of one
 	// (managercache.OverBudget); nothing is done for it.
 	ReasonOverBudget = "OverBudget"
@@ -199,6 +202,8 @@ type JobReconciler struct {
 	// between must not create the mirror again, nor take someone else's Job
 	// for it.
 	attempts attemptMemo
+	// highest: the highest attempt seen of each Job's state.
+	highest highestAttempts
 	// placeMu serialises placement, so two Jobs never both take the same
 	// free capacity, nor the same room in a namespace's quota.
 	placeMu sync.Mutex
@@ -360,6 +365,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		job = nil
 		r.warned.forget(req.NamespacedName)
+		r.highest.forget(req.NamespacedName)
 	}
 	if job != nil && !v1alpha1.IsManagerJob(job) {
 		return reconcile.Result{}, nil
@@ -456,6 +462,9 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
 	unfinished := !isFinished(job) && !nothingToRun(job)
+	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
+		s.RolledBackFrom = highest
+	}
 	if unfinished {
 		// Whatever the state says, on any worker it can see: a mirror of a
 		// later attempt than it records means it is not the latest.

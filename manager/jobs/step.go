@@ -103,6 +103,10 @@ type jobState struct {
 	// latest (removed, or an earlier one written back). Read for every
 	// unfinished Job.
 	Stray *strayMirror
+	// RolledBackFrom is the higher attempt this manager saw the Job's state
+	// record before it recorded a lower one (an earlier state written back);
+	// 0 when it did not.
+	RolledBackFrom int
 	// PodsRefused is the manager namespace's refusal of the Job's pods as
 	// they are now (tenantlimits.PodAdmission): read before a mirror is
 	// created or a changed template carried to it, "" when admitted.
@@ -276,6 +280,9 @@ type step struct {
 	RequeueAfter time.Duration
 	// Check is what stepSetCheck writes on the queued Job's Workload.
 	Check queue.CheckUpdate
+	// EventReason, when set, is the reason of the Event stepStray and
+	// stepFence record (their usual one otherwise).
+	EventReason string
 	// InSync: the manager Job shows the mirror's status; a change seen
 	// before (the mirror's creation, its spec) left nothing to copy, so it
 	// does not start the wait of the next one (StatusBatchPeriod).
@@ -323,7 +330,11 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if s.Stray != nil {
 		// Acting on state older than a mirror says could run the Job twice
 		// (keeping an earlier attempt's mirror beside the later one).
-		return strayStep(s)
+		return strayStep(s, cfg)
+	}
+	if s.RolledBackFrom > 0 {
+		// The later attempt's mirror may run on a worker out of sight.
+		return rolledBackStep(s)
 	}
 	if s.Queue != nil && s.RecordedQueue == "" {
 		// Recorded before anything else: once seen queued, the Job is
@@ -474,7 +485,15 @@ func nextUnplaced(s jobState) step {
 // on a worker (its state was removed or rolled back to an earlier
 // attempt's; only a mirror whose attempt the manager sealed counts):
 // placing it again, or acting on the earlier attempt, could run it twice.
-func strayStep(s jobState) step {
+func strayStep(s jobState, cfg stepConfig) step {
+	if m := s.Mirror; m != nil && m.DeletionTimestamp == nil && mirror.IsMirrorOf(m, cfg.Origin, s.Job.UID) && mirror.Attempt(m) < s.Stray.Attempt {
+		// The earlier attempt's mirror the state points at: jobferry
+		// gave that attempt up when it dispatched the later one, so it
+		// must not run beside it.
+		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second, EventReason: ReasonStrayMirror, Why: fmt.Sprintf(
+			"its mirror of attempt %d on %s was deleted: a mirror of a later attempt (%d, on %s) exists, so jobferry had given attempt %d up; jobferry's state on this Job was rolled back",
+			mirror.Attempt(m), s.Worker, s.Stray.Attempt, s.Stray.Worker, mirror.Attempt(m))}
+	}
 	if s.Blocked[noticeStray] {
 		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
 	}
@@ -483,6 +502,21 @@ func strayStep(s jobState) step {
 			"or rolled back to an earlier attempt's; jobferry does not act on this Job "+
 			"(nothing is placed, created, updated or deleted for it on a worker, and no status is copied) while that Job exists",
 		s.Stray.Attempt, s.Stray.UID, s.Stray.Worker, jobstate.Attempt(s.Job))}
+}
+
+// rolledBackStep: the Job's state records a lower attempt than this
+// manager saw it record: an earlier state written back. Its later attempt's
+// mirror may run on a worker that is not connected; acting on the earlier
+// state could run the Job twice.
+func rolledBackStep(s jobState) step {
+	if s.Blocked[noticeStray] {
+		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
+	}
+	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, EventReason: ReasonStateRolledBack, Why: fmt.Sprintf(
+		"jobferry's state on this Job records attempt %d, but this manager saw it record attempt %d: an earlier state was written back; "+
+			"jobferry does not act on this Job (nothing is placed, created, updated or deleted for it on a worker, and no status is copied): "+
+			"attempt %d's mirror may still run; delete the Job to stop it",
+		jobstate.Attempt(s.Job), s.RolledBackFrom, s.RolledBackFrom)}
 }
 
 // recordedOrNone names a recorded mirror UID for a message.

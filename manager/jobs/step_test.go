@@ -404,14 +404,31 @@ func TestNextStep(t *testing.T) {
 			state: jobState{Now: stepNow, Job: stepJob(), Stray: &strayMirror{Worker: "w2", Attempt: 1}, Blocked: map[write]bool{noticeStray: true}},
 			want:  stepNone, checks: []check{wantRequeue(30 * time.Second)},
 		},
-		"its mirror running, but a later attempt's mirror runs elsewhere (an earlier state written back): nothing done, no status copied": {
+		"its mirror running, but a later attempt's mirror runs elsewhere (an earlier state written back): the earlier attempt's mirror fenced": {
 			state: func() jobState {
 				job := stepJob(placed)
 				s := connectedState(job, mirrorOf(t, job, running))
 				s.Stray = &strayMirror{Worker: "w2", Attempt: 2, UID: "later"}
 				return s
 			}(),
+			want: stepFence, checks: []check{wantWhy("its mirror of attempt 1 on w1 was deleted: a mirror of a later attempt (2, on w2) exists")},
+		},
+		"its earlier mirror gone, a later attempt's mirror runs elsewhere: nothing done, no status copied": {
+			state: func() jobState {
+				s := connectedState(stepJob(placed), nil)
+				s.Stray = &strayMirror{Worker: "w2", Attempt: 2, UID: "later"}
+				return s
+			}(),
 			want: stepStray, checks: []check{wantWhy("attempt 2, UID later", "records attempt 1")},
+		},
+		"its state records a lower attempt than this manager saw: nothing done": {
+			state: func() jobState {
+				job := stepJob(placed)
+				s := connectedState(job, mirrorOf(t, job, running))
+				s.RolledBackFrom = 2
+				return s
+			}(),
+			want: stepStray, checks: []check{wantWhy("records attempt 1, but this manager saw it record attempt 2")},
 		},
 		"its worker down, a later attempt's mirror runs elsewhere: not waited for": {
 			state: func() jobState {

@@ -188,6 +188,9 @@ func TestRolledBackStateIsNotActedOn(t *testing.T) {
 	if m := h.mirror(t, "w2"); m == nil || mirror.Attempt(m) != 2 {
 		t.Errorf("the attempt-2 mirror on w2 was touched: %v", m)
 	}
+	if m := h.mirror(t, "w1"); m != nil {
+		t.Errorf("w1's attempt-1 mirror (UID %s) still runs beside the attempt-2 one", m.UID)
+	}
 	if h.workers.Conns["w1"].Creates.Load() != 1 || h.workers.Conns["w2"].Creates.Load() != 1 {
 		t.Errorf("mirrors created: %d on w1, %d on w2; want one each", h.workers.Conns["w1"].Creates.Load(), h.workers.Conns["w2"].Creates.Load())
 	}
@@ -472,5 +475,48 @@ func TestOnlyASealedMirrorIsAdopted(t *testing.T) {
 				t.Errorf("adopted %v (recorded %q, found %s), want %v; events %v", adopted, recorded, found.UID, wantAdopted, h.events())
 			}
 		})
+	}
+}
+
+// The same written back while w2, where attempt 2 runs, is away, and w1
+// back with its attempt-1 mirror: no mirror says the state is not the
+// latest, but this manager saw attempt 2 recorded: it does not act on it.
+func TestRollbackWhileTheLaterWorkerIsAwayIsNotActedOn(t *testing.T) {
+	ctx := context.Background()
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers.Conns["w2"].Down = true
+	saved := runningOn(t, h, "w1").Annotations
+	h.workers.Conns["w1"].Down, h.workers.Conns["w2"].Down = true, false
+	wc := &v1alpha1.WorkerCluster{}
+	if err := h.manager.Get(ctx, client.ObjectKey{Name: "w1"}, wc); err != nil {
+		t.Fatal(err)
+	}
+	wc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(h.clock.Now())}}
+	if err := h.manager.Status().Update(ctx, wc); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(16 * time.Minute)
+	h.reconcile(t)
+	h.report(t, "w2", running)
+	h.clock.Step(time.Second)
+	h.reconcile(t)
+	if job := h.job(t); job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
+		t.Fatalf("not running as attempt 2 on w2: %v", job.Annotations)
+	}
+	h.events()
+
+	h.workers.Conns["w2"].Down = true
+	tamper(t, h, func(j *batchv1.Job) { j.Annotations = saved })
+	h.workers.Conns["w1"].Down = false
+	h.report(t, "w1", complete)
+	h.reconcile(t)
+	if got := h.events(); strings.Join(got, ",") != ReasonStateRolledBack {
+		t.Errorf("events %v, want %s", got, ReasonStateRolledBack)
+	}
+	if job := h.job(t); jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
+		t.Errorf("the status of w1's attempt-1 mirror was copied to the rolled-back Job: %+v", job.Status)
+	}
+	if h.workers.Conns["w1"].Creates.Load() != 1 || h.workers.Conns["w2"].Creates.Load() != 1 {
+		t.Errorf("mirrors created: %d on w1, %d on w2; want one each", h.workers.Conns["w1"].Creates.Load(), h.workers.Conns["w2"].Creates.Load())
 	}
 }
