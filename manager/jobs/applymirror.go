@@ -136,6 +136,13 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealK
 	return nil, nil
 }
 
+// adoptableNow: the Job found at the mirror's name after a refused create
+// may be taken as the mirror jobferry created (adoptable).
+func adoptableNow(job, existing *batchv1.Job, key jobstate.Key) bool {
+	ok, _ := adoptable(job, existing, key)
+	return ok
+}
+
 // prepareWorkerNamespace leaves the worker's namespace of a Job as
 // planWorkerNamespace decides (created, or its Pod Security labels set to
 // the manager namespace's), before a mirror is created or its pod template
@@ -217,8 +224,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
 		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
-			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID ||
-				(s.AdoptMirror && (jobstate.PredatesKey(job, key) || jobstate.AttemptSealed(key.Secret, existing)))) {
+			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || (s.AdoptMirror && adoptableNow(job, existing, key))) {
 			// Ours, created earlier; the cache has not caught up yet.
 			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}

@@ -61,11 +61,7 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 	case a.s.Legacy:
 		log.Info("adopting jobferry's state written without a seal: the Job predates the seal key", "job", a.key, "created", a.s.Job.CreationTimestamp.Time)
 	case a.st.MirrorUID != "" && a.st.MirrorUID != a.s.CreatedMirrorUID:
-		why := "its attempt seal verifies: created by an earlier leader, which did not record it"
-		if m := a.s.Mirror; m == nil || m.Labels[v1alpha1.AttemptSealLabel] == "" {
-			why = "the Job predates the seal key: created by an earlier manager, which recorded no mirror UIDs"
-		}
-		log.Info("adopting the unrecorded mirror of the Job's attempt", "job", a.key, "worker", a.s.Worker, "mirror", a.st.MirrorUID, "why", why)
+		log.Info("adopting the unrecorded mirror of the Job's attempt", "job", a.key, "worker", a.s.Worker, "mirror", a.st.MirrorUID, "why", a.s.AdoptWhy)
 	}
 	if err := r.record(ctx, a.s.Job, a.st.MirrorUID, a.st.RecordQueue); err != nil {
 		return stop(r.refused(ctx, a.s.Job, writeJob, "recording jobferry's state on the Job", managerAPI, err))

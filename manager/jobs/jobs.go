@@ -365,7 +365,6 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		job = nil
 		r.warned.forget(req.NamespacedName)
-		r.highest.forget(req.NamespacedName)
 	}
 	if job != nil && !v1alpha1.IsManagerJob(job) {
 		return reconcile.Result{}, nil
@@ -460,10 +459,14 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// place itself: it takes the one it finds, as it does for Jobs placed
 	// before the key (their managers recorded no UIDs). An attempt this
 	// manager placed has no mirror but the one it creates.
-	s.AdoptMirror = !placedHere || jobstate.PredatesKey(job, sealKey)
+	s.AdoptMirror = !placedHere
 	unfinished := !isFinished(job) && !nothingToRun(job)
 	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
-		s.RolledBackFrom = highest
+		// The cache may lag this manager's own write of the higher
+		// attempt: the Job as its API server holds it has the last word.
+		if s.RolledBackFrom, err = r.rolledBack(ctx, job, highest); err != nil {
+			return s, err
+		}
 	}
 	if unfinished {
 		// Whatever the state says, on any worker it can see: a mirror of a
@@ -519,11 +522,12 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		// may be): not ours to fence, so a Job not ours holds the name.
 		s.Foreign, m = m, nil
 	}
-	if s.AdoptMirror && m != nil && m.UID != s.MirrorUID && m.UID != s.CreatedMirrorUID && !jobstate.PredatesKey(job, sealKey) && !jobstate.AttemptSealed(sealKey.Secret, m) {
-		// Only a mirror whose attempt this manager sealed is adopted: a
+	if s.AdoptMirror && m != nil && m.UID != s.MirrorUID && m.UID != s.CreatedMirrorUID {
+		// Only a mirror whose attempt this manager sealed is adopted (or,
+		// for a Job older than the key, one its manager made unsealed): a
 		// Job someone made with the mirror's labels, in the window after
 		// a leader change, carries no such seal.
-		s.AdoptMirror = false
+		s.AdoptMirror, s.AdoptWhy = adoptable(job, m, sealKey)
 	}
 	s.Mirror = m
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
@@ -565,6 +569,32 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
 	return s, err
+}
+
+// adoptable says whether m, a mirror of the Job's attempt whose UID nothing
+// recorded, may be taken as the one jobferry created, and why.
+func adoptable(job, m *batchv1.Job, key jobstate.Key) (bool, string) {
+	switch {
+	case jobstate.AttemptSealed(key.Secret, m):
+		return true, "its attempt seal verifies: created by an earlier leader, which did not record it"
+	case jobstate.PredatesKey(job, key):
+		return true, "the Job predates the seal key: created by an earlier manager, which recorded no mirror UIDs"
+	}
+	return false, ""
+}
+
+// rolledBack returns highest when the Job as its API server holds it still
+// records a lower attempt than this manager saw (0 when it does not, or
+// the Job is gone or another).
+func (r *JobReconciler) rolledBack(ctx context.Context, job *batchv1.Job, highest int) (int, error) {
+	live := &batchv1.Job{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if live.UID != job.UID || jobstate.Attempt(live) >= highest {
+		return 0, nil
+	}
+	return highest, nil
 }
 
 // writeJob writes a manager Job changed from original (as read) to job,
@@ -670,6 +700,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	r.finished.forget(key)
 	r.checks.forget(key)
 	r.attempts.forget(key)
+	r.highest.forget(key)
 	r.waiting.remove(key)
 	r.observed.take(key)
 	if job == nil {

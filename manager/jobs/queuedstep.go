@@ -97,7 +97,7 @@ func staleCheck(q *queue.View) bool {
 // of jobferry's checks, and jobferry places it once Kueue did.
 func nextWithoutCheck(q *queue.View) step {
 	switch {
-	case q.Admitted:
+	case q.Admitted && !q.Evicted:
 		return step{Kind: stepPlace}
 	case !q.QuotaReserved:
 		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
@@ -119,7 +119,7 @@ func nextWithoutCheck(q *queue.View) step {
 func nextQueuedWithoutMirror(s jobState) (step, bool) {
 	q, job := s.Queue, s.Job
 	if !ptr.Deref(job.Spec.Suspend, false) {
-		if !q.Admitted {
+		if !q.Admitted || q.Evicted || q.Deactivated {
 			// Unsuspended, but the Workload is not admitted: its tenant
 			// unsuspended it (Kueue suspends it again), or the cache shows
 			// Kueue's unsuspension before its admission. A mirror now

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
@@ -98,6 +99,8 @@ type jobState struct {
 	// (it restarted between creating one and recording its UID), or the Job
 	// is older than the key (its manager recorded no UIDs).
 	AdoptMirror bool
+	// AdoptWhy says why the unrecorded mirror found is adopted, for the log.
+	AdoptWhy string
 	// Stray is a mirror of this Job, on some worker, of a later attempt than
 	// the Job records and not created by this manager: the state is not the
 	// latest (removed, or an earlier one written back). Read for every
@@ -336,7 +339,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 		// The later attempt's mirror may run on a worker out of sight.
 		return rolledBackStep(s)
 	}
-	if s.Queue != nil && s.RecordedQueue == "" {
+	if s.Queue != nil && s.RecordedQueue == "" && !s.Blocked[writeJob] {
 		// Recorded before anything else: once seen queued, the Job is
 		// dispatched only through Kueue, whatever happens to its label.
 		return step{Kind: stepRecord, RecordQueue: s.Queue.Queue}
@@ -427,14 +430,38 @@ func nextStep(s jobState, cfg stepConfig) step {
 // suspended Job's be). Kueue no longer admits it, and jobferry never
 // dispatches it outside Kueue.
 func leftTheQueue(s jobState) bool {
-	return s.KueueMode && s.RecordedQueue != "" && s.Queue == nil
+	return s.KueueMode && s.RecordedQueue != "" && s.Queue == nil && !nothingToRun(s.Job)
+}
+
+// queueHolds: Kueue has not admitted the Job's pods as they would run if
+// its mirror followed its spec now: it left the queue (Kueue ignores it,
+// and could no longer evict it), or its Workload is not admitted or being
+// evicted (Kueue keeps Admitted while it evicts). Its tenant's
+// unsuspension or growth is then not carried to the mirror.
+func queueHolds(s jobState) bool {
+	return leftTheQueue(s) || (s.Queue != nil && (!s.Queue.Admitted || s.Queue.Evicted))
+}
+
+// heldBack is desired with what Kueue has not admitted left as the mirror
+// m has it: suspended if m is, and no more pods at once than m runs.
+func heldBack(desired, m *batchv1.Job) *batchv1.Job {
+	out := &batchv1.Job{ObjectMeta: desired.ObjectMeta, Spec: desired.Spec}
+	if ptr.Deref(m.Spec.Suspend, false) {
+		out.Spec.Suspend = ptr.To(true)
+	}
+	if dispatch.PodsAtOnce(out) > dispatch.PodsAtOnce(m) {
+		out.Spec.Parallelism, out.Spec.Completions = m.Spec.Parallelism, m.Spec.Completions
+	}
+	return out
 }
 
 // nextLeftTheQueue: a Job that left the queue waits for its label, unless
 // its mirror runs already (Kueue admitted it before): that one goes on, its
 // status copied, and is never unsuspended by jobferry (activates).
 func nextLeftTheQueue(s jobState) (step, bool) {
-	if !leftTheQueue(s) || isFinished(s.Job) || s.Mirror != nil {
+	if !leftTheQueue(s) || isFinished(s.Job) || s.Mirror != nil || (s.Worker != "" && !s.Connection.Connected) {
+		// A mirror that runs (or may: its worker is down) goes on as
+		// any; it is never unsuspended or grown (queueHolds).
 		return step{}, false
 	}
 	return step{Kind: stepShowWaiting, Waiting: waiting{ReasonQueueLabelRemoved, fmt.Sprintf(
@@ -608,6 +635,9 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 		if desired, err = desiredMirror(s.Job, activates(s), s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
 			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
 		}
+	}
+	if queueHolds(s) {
+		desired = heldBack(desired, s.Mirror)
 	}
 	updated, changed := mirror.SpecUpdate(desired, s.Mirror)
 	if len(changed) == 0 {

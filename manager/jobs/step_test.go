@@ -767,6 +767,28 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: stepPlace,
 		},
+		"queued and placed, unsuspended while Kueue evicts it (Admitted kept while evicting): no mirror": {
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))),
+			want:  stepNone, checks: []check{wantRequeue(5 * time.Second)},
+		},
+		"queued, its mirror suspended by Kueue's eviction, unsuspended by its tenant: the mirror stays suspended": {
+			state: func() jobState {
+				job := stepJob(queued, queuedPlaced, unsuspended)
+				m := mirrorOf(t, job, func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) })
+				return queuedPlacedState(job, m, workload(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))
+			}(),
+			want: stepNone,
+		},
+		"seen queued, its label removed, its mirror suspended; unsuspended and grown by its tenant: neither carried": {
+			state: func() jobState {
+				job := stepJob(queuedPlaced, unsuspended, func(j *batchv1.Job) { j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](100), ptr.To[int32](100) })
+				m := mirrorOf(t, stepJob(queuedPlaced), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) })
+				s := queuedPlacedState(job, m, workload())
+				s.Queue = nil
+				return s
+			}(),
+			want: stepNone,
+		},
 		"queued and placed, unsuspended by its tenant before Kueue admitted it: no mirror": {
 			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, checkState(kueue.CheckStateReady)))),
 			want:  stepNone, checks: []check{wantRequeue(5 * time.Second)},

@@ -140,7 +140,7 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 			continue
 		}
 		placed[j.UID] = true
-		if (r.Queue != nil && queue.QueueName(j) != "") || r.chargeEnded(ctx, j) {
+		if kueueBound(r.Queue != nil, j) || r.chargeEnded(ctx, j) {
 			continue
 		}
 		charged = append(charged, tenantlimits.ChargedNow(j, sealedCharge(j, key)))
@@ -151,6 +151,13 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 		}
 	}
 	return charged, nil
+}
+
+// kueueBound: with Kueue, the Job is Kueue's to bound (its quota, not the
+// namespace's ResourceQuota): it names a LocalQueue, or was seen queued (a
+// Job that left the queue is held: queueHolds).
+func kueueBound(kueueMode bool, job *batchv1.Job) bool {
+	return kueueMode && (queue.QueueName(job) != "" || job.Annotations[v1alpha1.QueuedAnnotation] != "")
 }
 
 // chargeEnded: the placed Job's pods charge its namespace's quotas no more.
