@@ -22,6 +22,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
 	managerjobs "github.com/jobferry/jobferry/manager/jobs"
 )
@@ -478,6 +479,72 @@ func TestTemplateChangesHoldToPodSecurity(t *testing.T) {
 	}
 	if v, ok := m.Spec.Template.Annotations[apparmor]; ok {
 		t.Errorf("the mirror's template carries %s=%s", apparmor, v)
+	}
+	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A seal replayed across a worker's loss and return (issue 45): the Job runs
+// on one worker as attempt 1; that worker is lost and the Job runs on the
+// other as attempt 2; whoever can bypass the state policy (here, acting as
+// the manager's own identity) writes the attempt-1 state back, seal and
+// all, asking to wait for its worker. The seal verifies, but the sealed
+// attempt-2 mirror says the state is not the latest: the Job is not acted
+// on (StrayMirror), and when the lost worker returns its attempt-1 mirror
+// is deleted rather than kept beside the attempt-2 one: the Job never runs
+// twice.
+func TestReplayedSealAcrossWorkerLossRunsNothingTwice(t *testing.T) {
+	d := startDispatchEnv(t)
+	ctx := t.Context()
+	ns := d.optedInNamespace(ctx, t)
+	job := sleepJob(ns, "replayed", 10*time.Minute)
+	first, firstClient := dispatchOne(ctx, t, d, job)
+	running := pollJob(ctx, t, d.manager, ns, job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active == 1 })
+	saved := running.Annotations
+	oldMirror := mirrorUID(ctx, t, firstClient, ns, job.Name)
+
+	var lost *localcluster.Cluster
+	for _, w := range d.Workers {
+		if w.Name == first {
+			lost = w
+		}
+	}
+	restart := stopComponent(t, lost, "kube-apiserver")
+	again := pollJob(ctx, t, d.manager, ns, job.Name, 2*time.Minute, "running as attempt 2 elsewhere", func(j *batchv1.Job) bool {
+		return j.Annotations[v1alpha1.DispatchAttemptAnnotation] == "2" && j.Annotations[v1alpha1.WorkerAnnotation] != first && j.Status.Active == 1
+	})
+	second := again.Annotations[v1alpha1.WorkerAnnotation]
+	laterMirror := mirrorUID(ctx, t, d.workers[second], ns, job.Name)
+
+	replayer := impersonate(t, d.Manager.RESTConfig(), devenv.ManagerUser, "system:masters")
+	if err := updateAnnotations(ctx, replayer, ns, job.Name, func(a map[string]string) {
+		for k := range a {
+			delete(a, k)
+		}
+		for k, v := range saved {
+			a[k] = v
+		}
+		a[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait
+	}); err != nil {
+		t.Fatalf("writing the attempt-1 state back: %v", err)
+	}
+	e := waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonStrayMirror, time.Minute, "exists on "+second, "records attempt 1")
+	t.Logf("%s: %s", e.Reason, e.Message)
+
+	restart()
+	waitConnected(ctx, t, d, first, metav1.ConditionTrue)
+	e = waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonStrayMirror, 2*time.Minute,
+		"its mirror of attempt 1 on "+first+" was deleted: a mirror of a later attempt (2, on "+second+") exists")
+	t.Logf("%s: %s", e.Reason, e.Message)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return mirrorUID(ctx, t, firstClient, ns, job.Name) != oldMirror, nil
+	})
+	if err != nil {
+		t.Errorf("the attempt-1 mirror %s on %s still runs beside attempt 2", oldMirror, first)
+	}
+	if uid := mirrorUID(ctx, t, d.workers[second], ns, job.Name); uid != laterMirror {
+		t.Errorf("the attempt-2 mirror on %s is %q, want %s untouched", second, uid, laterMirror)
 	}
 	if err := d.manager.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)

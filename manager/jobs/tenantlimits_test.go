@@ -158,7 +158,7 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 		t.Fatal("the third Job was placed past a quota of two pods")
 	}
 	c := suspendedWith(t, third)
-	want := "ResourceQuota two-pods in namespace team-a has no room for its pods' pods (hard limit 2)"
+	want := "ResourceQuota two-pods in namespace team-a has no room for this Job's pods beside the namespace's dispatched unfinished Jobs (pods, hard limit 2)"
 	if c.Reason != ReasonQuotaExceeded || !strings.Contains(c.Message, want) {
 		t.Errorf("condition %s: %s; want %s saying %q", c.Reason, c.Message, ReasonQuotaExceeded, want)
 	}

@@ -74,7 +74,7 @@ func QuotaRefuses(namespace string, quotas []corev1.ResourceQuota, charged []Cha
 				continue
 			}
 			return &QuotaRefusal{Quota: q.Name, Resource: n,
-				Gist: fmt.Sprintf("ResourceQuota %s in namespace %s has no room for its pods' %s (hard limit %s) beside the namespace's dispatched unfinished Jobs; it waits until enough of them finish",
+				Gist: fmt.Sprintf("ResourceQuota %s in namespace %s has no room for this Job's pods beside the namespace's dispatched unfinished Jobs (%s, hard limit %s); it waits until enough of them finish",
 					q.Name, namespace, n, hard.String()),
 				Message: fmt.Sprintf(
 					"ResourceQuota %s in namespace %s: %s would be %s, over its hard limit of %s: this Job's pods take %s, and %s is taken already (%s by %d dispatched unfinished Jobs of the namespace on worker clusters, %s on this cluster); it waits until enough of them finish",
