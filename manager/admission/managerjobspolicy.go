@@ -77,7 +77,7 @@ func managerJobsPolicy(name, managerUser, listed string) (*admissionregistration
 			Validations: []admissionregistrationv1.Validation{
 				{
 					// A ServiceAccount's username is system:serviceaccount:<namespace>:<name>.
-					Expression: "!request.namespace.startsWith('kube-') && !request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':')",
+					Expression: "!request.namespace.startsWith(" + celString(ReservedPrefix) + ") && !request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':')",
 					MessageExpression: `'jobferry\'s manager may not write Jobs in namespace ' + request.namespace +
 ': the kube-* namespaces and the namespace of its own identity are out of its reach'`,
 					Reason: ptr.To(metav1.StatusReasonForbidden),

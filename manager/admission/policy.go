@@ -19,6 +19,13 @@ import (
 // whatever the configuration: the clusters' own.
 var AlwaysReserved = []string{"kube-system", "kube-public", "kube-node-lease"}
 
+// ReservedPrefix starts every namespace Kubernetes keeps for itself: none is
+// dispatched from or to, whether it exists now or comes with an add-on
+// later. The worker chart's policy holds the manager's Jobs out of them by
+// the same prefix (ManagerJobsPolicy), so placement never picks a Job its
+// workers would refuse.
+const ReservedPrefix = "kube-"
+
 // DispatchPolicy is the tenant boundary an administrator sets: which
 // namespaces' Jobs may cross to the workers, which never do, and what Pod
 // Security the workers must hold them to. The manager runs a tenant's pod
@@ -81,8 +88,8 @@ func (r *Refusal) Error() string { return r.Message }
 // the levels it only warns or audits at.
 func (p *DispatchPolicy) Admit(job *batchv1.Job, ns *corev1.Namespace) (warnings []string, refusal *Refusal) {
 	name := job.Namespace
-	if p.Reserved.Has(name) {
-		return nil, &Refusal{RuleReserved, fmt.Sprintf("namespace %q is reserved: jobferry never dispatches Jobs from or to it, on the manager or on a worker (reserved: %s); leave spec.managedBy unset to run the Job on this cluster",
+	if p.Reserved.Has(name) || strings.HasPrefix(name, ReservedPrefix) {
+		return nil, &Refusal{RuleReserved, fmt.Sprintf("namespace %q is reserved: jobferry never dispatches Jobs from or to it, on the manager or on a worker (reserved: %s, and every "+ReservedPrefix+"* namespace); leave spec.managedBy unset to run the Job on this cluster",
 			name, strings.Join(sets.List(p.Reserved), ", "))}
 	}
 	if ns == nil || !p.Namespaces.Matches(labels.Set(ns.Labels)) {

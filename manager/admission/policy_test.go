@@ -75,6 +75,10 @@ func TestDispatchPolicyAdmit(t *testing.T) {
 			ns: namespace("kube-system", optedIn...), pod: restrictedPod(), wantRule: RuleReserved,
 			wantMessage: []string{`namespace "kube-system" is reserved`, "jobferry-system, kube-node-lease, kube-public, kube-system"},
 		},
+		"any kube-* namespace is reserved, as the worker chart's policy has it": {
+			ns: namespace("kube-addons", optedIn...), pod: restrictedPod(), wantRule: RuleReserved,
+			wantMessage: []string{`namespace "kube-addons" is reserved`, "every kube-* namespace"},
+		},
 		"a configured namespace is reserved": {
 			ns: namespace("jobferry-system", optedIn...), pod: restrictedPod(), wantRule: RuleReserved,
 		},
