@@ -59,6 +59,11 @@ func (h *optIn) Handle(_ context.Context, req admission.Request) admission.Respo
 	if err := h.decoder.Decode(req, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	if strings.HasPrefix(req.Namespace, ReservedPrefix) {
+		// Its registration leaves out the reserved namespaces by name; a
+		// kube-* namespace it cannot name is left alone here, as they are.
+		return admission.Allowed("reserved namespace")
+	}
 	mutated, changed := OptIn(job)
 	if !changed {
 		return admission.Allowed("not for jobferry")

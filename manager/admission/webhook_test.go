@@ -8,13 +8,16 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -174,5 +177,23 @@ func TestOptInPatchGivesOptIn(t *testing.T) {
 				t.Errorf("patch %s (-OptIn +patched):\n%s", ops, diff)
 			}
 		})
+	}
+}
+
+// The opt-in webhook leaves a kube-* namespace's Jobs alone, labelled for
+// dispatch or not (its registration names only the reserved namespaces it
+// knows), while it takes a tenant's.
+func TestOptInLeavesKubeNamespacesAlone(t *testing.T) {
+	h := &optIn{decoder: ctrladmission.NewDecoder(v1alpha1.NewScheme())}
+	raw, err := json.Marshal(&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, wantPatched := range map[string]bool{"kube-addons": false, "team-a": true} {
+		resp := h.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Namespace: ns, Object: runtime.RawExtension{Raw: raw}}})
+		if !resp.Allowed || (len(resp.Patches) > 0) != wantPatched {
+			t.Errorf("namespace %s: allowed %v with %d patches, want patched %v", ns, resp.Allowed, len(resp.Patches), wantPatched)
+		}
 	}
 }
