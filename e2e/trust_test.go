@@ -119,7 +119,9 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 	d := startDispatchEnv(t)
 	ctx := t.Context()
 	ns := d.optedInNamespace(ctx, t)
-	bindRole(ctx, t, d.manager, ns, tenantUser, "job-editor", jobEditor)
+	// alice runs an operator that may write her Jobs' status too.
+	statusWriter := rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs/status"}, Verbs: []string{"update", "patch"}}
+	bindRole(ctx, t, d.manager, ns, tenantUser, "job-editor", jobEditor, statusWriter)
 	alice := impersonate(t, d.Manager.RESTConfig(), tenantUser, "team-a")
 
 	refused := func(err error, parts ...string) {
@@ -169,6 +171,16 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 		t.Logf("alice tries to %s", what)
 		refused(updateAnnotations(ctx, alice, ns, "running", change), "jobferry's own state, which only jobferry's manager may write")
 	}
+	// The status subresource is a door to the metadata too (the Job status
+	// strategy keeps labels and annotations a status write changes).
+	t.Logf("alice tries to raise its attempt through the status subresource")
+	running, err := alice.BatchV1().Jobs(ns).Get(ctx, "running", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2"
+	_, err = alice.BatchV1().Jobs(ns).UpdateStatus(ctx, running, metav1.UpdateOptions{})
+	refused(err, "annotation jobferry.dev/dispatch-attempt of a Job: jobferry's own state, which only jobferry's manager may write")
 
 	// The policy's binding gone (an administrator's mistake): the manager's
 	// seal alone.
