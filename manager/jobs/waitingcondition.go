@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"time"
 
@@ -165,6 +166,10 @@ const (
 var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
 	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused, waitingQueued, waitingNoWorkerCanRun,
 	waitingPodsNotAdmitted, waitingQuotaExceeded}
+
+// WaitingReasons are the reason label values of jobferry_jobs_waiting, one
+// series each (a copy).
+func WaitingReasons() []string { return slices.Clone(waitingReasons) }
 
 // waitingByReason maps the reasons of the Suspended condition to the
 // metric's.
