@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -527,17 +528,27 @@ func TestReplayedSealAcrossWorkerLossRunsNothingTwice(t *testing.T) {
 		return j.Annotations[v1alpha1.DispatchAttemptAnnotation] == "2" && j.Annotations[v1alpha1.WorkerAnnotation] != first && j.Status.Active == 1
 	})
 	second := again.Annotations[v1alpha1.WorkerAnnotation]
-	laterMirror := mirrorUID(ctx, t, d.workers[second], ns, job.Name)
+	// The Job may still show attempt 1's pod as active: its attempt-2
+	// mirror is read once it exists.
+	var laterMirror types.UID
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		laterMirror = mirrorUID(ctx, t, d.workers[second], ns, job.Name)
+		return laterMirror != "", nil
+	}); err != nil {
+		t.Fatalf("no attempt-2 mirror on %s: %v", second, err)
+	}
 
 	replayer := impersonate(t, d.Manager.RESTConfig(), devenv.ManagerUser, "system:masters")
-	if err := updateAnnotations(ctx, replayer, ns, job.Name, func(a map[string]string) {
-		for k := range a {
-			delete(a, k)
-		}
-		for k, v := range saved {
-			a[k] = v
-		}
-		a[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return updateAnnotations(ctx, replayer, ns, job.Name, func(a map[string]string) {
+			for k := range a {
+				delete(a, k)
+			}
+			for k, v := range saved {
+				a[k] = v
+			}
+			a[v1alpha1.OnWorkerLostAnnotation] = v1alpha1.OnWorkerLostWait
+		})
 	}); err != nil {
 		t.Fatalf("writing the attempt-1 state back: %v", err)
 	}
