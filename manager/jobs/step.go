@@ -95,9 +95,10 @@ type jobState struct {
 	// the current attempt moments ago (its memory), until it is recorded.
 	CreatedMirrorUID types.UID
 	// AdoptMirror: an unrecorded mirror of the current attempt is taken as
-	// the one jobferry created: this manager created none for the attempt
-	// (it restarted between creating one and recording its UID), or the Job
-	// is older than the key (its manager recorded no UIDs).
+	// the one jobferry created: this manager did not place the attempt (a
+	// leader that died between creating the mirror and recording its UID
+	// did), and the mirror found is adoptable (its attempt seal verifies,
+	// or the Job is older than the key, whose managers recorded no UIDs).
 	AdoptMirror bool
 	// AdoptWhy says why the unrecorded mirror found is adopted, for the log.
 	AdoptWhy string
