@@ -317,6 +317,7 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": jobsPolicyListing()}},
 		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing()}},
 		{"jobferry-worker", []string{"managerIdentity.namespaces={team-a,team-b}"}, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing("team-a", "team-b")}},
+		{"jobferry-worker", []string{"managerIdentity.managerID=4b08bdc19a598b13"}, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyFor("4b08bdc19a598b13")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.chart+" "+strings.Join(tc.set, " "), func(t *testing.T) {
@@ -364,7 +365,15 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 // worker chart lists.
 func jobsPolicyListing(listed ...string) func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	return func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-		return admission.ManagerJobsPolicy(name, user, listed...)
+		return admission.ManagerJobsPolicy(name, user, "", listed...)
+	}
+}
+
+// jobsPolicyFor is admission.ManagerJobsPolicy for the manager the worker
+// chart names.
+func jobsPolicyFor(managerID string) func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+		return admission.ManagerJobsPolicy(name, user, managerID)
 	}
 }
 

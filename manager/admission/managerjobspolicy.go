@@ -26,16 +26,22 @@ import (
 //     v1alpha1.ManagerIDLabel): a namespace whose acceptance was withdrawn
 //     still has its mirrors cleaned up.
 //
-// The policy matches any manager's labels, not this one's ID: the worker
-// chart does not know the manager's installation ID, and the manager itself
-// matches it. So whoever holds the manager's token cannot make a Job run as
-// the ServiceAccount of a namespace no manager was given, nor under a
-// system namespace's rights. Reads (pods, logs, Events for inspection) are
-// not admitted, so no policy can narrow them: RBAC does, with
-// managerIdentity.namespaces.
-func ManagerJobsPolicy(name, managerUser string, listed ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	return managerJobsPolicy(name, managerUser, celList(listed))
+// With managerID (the manager's installation ID, which the worker chart
+// takes as managerIdentity.managerID) the labels must name that manager:
+// its own namespaces and the ones accepted for it, not another manager's.
+// Without it the policy matches any manager's labels (the manager itself
+// matches its ID): whoever holds the manager's token still cannot make a
+// Job run as the ServiceAccount of a namespace no manager was given, nor
+// under a system namespace's rights. Reads (pods, logs, Events for
+// inspection) are not admitted, so no policy can narrow them: RBAC does,
+// with managerIdentity.namespaces.
+func ManagerJobsPolicy(name, managerUser, managerID string, listed ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return managerJobsPolicy(name, managerUser, celString(managerID), celList(listed))
 }
+
+// ManagerIDPlaceholder stands for the CEL string of the manager's ID ('' when
+// the chart is given none) in the spec ManagerJobsPolicyTemplate gives.
+const ManagerIDPlaceholder = "__MANAGER_ID__"
 
 // ListedNamespaces stands for the CEL list of the namespaces the worker
 // chart lists in the spec ManagerJobsPolicyTemplate gives: the chart's
@@ -46,13 +52,18 @@ const ListedNamespaces = "__LISTED_NAMESPACES__"
 // ManagerJobsPolicyTemplate is ManagerJobsPolicy with ListedNamespaces for
 // the list of namespaces, as the worker chart's file holds it.
 func ManagerJobsPolicyTemplate(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	return managerJobsPolicy(name, managerUser, ListedNamespaces)
+	return managerJobsPolicy(name, managerUser, ManagerIDPlaceholder, ListedNamespaces)
 }
 
-// managerJobsPolicy is ManagerJobsPolicy with listed as a CEL expression.
-func managerJobsPolicy(name, managerUser, listed string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	accepted := fmt.Sprintf("%s in variables.namespaceLabels || variables.namespaceLabels.exists(k, k.startsWith(%s) && variables.namespaceLabels[k] == %s) || request.namespace in variables.listed",
-		celString(v1alpha1.ManagerIDLabel), celString(v1alpha1.AcceptsManagerLabelPrefix), celString(v1alpha1.AcceptsManagerValue))
+// managerJobsPolicy is ManagerJobsPolicy with the manager's ID and listed as
+// CEL expressions.
+func managerJobsPolicy(name, managerUser, managerID, listed string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	idLabel, prefix, yes := celString(v1alpha1.ManagerIDLabel), celString(v1alpha1.AcceptsManagerLabelPrefix), celString(v1alpha1.AcceptsManagerValue)
+	anyManager := fmt.Sprintf("%s in variables.namespaceLabels || variables.namespaceLabels.exists(k, k.startsWith(%s) && variables.namespaceLabels[k] == %s)", idLabel, prefix, yes)
+	thisManager := fmt.Sprintf("variables.namespaceLabels.exists(k, (k == %s && variables.namespaceLabels[k] == variables.managerID) || (k == %s + variables.managerID && variables.namespaceLabels[k] == %s))", idLabel, prefix, yes)
+	accepted := fmt.Sprintf("(variables.managerID == '' ? (%s) : (%s)) || request.namespace in variables.listed", anyManager, thisManager)
+	// A mirror's own label names the manager that made it.
+	itsMirror := fmt.Sprintf("%s in variables.oldLabels && (variables.managerID == '' || variables.oldLabels[%s] == variables.managerID)", idLabel, idLabel)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -71,6 +82,7 @@ func managerJobsPolicy(name, managerUser, listed string) (*admissionregistration
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "namespaceLabels", Expression: "namespaceObject != null && has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}"},
 				{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+				{Name: "managerID", Expression: managerID},
 				{Name: "listed", Expression: listed},
 				{Name: "accepted", Expression: accepted},
 			},
@@ -83,7 +95,7 @@ func managerJobsPolicy(name, managerUser, listed string) (*admissionregistration
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{
-					Expression: fmt.Sprintf("variables.accepted || (request.operation == 'DELETE' && %s in variables.oldLabels)", celString(v1alpha1.ManagerIDLabel)),
+					Expression: "variables.accepted || (request.operation == 'DELETE' && " + itsMirror + ")",
 					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may write Jobs only in the namespaces it created (labelled %s), that their administrator accepted its Jobs in (labelled %s<its ID>=%s) or that the worker chart lists: namespace ' +
 request.namespace + ' is none of them'`, v1alpha1.ManagerIDLabel, v1alpha1.AcceptsManagerLabelPrefix, v1alpha1.AcceptsManagerValue),
 					Reason: ptr.To(metav1.StatusReasonForbidden),

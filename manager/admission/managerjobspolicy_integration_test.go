@@ -27,7 +27,7 @@ import (
 func TestIntegrationManagerJobsPolicy(t *testing.T) {
 	ctx := context.Background()
 	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
-	policy, binding := ManagerJobsPolicy("jobferry-manager-jobs", managerUser, "listed")
+	policy, binding := ManagerJobsPolicy("jobferry-manager-jobs", managerUser, "", "listed")
 	admin, as := startWithPolicy(t, policy, binding)
 	manager, alice := as(managerUser), as("alice")
 	for name, labels := range map[string]map[string]string{
@@ -115,4 +115,43 @@ func TestIntegrationManagerJobsPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Pinned to one manager (the worker chart's managerIdentity.managerID), the
+// policy lets its token write only in that manager's namespaces and those
+// accepted for it, not in another manager's.
+func TestIntegrationManagerJobsPolicyPinnedToOneManager(t *testing.T) {
+	ctx := context.Background()
+	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
+	policy, binding := ManagerJobsPolicy("jobferry-manager-jobs", managerUser, "m1")
+	admin, as := startWithPolicy(t, policy, binding)
+	manager := as(managerUser)
+	for name, labels := range map[string]map[string]string{
+		"created-by-m1": {v1alpha1.ManagerIDLabel: "m1"},
+		"accepted-m1":   {v1alpha1.AcceptsManagerLabel("m1"): "true"},
+		"created-by-m2": {v1alpha1.ManagerIDLabel: "m2"},
+		"accepted-m2":   {v1alpha1.AcceptsManagerLabel("m2"): "true"},
+	} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := func(ns string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror", Labels: map[string]string{v1alpha1.ManagerIDLabel: "m1"}},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := manager.BatchV1().Jobs("created-by-m2").Create(ctx, job("created-by-m2"), metav1.CreateOptions{})
+		return apierrors.IsForbidden(err), nil
+	}); err != nil {
+		t.Fatalf("the manager's token still writes in another manager's namespace: %v", err)
+	}
+	_, err := manager.BatchV1().Jobs("accepted-m2").Create(ctx, job("accepted-m2"), metav1.CreateOptions{})
+	refusedAsForbidden(t, err, "namespace accepted-m2 is none of them")
+	for _, ns := range []string{"created-by-m1", "accepted-m1"} {
+		if _, err := manager.BatchV1().Jobs(ns).Create(ctx, job(ns), metav1.CreateOptions{}); err != nil {
+			t.Errorf("creating its mirror in %s: %v", ns, err)
+		}
+	}
 }
