@@ -39,8 +39,9 @@ func ManagerJobsPolicy(name, managerUser, managerID string, listed ...string) (*
 	return managerJobsPolicy(name, managerUser, celString(managerID), celList(listed))
 }
 
-// ManagerIDPlaceholder stands for the CEL string of the manager's ID ('' when
-// the chart is given none) in the spec ManagerJobsPolicyTemplate gives.
+// ManagerIDPlaceholder stands for the CEL string of the manager's ID (the
+// empty string when the chart is given none) in the spec
+// ManagerJobsPolicyTemplate gives.
 const ManagerIDPlaceholder = "__MANAGER_ID__"
 
 // ListedNamespaces stands for the CEL list of the namespaces the worker

@@ -2,8 +2,8 @@ package jobs
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
