@@ -21,15 +21,8 @@ func DryRunPodsPolicy(name, managerUser string) (*admissionregistrationv1.Valida
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-					},
-				}},
-			},
+			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: onOperations([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "pods"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
 			},

@@ -68,15 +68,8 @@ func managerJobsPolicy(name, managerUser, managerID, listed string) (*admissionr
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-					},
-				}},
-			},
+			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: onOperations([]admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}, "batch", "jobs"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
 			},

@@ -120,10 +120,16 @@ func celList(items []string) string {
 // onCreateAndUpdate matches creations and updates of resources (and
 // subresources) of one group.
 func onCreateAndUpdate(group string, resources ...string) *admissionregistrationv1.MatchResources {
+	return onOperations([]admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, group, resources...)
+}
+
+// onOperations matches the operations on resources (and subresources) of
+// one group, at v1.
+func onOperations(ops []admissionregistrationv1.OperationType, group string, resources ...string) *admissionregistrationv1.MatchResources {
 	return &admissionregistrationv1.MatchResources{
 		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Operations: ops,
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources},
 			},
 		}},

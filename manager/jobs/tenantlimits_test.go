@@ -209,6 +209,20 @@ func quotaHarness(t *testing.T, hard corev1.ResourceList) *jobsHarness {
 	return h
 }
 
+// nextJob creates the namespace's next Job, reconciles it and returns it as
+// that left it.
+func (h *jobsHarness) nextJob(t *testing.T) *batchv1.Job {
+	t.Helper()
+	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
+	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
+	h.reconcileKey(t, next)
+	got := &batchv1.Job{}
+	if err := h.manager.Get(context.Background(), next, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func (h *jobsHarness) reconcileKey(t *testing.T, key types.NamespacedName) {
 	t.Helper()
 	if _, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
@@ -246,13 +260,7 @@ func TestParallelismGrownPastTheQuotaIsNotCarried(t *testing.T) {
 	}
 
 	// The next Job of the namespace sees the grown Job as it is now.
-	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
-	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
-	h.reconcileKey(t, next)
-	got := &batchv1.Job{}
-	if err := h.manager.Get(ctx, next, got); err != nil {
-		t.Fatal(err)
-	}
+	got := h.nextJob(t)
 	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
 		t.Errorf("placed on %s beside a Job counted at 50 pods against a quota of 2", w)
 	}
@@ -277,13 +285,7 @@ func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 	if !isFinished(h.job(t)) {
 		t.Fatal("the forged status does not read finished")
 	}
-	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
-	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
-	h.reconcileKey(t, next)
-	got := &batchv1.Job{}
-	if err := h.manager.Get(ctx, next, got); err != nil {
-		t.Fatal(err)
-	}
+	got := h.nextJob(t)
 	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
 		t.Errorf("placed on %s while the Job marked Failed by its tenant still runs its mirror", w)
 	}

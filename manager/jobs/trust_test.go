@@ -135,20 +135,11 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	}
 }
 
-// A state saved while the Job ran on w1 and written back, seal and all,
-// once the Job runs on w2 as attempt 2 (whoever could bypass the state
-// policy): the seal matches, but w2's mirror says the state is not the
-// latest. jobferry does not act on it — it does not take w1's old mirror
-// for the Job's, copies none of its status and places nothing — whether
-// w1 is back or still away.
-func TestRolledBackStateIsNotActedOn(t *testing.T) {
+// lostToW2 loses w1, where the Job runs, and brings w2 back: past the
+// worker-lost timeout the Job runs on w2 as attempt 2.
+func lostToW2(t *testing.T, h *jobsHarness) {
+	t.Helper()
 	ctx := context.Background()
-	h := newJobsHarness(t, "w1", "w2")
-	h.workers.Conns["w2"].Down = true
-	saved := runningOn(t, h, "w1").Annotations
-	old := h.mirror(t, "w1")
-
-	// w1 is lost; past the timeout the Job runs on w2 as attempt 2.
 	h.workers.Conns["w1"].Down, h.workers.Conns["w2"].Down = true, false
 	wc := &v1alpha1.WorkerCluster{}
 	if err := h.manager.Get(ctx, client.ObjectKey{Name: "w1"}, wc); err != nil {
@@ -163,6 +154,22 @@ func TestRolledBackStateIsNotActedOn(t *testing.T) {
 	h.report(t, "w2", running)
 	h.clock.Step(time.Second)
 	h.reconcile(t)
+}
+
+// A state saved while the Job ran on w1 and written back, seal and all,
+// once the Job runs on w2 as attempt 2 (whoever could bypass the state
+// policy): the seal matches, but w2's mirror says the state is not the
+// latest. jobferry does not act on it — it does not take w1's old mirror
+// for the Job's, copies none of its status and places nothing — whether
+// w1 is back or still away.
+func TestRolledBackStateIsNotActedOn(t *testing.T) {
+	h := newJobsHarness(t, "w1", "w2")
+	h.workers.Conns["w2"].Down = true
+	saved := runningOn(t, h, "w1").Annotations
+	old := h.mirror(t, "w1")
+
+	// w1 is lost; past the timeout the Job runs on w2 as attempt 2.
+	lostToW2(t, h)
 	if job := h.job(t); job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" || job.Status.Active != 1 {
 		t.Fatalf("not running as attempt 2 on w2: %v %+v", job.Annotations, job.Status)
 	}
@@ -482,24 +489,10 @@ func TestOnlyASealedMirrorIsAdopted(t *testing.T) {
 // back with its attempt-1 mirror: no mirror says the state is not the
 // latest, but this manager saw attempt 2 recorded: it does not act on it.
 func TestRollbackWhileTheLaterWorkerIsAwayIsNotActedOn(t *testing.T) {
-	ctx := context.Background()
 	h := newJobsHarness(t, "w1", "w2")
 	h.workers.Conns["w2"].Down = true
 	saved := runningOn(t, h, "w1").Annotations
-	h.workers.Conns["w1"].Down, h.workers.Conns["w2"].Down = true, false
-	wc := &v1alpha1.WorkerCluster{}
-	if err := h.manager.Get(ctx, client.ObjectKey{Name: "w1"}, wc); err != nil {
-		t.Fatal(err)
-	}
-	wc.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(h.clock.Now())}}
-	if err := h.manager.Status().Update(ctx, wc); err != nil {
-		t.Fatal(err)
-	}
-	h.clock.Step(16 * time.Minute)
-	h.reconcile(t)
-	h.report(t, "w2", running)
-	h.clock.Step(time.Second)
-	h.reconcile(t)
+	lostToW2(t, h)
 	if job := h.job(t); job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
 		t.Fatalf("not running as attempt 2 on w2: %v", job.Annotations)
 	}
