@@ -91,7 +91,8 @@ func (r *JobReconciler) growthRefused(ctx context.Context, job, m *batchv1.Job) 
 	if err != nil {
 		return "", err
 	}
-	charge := sealedCharge(job, key)
+	verdict, _ := jobstate.Verify(job, key)
+	charge := sealedCharge(job, verdict == jobstate.Trusted)
 	running := dispatch.PodsAtOnce(m)
 	own := tenantlimits.Charged{QuotaCharge: charge, Pods: running}
 	adding := tenantlimits.Charged{QuotaCharge: charge, Pods: dispatch.PodsAtOnce(job) - running}
@@ -140,10 +141,12 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 			continue
 		}
 		placed[j.UID] = true
-		if kueueBound(r.Queue != nil, j) || r.chargeEnded(ctx, j) {
+		verdict, _ := jobstate.Verify(j, key)
+		trusted := verdict == jobstate.Trusted
+		if kueueBound(r.Queue != nil, j, trusted) || r.chargeEnded(ctx, j) {
 			continue
 		}
-		charged = append(charged, tenantlimits.ChargedNow(j, sealedCharge(j, key)))
+		charged = append(charged, tenantlimits.ChargedNow(j, sealedCharge(j, trusted)))
 	}
 	for uid, c := range r.charging.in(job.Namespace, r.Clock.Now()) {
 		if !placed[uid] && uid != job.UID {
@@ -155,9 +158,11 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 
 // kueueBound: with Kueue, the Job is Kueue's to bound (its quota, not the
 // namespace's ResourceQuota): it names a LocalQueue, or was seen queued (a
-// Job that left the queue is held: queueHolds).
-func kueueBound(kueueMode bool, job *batchv1.Job) bool {
-	return kueueMode && (queue.QueueName(job) != "" || job.Annotations[v1alpha1.QueuedAnnotation] != "")
+// Job that left the queue is held: queueHolds). The record counts only
+// on a Job whose state verifies (trusted): a forged one would take the Job
+// out of the namespace's quota.
+func kueueBound(kueueMode bool, job *batchv1.Job, trusted bool) bool {
+	return kueueMode && (queue.QueueName(job) != "" || (trusted && job.Annotations[v1alpha1.QueuedAnnotation] != ""))
 }
 
 // chargeEnded: the placed Job's pods charge its namespace's quotas no more.
@@ -187,9 +192,9 @@ func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool 
 // before jobferry sealed charges, what its template requests (no scope but
 // Terminating and BestEffort is known of it then: it counts against every
 // quota those do not rule out).
-func sealedCharge(job *batchv1.Job, key jobstate.Key) v1alpha1.QuotaCharge {
+func sealedCharge(job *batchv1.Job, trusted bool) v1alpha1.QuotaCharge {
 	if raw, ok := job.Annotations[v1alpha1.AdmittedPodsAnnotation]; ok {
-		if verdict, _ := jobstate.Verify(job, key); verdict == jobstate.Trusted {
+		if trusted {
 			var admitted v1alpha1.AdmittedPods
 			if json.Unmarshal([]byte(raw), &admitted) == nil {
 				return admitted.Charge

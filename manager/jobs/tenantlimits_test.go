@@ -293,3 +293,26 @@ func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 		t.Errorf("condition %s: %s, want %s", c.Reason, c.Message, ReasonQuotaExceeded)
 	}
 }
+
+// With Kueue, a Job is left to Kueue's quota when it names a LocalQueue, or
+// when jobferry sealed that it was seen queued; a record of being queued
+// that its state's seal does not cover (forged where the state policy is
+// missing) keeps it in the namespace's quota.
+func TestOnlyASealedQueueRecordLeavesTheQuotaToKueue(t *testing.T) {
+	recorded := stepJob(func(j *batchv1.Job) { j.Annotations[v1alpha1.QueuedAnnotation] = "team" })
+	labelled := stepJob(queued)
+	for name, tc := range map[string]struct {
+		job              *batchv1.Job
+		kueueMode, trust bool
+		want             bool
+	}{
+		"labelled":                 {labelled, true, false, true},
+		"recorded, sealed":         {recorded, true, true, true},
+		"recorded, seal not valid": {recorded, true, false, false},
+		"without Kueue":            {labelled, false, true, false},
+	} {
+		if got := kueueBound(tc.kueueMode, tc.job, tc.trust); got != tc.want {
+			t.Errorf("%s: Kueue's to bound %v, want %v", name, got, tc.want)
+		}
+	}
+}
