@@ -23,7 +23,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/e2e/simworker"
-	"github.com/jobferry/jobferry/manager"
+	"github.com/jobferry/jobferry/internal/installation"
 )
 
 // Pod annotations and labels understood by the KWOK stages of localcluster.
@@ -85,7 +85,7 @@ func createNamespace(ctx context.Context, t *testing.T, client kubernetes.Interf
 // managerNS (v1alpha1.ManagerIDLabel on its mirrors), read as it reads it.
 func managerID(ctx context.Context, t *testing.T, managerCluster client.Reader, managerNS string) string {
 	t.Helper()
-	id, err := manager.InstallationID(ctx, managerCluster, managerNS)
+	id, err := installation.ID(ctx, managerCluster, managerNS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,10 +106,20 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		// Few streams a user, for the test to reach the limit.
 		"--set", "inspection.logs.maxStreamsPerUser=4"}, metricsReaderValues(ns)...)...)
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
+	managerClient, err := client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// worker-1's chart is pinned to this manager, as the docs install it;
+	// worker-2's is not (join warns of it).
+	id := managerID(ctx, t, managerClient, ns)
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
-		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
-			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
+		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true"}
+		if w.Name == "worker-1" {
+			values = append(values, "--set", "managerIdentity.managerID="+id)
+		}
+		helm(ctx, t, w.KubeconfigPath, append([]string{"install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace"}, values...)...)
 		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
 		checkInspectionFlow(ctx, t, w, ns)
 	}
@@ -188,15 +198,12 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 
 	// Each worker binary as its ServiceAccount; each worker joined with
 	// `kubectl jobferry join`, from a kubeconfig holding every cluster.
-	managerClient, err := client.New(env.Manager.RESTConfig(), client.Options{Scheme: v1alpha1.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	userKubeconfig := mergedKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
 	tokens := watchTokens(ctx, t, admin, ns)
 	if out, err := plugin(ctx, t, userKubeconfig, "join", "worker-1", "--worker-context", env.Manager.Name, "--wait=0"); err == nil || !strings.Contains(out, "the jobferry-worker chart is not installed on context manager") {
 		t.Errorf("join against a cluster without the worker chart: %v\n%s", err, out)
 	}
+	checkJoinComparesTheManagerID(ctx, t, userKubeconfig, ns, id)
 	workers := map[string]kubernetes.Interface{}
 	workerProbes := map[string]string{}
 	for _, w := range env.Workers {

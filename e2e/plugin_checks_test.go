@@ -52,6 +52,35 @@ func joinWorker(ctx context.Context, t *testing.T, kubeconfig string, c client.C
 	}
 }
 
+// checkJoinComparesTheManagerID checks what join says of the worker
+// charts' pinning (dry runs: nothing is written): worker-1's chart, pinned
+// to this manager (id), joins without a word; worker-2's, not pinned, with
+// a warning naming the value that pins it; worker-1's, to a manager of
+// another namespace (another ID), not at all.
+func checkJoinComparesTheManagerID(ctx context.Context, t *testing.T, kubeconfig, ns, id string) {
+	t.Helper()
+	join := func(worker string, extra ...string) (string, error) {
+		_, stderr, err := pluginOutputs(ctx, t, kubeconfig, append([]string{"join", worker, "--worker-context", worker, "--jobferry-namespace", ns, "--dry-run"}, extra...)...)
+		return stderr, err
+	}
+	if stderr, err := join("worker-1"); err != nil || strings.Contains(stderr, "Warning") {
+		t.Errorf("join of worker-1, whose chart is pinned to this manager: %v, stderr %q", err, stderr)
+	}
+	stderr, err := join("worker-2")
+	if want := "Warning: the jobferry-worker chart on context worker-2 is not pinned to this manager"; err != nil || !containsAll(stderr, want, "--set managerIdentity.managerID="+id) {
+		t.Errorf("join of worker-2, whose chart is not pinned: %v, stderr %q, want a warning saying %q and naming the ID", err, stderr, want)
+	} else {
+		t.Logf("join of worker-2: %s", stderr)
+	}
+	other := "jobferry-elsewhere"
+	_, err = join("worker-1", "--jobferry-namespace", other)
+	if want := "the jobferry-worker chart on context worker-1 is pinned to manager " + id + ", not to this one"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("join of worker-1 by the manager of namespace %s: %v, want it refused saying %q", other, err, want)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+}
+
 // checkRanOnce checks nothing was lost or run twice: every Job of ns
 // succeeded once with no failure at its first dispatch attempt, and the
 // workers' audit logs show exactly one mirror created per Job, by the

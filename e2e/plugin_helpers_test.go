@@ -51,6 +51,17 @@ func mergedKubeconfig(t *testing.T, env *localcluster.Environment, path string) 
 // and the error of a command that failed.
 func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
+	stdout, stderr, err := pluginOutputs(ctx, t, kubeconfig, args...)
+	if err != nil {
+		return stdout + stderr, err
+	}
+	return stdout, nil
+}
+
+// pluginOutputs runs a plugin command and returns what it wrote to each
+// stream (warnings go to stderr).
+func pluginOutputs(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, string, error) {
+	t.Helper()
 	bin, err := localcluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +70,9 @@ func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl jobferry %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		return stdout.String(), stderr.String(), fmt.Errorf("kubectl jobferry %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String(), nil
+	return stdout.String(), stderr.String(), nil
 }
 
 // followPlugin runs a plugin command that streams until stopped (logs -f),

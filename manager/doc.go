@@ -26,10 +26,9 @@
 //     cachebudget: the budgets of what any cache keeps of an object someone
 //     else writes.
 //
-// This package holds what identifies the installation (InstallationID) and
-// the list of every metric (Collectors). cmd/manager wires the parts: the
-// pool to the WorkerCluster controller, the Job controller and the orphan
-// collector; the policy to the webhooks and the Job controller. Decisions
+// This package holds the list of every metric (Collectors). cmd/manager
+// wires the parts: the pool to the WorkerCluster controller, the Job
+// controller and the orphan collector; the policy to the webhooks and the Job controller. Decisions
 // live in pure functions — nextStep, decideWorker, orphans,
 // dispatch.Place, the transforms of placement.go, planWorkerNamespace — and
 // the controllers read, call them and write what changed.

@@ -29,11 +29,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/installation"
 )
 
 // NamespacesAnnotation on the worker chart's ServiceAccount for the manager
 // lists the namespaces it has rights in (the chart's namespaced mode).
 const NamespacesAnnotation = "jobferry.dev/namespaces"
+
+// ManagerIDAnnotation on that ServiceAccount names the manager installation
+// the chart's admission policy is pinned to (managerIdentity.managerID).
+const ManagerIDAnnotation = v1alpha1.ManagerIDLabel
 
 // dryRunToken stands in for the token in --dry-run output: no token is
 // minted then.
@@ -129,6 +134,20 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 		target.caData = []byte(root.Data["ca.crt"])
 	}
 
+	m, err := o.manager()
+	if err != nil {
+		return err
+	}
+	// Before a token is minted: a chart pinned to another manager refuses
+	// every mirror this one would create.
+	warning, err := checkPinned(sa, j.workerContext, j.workerNamespace, managerIDOf(ctx, m.client, o.systemNamespace))
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		fmt.Fprintln(o.streams.ErrOut, "Warning: "+warning)
+	}
+
 	token, expires := dryRunToken, time.Time{}
 	if !j.dryRun {
 		issued, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).CreateToken(ctx, j.serviceAccount, &authenticationv1.TokenRequest{
@@ -144,10 +163,6 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 		return err
 	}
 
-	m, err := o.manager()
-	if err != nil {
-		return err
-	}
 	existing := &v1alpha1.WorkerCluster{}
 	if err := m.client.Get(ctx, types.NamespacedName{Name: worker}, existing); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -270,6 +285,43 @@ func namespacesOf(sa *corev1.ServiceAccount) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// managerID is what join knows of the manager's installation ID: the ID, or
+// why it could not be read.
+type managerID struct {
+	id         string
+	unreadable error
+}
+
+// managerIDOf computes the manager's installation ID as the manager does
+// (from its cluster's kube-system UID and its namespace).
+func managerIDOf(ctx context.Context, c client.Reader, systemNamespace string) managerID {
+	id, err := installation.ID(ctx, c, systemNamespace)
+	return managerID{id: id, unreadable: err}
+}
+
+// checkPinned compares the manager a worker chart's admission policy is
+// pinned to (its ServiceAccount's ManagerIDAnnotation) with this manager's
+// ID. Pinned to another: an error, as that policy refuses every mirror this
+// manager would create. Not pinned: a warning, as the policy then lets the
+// token write Jobs in any jobferry manager's namespaces on the worker; it
+// names the value that pins it.
+func checkPinned(sa *corev1.ServiceAccount, workerContext, workerNamespace string, manager managerID) (warning string, err error) {
+	pinned := sa.Annotations[ManagerIDAnnotation]
+	switch {
+	case manager.unreadable != nil && pinned != "":
+		return fmt.Sprintf("the jobferry-worker chart on context %s is pinned to manager %s; this manager's ID could not be read to compare (%v)", workerContext, pinned, manager.unreadable), nil
+	case manager.unreadable != nil:
+		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to a manager (managerIdentity.managerID), and this manager's ID could not be read to name it (%v)", workerContext, manager.unreadable), nil
+	case pinned == "":
+		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to this manager: its admission policy lets the manager identity write Jobs in any jobferry manager's namespaces there. Pin it with `helm upgrade jobferry-worker <chart> -n %s --reuse-values --set managerIdentity.managerID=%s`",
+			workerContext, workerNamespace, manager.id), nil
+	case pinned != manager.id:
+		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to manager %s, not to this one (%s): its admission policy would refuse every mirror this manager creates there. Install it for this manager with --set managerIdentity.managerID=%s",
+			workerContext, pinned, manager.id, manager.id)
+	}
+	return "", nil
 }
 
 // joinObjects are the Secret and WorkerCluster join writes: an existing

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -261,4 +263,45 @@ func equalCounts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+func TestCheckPinned(t *testing.T) {
+	pinnedTo := func(id string) *corev1.ServiceAccount {
+		sa := &corev1.ServiceAccount{}
+		if id != "" {
+			sa.Annotations = map[string]string{ManagerIDAnnotation: id}
+		}
+		return sa
+	}
+	ours := managerID{id: "0123456789abcdef"}
+	unreadable := managerID{unreadable: errors.New(`namespaces is forbidden: User "joiner" cannot list resource "namespaces"`)}
+	for _, tc := range []struct {
+		name              string
+		sa                *corev1.ServiceAccount
+		manager           managerID
+		wantWarn, wantErr string
+	}{
+		{name: "pinned to this manager", sa: pinnedTo("0123456789abcdef"), manager: ours},
+		{name: "not pinned", sa: pinnedTo(""), manager: ours,
+			wantWarn: "is not pinned to this manager: its admission policy lets the manager identity write Jobs in any jobferry manager's namespaces there. Pin it with `helm upgrade jobferry-worker <chart> -n jobferry-system --reuse-values --set managerIdentity.managerID=0123456789abcdef`"},
+		{name: "pinned to another manager", sa: pinnedTo("fedcba9876543210"), manager: ours,
+			wantErr: "is pinned to manager fedcba9876543210, not to this one (0123456789abcdef): its admission policy would refuse every mirror this manager creates there. Install it for this manager with --set managerIdentity.managerID=0123456789abcdef"},
+		{name: "pinned, this manager's ID unreadable", sa: pinnedTo("fedcba9876543210"), manager: unreadable,
+			wantWarn: "is pinned to manager fedcba9876543210; this manager's ID could not be read to compare (namespaces is forbidden"},
+		{name: "not pinned, this manager's ID unreadable", sa: pinnedTo(""), manager: unreadable,
+			wantWarn: "is not pinned to a manager (managerIdentity.managerID), and this manager's ID could not be read to name it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			warning, err := checkPinned(tc.sa, "gpu-east", "jobferry-system", tc.manager)
+			if (tc.wantWarn == "") != (warning == "") || !strings.Contains(warning, tc.wantWarn) {
+				t.Errorf("warning %q, want one saying %q", warning, tc.wantWarn)
+			}
+			if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
+			}
+			if msg := warning + fmt.Sprint(err); (warning != "" || err != nil) && !strings.Contains(msg, "context gpu-east") {
+				t.Errorf("%q does not name the worker's context", msg)
+			}
+		})
+	}
 }

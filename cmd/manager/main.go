@@ -37,9 +37,9 @@ import (
 
 	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/buildinfo"
+	"github.com/jobferry/jobferry/internal/installation"
 	"github.com/jobferry/jobferry/internal/lazylog"
 	"github.com/jobferry/jobferry/internal/memorylimit"
-	"github.com/jobferry/jobferry/manager"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/election"
 	"github.com/jobferry/jobferry/manager/inspection"
@@ -267,12 +267,12 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
 	metrics.Registry.MustRegister(buildinfo.Collector("manager"))
-	installation, err := manager.InstallationID(ctx, mgr.GetAPIReader(), c.namespace)
+	managerID, err := installation.ID(ctx, mgr.GetAPIReader(), c.namespace)
 	if err != nil {
 		return fmt.Errorf("identifying this manager installation: %w", err)
 	}
 	keys := &statekey.Keys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret}
-	if err := addControllers(mgr, c, scheme, installation, policy, keys, candidacy); err != nil {
+	if err := addControllers(mgr, c, scheme, managerID, policy, keys, candidacy); err != nil {
 		return err
 	}
 	if err := addInspection(mgr, c, certs, keys); err != nil {
@@ -284,7 +284,7 @@ func run(ctx context.Context, c config) error {
 	if err := addReadiness(mgr, c, certs, webhookServer); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("manager").Info("starting", "namespace", c.namespace, "origin", c.origin, "installation", installation,
+	ctrl.Log.WithName("manager").Info("starting", "namespace", c.namespace, "origin", c.origin, "installation", managerID,
 		"dispatchNamespaces", c.dispatchNamespaces.String(), "reservedNamespaces", sets.List(policy.Reserved))
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the controller manager: %w", err)

@@ -131,7 +131,7 @@ type JobReconciler struct {
 	Workers Workers
 	Origin  string
 	// ManagerID identifies this installation on the workers
-	// (InstallationID), on every mirror it creates.
+	// (installation.ID), on every mirror it creates.
 	ManagerID string
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *admission.DispatchPolicy

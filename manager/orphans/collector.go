@@ -34,7 +34,7 @@ type Collector struct {
 	// Workers are the connections to the workers: the pool, or a fake in
 	// unit tests.
 	Workers workers.Lookup
-	// ManagerID identifies this installation's mirrors (InstallationID).
+	// ManagerID identifies this installation's mirrors (installation.ID).
 	ManagerID string
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (statekey.Keys): a mirror is taken for one a later attempt replaced

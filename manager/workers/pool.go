@@ -46,7 +46,7 @@ type Pool struct {
 	Namespace string
 	Origin    string
 	// ManagerID identifies this installation on the workers
-	// (InstallationID).
+	// (installation.ID).
 	ManagerID string
 	// QPS and Burst of each worker's client: high, so dispatch is never
 	// throttled by the client (MultiKueue's 5 QPS capped it at ~1 Job/s).
