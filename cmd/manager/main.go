@@ -340,13 +340,13 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 // With --kueue, the Job controller reads queued Jobs' Workloads (indexed by
 // their Job) and the AdmissionCheck controller keeps jobferry's checks
 // Active.
-func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installation string, policy *admission.DispatchPolicy, keys *statekey.Keys, candidacy *election.Candidacy) error {
+func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerID string, policy *admission.DispatchPolicy, keys *statekey.Keys, candidacy *election.Candidacy) error {
 	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("jobferry-manager")
 	pool := workers.NewPool(&workers.Pool{
-		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: installation,
+		Client: mgr.GetClient(), Scheme: scheme, Namespace: c.namespace, Origin: c.origin, ManagerID: managerID,
 		QPS: float32(c.workerQPS), Burst: c.workerBurst, Clock: clock.RealClock{},
 		CreateNamespaces: c.createNamespaces, Recorder: recorder, RenewalThreshold: c.renewThreshold,
 		Leading: mgr.Elected(), HeldBackFor: heldBackFor(c.leaseDuration, c.retryPeriod),
@@ -368,7 +368,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	}
 	jobReconciler := &jobs.JobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Workers: pool,
-		Origin: c.origin, ManagerID: installation, Policy: policy, Clock: clock.RealClock{},
+		Origin: c.origin, ManagerID: managerID, Policy: policy, Clock: clock.RealClock{},
 		Keys:        keys,
 		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
 		CapacitySettle: c.capacitySettle,
@@ -396,7 +396,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, installa
 	if err != nil {
 		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
 	}
-	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: installation, Keys: keys, Interval: c.gcInterval,
+	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: managerID, Keys: keys, Interval: c.gcInterval,
 		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)

@@ -31,7 +31,7 @@ var policies = []struct {
 }{
 	{"charts/jobferry-manager/files/state-policy.yaml", "templates/statepolicy.yaml", "admission.StatePolicy", admission.StatePolicy},
 	{"charts/jobferry-manager/files/dry-run-pods-policy.yaml", "templates/dryrunpodspolicy.yaml", "admission.DryRunPodsPolicy", admission.DryRunPodsPolicy},
-	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "admission.NamespacePolicy", admission.NamespacePolicy},
+	{"charts/jobferry-worker/files/namespace-policy.yaml", "templates/manager-namespaces.yaml", "admission.NamespacePolicyTemplate", admission.NamespacePolicyTemplate},
 	{"charts/jobferry-worker/files/jobs-policy.yaml", "templates/manager-jobs.yaml", "admission.ManagerJobsPolicyTemplate", admission.ManagerJobsPolicyTemplate},
 }
 

@@ -22,11 +22,30 @@ import (
 //     (jobferry created it), and then only in its Pod Security labels.
 //
 // So the worker's own namespaces, kube-system's Pod Security level above all,
-// are out of the manager's reach. The worker chart ships the same (a test
-// compares them); the messages name what was refused.
-func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+// are out of the manager's reach. With managerID (the worker chart's
+// managerIdentity.managerID) the label must name that manager, on a create
+// and on the namespace changed: then one manager's token cannot change the
+// Pod Security level of another's namespaces. The worker chart ships the
+// same (a test compares them); the messages name what was refused.
+func NamespacePolicy(name, managerUser, managerID string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return namespacePolicy(name, managerUser, celString(managerID))
+}
+
+// NamespacePolicyTemplate is NamespacePolicy with ManagerIDPlaceholder for
+// the manager's ID, as the worker chart's file holds it.
+func NamespacePolicyTemplate(name, managerUser string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	return namespacePolicy(name, managerUser, ManagerIDPlaceholder)
+}
+
+// namespacePolicy is NamespacePolicy with the manager's ID as a CEL
+// expression.
+func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	const podSecurity = "k.startsWith('pod-security.kubernetes.io/')"
-	managerID := celString(v1alpha1.ManagerIDLabel)
+	idLabel := celString(v1alpha1.ManagerIDLabel)
+	// ownedBy: labels name this manager (any manager's ID, unpinned).
+	ownedBy := func(labels string) string {
+		return fmt.Sprintf("%[2]s in %[1]s && (variables.managerID == '' || %[1]s[%[2]s] == variables.managerID)", labels, idLabel)
+	}
 	meta := func(object, field, empty string) string {
 		return fmt.Sprintf("(has(%[1]s.metadata.%[2]s) ? %[1]s.metadata.%[2]s : %[3]s)", object, field, empty)
 	}
@@ -45,12 +64,13 @@ func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.Validat
 				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
 			},
 			Variables: []admissionregistrationv1.Variable{
+				{Name: "managerID", Expression: managerIDExpr},
 				{Name: "labels", Expression: "has(object.metadata.labels) ? object.metadata.labels : {}"},
 				{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
 				// Labels other than Pod Security's that a create sets, but
 				// the installation's ID and the API server's own name label.
 				{Name: "otherCreated", Expression: fmt.Sprintf("variables.labels.filter(k, !%s && k != %s && k != %s)",
-					podSecurity, managerID, celString(corev1.LabelMetadataName))},
+					podSecurity, idLabel, celString(corev1.LabelMetadataName))},
 				// Labels other than Pod Security's that an update sets,
 				// changes or removes.
 				{Name: "otherChanged", Expression: fmt.Sprintf("variables.labels.filter(k, !%[1]s && !(k in variables.oldLabels && variables.oldLabels[k] == variables.labels[k])) + "+
@@ -58,15 +78,15 @@ func NamespacePolicy(name, managerUser string) (*admissionregistrationv1.Validat
 			},
 			Validations: []admissionregistrationv1.Validation{
 				{
-					Expression: fmt.Sprintf("request.operation != 'CREATE' || (%s in variables.labels && size(variables.otherCreated) == 0 && %s)", managerID, noMeta),
+					Expression: fmt.Sprintf("request.operation != 'CREATE' || (%s && size(variables.otherCreated) == 0 && %s)", ownedBy("variables.labels"), noMeta),
 					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may create a namespace only labelled %s (its own), with no other labels but Pod Security\'s, '+
 'and no annotations, finalizers or owners: namespace ' + object.metadata.name + (size(variables.otherCreated) > 0 ? ' has labels ' + variables.otherCreated.join(', ') : ' is not so')`,
 						v1alpha1.ManagerIDLabel),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{
-					Expression: fmt.Sprintf("request.operation != 'UPDATE' || %s in variables.oldLabels", managerID),
-					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may change only the namespaces it created (labelled %s); namespace ' + object.metadata.name + ' is not one'`,
+					Expression: fmt.Sprintf("request.operation != 'UPDATE' || (%s)", ownedBy("variables.oldLabels")),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may change only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + '); namespace ' + object.metadata.name + ' is not one'`,
 						v1alpha1.ManagerIDLabel),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},

@@ -27,9 +27,18 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 	const psaEnforce = "pod-security.kubernetes.io/enforce"
 	ctx := context.Background()
 	const managerUser = "system:serviceaccount:jobferry-system:jobferry-manager"
-	policy, binding := NamespacePolicy("jobferry-manager-namespaces", managerUser)
+	policy, binding := NamespacePolicy("jobferry-manager-namespaces", managerUser, "")
 	admin, as := startWithPolicy(t, policy, binding)
-	manager, alice := as(managerUser), as("alice")
+	// A second manager's identity, under a policy pinned to its ID (m2).
+	const pinnedUser = "system:serviceaccount:jobferry-other:jobferry-manager"
+	pinnedPolicy, pinnedBinding := NamespacePolicy("jobferry-other-namespaces", pinnedUser, "m2")
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, pinnedPolicy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused the pinned policy: %v", err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, pinnedBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	manager, pinned, alice := as(managerUser), as(pinnedUser), as("alice")
 	namespace := func(name string, labels map[string]string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	}
@@ -49,12 +58,14 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 		return err
 	}
 	ours := map[string]string{v1alpha1.ManagerIDLabel: "m1", psaEnforce: "baseline"}
-	// The policy takes effect once the API server has loaded it.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := relabel(manager, "default", map[string]any{psaEnforce: "privileged"})
-		return apierrors.IsForbidden(err), nil
-	}); err != nil {
-		t.Fatalf("the policy never took effect: %v", err)
+	// The policies take effect once the API server has loaded them.
+	for _, c := range []kubernetes.Interface{manager, pinned} {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := relabel(c, "default", map[string]any{psaEnforce: "privileged"})
+			return apierrors.IsForbidden(err), nil
+		}); err != nil {
+			t.Fatalf("the policy never took effect: %v", err)
+		}
 	}
 
 	t.Run("creates a namespace as jobferry makes one", func(t *testing.T) {
@@ -95,6 +106,25 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 	t.Run("changes no namespace it did not create", func(t *testing.T) {
 		refusedAsForbidden(t, relabel(manager, "kube-system", map[string]any{psaEnforce: "privileged"}), "may change only the namespaces it created", "namespace kube-system is not one")
 		refusedAsForbidden(t, relabel(manager, "default", map[string]any{v1alpha1.ManagerIDLabel: "m1"}), "namespace default is not one")
+	})
+	t.Run("pinned: creates and relabels only its own manager's namespaces", func(t *testing.T) {
+		theirs := map[string]string{v1alpha1.ManagerIDLabel: "m2", psaEnforce: "baseline"}
+		if _, err := pinned.CoreV1().Namespaces().Create(ctx, namespace("team-m2", theirs), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := relabel(pinned, "team-m2", map[string]any{psaEnforce: "restricted"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pinned.CoreV1().Namespaces().Create(ctx, namespace("team-m1-by-m2", ours), metav1.CreateOptions{})
+		refusedAsForbidden(t, err, "may create a namespace only labelled jobferry.dev/manager-id (its own)", "namespace team-m1-by-m2 is not so")
+		// team-a is the unpinned manager's (m1): the pinned one may not
+		// weaken its Pod Security level, though the unpinned one may
+		// relabel m2's (it is pinned to no ID).
+		refusedAsForbidden(t, relabel(pinned, "team-a", map[string]any{psaEnforce: "privileged"}),
+			"may change only the namespaces it created (labelled jobferry.dev/manager-id=m2)", "namespace team-a is not one")
+		if err := relabel(manager, "team-m2", map[string]any{psaEnforce: "baseline"}); err != nil {
+			t.Errorf("the unpinned manager relabelling a namespace of another ID: %v", err)
+		}
 	})
 	t.Run("other users are not affected", func(t *testing.T) {
 		if _, err := alice.CoreV1().Namespaces().Create(ctx, namespace("alices", map[string]string{"team": "x"}), metav1.CreateOptions{}); err != nil {
