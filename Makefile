@@ -47,6 +47,34 @@ images: ## write OCI image archives of the manager and worker into _output/image
 	go run ./hack/images --bin-dir $(OUT)/images/bin --out $(OUT)/images --registry $(IMAGE_REGISTRY) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH)
 
+# A release: $(RELEASE_DIR) holds everything a platform team installs.
+RELEASE_DIR ?= $(OUT)/release/$(VERSION)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
+RELEASE_LDFLAGS = -s -w -X github.com/jobferry/jobferry/internal/buildinfo.releaseVersion=$(VERSION)
+
+.PHONY: release
+release: ## write release VERSION into _output/release/VERSION: multi-arch image archives, the charts packaged at VERSION, plugin archives per platform, their krew manifest, SHA256SUMS, notes from CHANGELOG.md (RELEASE_ALLOW_DIRTY=true: from uncommitted changes)
+	go run ./hack/release --check --version $(VERSION) --image-registry $(IMAGE_REGISTRY) $(if $(filter true,$(RELEASE_ALLOW_DIRTY)),--allow-dirty)
+	@hack/tools/build.sh $(BIN) helm
+	rm -rf $(RELEASE_DIR) $(OUT)/release-build/$(VERSION)
+	mkdir -p $(RELEASE_DIR)
+	for p in $$(echo $(IMAGE_PLATFORMS) | tr , " "); do \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
+			-o $(OUT)/release-build/$(VERSION)/images/$${p/\//_}/ ./cmd/manager ./cmd/worker; \
+	done
+	go run ./hack/images --platforms $(IMAGE_PLATFORMS) --bin-dir $(OUT)/release-build/$(VERSION)/images --out $(OUT)/release-build/$(VERSION)/archives \
+		--registry $(IMAGE_REGISTRY) --version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH)
+	for c in manager worker; do \
+		mv $(OUT)/release-build/$(VERSION)/archives/jobferry-$$c.oci.tar $(RELEASE_DIR)/jobferry-$${c}_$(VERSION).oci.tar; \
+	done
+	for p in $$(echo $(PLUGIN_PLATFORMS) | tr , " "); do \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
+			-o $(OUT)/release-build/$(VERSION)/plugin/$${p/\//_}/ ./cmd/kubectl-jobferry; \
+	done
+	go run ./hack/release --version $(VERSION) --dir $(RELEASE_DIR) --plugin-bin-dir $(OUT)/release-build/$(VERSION)/plugin \
+		--helm $(BIN)/helm --created $(SOURCE_DATE_EPOCH)
+
 .PHONY: generate
 generate: ## regenerate deepcopy code and CRD manifests from api/
 	@hack/tools/build.sh $(BIN) controller-gen

@@ -9,7 +9,10 @@
 //	go run ./hack/images --bin-dir DIR --out _output/images --registry R --version V --revision REV
 //
 // writes <out>/jobferry-<binary>.oci.tar for every binary (manager, worker)
-// found in DIR, named <registry>/jobferry-<binary>:<version>.
+// found in DIR, named <registry>/jobferry-<binary>:<version>, for
+// linux/amd64. With --platforms (linux/amd64,linux/arm64, as a release has
+// them), DIR holds a directory per platform (linux_amd64/manager, …) and
+// each archive holds one image index of the platforms' images.
 package main
 
 import (
@@ -22,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -40,12 +44,13 @@ const Source = "https://github.com/jobferry/jobferry"
 
 func main() {
 	var (
-		binDir   = flag.String("bin-dir", "", "directory holding the static manager and worker binaries")
-		out      = flag.String("out", "_output/images", "directory the archives are written to")
-		registry = flag.String("registry", "ghcr.io/jobferry", "registry and path the image names start with")
-		version  = flag.String("version", "", "image tag and org.opencontainers.image.version label")
-		revision = flag.String("revision", "", "org.opencontainers.image.revision label (the source commit)")
-		created  = flag.Int64("created", 0, "creation time in Unix seconds (the commit's, so an image is reproducible); 0 for the epoch")
+		binDir       = flag.String("bin-dir", "", "directory holding the static manager and worker binaries")
+		out          = flag.String("out", "_output/images", "directory the archives are written to")
+		registry     = flag.String("registry", "ghcr.io/jobferry", "registry and path the image names start with")
+		version      = flag.String("version", "", "image tag and org.opencontainers.image.version label")
+		revision     = flag.String("revision", "", "org.opencontainers.image.revision label (the source commit)")
+		created      = flag.Int64("created", 0, "creation time in Unix seconds (the commit's, so an image is reproducible); 0 for the epoch")
+		platformList = flag.String("platforms", "", "comma-separated OS/architecture pairs: an image index of them, the binaries under <bin-dir>/<os>_<arch>/; empty: one linux/amd64 image of <bin-dir>'s binaries")
 		// The real-node tests' images instead of jobferry's (nodeimages.go).
 		nodeImages = flag.String("node-images", "", "directory holding a static pause and busybox: write the pause and busybox images of real nodes instead")
 	)
@@ -64,18 +69,53 @@ func main() {
 		}
 		return
 	}
+	platforms := []v1.Platform{{OS: "linux", Architecture: "amd64"}}
+	if *platformList != "" {
+		var err error
+		if platforms, err = parsePlatforms(*platformList); err != nil {
+			fail(err)
+		}
+	}
 	for _, binary := range []string{"manager", "worker"} {
 		ref := fmt.Sprintf("%s/jobferry-%s:%s", *registry, binary, *version)
 		path := filepath.Join(*out, "jobferry-"+binary+".oci.tar")
-		im, err := jobferryImage(filepath.Join(*binDir, binary), binary, *version, *revision, createdAt)
-		if err == nil {
-			err = writeArchive(path, ref, im)
+		var images []Image
+		for _, platform := range platforms {
+			dir := *binDir
+			if *platformList != "" {
+				dir = filepath.Join(dir, platform.OS+"_"+platform.Architecture)
+			}
+			im, err := jobferryImage(filepath.Join(dir, binary), binary, *version, *revision, createdAt)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", binary, err))
+			}
+			im.Platform = platform
+			images = append(images, im)
+		}
+		var err error
+		if *platformList == "" {
+			err = writeArchive(path, ref, images[0])
+		} else {
+			err = writeIndexArchive(path, ref, images)
 		}
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", binary, err))
 		}
 		fmt.Printf("images: %s -> %s\n", ref, path)
 	}
+}
+
+// parsePlatforms reads a comma-separated list of OS/architecture pairs.
+func parsePlatforms(list string) ([]v1.Platform, error) {
+	var platforms []v1.Platform
+	for _, s := range strings.Split(list, ",") {
+		goos, arch, ok := strings.Cut(strings.TrimSpace(s), "/")
+		if !ok || goos == "" || arch == "" || strings.Contains(arch, "/") {
+			return nil, fmt.Errorf("--platforms: %q is no OS/architecture pair (linux/amd64)", s)
+		}
+		platforms = append(platforms, v1.Platform{OS: goos, Architecture: arch})
+	}
+	return platforms, nil
 }
 
 func fail(err error) {
@@ -92,6 +132,17 @@ type Image struct {
 	User       string
 	Labels     map[string]string
 	Created    time.Time
+	// Platform is the OS and architecture of its binaries; linux/amd64
+	// when unset.
+	Platform v1.Platform
+}
+
+// platform is the image's platform, linux/amd64 when unset.
+func (im Image) platform() v1.Platform {
+	if im.Platform.OS == "" {
+		return v1.Platform{OS: "linux", Architecture: "amd64"}
+	}
+	return im.Platform
 }
 
 // Entry is a directory, a regular file or a symbolic link of a layer.
@@ -169,7 +220,7 @@ func build(im Image) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.OS, cfg.Architecture = im.platform().OS, im.platform().Architecture
 	cfg.Created = v1.Time{Time: im.Created}
 	cfg.Config = v1.Config{
 		Entrypoint: im.Entrypoint,
@@ -198,10 +249,41 @@ func writeArchive(path, ref string, im Image) error {
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": ref,
-	}), layout.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err != nil {
+	}), layout.WithPlatform(im.platform())); err != nil {
 		return err
 	}
 	return tarDir(dir, path, im.Created)
+}
+
+// writeIndexArchive writes the images, one per platform, as one OCI image
+// index named ref in an OCI layout, tarred: what a registry serves as a
+// multi-architecture image.
+func writeIndexArchive(path, ref string, images []Image) error {
+	var addenda []mutate.IndexAddendum
+	for _, im := range images {
+		img, err := build(im)
+		if err != nil {
+			return err
+		}
+		platform := im.platform()
+		addenda = append(addenda, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
+	}
+	index := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, addenda...), types.OCIImageIndex)
+	dir, err := os.MkdirTemp("", "jobferry-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendIndex(index, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": ref,
+	})); err != nil {
+		return err
+	}
+	return tarDir(dir, path, images[0].Created)
 }
 
 // tarDir writes dir into a tar file, in name order with fixed times and

@@ -20,11 +20,19 @@ type Info struct {
 	GoVersion string
 }
 
+// releaseVersion is the version a release build names (make release sets
+// it with -ldflags -X): the toolchain knows a checkout's build only as
+// "(devel)" or a pseudo-version.
+var releaseVersion string
+
 // Read returns the running binary's Info.
 func Read() Info {
 	info := Info{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
+		if releaseVersion != "" {
+			info.Version = releaseVersion
+		}
 		return info
 	}
 	if bi.Main.Version != "" {
@@ -41,6 +49,9 @@ func Read() Info {
 	}
 	if modified && info.Revision != "unknown" {
 		info.Revision += "-dirty"
+	}
+	if releaseVersion != "" {
+		info.Version = releaseVersion
 	}
 	return info
 }
