@@ -51,6 +51,8 @@ images: ## write OCI image archives of the manager and worker into _output/image
 RELEASE_DIR ?= $(OUT)/release/$(VERSION)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
+# -buildvcs=true: the binaries name their commit in jobferry_build_info even
+# where GOFLAGS turns VCS stamping off.
 RELEASE_LDFLAGS = -s -w -X github.com/jobferry/jobferry/internal/buildinfo.releaseVersion=$(VERSION)
 
 .PHONY: release
@@ -60,7 +62,7 @@ release: ## write release VERSION into _output/release/VERSION: multi-arch image
 	rm -rf $(RELEASE_DIR) $(OUT)/release-build/$(VERSION)
 	mkdir -p $(RELEASE_DIR)
 	for p in $$(echo $(IMAGE_PLATFORMS) | tr , " "); do \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -buildvcs=true -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
 			-o $(OUT)/release-build/$(VERSION)/images/$${p/\//_}/ ./cmd/manager ./cmd/worker; \
 	done
 	go run ./hack/images --platforms $(IMAGE_PLATFORMS) --bin-dir $(OUT)/release-build/$(VERSION)/images --out $(OUT)/release-build/$(VERSION)/archives \
@@ -69,7 +71,7 @@ release: ## write release VERSION into _output/release/VERSION: multi-arch image
 		mv $(OUT)/release-build/$(VERSION)/archives/jobferry-$$c.oci.tar $(RELEASE_DIR)/jobferry-$${c}_$(VERSION).oci.tar; \
 	done
 	for p in $$(echo $(PLUGIN_PLATFORMS) | tr , " "); do \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -buildvcs=true -trimpath -ldflags "$(RELEASE_LDFLAGS)" \
 			-o $(OUT)/release-build/$(VERSION)/plugin/$${p/\//_}/ ./cmd/kubectl-jobferry; \
 	done
 	go run ./hack/release --version $(VERSION) --dir $(RELEASE_DIR) --plugin-bin-dir $(OUT)/release-build/$(VERSION)/plugin \
