@@ -238,21 +238,9 @@ func writeArchive(path, ref string, im Image) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "jobferry-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": ref,
-	}), layout.WithPlatform(im.platform())); err != nil {
-		return err
-	}
-	return tarDir(dir, path, im.Created)
+	return writeLayout(path, im.Created, func(p layout.Path) error {
+		return p.AppendImage(img, refName(ref), layout.WithPlatform(im.platform()))
+	})
 }
 
 // writeIndexArchive writes the images, one per platform, as one OCI image
@@ -269,6 +257,19 @@ func writeIndexArchive(path, ref string, images []Image) error {
 		addenda = append(addenda, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
 	}
 	index := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, addenda...), types.OCIImageIndex)
+	return writeLayout(path, images[0].Created, func(p layout.Path) error {
+		return p.AppendIndex(index, refName(ref))
+	})
+}
+
+// refName names what an OCI layout's index.json lists (what
+// `ctr images import` and `skopeo copy oci-archive:` read as its name).
+func refName(ref string) layout.Option {
+	return layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})
+}
+
+// writeLayout writes an OCI layout, filled by add, into a tar file at path.
+func writeLayout(path string, created time.Time, add func(layout.Path) error) error {
 	dir, err := os.MkdirTemp("", "jobferry-image-")
 	if err != nil {
 		return err
@@ -278,12 +279,10 @@ func writeIndexArchive(path, ref string, images []Image) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendIndex(index, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": ref,
-	})); err != nil {
+	if err := add(p); err != nil {
 		return err
 	}
-	return tarDir(dir, path, images[0].Created)
+	return tarDir(dir, path, created)
 }
 
 // tarDir writes dir into a tar file, in name order with fixed times and
