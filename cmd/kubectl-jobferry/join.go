@@ -362,7 +362,7 @@ func checkPinned(sa *corev1.ServiceAccount, pin pinCommand, manager managerID) (
 	pinned, isPinned := sa.Annotations[ManagerIDAnnotation]
 	switch {
 	case isPinned && !managerIDPattern.MatchString(pinned):
-		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to %q, which is no manager's installation ID (16 hexadecimal digits): its admission policy would refuse every mirror", pin.workerContext, truncate(pinned, 64))
+		return "", fmt.Errorf("the jobferry-worker chart on context %s is pinned to %.64q, which is no manager's installation ID (16 hexadecimal digits): its admission policy would refuse every mirror", pin.workerContext, pinned)
 	case manager.unreadable != nil && isPinned:
 		return fmt.Sprintf("the jobferry-worker chart on context %s is pinned to manager %s; this manager's ID could not be read to compare (%v)", pin.workerContext, pinned, manager.unreadable), nil
 	case manager.unreadable != nil:
@@ -375,14 +375,6 @@ func checkPinned(sa *corev1.ServiceAccount, pin pinCommand, manager managerID) (
 			pin.workerContext, pinned, manager.id, manager.namespace, pin.forID(sa, manager.id), pinned)
 	}
 	return "", nil
-}
-
-// truncate cuts s to at most n bytes.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // joinObjects are the Secret and WorkerCluster join writes: an existing
