@@ -25,7 +25,7 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control plane, KWOK, kubectl, helm, controller-gen and Kueue into bin/ (only what is missing or outdated)
+tools: ## build the pinned control plane, KWOK, kubectl, helm 3 and 4, controller-gen, Kueue and the local OCI registry into bin/ (only what is missing or outdated)
 	@hack/tools/build.sh $(BIN)
 
 .PHONY: prometheus
@@ -77,6 +77,30 @@ release: ## write release VERSION into _output/release/VERSION: multi-arch image
 	go run ./hack/release --version $(VERSION) --dir $(RELEASE_DIR) --plugin-bin-dir $(OUT)/release-build/$(VERSION)/plugin \
 		--helm $(BIN)/helm --created $(SOURCE_DATE_EPOCH)
 
+# Where `make publish` pushes: REGISTRY=registry.example.com/jobferry gives
+# images REGISTRY/jobferry-{manager,worker}:VERSION and charts under
+# oci://REGISTRY/charts; REGISTRY_CA_FILE verifies a registry whose CA is not
+# in the system's trust. Credentials: those of docker login / podman login /
+# helm registry login.
+REGISTRY_CA_FILE ?=
+
+.PHONY: publish
+publish: ## push release VERSION of _output/release/VERSION (`make release`) to REGISTRY: its multi-arch images, and its charts as OCI artifacts
+	@test -n "$(REGISTRY)" || { echo "publish: set REGISTRY, e.g. make publish VERSION=$(VERSION) REGISTRY=registry.example.com/jobferry" >&2; exit 2; }
+	@hack/tools/build.sh $(BIN) helm
+	go run ./hack/release publish --dir $(RELEASE_DIR) --version $(VERSION) --registry $(REGISTRY) --helm $(BIN)/helm \
+		$(if $(REGISTRY_CA_FILE),--ca-file $(REGISTRY_CA_FILE))
+
+# The release the real-node tier installs from its own registry: this tree,
+# for this machine's platform only, at the newest CHANGELOG.md version.
+E2E_RELEASE_DIR := $(OUT)/release-e2e
+E2E_RELEASE_VERSION := $(shell sed -n 's/^\#\# \[\([0-9][^]]*\)\].*/\1/p' CHANGELOG.md | head -1)
+
+.PHONY: release-e2e
+release-e2e:
+	$(MAKE) release VERSION=$(E2E_RELEASE_VERSION) RELEASE_DIR=$(E2E_RELEASE_DIR) RELEASE_ALLOW_DIRTY=true \
+		IMAGE_PLATFORMS=linux/$(shell go env GOARCH) PLUGIN_PLATFORMS=$(shell go env GOOS)/$(shell go env GOARCH)
+
 .PHONY: generate
 generate: ## regenerate deepcopy code and CRD manifests from api/
 	@hack/tools/build.sh $(BIN) controller-gen
@@ -99,7 +123,7 @@ test-integration: tools prometheus ## tests against a real kube-apiserver + etcd
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: tools build images prometheus nodes ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK; the real-node tier: kubelet, containerd, as root)
+test-e2e: tools build images release-e2e prometheus nodes ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK; the real-node tier: kubelet, containerd, as root)
 	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
 
 .PHONY: dev-up

@@ -73,21 +73,85 @@ func render(t *testing.T, chart, valuesFile string, set ...string) (string, erro
 // GitOps tools render charts without a cluster: helm then assumes the
 // Kubernetes version it was built for, which must satisfy the charts'
 // kubeVersion (a helm built without its version ldflags assumes v1.20.0 and
-// refuses them).
+// refuses them). With helm 3 and helm 4 alike.
 func TestIntegrationChartsRenderWithoutACluster(t *testing.T) {
+	for _, helm := range helms {
+		for _, chart := range charts {
+			t.Run(helm+"/"+chart, func(t *testing.T) {
+				out, err := run(t, nil, helm, "template", chart, chart, "--namespace", "jobferry-system")
+				if err != nil {
+					t.Fatalf("%s template without --kube-version: %v", helm, err)
+				}
+				if !strings.Contains(out, "kind: Deployment") {
+					t.Errorf("%s template rendered no Deployment:\n%s", helm, out)
+				}
+				if out, err := run(t, nil, helm, "lint", "--strict", chart); err != nil {
+					t.Errorf("%s lint without --kube-version: %v\n%s", helm, err, out)
+				}
+			})
+		}
+	}
+}
+
+// helms are the helm majors the charts support (bin/helm is helm 3).
+var helms = []string{"helm", "helm4"}
+
+// helm 4 renders every chart, with its defaults and each example, into the
+// same objects as helm 3 (what TestIntegrationChartsInstall checks of helm
+// 3's holds of helm 4's).
+func TestIntegrationChartsRenderTheSameWithHelm4(t *testing.T) {
 	for _, chart := range charts {
-		t.Run(chart, func(t *testing.T) {
-			out, err := run(t, nil, "helm", "template", chart, chart, "--namespace", "jobferry-system")
+		examples, err := filepath.Glob(filepath.Join(chart, "examples", "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, values := range append([]string{""}, examples...) {
+			args := []string{"template", chart, chart, "--namespace", "jobferry-system", "--kube-version", kubeVersion, "--include-crds"}
+			if values != "" {
+				args = append(args, "--values", values)
+			}
+			three, err := run(t, nil, "helm", args...)
 			if err != nil {
-				t.Fatalf("helm template without --kube-version: %v", err)
+				t.Fatal(err)
 			}
-			if !strings.Contains(out, "kind: Deployment") {
-				t.Errorf("helm template rendered no Deployment:\n%s", out)
+			four, err := run(t, nil, "helm4", args...)
+			if err != nil {
+				t.Errorf("%s with %q: %v", chart, values, err)
+				continue
 			}
-			if out, err := run(t, nil, "helm", "lint", "--strict", chart); err != nil {
-				t.Errorf("helm lint without --kube-version: %v\n%s", err, out)
+			// helm 4 may order objects of one kind otherwise.
+			byName := func(objs []map[string]any) []map[string]any {
+				key := func(o map[string]any) string {
+					meta, _ := o["metadata"].(map[string]any)
+					return fmt.Sprint(o["kind"], "/", meta["namespace"], "/", meta["name"])
+				}
+				slices.SortStableFunc(objs, func(a, b map[string]any) int { return strings.Compare(key(a), key(b)) })
+				return objs
 			}
-		})
+			if diff := cmp.Diff(byName(documents(t, three)), byName(documents(t, four))); diff != "" {
+				t.Errorf("%s with %q: helm 4 renders other objects than helm 3 (-helm3 +helm4):\n%s", chart, values, diff)
+			}
+		}
+	}
+}
+
+// documents are the objects of a rendered manifest.
+func documents(t *testing.T, manifest string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var obj map[string]any
+		err := decoder.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj != nil {
+			out = append(out, obj)
+		}
 	}
 }
 

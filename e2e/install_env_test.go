@@ -30,6 +30,12 @@ import (
 // helm runs the real bin/helm against a cluster.
 func helm(ctx context.Context, t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
+	return helmWith(ctx, t, "helm", kubeconfig, args...)
+}
+
+// helmWith is helm with another helm of bin/ (helm4).
+func helmWith(ctx context.Context, t *testing.T, binary, kubeconfig string, args ...string) string {
+	t.Helper()
 	bin, err := localcluster.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func helm(ctx context.Context, t *testing.T, kubeconfig string, args ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "helm"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, binary), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Dir = root
 	// helm keeps its cache and config under HOME; keep them out of the way.
 	home := t.TempDir()

@@ -47,6 +47,27 @@ func mergedKubeconfig(t *testing.T, env *localcluster.Environment, path string) 
 	return path
 }
 
+// pluginBinaries is the plugin a user's kubeconfig runs when it is not
+// bin/kubectl-jobferry (usePlugin): the real-node tier's user runs the
+// release's.
+var pluginBinaries sync.Map
+
+// usePlugin makes every plugin command run with kubeconfig run binary.
+func usePlugin(kubeconfig, binary string) { pluginBinaries.Store(kubeconfig, binary) }
+
+// pluginBinary is the plugin run with kubeconfig.
+func pluginBinary(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	if binary, ok := pluginBinaries.Load(kubeconfig); ok {
+		return binary.(string)
+	}
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(bin, "kubectl-jobferry")
+}
+
 // plugin runs bin/kubectl-jobferry as a user would; it returns the output
 // and the error of a command that failed.
 func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, error) {
@@ -62,11 +83,7 @@ func plugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string
 // stream (warnings go to stderr).
 func pluginOutputs(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, string, error) {
 	t.Helper()
-	bin, err := localcluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", kubeconfig)...)
+	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -80,11 +97,7 @@ func pluginOutputs(ctx context.Context, t *testing.T, kubeconfig string, args ..
 // it printed.
 func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, args ...string) string {
 	t.Helper()
-	bin, err := localcluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-jobferry"), append(args, "--kubeconfig", kubeconfig)...)
+	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
 	stdout := &follow.Buffer{}
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = stdout, &stderr

@@ -40,11 +40,13 @@ const (
 )
 
 // The real-node tier: a manager and two workers, each cluster with one real
-// node (kubelet, kube-proxy, containerd, runc); the charts installed with
-// the real helm, their Deployments running as pods from `make images`'
-// archives (the manager as two replicas), the workers joined with `kubectl
-// jobferry join`, Jobs running real containers. One environment for every
-// check.
+// node (kubelet, kube-proxy, containerd, runc) and a local registry. The
+// release of `make release-e2e` is published to the registry with `make
+// publish`; the charts are installed from it with the real helm (one worker's
+// with helm 4), their Deployments running as pods of the images the nodes
+// pull from it (the manager as two replicas); the workers are joined with the
+// release's `kubectl jobferry join`; Jobs run real containers. One
+// environment for every check.
 func TestRealNodes(t *testing.T) {
 	ctx := t.Context()
 	bin, err := localcluster.BinDir()
@@ -54,18 +56,7 @@ func TestRealNodes(t *testing.T) {
 	if err := localcluster.RealNodesUnavailable(bin); err != nil {
 		t.Fatalf("the real-node tier cannot run here: %v", err)
 	}
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var images []string
-	for _, name := range []string{"jobferry-manager", "jobferry-worker"} {
-		archive := filepath.Join(root, "_output", "images", name+".oci.tar")
-		if _, err := os.Stat(archive); err != nil {
-			t.Fatalf("%v: run `make images`", err)
-		}
-		images = append(images, archive)
-	}
+	release := e2eRelease(t)
 	dir := outputDir(t)
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -76,7 +67,7 @@ func TestRealNodes(t *testing.T) {
 			{Name: "worker-1", RealNode: true, Audit: true},
 			{Name: "worker-2", RealNode: true, Audit: true},
 		},
-	}, localcluster.EnvironmentOptions{Dir: dir, NodeImages: images})
+	}, localcluster.EnvironmentOptions{Dir: dir, BinDir: bin, Registry: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +89,38 @@ func TestRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Published to the environment's registry as a platform team does,
+	// with the credentials `docker login` writes; then every chart is
+	// installed from it and every image pulled from it.
+	reg := env.Registry
+	registry := reg.Host + "/jobferry"
+	docker := t.TempDir()
+	if err := os.WriteFile(filepath.Join(docker, "config.json"), reg.DockerConfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", docker)
+	published := makeTarget(ctx, t, "publish", "VERSION="+release.version, "RELEASE_DIR="+release.dir, "REGISTRY="+registry, "REGISTRY_CA_FILE="+reg.CAFile())
+	t.Logf("make publish REGISTRY=%s:\n%s", registry, published)
+	install := func(kubeconfig, helmBinary, chart string, values ...string) string {
+		t.Helper()
+		pullSecret(ctx, t, kubeconfig, ns, reg)
+		installed := time.Now()
+		out := helmWith(ctx, t, helmBinary, kubeconfig, append([]string{"install", chart, "oci://" + registry + "/charts/" + chart, "--version", release.version,
+			"-n", ns, "--create-namespace", "--ca-file", reg.CAFile(),
+			"--set", "image.repository=" + registry + "/" + chart, "--set", "imagePullSecrets[0].name=" + registryPullSecret,
+			"--wait", "--timeout", "3m"}, values...)...)
+		t.Logf("%s install oci://%s/charts/%s --version %s (%s):\n%s", helmBinary, registry, chart, release.version, time.Since(installed).Round(time.Second), out)
+		return out
+	}
 	workerObjects := map[string][]map[string]any{}
 	workers := map[string]kubernetes.Interface{}
-	for _, w := range env.Workers {
-		helm(ctx, t, w.KubeconfigPath, "install", "jobferry-worker", "charts/jobferry-worker", "-n", ns, "--create-namespace",
-			"--wait", "--timeout", "3m",
+	for i, w := range env.Workers {
+		// The second worker's chart with helm 4, the rest with helm 3.
+		helmBinary := "helm"
+		if i == 1 {
+			helmBinary = "helm4"
+		}
+		install(w.KubeconfigPath, helmBinary, "jobferry-worker",
 			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
 		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
 		c, err := kubernetes.NewForConfig(w.RESTConfig())
@@ -111,13 +129,10 @@ func TestRealNodes(t *testing.T) {
 		}
 		workers[w.Name] = c
 	}
-	installed := time.Now()
-	helm(ctx, t, env.Manager.KubeconfigPath, append([]string{"install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
-		"--wait", "--timeout", "3m",
+	install(env.Manager.KubeconfigPath, "helm", "jobferry-manager", append([]string{
 		"--set", "leaderElection.leaseDuration=" + realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
 		"--set", "leaderElection.retryPeriod=" + realRetryPeriod.String(),
 		"--set", "dispatch.workerHealthInterval=2s"}, metricsReaderValues(ns)...)...)
-	t.Logf("helm install --wait of the manager chart took %s", time.Since(installed).Round(time.Second))
 	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
 
 	d := &dispatchEnv{Env: &devenv.Env{Environment: env}, manager: admin, managerClient: managerClient, workers: workers}
@@ -135,14 +150,26 @@ func TestRealNodes(t *testing.T) {
 		t.Fatalf("the first Job once the manager's Deployment was Ready was not opted in: managedBy %v", first.Spec.ManagedBy)
 	}
 	managerPods := runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
+	wantImage := registry + "/jobferry-manager:" + release.version
+	pulled := 0
 	for _, p := range managerPods {
-		if p.Spec.NodeName != "manager-node" || !strings.HasPrefix(p.Spec.Containers[0].Image, "ghcr.io/jobferry/jobferry-manager:") {
-			t.Errorf("manager pod %s: node %q, image %q; want the manager's real node and the image of `make images`", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+		if p.Spec.NodeName != "manager-node" || p.Spec.Containers[0].Image != wantImage {
+			t.Errorf("manager pod %s: node %q, image %q; want the manager's real node and %s", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image, wantImage)
 		}
+		if checkPulledFrom(ctx, t, admin, p, wantImage) {
+			pulled++
+			t.Logf("the manager pod %s's Events:\n%s", p.Name, kubectl(ctx, t, env.Manager.KubeconfigPath, "get", "events", "-n", ns,
+				"--field-selector", "involvedObject.name="+p.Name, "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message"))
+		}
+	}
+	if pulled == 0 {
+		t.Errorf("no manager pod pulled %s from the registry", wantImage)
 	}
 	t.Logf("the manager cluster's pods:\n%s", kubectl(ctx, t, env.Manager.KubeconfigPath, "get", "pods", "-A", "-o", "wide"))
 
+	// The user's plugin is the release's, from its archive.
 	userKubeconfig := mergedKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	usePlugin(userKubeconfig, release.plugin(t))
 	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-1", "")
 	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-2", v1alpha1.JobControllerWorker)
 	if err := devenv.WaitConnected(ctx, managerClient, len(env.Workers), 2*time.Minute); err != nil {

@@ -33,6 +33,9 @@ type EnvironmentOptions struct {
 	Progress io.Writer
 	// NodeImages are OCI archives every real node imports (Options.NodeImages).
 	NodeImages []string
+	// Registry starts a local OCI registry (Registry) with the manager, on
+	// the real nodes' network, which every real node trusts.
+	Registry bool
 }
 
 // Environment is a running manager cluster and its workers, sharing one CA.
@@ -43,6 +46,9 @@ type Environment struct {
 	Workers []*Cluster
 	// Network is the host network of the real nodes; nil without any.
 	Network *HostNetwork
+	// Registry is the local registry (EnvironmentOptions.Registry); nil
+	// without one.
+	Registry *Registry
 }
 
 // Clusters lists the manager first, then the workers.
@@ -171,10 +177,35 @@ func StartEnvironment(ctx context.Context, spec EnvironmentSpec, opts Environmen
 	}
 	env.Manager = started[0]
 	copy(env.Workers, started[1:])
+	if err == nil && opts.Registry {
+		err = env.startRegistry(ctx, opts.BinDir)
+	}
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
 	return env, nil
+}
+
+// startRegistry runs the environment's registry with the manager, where
+// every real node reaches it (the host's address on their network), and
+// makes each real node trust it.
+func (e *Environment) startRegistry(ctx context.Context, binDir string) error {
+	if e.Network == nil {
+		return errors.New("a local registry serves real nodes: the environment has none")
+	}
+	r, err := e.Manager.StartRegistry(ctx, binDir, filepath.Join(e.Dir, "registry"), e.Network.HostIP())
+	if err != nil {
+		return fmt.Errorf("the local registry: %w", err)
+	}
+	e.Registry = r
+	for _, c := range e.Clusters() {
+		if _, err := os.Stat(nodeFile(c.Dir)); err == nil {
+			if err := c.TrustRegistry(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // RunningCluster is a cluster of a detached environment, read back from disk.

@@ -24,10 +24,11 @@ import (
 // environment's HostNetwork, their processes in cgroups of their own, every
 // file under nodesDir/<network index>-<cluster> (a short path: the
 // kubelet and containerd make unix sockets there, whose paths may not
-// exceed 108 bytes) but their logs, in the cluster's. Pods on it run real containers from images
-// imported into its containerd (no registry here): the pause and busybox
-// images hack/nodes.sh builds, and whatever Options.NodeImages adds
-// (jobferry's own, from `make images`). Requirements and costs:
+// exceed 108 bytes) but their logs, in the cluster's. Pods on it run real
+// containers from images imported into its containerd (the pause and
+// busybox images hack/nodes.sh builds, and whatever Options.NodeImages adds:
+// jobferry's own, from `make images`) or pulled from the environment's
+// local registry (EnvironmentOptions.Registry). Requirements and costs:
 // ../../shared/research/real-nodes.md and README.md.
 
 // Images every real node has (hack/nodes.sh builds them as OCI archives).
@@ -284,7 +285,7 @@ func (n realNode) writeFiles(ca *CA, c *Cluster, network *HostNetwork, slot int,
 	files := map[string]string{
 		"cni/conf/10-jobferry.conflist": string(cni),
 		"containerd.toml": fmt.Sprintf(containerdConfig, n.path("containerd", "root"), n.path("containerd", "state"), n.socket(),
-			PauseImage, filepath.Join(binDir, "nodes", "bin", "runc"), n.path("runc"), filepath.Join(binDir, "nodes", "cni"), n.path("cni", "conf")),
+			PauseImage, filepath.Join(binDir, "nodes", "bin", "runc"), n.path("runc"), filepath.Join(binDir, "nodes", "cni"), n.path("cni", "conf"), n.path("certs.d")),
 		"kubelet.yaml": fmt.Sprintf(kubeletConfig, n.IP, filepath.Join(c.Dir, "pki", "ca.crt"), n.path("kubelet.crt"), n.path("kubelet.key"),
 			n.Cgroup, n.socket(), n.path("pod-logs")),
 		"kube-proxy.yaml": fmt.Sprintf(kubeProxyConfig, n.path("kube-proxy.kubeconfig"), n.Name, n.PodCIDR),
@@ -301,7 +302,8 @@ func (n realNode) writeFiles(ca *CA, c *Cluster, network *HostNetwork, slot int,
 // state or runc root shared with another node or a system containerd),
 // oom_score_adj within what this process may set (no CAP_SYS_RESOURCE
 // here: runc fails to lower it otherwise), pods' network namespaces under
-// its state directory (so unmounting the node's directory frees them).
+// its state directory (so unmounting the node's directory frees them), the
+// registries it trusts in a directory of the node's (Cluster.TrustRegistry).
 const containerdConfig = `version = 2
 root = %q
 state = %q
@@ -334,6 +336,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = %[7]q
     conf_dir = %[8]q
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
 `
 
 // kubeletConfig: cgroupfs driver under the node's own cgroup on this

@@ -62,6 +62,13 @@ var Charts = []string{"jobferry-manager", "jobferry-worker"}
 const SumsFile = "SHA256SUMS"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "publish" {
+		if err := publishMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "release:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var (
 		version     = flag.String("version", "", "the release's version, SemVer without a leading v (0.2.0)")
 		dir         = flag.String("dir", "", "the release directory (the images already in it)")
