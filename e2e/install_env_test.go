@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -36,24 +34,11 @@ func helm(ctx context.Context, t *testing.T, kubeconfig string, args ...string) 
 // helmWith is helm with another helm of bin/ (helm4).
 func helmWith(ctx context.Context, t *testing.T, binary, kubeconfig string, args ...string) string {
 	t.Helper()
-	bin, err := localcluster.BinDir()
+	out, err := helmMayFail(ctx, t, binary, kubeconfig, args...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s: %v\n%s", binary, strings.Join(args, " "), err, out)
 	}
-	root, err := localcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, binary), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Dir = root
-	// helm keeps its cache and config under HOME; keep them out of the way.
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return out
 }
 
 // manifestObjects splits a rendered release into objects.

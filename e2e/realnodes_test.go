@@ -344,6 +344,9 @@ func TestRealNodes(t *testing.T) {
 		checkLeastPrivilege(t, "the manager's identity on "+w.Name, grantsTo(t, workerObjects[w.Name], ns, "jobferry-manager"),
 			readAudit(t, w, "system:serviceaccount:"+ns+":jobferry-manager"), false)
 	}
+
+	// Last, as it takes the installation apart.
+	t.Run("remove-the-workers-and-uninstall", func(t *testing.T) { checkRemoval(ctx, t, d, env, userKubeconfig) })
 }
 
 // webhookUnreachable is the API server's refusal when it could not call an

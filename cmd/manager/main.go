@@ -68,6 +68,9 @@ import (
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=events,verbs=create
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == uninstallCheckCommand {
+		os.Exit(uninstallCheck(os.Stdout, os.Stderr))
+	}
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
