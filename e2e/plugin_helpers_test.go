@@ -17,31 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/follow"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
-// mergedKubeconfig writes one kubeconfig holding every cluster of the
-// environment as a context named after it (manager, worker-1, ...), as a
-// platform team's kubeconfig holds its clusters; the current context is the
-// manager.
+// mergedKubeconfig writes devenv.MergedKubeconfig at path and returns it.
 func mergedKubeconfig(t *testing.T, env *localcluster.Environment, path string) string {
 	t.Helper()
-	merged := clientcmdapi.NewConfig()
-	for _, c := range env.Clusters() {
-		cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kctx := cfg.Contexts[cfg.CurrentContext]
-		merged.Clusters[c.Name] = cfg.Clusters[kctx.Cluster]
-		merged.AuthInfos[c.Name] = cfg.AuthInfos[kctx.AuthInfo]
-		merged.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: c.Name}
-	}
-	merged.CurrentContext = env.Manager.Name
-	if err := clientcmd.WriteToFile(*merged, path); err != nil {
+	if err := devenv.MergedKubeconfig(env, path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -21,7 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
@@ -81,13 +84,50 @@ func TestRealNodeTeardownLeavesNothing(t *testing.T) {
 	})
 
 	t.Run("crashed with a container running", func(t *testing.T) {
+		// Started as `up --real-nodes --release` does (a registry, the
+		// charts as pods), so the crash leaves those too.
 		dir := filepath.Join(t.TempDir(), "dev")
-		if out, err := exec.CommandContext(t.Context(), jobferry, "up", "--real-nodes", "--workers", "1", "--dir", dir).CombinedOutput(); err != nil {
-			t.Fatalf("up: %v\n%s", err, out)
+		release, err := devenv.E2EReleaseDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(t.Context(), jobferry, "up", "--real-nodes", "--release", release, "--workers", "1", "--dir", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("up --release: %v\n%s", err, out)
 		}
 		index := networkIndex(t, dir)
 		t.Cleanup(func() { assertNoLeftovers(t, dir, index) })
 		t.Cleanup(func() { devDown(t, jobferry, dir) })
+		reg, err := localcluster.LoadRegistry(filepath.Join(dir, "registry"))
+		if err != nil || reg == nil {
+			t.Fatalf("up --release recorded no registry (%v):\n%s", err, out)
+		}
+		manager := clientFor(t, filepath.Join(dir, "manager", "kubeconfig"))
+		pods, err := manager.CoreV1().Pods(devenv.SystemNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=jobferry-manager"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 {
+			t.Errorf("up --release runs no manager pod:\n%s", out)
+		}
+		for _, p := range pods.Items {
+			if image := p.Spec.Containers[0].Image; !strings.HasPrefix(image, reg.Host+"/jobferry/jobferry-manager:") {
+				t.Errorf("manager pod %s runs %s, not the image from the registry %s", p.Name, image, reg.Host)
+			}
+		}
+		joined := &v1alpha1.WorkerCluster{}
+		managerConfig, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "manager", "kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		managerClient, err := client.New(managerConfig, client.Options{Scheme: v1alpha1.NewScheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := managerClient.Get(t.Context(), client.ObjectKey{Name: "worker-1"}, joined); err != nil {
+			t.Errorf("up --release joined no worker-1: %v", err)
+		}
+		t.Logf("jobferry-dev up --real-nodes --release %s --workers 1:\n%s", release, out)
 		worker := clientFor(t, filepath.Join(dir, "worker-1", "kubeconfig"))
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sleeper"},

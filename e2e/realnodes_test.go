@@ -56,7 +56,14 @@ func TestRealNodes(t *testing.T) {
 	if err := localcluster.RealNodesUnavailable(bin); err != nil {
 		t.Fatalf("the real-node tier cannot run here: %v", err)
 	}
-	release := e2eRelease(t)
+	releaseDir, err := devenv.E2EReleaseDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := devenv.FindRelease(releaseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := outputDir(t)
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -89,51 +96,42 @@ func TestRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Published to the environment's registry as a platform team does,
-	// with the credentials `docker login` writes; then every chart is
-	// installed from it and every image pulled from it.
-	reg := env.Registry
-	registry := reg.Host + "/jobferry"
-	docker := t.TempDir()
-	if err := os.WriteFile(filepath.Join(docker, "config.json"), reg.DockerConfig(), 0o600); err != nil {
+	// Published to the environment's registry as a platform team does
+	// (make publish, with the credentials `docker login` writes); every
+	// chart installed from it (one worker's with helm 4) and every image
+	// pulled from it.
+	installed := time.Now()
+	inst, err := devenv.InstallRelease(ctx, env, bin, devenv.InstallOptions{
+		Release:      release,
+		WorkerValues: []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true"},
+		WorkerHelm: func(i int) string {
+			if i == 1 {
+				return "helm4"
+			}
+			return "helm"
+		},
+		ManagerValues: append([]string{
+			"--set", "leaderElection.leaseDuration=" + realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
+			"--set", "leaderElection.retryPeriod=" + realRetryPeriod.String(),
+			"--set", "dispatch.workerHealthInterval=2s"}, metricsReaderValues(ns)...),
+		Out: testWriter{t},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("DOCKER_CONFIG", docker)
-	published := makeTarget(ctx, t, "publish", "VERSION="+release.version, "RELEASE_DIR="+release.dir, "REGISTRY="+registry, "REGISTRY_CA_FILE="+reg.CAFile())
-	t.Logf("make publish REGISTRY=%s:\n%s", registry, published)
-	install := func(kubeconfig, helmBinary, chart string, values ...string) string {
-		t.Helper()
-		pullSecret(ctx, t, kubeconfig, ns, reg)
-		installed := time.Now()
-		out := helmWith(ctx, t, helmBinary, kubeconfig, append([]string{"install", chart, "oci://" + registry + "/charts/" + chart, "--version", release.version,
-			"-n", ns, "--create-namespace", "--ca-file", reg.CAFile(),
-			"--set", "image.repository=" + registry + "/" + chart, "--set", "imagePullSecrets[0].name=" + registryPullSecret,
-			"--wait", "--timeout", "3m"}, values...)...)
-		t.Logf("%s install oci://%s/charts/%s --version %s (%s):\n%s", helmBinary, registry, chart, release.version, time.Since(installed).Round(time.Second), out)
-		return out
-	}
+	t.Logf("published and installed in %s", time.Since(installed).Round(time.Second))
+	registry := inst.Registry
 	workerObjects := map[string][]map[string]any{}
 	workers := map[string]kubernetes.Interface{}
-	for i, w := range env.Workers {
-		// The second worker's chart with helm 4, the rest with helm 3.
-		helmBinary := "helm"
-		if i == 1 {
-			helmBinary = "helm4"
-		}
-		install(w.KubeconfigPath, helmBinary, "jobferry-worker",
-			"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true")
-		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", "jobferry-worker", "-n", ns))
+	for _, w := range env.Workers {
+		workerObjects[w.Name] = manifestObjects(t, helm(ctx, t, w.KubeconfigPath, "get", "manifest", devenv.WorkerRelease, "-n", ns))
 		c, err := kubernetes.NewForConfig(w.RESTConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		workers[w.Name] = c
 	}
-	install(env.Manager.KubeconfigPath, "helm", "jobferry-manager", append([]string{
-		"--set", "leaderElection.leaseDuration=" + realLeaseDuration.String(), "--set", "leaderElection.renewDeadline=4s",
-		"--set", "leaderElection.retryPeriod=" + realRetryPeriod.String(),
-		"--set", "dispatch.workerHealthInterval=2s"}, metricsReaderValues(ns)...)...)
-	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", "jobferry-manager", "-n", ns))
+	managerObjects := manifestObjects(t, helm(ctx, t, env.Manager.KubeconfigPath, "get", "manifest", devenv.ManagerRelease, "-n", ns))
 
 	d := &dispatchEnv{Env: &devenv.Env{Environment: env}, manager: admin, managerClient: managerClient, workers: workers}
 	optedIn := func() string { return d.optedInNamespace(ctx, t) }
@@ -150,7 +148,7 @@ func TestRealNodes(t *testing.T) {
 		t.Fatalf("the first Job once the manager's Deployment was Ready was not opted in: managedBy %v", first.Spec.ManagedBy)
 	}
 	managerPods := runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
-	wantImage := registry + "/jobferry-manager:" + release.version
+	wantImage := registry + "/jobferry-manager:" + release.Version
 	pulled := 0
 	for _, p := range managerPods {
 		if p.Spec.NodeName != "manager-node" || p.Spec.Containers[0].Image != wantImage {
@@ -168,8 +166,8 @@ func TestRealNodes(t *testing.T) {
 	t.Logf("the manager cluster's pods:\n%s", kubectl(ctx, t, env.Manager.KubeconfigPath, "get", "pods", "-A", "-o", "wide"))
 
 	// The user's plugin is the release's, from its archive.
-	userKubeconfig := mergedKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
-	usePlugin(userKubeconfig, release.plugin(t))
+	userKubeconfig := inst.Kubeconfig
+	usePlugin(userKubeconfig, inst.Plugin)
 	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-1", "")
 	joinWorker(ctx, t, userKubeconfig, managerClient, "worker-2", v1alpha1.JobControllerWorker)
 	if err := devenv.WaitConnected(ctx, managerClient, len(env.Workers), 2*time.Minute); err != nil {
@@ -189,6 +187,39 @@ func TestRealNodes(t *testing.T) {
 				t.Errorf("kubectl jobferry logs job %s printed %q, want the line its container printed", name, out)
 			}
 			t.Logf("kubectl jobferry logs job %s -n %s: %s", name, ns, strings.TrimSpace(out))
+		}
+	})
+
+	t.Run("pods-resolve-services-by-name", func(t *testing.T) {
+		// Each real node's cluster DNS answers for its cluster's Services,
+		// and the kubelet warns of no missing one.
+		ns := optedIn()
+		for _, worker := range []string{"worker-1", "worker-2"} {
+			name := "dns-" + worker
+			c := d.dispatchTo(ctx, t, realJob(ns, name, "nslookup kubernetes.default.svc."+localcluster.ClusterDomain), worker)
+			pollJob(ctx, t, admin, ns, name, 2*time.Minute, "Complete", complete)
+			svc, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := mustPlugin(ctx, t, userKubeconfig, "logs", "job", name, "-n", ns)
+			if !strings.Contains(out, "Address: "+svc.Spec.ClusterIP) {
+				t.Errorf("nslookup of the kubernetes Service on %s printed %q, want its ClusterIP %s", worker, out, svc.Spec.ClusterIP)
+			}
+			pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+			if err != nil || len(pods.Items) != 1 {
+				t.Fatalf("the pod of %s on %s: %v, %d pods", name, worker, err, len(pods.Items))
+			}
+			events, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pods.Items[0].Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range events.Items {
+				if e.Reason == "MissingClusterDNS" {
+					t.Errorf("the pod %s on %s: %s: %s", pods.Items[0].Name, worker, e.Reason, e.Message)
+				}
+			}
+			t.Logf("%s: %s", name, strings.Join(strings.Fields(out), " "))
 		}
 	})
 

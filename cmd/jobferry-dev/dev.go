@@ -83,6 +83,7 @@ func newDevCommands() []*cobra.Command {
 	var dir string
 	var workers int
 	var withKueue, realNodes bool
+	var release string
 	dirFlag := func(cmd *cobra.Command) *cobra.Command {
 		cmd.Flags().StringVar(&dir, "dir", defaultDevDir(), "directory holding the clusters' state, kubeconfigs and logs")
 		return cmd
@@ -93,6 +94,9 @@ func newDevCommands() []*cobra.Command {
 		Short: "Start a manager cluster and N worker clusters; they keep running until `jobferry-dev down`",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			if release != "" {
+				return upFromRelease(cmd.Context(), dir, workers, release, withKueue, realNodes, out)
+			}
 			env, err := startDev(cmd.Context(), dir, workers, withKueue, realNodes, out)
 			if err != nil {
 				return err
@@ -108,6 +112,7 @@ func newDevCommands() []*cobra.Command {
 	}
 	up.Flags().IntVar(&workers, "workers", 2, "number of worker clusters")
 	up.Flags().BoolVar(&realNodes, "real-nodes", false, "give each worker a real node (kubelet, kube-proxy, containerd; root and `make nodes`) instead of KWOK's fake ones: its pods run real containers ("+localcluster.BusyboxImage+" is there)")
+	up.Flags().StringVar(&release, "release", "", "with --real-nodes: install this release (a directory `make release-e2e` or `make release` wrote, e.g. _output/release-e2e) as pods from a local registry, as a platform team installs it, instead of running jobferry's binaries as processes; every cluster gets a real node")
 	up.Flags().BoolVar(&withKueue, "kueue", false, "also run Kueue (bin/kueue, the version hack/tools/kueue pins) on the manager cluster, with its CRDs, and the manager with --kueue")
 
 	down := &cobra.Command{
@@ -153,4 +158,44 @@ func newDevCommands() []*cobra.Command {
 		},
 	}
 	return []*cobra.Command{dirFlag(up), dirFlag(down), dirFlag(status)}
+}
+
+// upFromRelease is `up --real-nodes --release DIR`: the release published
+// to a local registry, its charts installed as pods, the workers joined
+// with its plugin.
+func upFromRelease(ctx context.Context, dir string, workers int, releaseDir string, withKueue, realNodes bool, out io.Writer) error {
+	switch {
+	case !realNodes:
+		return fmt.Errorf("--release installs the charts as pods, which run on real nodes only: add --real-nodes")
+	case withKueue:
+		return fmt.Errorf("--release does not install Kueue: leave out --kueue")
+	case workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", workers)
+	}
+	release, err := devenv.FindRelease(releaseDir)
+	if err != nil {
+		return err
+	}
+	running, err := localcluster.LoadEnvironment(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range running {
+		if c.Running() {
+			return fmt.Errorf("cluster %s of a previous environment is still running in %s: run `jobferry-dev down --dir %s` (or `make dev-down`) first", c.Name, dir, dir)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "starting a manager and %d worker(s), each with a real node, and a registry in %s; then release %s from %s, installed as pods (about 2 minutes)\n", workers, dir, release.Version, release.Dir)
+	env, inst, err := devenv.StartRelease(ctx, dir, workers, release, true, out)
+	if err != nil {
+		return err
+	}
+	env.Release()
+	fmt.Fprintf(out, "\nthe release's charts run as pods, their images pulled from %s\n", inst.Registry)
+	fmt.Fprintf(out, "kubeconfig (a context per cluster): %s\nplugin: %s\n", inst.Kubeconfig, inst.Plugin)
+	fmt.Fprintf(out, "\ntry:   %s --kubeconfig %s status\nstop:  jobferry-dev down (or make dev-down)\n", inst.Plugin, inst.Kubeconfig)
+	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -49,9 +51,9 @@ func NodeImageArchive(ref string) string {
 var nodesDir = "/var/lib/jobferry-nodes"
 
 // nodeBinaries are what a real node runs besides the control plane's
-// binaries: kubelet and kube-proxy in bin/ (hack/tools), the rest in
-// bin/nodes (hack/nodes.sh).
-var nodeBinaries = []string{"kubelet", "kube-proxy", "nodes/bin/containerd", "nodes/bin/containerd-shim-runc-v2", "nodes/bin/ctr", "nodes/bin/runc",
+// binaries: kubelet, kube-proxy and CoreDNS in bin/ (hack/tools), the rest
+// in bin/nodes (hack/nodes.sh).
+var nodeBinaries = []string{"kubelet", "kube-proxy", "coredns", "nodes/bin/containerd", "nodes/bin/containerd-shim-runc-v2", "nodes/bin/ctr", "nodes/bin/runc",
 	"nodes/cni/bridge", "nodes/cni/host-local", "nodes/cni/loopback"}
 
 // RealNodesUnavailable says why real nodes cannot run here (nil if they
@@ -166,6 +168,17 @@ func (c *Cluster) startRealNode(ctx context.Context, ca *CA, network *HostNetwor
 			return fmt.Errorf("importing %s into node %s: %w", archive, n.Name, err)
 		}
 	}
+	progress("starting its cluster DNS")
+	if err := grantClusterDNS(ctx, c.config); err != nil {
+		return err
+	}
+	dns, err := daemon("coredns", filepath.Join(opts.BinDir, "coredns"), "-conf", n.path("Corefile"))
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, opts.StartTimeout, dns, httpOK("http://"+net.JoinHostPort(n.IP, strconv.Itoa(dnsReadyPort))+"/ready", nil)); err != nil {
+		return err
+	}
 	progress("starting the kubelet and kube-proxy")
 	kubelet, err := daemon("kubelet", filepath.Join(opts.BinDir, "kubelet"),
 		"--config="+n.path("kubelet.yaml"),
@@ -256,6 +269,13 @@ func (n realNode) writeFiles(ca *CA, c *Cluster, network *HostNetwork, slot int,
 	if err := serving.write(n.path("kubelet.crt"), n.path("kubelet.key")); err != nil {
 		return err
 	}
+	dns, err := ca.issue(clusterDNSUser, nil, nil, nil, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
+	if err := writeKubeconfig(ca.Kubeconfig(c.Name, c.Server, dns), n.path("coredns.kubeconfig")); err != nil {
+		return err
+	}
 	proxy, err := ca.issue("system:kube-proxy", nil, nil, nil, x509.ExtKeyUsageClientAuth)
 	if err != nil {
 		return err
@@ -287,7 +307,8 @@ func (n realNode) writeFiles(ca *CA, c *Cluster, network *HostNetwork, slot int,
 		"containerd.toml": fmt.Sprintf(containerdConfig, n.path("containerd", "root"), n.path("containerd", "state"), n.socket(),
 			PauseImage, filepath.Join(binDir, "nodes", "bin", "runc"), n.path("runc"), filepath.Join(binDir, "nodes", "cni"), n.path("cni", "conf"), n.path("certs.d")),
 		"kubelet.yaml": fmt.Sprintf(kubeletConfig, n.IP, filepath.Join(c.Dir, "pki", "ca.crt"), n.path("kubelet.crt"), n.path("kubelet.key"),
-			n.Cgroup, n.socket(), n.path("pod-logs")),
+			n.Cgroup, n.socket(), n.path("pod-logs"), n.IP, ClusterDomain),
+		"Corefile":        fmt.Sprintf(corefile, dnsReadyPort, ClusterDomain, n.path("coredns.kubeconfig")),
 		"kube-proxy.yaml": fmt.Sprintf(kubeProxyConfig, n.path("kube-proxy.kubeconfig"), n.Name, n.PodCIDR),
 	}
 	for name, content := range files {
@@ -378,7 +399,65 @@ evictionHard:
   nodefs.inodesFree: 1%%
 serializeImagePulls: false
 maxPods: 110
+clusterDNS: [%s]
+clusterDomain: %s
 `
+
+// ClusterDomain is the DNS domain of every cluster with a real node.
+const ClusterDomain = "cluster.local"
+
+// dnsReadyPort is where a node's CoreDNS says it is ready.
+const dnsReadyPort = 8181
+
+// corefile: the node's cluster DNS, in the node's network namespace on port
+// 53 of every address it has (the kubelet gives pods the node's address as
+// their nameserver), answering for the cluster's Services and pods from
+// the API server. Nothing is forwarded: names outside the cluster are not
+// its to answer (the node has no resolver of its own to forward to).
+const corefile = `.:53 {
+    errors
+    ready :%d
+    cache 5
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        ttl 5
+    }
+}
+`
+
+// clusterDNSUser is the identity of the nodes' CoreDNS (a client
+// certificate of the cluster's CA); grantClusterDNS gives it what its
+// kubernetes plugin watches, as kubeadm's system:coredns role does.
+const clusterDNSUser = "jobferry:coredns"
+
+// grantClusterDNS creates (or keeps) the ClusterRole and binding of
+// clusterDNSUser.
+func grantClusterDNS(ctx context.Context, cfg *rest.Config) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterDNSUser},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "namespaces", "pods"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the cluster DNS's ClusterRole: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterDNSUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterDNSUser},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: clusterDNSUser}},
+	}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the cluster DNS's ClusterRoleBinding: %w", err)
+	}
+	return nil
+}
 
 // kubeProxyConfig: iptables in the node's namespace; no host-wide
 // conntrack setting (a zero leaves each as it is).

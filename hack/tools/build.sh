@@ -36,6 +36,7 @@ tools=(
   "helm|helm.sh/helm/v3/cmd/helm|helm.sh/helm/v3|$helm_ldflags||"
   "helm4|helm.sh/helm/v4/cmd/helm|helm.sh/helm/v4|-X helm.sh/helm/v4/internal/version.version={version}|helm4|"
   "registry|.|github.com/distribution/distribution/v3|-X github.com/distribution/distribution/v3/version.version={version}|registry|"
+  "coredns|.|github.com/coredns/coredns||coredns|"
   "kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}|kueue|config/components/crd/bases/*.yaml"
 )
 
