@@ -26,11 +26,12 @@ import (
 )
 
 // checkRemoval takes the real-node tier's installation apart as a platform
-// team would: the manager's uninstall refuses while a Job runs; `kubectl
-// jobferry remove` shows its plan, waits for that Job, then removes each
-// worker; the manager uninstalls, leaving nothing that fails or refuses a
-// request; plain Jobs run again without jobferry; the worker charts
-// uninstall.
+// team would: the manager's uninstall refuses while workers are registered,
+// namespaces opted in and a Job runs, and a rollback undoes the refusal;
+// `kubectl jobferry remove` shows its plan, waits for that Job and its
+// mirror, then removes each worker; the namespaces are taken out; the
+// manager uninstalls, leaving nothing that fails or refuses a request;
+// plain Jobs run again without jobferry; the worker charts uninstall.
 func checkRemoval(ctx context.Context, t *testing.T, d *dispatchEnv, env *localcluster.Environment, userKubeconfig string) {
 	const ns = devenv.SystemNamespace
 	admin := d.manager
@@ -38,25 +39,35 @@ func checkRemoval(ctx context.Context, t *testing.T, d *dispatchEnv, env *localc
 	d.dispatchTo(ctx, t, realJob(jobNS, "long", "sleep 3600"), "worker-1")
 	pollJob(ctx, t, admin, jobNS, "long", 2*time.Minute, "running", func(j *batchv1.Job) bool { return ptr.Deref(j.Status.Ready, 0) > 0 })
 
-	// The manager's uninstall refuses, naming the Job; nothing is removed.
-	out, err := helmMayFail(ctx, t, "helm", env.Manager.KubeconfigPath, "uninstall", "jobferry-manager", "-n", ns, "--wait", "--timeout", "2m")
+	// The manager's uninstall refuses, naming the workers, the opted-in
+	// namespaces and the Job; nothing is removed, and a rollback to the
+	// revision it names makes the release deployed again.
+	out, err := helmMayFail(ctx, t, "helm", env.Manager.KubeconfigPath, "uninstall", devenv.ManagerRelease, "-n", ns, "--wait", "--timeout", "2m")
 	if err == nil {
 		t.Fatalf("helm uninstall of the manager succeeded while Job %s/long ran:\n%s", jobNS, out)
 	}
 	t.Logf("helm uninstall jobferry-manager while %s/long runs (refused): %v\n%s", jobNS, err, out)
 	hookLog := kubectl(ctx, t, env.Manager.KubeconfigPath, "logs", "-n", ns, "job/jobferry-manager-uninstall-check")
 	t.Logf("the uninstall check's log:\n%s", hookLog)
-	if !strings.Contains(hookLog, "uninstall refused: 1 Jobs managed by jobferry are unfinished") || !strings.Contains(hookLog, jobNS+"/long (Running, on worker worker-1)") {
-		t.Errorf("the uninstall check's log does not name the running Job %s/long:\n%s", jobNS, hookLog)
+	for _, want := range []string{"- 2 workers are registered", "  worker-1\n  worker-2\n", "namespaces are opted in", "  " + jobNS + "\n",
+		"- 1 Jobs jobferry manages are unfinished", jobNS + "/long (Running, on worker worker-1)", "`helm rollback jobferry-manager 1 -n " + ns + "`"} {
+		if !strings.Contains(hookLog, want) {
+			t.Errorf("the uninstall check's log lacks %q", want)
+		}
 	}
 	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "jobferry-manager-opt-in", metav1.GetOptions{}); err != nil {
 		t.Errorf("after the refused uninstall the manager's opt-in webhook configuration: %v", err)
 	}
+	helm(ctx, t, env.Manager.KubeconfigPath, "rollback", devenv.ManagerRelease, "1", "-n", ns, "--wait", "--timeout", "2m")
+	if status := helm(ctx, t, env.Manager.KubeconfigPath, "status", devenv.ManagerRelease, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
+		t.Errorf("after the rollback the refusal names, the release is not deployed:\n%s", status)
+	}
 
-	// remove --dry-run: the plan, nothing changed.
+	// remove --dry-run: the plan, from both sides, nothing changed.
 	plan := mustPlugin(ctx, t, userKubeconfig, "remove", "worker-1", "--dry-run")
 	t.Logf("kubectl jobferry remove worker-1 --dry-run:\n%s", plan)
-	for _, want := range []string{"- cordon workercluster/worker-1", "wait for the 1 unfinished Jobs placed on worker-1", jobNS + "/long", "- delete secret/worker-1-kubeconfig from " + ns} {
+	for _, want := range []string{"- cordon workercluster/worker-1", "1 unfinished Jobs placed on worker-1", jobNS + "/long (Running",
+		"1 mirrors still running on worker-1", "- delete secret/worker-1-kubeconfig from " + ns} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the dry run's plan lacks %q", want)
 		}
@@ -68,14 +79,15 @@ func checkRemoval(ctx context.Context, t *testing.T, d *dispatchEnv, env *localc
 
 	// remove gives up while the Job runs: cordoned, still registered.
 	out, err = plugin(ctx, t, userKubeconfig, "remove", "worker-1", "--timeout", "10s")
-	if err == nil || !strings.Contains(out, "still unfinished") || !strings.Contains(out, jobNS+"/long") {
+	if err == nil || !strings.Contains(out, "still unfinished on worker-1") || !strings.Contains(out, jobNS+"/long") {
 		t.Errorf("remove worker-1 while %s/long runs: %v\n%s\nwant it to stop, naming the Job", jobNS, err, out)
 	}
 	if err := d.managerClient.Get(ctx, client.ObjectKey{Name: "worker-1"}, wc); err != nil || !wc.Spec.Cordoned {
 		t.Errorf("after remove gave up, worker-1: %v, cordoned %v; want it kept, cordoned", err, wc.Spec.Cordoned)
 	}
 
-	// Once the Job is gone, each worker is removed.
+	// Once the Job is deleted, each worker is removed, and nothing of the
+	// Job runs on worker-1 any more.
 	if err := admin.BatchV1().Jobs(jobNS).Delete(ctx, "long", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +106,21 @@ func checkRemoval(ctx context.Context, t *testing.T, d *dispatchEnv, env *localc
 			t.Errorf("Secret %s-kubeconfig after remove: %v, want it gone", worker, err)
 		}
 	}
+	mirrors, err := d.workers["worker-1"].BatchV1().Jobs(jobNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mirrors.Items {
+		if m.Name == "long" && m.DeletionTimestamp == nil && hasCondition(&m, batchv1.JobComplete) == nil && hasCondition(&m, batchv1.JobFailed) == nil {
+			t.Errorf("worker-1 was removed while the mirror of %s/long ran there (active %d)", jobNS, m.Status.Active)
+		}
+	}
+
+	// The namespaces are taken out of dispatch.
+	kubectl(ctx, t, env.Manager.KubeconfigPath, "label", "namespace", "-l", v1alpha1.DispatchNamespaceLabel+"="+v1alpha1.DispatchEnabled, v1alpha1.DispatchNamespaceLabel+"-")
 
 	// The manager uninstalls; nothing of it intercepts a request any more.
-	t.Logf("helm uninstall jobferry-manager:\n%s", helm(ctx, t, env.Manager.KubeconfigPath, "uninstall", "jobferry-manager", "-n", ns, "--wait", "--timeout", "2m"))
+	t.Logf("helm uninstall jobferry-manager:\n%s", helm(ctx, t, env.Manager.KubeconfigPath, "uninstall", devenv.ManagerRelease, "-n", ns, "--wait", "--timeout", "2m"))
 	state := kubectl(ctx, t, env.Manager.KubeconfigPath, "get", "validatingwebhookconfigurations,mutatingwebhookconfigurations,apiservices,validatingadmissionpolicies,validatingadmissionpolicybindings,jobs", "-A")
 	t.Logf("the manager cluster after the uninstall:\n%s", state)
 	checkNothingOfRelease(ctx, t, env.Manager.RESTConfig(), "jobferry-manager")

@@ -29,10 +29,12 @@ rbac ./manager/inspection/workerread jobferry-worker-inspection "$out/charts/job
 # The Kueue rules are the manager chart's only with kueue.enabled: every
 # other package of the manager goes into the manager's role, but what the
 # manager reads on workers.
-manager_pkgs=$(go list ./manager/... | grep -v -e '/manager/queue$' -e '/manager/inspection/workerread$' | sed 's|^github.com/jobferry/jobferry/|./|' | paste -sd';')
+manager_pkgs=$(go list ./manager/... | grep -v -e '/manager/queue$' -e '/manager/inspection/workerread$' -e '/manager/uninstall$' | sed 's|^github.com/jobferry/jobferry/|./|' | paste -sd';')
 rbac "$manager_pkgs" jobferry-manager "$out/charts/jobferry-manager/files/rbac-manager.yaml"
 rbac ./manager/queue jobferry-manager-kueue "$out/charts/jobferry-manager/files/rbac-kueue.yaml"
 rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/files/rbac-namespace.yaml"
+# The uninstall check's own ServiceAccount (uninstallCheck.enabled): it lists.
+rbac ./manager/uninstall jobferry-manager-uninstall-check "$out/charts/jobferry-manager/files/rbac-uninstall-check.yaml"
 # The metrics reference, from the collectors the binaries register.
 mkdir -p "$out/docs"
 go run ./hack/metricsdoc --out "$out/docs/metrics.md"

@@ -30,6 +30,7 @@ func TestImportArrowsPointOneWay(t *testing.T) {
 		"manager/statekey":      append([]string{"manager/workers"}, controllers...),
 		"manager/cachebudget":   append([]string{"manager/workers", "manager/managercache"}, controllers...),
 		"manager/tenantlimits":  append([]string{"manager/workers"}, controllers...),
+		"manager/uninstall":     append([]string{"manager/workers"}, controllers...),
 	}
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
 	for pkg := range forbidden {

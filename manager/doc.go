@@ -21,6 +21,8 @@
 //     of a queued Job's Workload and jobferry's check on it (the Job
 //     controller decides, in queuedstep.go), and the ClusterQueue quota that
 //     follows the workers' capacity.
+//   - uninstall: the chart's uninstall check — what the uninstall would
+//     strand (workers, opted-in namespaces, unfinished Jobs); it only lists.
 //   - metrics: every metric vector; managercache: what the manager caches of
 //     its own cluster and the placement indexes; jobstate: the sealed state;
 //     cachebudget: the budgets of what any cache keeps of an object someone

@@ -69,7 +69,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == uninstallCheckCommand {
-		os.Exit(uninstallCheck(os.Stdout, os.Stderr))
+		os.Exit(uninstallCheck(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

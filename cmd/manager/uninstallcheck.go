@@ -2,27 +2,43 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/jobferry/jobferry/internal/managedjobs"
+	jobferryv1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/uninstall"
 )
 
 // uninstallCheckCommand is the manager chart's pre-delete hook (`manager
-// uninstall-check`): it refuses the uninstall while any Job jobferry
-// manages is unfinished, since nothing else would ever run it.
+// uninstall-check`, package manager/uninstall): it refuses the uninstall
+// while anything would be stranded by it.
 const uninstallCheckCommand = "uninstall-check"
 
-// uninstallCheckShown bounds the Jobs the refusal names.
-const uninstallCheckShown = 20
-
 // uninstallCheck runs the check with the pod's in-cluster identity (the
-// manager's ServiceAccount, which lists Jobs) and returns the exit code.
-func uninstallCheck(stdout, stderr io.Writer) int {
+// check's own ServiceAccount) and returns the exit code.
+func uninstallCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(uninstallCheckCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var r uninstall.Release
+	fs.StringVar(&r.Name, "release", "jobferry-manager", "the helm release being uninstalled")
+	fs.StringVar(&r.Namespace, "namespace", "jobferry-system", "its namespace")
+	fs.IntVar(&r.Revision, "revision", 1, "its current revision")
+	selector := fs.String("dispatch-namespace-selector", jobferryv1alpha1.DispatchNamespaceLabel+"="+jobferryv1alpha1.DispatchEnabled, "the manager's --dispatch-namespace-selector")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	dispatch, err := labels.Parse(*selector)
+	if err != nil {
+		fmt.Fprintf(stderr, "uninstall-check: --dispatch-namespace-selector %q: %v\n", *selector, err)
+		return 2
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(stderr, "uninstall-check:", err)
@@ -33,25 +49,22 @@ func uninstallCheck(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "uninstall-check:", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	unfinished, _, err := managedjobs.List(ctx, kube, "")
+	c, err := client.New(cfg, client.Options{Scheme: jobferryv1alpha1.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(stderr, "uninstall-check:", err)
 		return 2
 	}
-	if len(unfinished) == 0 {
-		fmt.Fprintln(stdout, "uninstall-check: no unfinished Job is managed by jobferry; uninstalling strands none")
-		return 0
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	found, err := uninstall.Check(ctx, kube, c, dispatch)
+	if err != nil {
+		fmt.Fprintln(stderr, "uninstall-check:", err)
+		return 2
 	}
-	fmt.Fprint(stderr, refusal(unfinished))
-	return 1
-}
-
-// refusal says why the uninstall is refused and what to do.
-func refusal(unfinished []managedjobs.Job) string {
-	return fmt.Sprintf("uninstall refused: %d Jobs managed by jobferry are unfinished, and once the manager is gone nothing runs them (their spec.managedBy is immutable):\n%s"+
-		"Wait for them to finish or delete them, and remove each worker first (kubectl jobferry remove WORKER), then uninstall again.\n"+
-		"To uninstall anyway, leaving them as they are: helm uninstall --no-hooks, or set uninstallCheck.enabled=false.\n",
-		len(unfinished), managedjobs.Lines(unfinished, uninstallCheckShown))
+	if !found.Clear() {
+		fmt.Fprint(stderr, uninstall.Refusal(found, r, dispatch))
+		return 1
+	}
+	fmt.Fprintln(stdout, "uninstall-check: no worker registered, no namespace opted in, no unfinished Job managed by jobferry: uninstalling strands nothing")
+	return 0
 }

@@ -166,11 +166,13 @@ func VerifySums(dir string, files []string) error {
 }
 
 // registryTransport verifies the registry with the system's roots and
-// caFile's certificates.
+// caFile's certificates, and speaks HTTPS only: go-containerregistry tries
+// plain HTTP too for a registry on a private or loopback address, which
+// would hand the credentials to whoever answers there.
 func registryTransport(caFile string) (http.RoundTripper, error) {
 	t := remote.DefaultTransport.(*http.Transport).Clone()
 	if caFile == "" {
-		return t, nil
+		return httpsOnly{t}, nil
 	}
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -184,7 +186,17 @@ func registryTransport(caFile string) (http.RoundTripper, error) {
 		return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
 	}
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return t, nil
+	return httpsOnly{t}, nil
+}
+
+// httpsOnly refuses every request but over HTTPS (a redirect's included).
+type httpsOnly struct{ next http.RoundTripper }
+
+func (h httpsOnly) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("refusing %s %s: publish speaks HTTPS only", req.URL.Scheme, req.URL.Redacted())
+	}
+	return h.next.RoundTrip(req)
 }
 
 // pushIndex pushes the image index of an OCI layout archive hack/images

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,5 +76,32 @@ func TestInstallCommands(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the install commands lack %q:\n%s", want, out)
 		}
+	}
+}
+
+// A registry answering plain HTTP (as go-containerregistry tries for a
+// private or loopback address) never sees a request, credentials or not.
+func TestPublishSpeaksHTTPSOnly(t *testing.T) {
+	var seen []string
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer plain.Close()
+	rt, err := registryTransport("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, plain.URL+"/v2/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("user", "secret")
+	if resp, err := rt.RoundTrip(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("a plain HTTP request went through: %s", resp.Status)
+	}
+	if len(seen) > 0 {
+		t.Errorf("the plain HTTP server saw %q", seen)
 	}
 }

@@ -46,7 +46,7 @@ func placed(job *batchv1.Job, worker string) bool {
 }
 
 // pageSize bounds each list call: a cluster may hold many Jobs.
-const pageSize = 500
+const pageSize = 100
 
 // List pages through every Job of the cluster and returns the unfinished
 // Jobs jobferry manages (placed on worker only, unless worker is empty), by
