@@ -11,6 +11,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,6 +85,32 @@ func checkRemoval(ctx context.Context, t *testing.T, d *dispatchEnv, env *localc
 	}
 	if err := d.managerClient.Get(ctx, client.ObjectKey{Name: "worker-1"}, wc); err != nil || !wc.Spec.Cordoned {
 		t.Errorf("after remove gave up, worker-1: %v, cordoned %v; want it kept, cordoned", err, wc.Spec.Cordoned)
+	}
+
+	// A tenant forges a finished status on the manager Job (the status
+	// subresource is theirs to write): the manager side then shows nothing
+	// unfinished, but the mirror still runs on worker-1, and remove,
+	// reading the worker, still gives up, naming it.
+	forged, err := admin.BatchV1().Jobs(jobNS).Get(ctx, "long", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := metav1.Now()
+	forged.Status.Active, forged.Status.Ready = 0, ptr.To[int32](0)
+	forged.Status.Conditions = append(forged.Status.Conditions,
+		batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "Forged"},
+		batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "Forged"})
+	if _, err := admin.BatchV1().Jobs(jobNS).UpdateStatus(ctx, forged, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("forging a finished status on %s/long: %v", jobNS, err)
+	}
+	out, err = plugin(ctx, t, userKubeconfig, "remove", "worker-1", "--timeout", "15s")
+	if err == nil || !strings.Contains(out, "1 mirrors still running on worker-1:\n  "+jobNS+"/long\n") || strings.Contains(out, "unfinished Jobs placed") {
+		t.Errorf("remove worker-1 with %s/long forged finished on the manager and its mirror running: %v\n%s\nwant it to stop, naming the mirror only", jobNS, err, out)
+	}
+	if m, err := d.workers["worker-1"].BatchV1().Jobs(jobNS).Get(ctx, "long", metav1.GetOptions{}); err != nil {
+		t.Errorf("the mirror of %s/long after remove refused: %v; want it still running (else the refusal proves nothing)", jobNS, err)
+	} else if m.Status.Active == 0 {
+		t.Errorf("the mirror of %s/long after remove refused has no active pod; want it still running (else the refusal proves nothing)", jobNS)
 	}
 
 	// Once the Job is deleted, each worker is removed, and nothing of the

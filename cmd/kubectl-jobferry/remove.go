@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/internal/managedjobs"
+	"github.com/jobferry/jobferry/internal/workerkubeconfig"
 )
 
 // removeOptions are the flags of `kubectl jobferry remove`.
@@ -40,10 +40,10 @@ const removeShown = 20
 // removeReadTimeout bounds each read of the wait.
 const removeReadTimeout = 30 * time.Second
 
-// removeSettle is how many reads in a row must find nothing running once
-// the manager has seen the cordon: a placement the manager decided just
-// before may still be being written.
-const removeSettle = 2
+// removeSettle is how many reads in a row (removeSettle-1 polls apart)
+// must find nothing running once the manager has seen the cordon: a
+// placement the manager decided just before may still be being written.
+const removeSettle = 3
 
 func newRemoveCommand(o *options) *cobra.Command {
 	r := &removeOptions{poll: 5 * time.Second}
@@ -131,9 +131,20 @@ func (r *removeOptions) run(ctx context.Context, o *options, out io.Writer, work
 	}
 	left := leftOnWorker{worker: worker, managerID: id.id, finished: -1}
 	if w != nil {
-		if _, left.finished, err = w.read(ctx); err != nil {
+		var running []string
+		if running, left.finished, err = w.read(ctx); err != nil {
 			return fmt.Errorf("reading the mirrors on %s: %w", worker, err)
 		}
+		if len(running) > 0 {
+			return fmt.Errorf("a mirror started on %s after the wait found none:\n%sNothing was deleted; %s stays cordoned; run remove again", worker, waitingFor(worker, nil, running), worker)
+		}
+	}
+	// Uncordoned meanwhile (by someone else): it is in use again.
+	if err := m.client.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
+		return fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
+	}
+	if !wc.Spec.Cordoned {
+		return fmt.Errorf("WorkerCluster %s was uncordoned while remove waited: nothing was deleted", worker)
 	}
 	if err := m.client.Delete(ctx, wc, client.Preconditions{UID: &wc.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting WorkerCluster %s: %w", worker, err)
@@ -192,7 +203,10 @@ func (r *removeOptions) workerSide(ctx context.Context, m *managerClients, syste
 		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s of worker %s, to see what runs there: %w (--force skips the worker's side)", systemNamespace, ref.Name, wc.Name, err)
 	}
 	key := ref.KeyOrDefault()
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[key])
+	// Read as the manager reads it: no exec plugin, auth provider, file,
+	// plain HTTP, proxy or skipped verification runs here on the
+	// administrator's machine, whoever wrote the Secret.
+	cfg, err := workerkubeconfig.RESTConfig(s.Data[key])
 	if err != nil {
 		return nil, fmt.Errorf("the kubeconfig in Secret %s/%s (key %s): %w (--force skips the worker's side)", systemNamespace, ref.Name, key, err)
 	}
