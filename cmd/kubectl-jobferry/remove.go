@@ -326,14 +326,7 @@ func waitingFor(worker string, unfinished []managedjobs.Job, running []string) s
 		fmt.Fprintf(&b, "%d unfinished Jobs placed on %s:\n%s", len(unfinished), worker, managedjobs.Lines(unfinished, removeShown))
 	}
 	if len(running) > 0 {
-		fmt.Fprintf(&b, "%d mirrors still running on %s:\n", len(running), worker)
-		for i, name := range running {
-			if i == removeShown {
-				fmt.Fprintf(&b, "  ... and %d more\n", len(running)-removeShown)
-				break
-			}
-			fmt.Fprintf(&b, "  %s\n", name)
-		}
+		fmt.Fprintf(&b, "%d mirrors still running on %s:\n%s", len(running), worker, managedjobs.Indented(running, removeShown))
 	}
 	return b.String()
 }

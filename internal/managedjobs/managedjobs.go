@@ -85,13 +85,24 @@ func List(ctx context.Context, kube kubernetes.Interface, worker string) (unfini
 // Lines lists jobs one per line, indented, at most max of them (then how
 // many more).
 func Lines(jobs []Job, max int) string {
-	var b strings.Builder
+	names := make([]string, len(jobs))
 	for i, j := range jobs {
+		names[i] = j.String()
+	}
+	return Indented(names, max)
+}
+
+// Indented lists lines one per line, indented, at most max of them (then
+// how many more): how removal and the uninstall check name what they wait
+// for.
+func Indented(lines []string, max int) string {
+	var b strings.Builder
+	for i, l := range lines {
 		if i == max {
-			fmt.Fprintf(&b, "  ... and %d more\n", len(jobs)-max)
+			fmt.Fprintf(&b, "  ... and %d more\n", len(lines)-max)
 			break
 		}
-		fmt.Fprintf(&b, "  %s\n", j)
+		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	return b.String()
 }

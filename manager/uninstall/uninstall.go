@@ -79,10 +79,10 @@ func Refusal(f Findings, r Release, dispatch labels.Selector) string {
 	var b strings.Builder
 	b.WriteString("uninstall refused: once jobferry's manager is gone nothing would run or watch what it still manages:\n")
 	if len(f.Workers) > 0 {
-		fmt.Fprintf(&b, "- %d workers are registered; remove each first, which waits until nothing of this manager runs there: kubectl jobferry remove WORKER\n%s", len(f.Workers), names(f.Workers))
+		fmt.Fprintf(&b, "- %d workers are registered; remove each first, which waits until nothing of this manager runs there: kubectl jobferry remove WORKER\n%s", len(f.Workers), managedjobs.Indented(f.Workers, shown))
 	}
 	if len(f.Namespaces) > 0 {
-		fmt.Fprintf(&b, "- %d namespaces are opted in (%s): a Job created there during the uninstall would be taken over and never run; take them out first\n%s", len(f.Namespaces), dispatch, names(f.Namespaces))
+		fmt.Fprintf(&b, "- %d namespaces are opted in (%s): a Job created there during the uninstall would be taken over and never run; take them out first\n%s", len(f.Namespaces), dispatch, managedjobs.Indented(f.Namespaces, shown))
 	}
 	if len(f.Jobs) > 0 {
 		fmt.Fprintf(&b, "- %d Jobs jobferry manages are unfinished (their spec.managedBy is immutable: nothing else will run them); wait for them or delete them\n%s", len(f.Jobs), managedjobs.Lines(f.Jobs, shown))
@@ -90,17 +90,5 @@ func Refusal(f Findings, r Release, dispatch labels.Selector) string {
 	fmt.Fprintf(&b, "Then uninstall again. helm has left the release %q as uninstalling: `helm rollback %s %d -n %s` makes it deployed again (helm upgrade refuses it until then).\n",
 		r.Name, r.Name, r.Revision, r.Namespace)
 	b.WriteString("To uninstall anyway, leaving all of it as it is: helm uninstall --no-hooks, or set uninstallCheck.enabled=false.\n")
-	return b.String()
-}
-
-func names(list []string) string {
-	var b strings.Builder
-	for i, n := range list {
-		if i == shown {
-			fmt.Fprintf(&b, "  ... and %d more\n", len(list)-shown)
-			break
-		}
-		fmt.Fprintf(&b, "  %s\n", n)
-	}
 	return b.String()
 }
