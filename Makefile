@@ -25,7 +25,7 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control plane, KWOK, kubectl, helm 3 and 4, controller-gen, Kueue and the local OCI registry into bin/ (only what is missing or outdated)
+tools: ## build the pinned control plane (and v1.32's, the oldest minor the charts claim), KWOK, kubectl, helm 3 and 4, controller-gen, Kueue and the local OCI registry into bin/ (only what is missing or outdated)
 	@hack/tools/build.sh $(BIN)
 
 .PHONY: prometheus

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/version"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -44,6 +45,11 @@ type Worker struct {
 	// Namespace is what the worker's namespace of the Job's name allows
 	// (zero: the pods may run there, or it was not looked at).
 	Namespace NamespaceVerdict
+	// Version is the worker's Kubernetes version; nil until it is known.
+	Version *version.Version
+	// WorkerJobController: its mirrors run under jobferry's worker
+	// (spec.jobController Worker), so they carry spec.managedBy.
+	WorkerJobController bool
 }
 
 // NamespaceVerdict says why a worker's namespace of a Job's name may not
@@ -93,8 +99,11 @@ const (
 	ReasonNamespaceUnreadable = "namespace_unreadable"
 	// ReasonExcluded: a same-named Job jobferry did not create is there
 	// (the Job's jobferry.dev/excluded-workers).
-	ReasonExcluded          = "excluded"
-	ReasonClusterSelector   = "cluster_selector"
+	ReasonExcluded        = "excluded"
+	ReasonClusterSelector = "cluster_selector"
+	// ReasonKubernetesVersion: the worker's Kubernetes version would drop
+	// a field the Job uses (VersionedFeatures).
+	ReasonKubernetesVersion = "kubernetes_version"
 	ReasonNoCapacitySummary = "no_capacity_summary"
 	ReasonInvalidDirectives = "invalid_directives"
 	ReasonNoPools           = "no_pools"
@@ -108,7 +117,7 @@ const (
 var RejectionReasons = []string{
 	ReasonNotConnected, ReasonCordoned, ReasonNamespaceNotUsable, ReasonMissingRights, ReasonNamespaceMissing,
 	ReasonNamespaceNotAccepted, ReasonPodSecurity, ReasonNamespaceUnreadable, ReasonExcluded, ReasonClusterSelector,
-	ReasonNoCapacitySummary, ReasonInvalidDirectives, ReasonNoPools, ReasonNoPoolAccepts, ReasonInsufficientCapacity,
+	ReasonKubernetesVersion, ReasonNoCapacitySummary, ReasonInvalidDirectives, ReasonNoPools, ReasonNoPoolAccepts, ReasonInsufficientCapacity,
 }
 
 // NoWorkerFits starts the Summary and Gist of a Decision that placed nothing.
@@ -257,8 +266,8 @@ func Admits(job *batchv1.Job, w Worker) (code, why string) {
 // workerRejects applies the rules of placement that need neither a
 // capacity summary nor the worker taking new Jobs: namespaces the manager
 // may use, its credential's rights, the namespace there, a same-named Job
-// there, the cluster selector. It says the first that rejects w, as a code
-// and in words ("" when none does).
+// there, the cluster selector, its Kubernetes version. It says the first
+// that rejects w, as a code and in words ("" when none does).
 func workerRejects(job *batchv1.Job, w Worker, selector labels.Selector) (code, why string) {
 	switch {
 	case len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, job.Namespace):
@@ -271,6 +280,9 @@ func workerRejects(job *batchv1.Job, w Worker, selector labels.Selector) (code, 
 		return ReasonExcluded, fmt.Sprintf("a Job %s/%s not created by jobferry exists there", job.Namespace, job.Name)
 	case !selector.Matches(labels.Set(w.Labels)):
 		return ReasonClusterSelector, fmt.Sprintf("labels do not match cluster selector %q", selector.String())
+	}
+	if why := versionRejects(job, w); why != "" {
+		return ReasonKubernetesVersion, why
 	}
 	return "", ""
 }

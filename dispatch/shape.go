@@ -24,9 +24,10 @@ func Shape(job *batchv1.Job) string {
 		NodeSelector        map[string]string
 		Affinity            *corev1.Affinity
 		Tolerations         []corev1.Toleration
+		Features            []string
 	}{
 		job.Namespace, job.Annotations[v1alpha1.ClusterSelectorAnnotation], ExcludedWorkers(job),
-		JobRequest(job), spec.NodeSelector, spec.Affinity, spec.Tolerations,
+		JobRequest(job), spec.NodeSelector, spec.Affinity, spec.Tolerations, UsedFeatures(job),
 	})
 	if err != nil {
 		// These types always marshal; a Job that did not would get a

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch/dispatchtest"
 )
 
 // Each thing Place reads of a Job changes its shape; what it does not read
@@ -48,6 +49,7 @@ func TestShapeCoversWhatPlaceReads(t *testing.T) {
 		"tolerations": podSpec(func(s *corev1.PodSpec) {
 			s.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
 		}),
+		"a field kept only from some Kubernetes version on": dispatchtest.FeatureSamples["PodLevelResources"],
 	}
 	ignores := map[string]func(*batchv1.Job){
 		"name":             func(j *batchv1.Job) { j.Name = "other" },

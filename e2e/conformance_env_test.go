@@ -57,8 +57,9 @@ func (s *conformanceSide) restart(ctx context.Context) error { return s.start(ct
 // kube-controller-manager runs everything but the Job controller, with the
 // jobferry worker instead. Both have KWOK nodes for the stress scenario; the
 // conformance scenarios keep their pods unschedulable and set pod phases
-// themselves, as the upstream integration tests do.
-func startConformanceSides(t *testing.T) (kcm, worker *conformanceSide) {
+// themselves, as the upstream integration tests do. minor is the
+// clusters' minor when not the pinned one (localcluster.Spec.Kubernetes).
+func startConformanceSides(t *testing.T, minor string) (kcm, worker *conformanceSide) {
 	t.Helper()
 	dir := outputDir(t)
 	pools := []localcluster.Pool{{Name: "general", Nodes: 4}}
@@ -89,8 +90,8 @@ func startConformanceSides(t *testing.T) (kcm, worker *conformanceSide) {
 			return err
 		})
 	}
-	start(kcm, localcluster.Spec{Name: "conformance-kcm", Pools: pools, Controllers: withKCM})
-	start(worker, localcluster.Spec{Name: "conformance-worker", Pools: pools, Controllers: withoutJobController})
+	start(kcm, localcluster.Spec{Name: "conformance-kcm", Pools: pools, Controllers: withKCM, Kubernetes: minor})
+	start(worker, localcluster.Spec{Name: "conformance-worker", Pools: pools, Controllers: withoutJobController, Kubernetes: minor})
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}

@@ -886,7 +886,7 @@ func noJobNoTracking(o observation) bool {
 // checks that each controller leaves the other's Jobs alone; then the stress
 // scenario; then what only the worker has (--manage-unmanaged-jobs).
 func TestConformance(t *testing.T) {
-	kcm, worker := startConformanceSides(t)
+	kcm, worker := startConformanceSides(t, "")
 	t.Run("scenarios", func(t *testing.T) {
 		// Subtests without t.Parallel run first, one by one; the parallel
 		// ones start together once this function returns.

@@ -274,6 +274,7 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 		var report struct {
 			Workers []struct {
 				Name, Connected, Authorized string
+				KubernetesVersion           string
 				Cordoned                    bool
 				CredentialExpiresAt         *metav1.Time
 				Pools                       []struct{ Name string }
@@ -318,6 +319,9 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 			}
 			if w.Connected != "True" || w.Authorized != "True" || w.Cordoned != wc.Spec.Cordoned || w.CredentialExpiresAt == nil || len(w.Pools) != len(wc.Status.Capacity.Pools) {
 				t.Errorf("status of %s: %+v; WorkerCluster %+v", w.Name, w, wc.Status)
+			}
+			if w.KubernetesVersion == "" || w.KubernetesVersion != wc.Status.KubernetesVersion {
+				t.Errorf("status shows %s on Kubernetes %q, its WorkerCluster %q", w.Name, w.KubernetesVersion, wc.Status.KubernetesVersion)
 			}
 			if fmt.Sprint(w.Jobs) != fmt.Sprint(want[w.Name]) {
 				t.Errorf("status counts %v Jobs on %s, the manager has %v", w.Jobs, w.Name, want[w.Name])

@@ -38,6 +38,8 @@ rbac ./manager/uninstall jobferry-manager-uninstall-check "$out/charts/jobferry-
 # The metrics reference, from the collectors the binaries register.
 mkdir -p "$out/docs"
 go run ./hack/metricsdoc --out "$out/docs/metrics.md"
+# The Job fields placement checks a worker's version for.
+go run ./hack/versionsdoc --out "$out/docs/versioned-fields.md"
 # The Grafana dashboards the manager chart ships, from internal/dashboards.
 go run ./hack/dashboards --out "$out/charts/jobferry-manager/dashboards"
 # The admission policies: jobferry's state on Jobs (manager chart), the

@@ -136,6 +136,13 @@ type WorkerClusterStatus struct {
 	// RunningJobs counts placed Jobs with at least one active pod.
 	// +optional
 	RunningJobs int32 `json:"runningJobs"`
+	// KubernetesVersion is the worker's Kubernetes version, as its API
+	// server last reported it (its gitVersion); empty until the manager
+	// has read it. A Job using a field that version drops or does not
+	// enforce is not placed there (docs/compatibility.md).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// Credential describes the token in the worker's kubeconfig Secret, when
 	// it is one the manager can read: whose it is and when it expires.
 	// +optional
@@ -168,6 +175,7 @@ type CredentialStatus struct {
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].reason`
 // +kubebuilder:printcolumn:name="Authorized",type=string,JSONPath=`.status.conditions[?(@.type=="Authorized")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Cordoned",type=boolean,JSONPath=`.spec.cordoned`
 // +kubebuilder:printcolumn:name="Dispatched",type=integer,JSONPath=`.status.dispatchedJobs`
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.runningJobs`

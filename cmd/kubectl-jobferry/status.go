@@ -97,13 +97,15 @@ type managerStatus struct {
 }
 
 type workerStatus struct {
-	Name                string       `json:"name"`
-	Connected           string       `json:"connected"`
-	ConnectedReason     string       `json:"connectedReason,omitempty"`
-	ConnectedMessage    string       `json:"connectedMessage,omitempty"`
-	Authorized          string       `json:"authorized"`
-	AuthorizedMessage   string       `json:"authorizedMessage,omitempty"`
-	Cordoned            bool         `json:"cordoned"`
+	Name              string `json:"name"`
+	Connected         string `json:"connected"`
+	ConnectedReason   string `json:"connectedReason,omitempty"`
+	ConnectedMessage  string `json:"connectedMessage,omitempty"`
+	Authorized        string `json:"authorized"`
+	AuthorizedMessage string `json:"authorizedMessage,omitempty"`
+	Cordoned          bool   `json:"cordoned"`
+	// KubernetesVersion is the worker's, as the manager last read it.
+	KubernetesVersion   string       `json:"kubernetesVersion,omitempty"`
 	CredentialExpiresAt *metav1.Time `json:"credentialExpiresAt,omitempty"`
 	CredentialRenewal   string       `json:"credentialRenewal,omitempty"`
 	Pools               []poolStatus `json:"pools"`
@@ -181,7 +183,7 @@ func buildStatus(workers []v1alpha1.WorkerCluster, jobs []batchv1.Job, lease *co
 	}
 	slices.SortFunc(workers, func(a, b v1alpha1.WorkerCluster) int { return strings.Compare(a.Name, b.Name) })
 	for _, wc := range workers {
-		ws := workerStatus{Name: wc.Name, Connected: "Unknown", Authorized: "Unknown", Cordoned: wc.Spec.Cordoned, Jobs: map[string]int{}}
+		ws := workerStatus{Name: wc.Name, Connected: "Unknown", Authorized: "Unknown", Cordoned: wc.Spec.Cordoned, KubernetesVersion: wc.Status.KubernetesVersion, Jobs: map[string]int{}}
 		if c := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); c != nil {
 			ws.Connected, ws.ConnectedReason, ws.ConnectedMessage = string(c.Status), c.Reason, c.Message
 		}
@@ -233,7 +235,7 @@ func printStatus(out io.Writer, r *statusReport, now time.Time) {
 	fmt.Fprintf(out, "Manager:  leader: %s; %s\n\n", leader, ready)
 
 	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "WORKER\tCONNECTED\tAUTHORIZED\tCORDONED\tCREDENTIAL EXPIRES\tPENDING\tRUNNING\tSUCCEEDED\tFAILED")
+	fmt.Fprintln(w, "WORKER\tVERSION\tCONNECTED\tAUTHORIZED\tCORDONED\tCREDENTIAL EXPIRES\tPENDING\tRUNNING\tSUCCEEDED\tFAILED")
 	for _, ws := range r.Workers {
 		connected := ws.Connected
 		if ws.ConnectedReason != "" {
@@ -246,7 +248,11 @@ func printStatus(out io.Writer, r *statusReport, now time.Time) {
 				expires += " " + ws.CredentialRenewal
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%d\t%d\n", ws.Name, connected, ws.Authorized, ws.Cordoned, expires,
+		version := ws.KubernetesVersion
+		if version == "" {
+			version = "<unknown>"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%d\t%d\t%d\n", ws.Name, version, connected, ws.Authorized, ws.Cordoned, expires,
 			ws.Jobs[jobstatus.PhasePending], ws.Jobs[jobstatus.PhaseRunning], ws.Jobs[jobstatus.PhaseSucceeded], ws.Jobs[jobstatus.PhaseFailed])
 	}
 	w.Flush()

@@ -117,6 +117,9 @@ type Options struct {
 	// ManagerCPUs pins the manager cluster's processes, the jobferry manager
 	// included, to these CPUs (a taskset list); Workers carry their own.
 	ManagerCPUs string
+	// ManagerKubernetes is the manager cluster's Kubernetes minor when not
+	// the pinned one (localcluster.Spec.Kubernetes).
+	ManagerKubernetes string
 	// ManagerClusterProfiling serves the manager cluster's API server's
 	// /debug/pprof/ (the bench profiles it); ManagerProfiling serves each
 	// manager replica's (Replica.PprofURL).
@@ -203,7 +206,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		}
 	}
 	environment, err := localcluster.StartEnvironment(ctx, localcluster.EnvironmentSpec{
-		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs, Profiling: opts.ManagerClusterProfiling}, Workers: opts.Workers,
+		Manager: localcluster.Spec{Name: "manager", CPUs: opts.ManagerCPUs, Profiling: opts.ManagerClusterProfiling, Kubernetes: opts.ManagerKubernetes}, Workers: opts.Workers,
 		FollowedLogs: opts.FollowedLogs,
 	}, localcluster.EnvironmentOptions{Dir: opts.Dir, Detached: opts.Detached, Progress: opts.Progress})
 	if err != nil {

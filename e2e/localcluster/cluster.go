@@ -108,11 +108,42 @@ type Spec struct {
 	// otherwise): the bench profiles the manager cluster's API server,
 	// which shares the manager's CPU.
 	Profiling bool
+	// Kubernetes, when set, is another minor for the control plane
+	// (kube-apiserver, kube-controller-manager, kube-scheduler) than the
+	// pinned one: "1.32" runs bin/kubernetes-1.32/ (hack/tools). etcd and
+	// KWOK stay the pinned ones; a real node's kubelet would be newer than
+	// its API server, which Kubernetes does not allow, so it takes none.
+	Kubernetes string
 	// RealNode adds a real node to the cluster (realnode.go): a kubelet,
 	// kube-proxy and containerd whose pods run real containers. It needs
 	// root and `make nodes` (RealNodesUnavailable says what is missing),
 	// and a HostNetwork (Options.Network; StartEnvironment makes one).
 	RealNode bool
+}
+
+// controlPlaneBinary is where under the bin directory the cluster's
+// component name is: the pinned one, or the one of its Kubernetes minor.
+func (s Spec) controlPlaneBinary(name string) string {
+	switch name {
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+		if s.Kubernetes != "" {
+			return filepath.Join("kubernetes-"+s.Kubernetes, name)
+		}
+	}
+	return name
+}
+
+// minorBefore says whether the cluster runs a Kubernetes minor (1.x)
+// before minor: only one of another minor can (Spec.Kubernetes).
+func (s Spec) minorBefore(minor int) bool {
+	if s.Kubernetes == "" {
+		return false
+	}
+	var major, m int
+	if _, err := fmt.Sscanf(s.Kubernetes, "%d.%d", &major, &m); err != nil {
+		return false
+	}
+	return major == 1 && m < minor
 }
 
 // realNodeControllers are what a cluster with a real node runs besides
@@ -400,15 +431,18 @@ func validate(spec Spec, opts *Options) error {
 	if (spec.EtcdOf == "") != (opts.Etcd == "") {
 		return fmt.Errorf("cluster %s: Spec.EtcdOf (%q) and Options.Etcd (%q) come together", spec.Name, spec.EtcdOf, opts.Etcd)
 	}
-	binaries := []string{"etcd", "kube-apiserver"}
+	if spec.Kubernetes != "" && spec.RealNode {
+		return fmt.Errorf("cluster %s: a real node's kubelet is the pinned Kubernetes, newer than a control plane of %s", spec.Name, spec.Kubernetes)
+	}
+	binaries := []string{"etcd", spec.controlPlaneBinary("kube-apiserver")}
 	if !spec.APIServerOnly {
-		binaries = append(binaries, "kube-controller-manager")
+		binaries = append(binaries, spec.controlPlaneBinary("kube-controller-manager"))
 	}
 	if len(spec.Pools) > 0 {
-		binaries = append(binaries, "kube-scheduler", "kwok")
+		binaries = append(binaries, spec.controlPlaneBinary("kube-scheduler"), "kwok")
 	}
 	if spec.RealNode {
-		binaries = append(binaries, "kube-scheduler")
+		binaries = append(binaries, spec.controlPlaneBinary("kube-scheduler"))
 	}
 	if err := checkBinaries(opts.BinDir, binaries...); err != nil {
 		return err
@@ -477,7 +511,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	// Each process is recorded at once, so `jobferry-dev down` finds every process
 	// even if the starting program dies before the cluster is complete.
 	run := func(name string, args ...string) (*Process, error) {
-		return c.StartComponent(name, filepath.Join(opts.BinDir, name), args...)
+		return c.StartComponent(name, filepath.Join(opts.BinDir, spec.controlPlaneBinary(name)), args...)
 	}
 	waitReady := func(p *Process, check func(context.Context) error) error {
 		return waitFor(ctx, opts.StartTimeout, p, check)
@@ -542,6 +576,11 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 			"--kubelet-certificate-authority="+files.path("pki", "ca.crt"),
 			"--enable-aggregator-routing=true")
 	}
+	if !spec.minorBefore(33) {
+		// The user's UID to aggregated APIs: a v1.33 flag (feature gate
+		// RemoteRequestHeaderUID, alpha before).
+		apiServerArgs = append(apiServerArgs, "--requestheader-uid-headers=X-Remote-Uid")
+	}
 	apiserver, err := run("kube-apiserver", append(append(apiServerArgs, etcdArgs...),
 		"--bind-address="+apiAddress, "--advertise-address="+apiAddress,
 		"--secure-port="+strconv.Itoa(apiPort),
@@ -568,7 +607,6 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 		"--requestheader-client-ca-file="+files.path("pki", "front-proxy-ca.crt"),
 		"--requestheader-allowed-names="+frontProxyClient,
 		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-uid-headers=X-Remote-Uid",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--profiling="+strconv.FormatBool(spec.Profiling))...)

@@ -22,7 +22,11 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s
 # charts' kubeVersion refuses it. helm's Makefile sets the same variables.
 helm_ldflags="-X helm.sh/helm/v3/internal/version.version={version} -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${kube_minor} -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${kube_minor}"
 
-# name|package|module whose version is the pin|extra ldflags ({version} = that version)|module directory (under hack/tools; empty: hack/tools)|files of that module copied into bin/<name>-files/ (a glob; empty: none)
+# The same for a Kubernetes module of its own ({version} and {minor} filled
+# in from its pin).
+kube_ldflags_of_pin="-X k8s.io/component-base/version.gitVersion={version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor} -X k8s.io/component-base/version.gitTreeState=clean"
+
+# name (a path under bin/)|package|module whose version is the pin|extra ldflags ({version} = that version, {minor} its minor)|module directory (under hack/tools; empty: hack/tools)|files of that module copied into bin/<name>-files/ (a glob; empty: none)
 tools=(
   "etcd|go.etcd.io/etcd/server/v3|go.etcd.io/etcd/server/v3|||"
   "kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver|k8s.io/kubernetes|$kube_ldflags||"
@@ -38,6 +42,10 @@ tools=(
   "registry|.|github.com/distribution/distribution/v3|-X github.com/distribution/distribution/v3/version.version={version}|registry|"
   "coredns|.|github.com/coredns/coredns||coredns|"
   "kueue|sigs.k8s.io/kueue/cmd/kueue|sigs.k8s.io/kueue|-X sigs.k8s.io/kueue/pkg/version.GitVersion={version}|kueue|config/components/crd/bases/*.yaml"
+  # The oldest minor the charts claim, for the mixed-minor e2e tests.
+  "kubernetes-1.32/kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver|k8s.io/kubernetes|$kube_ldflags_of_pin|kubernetes-1.32|"
+  "kubernetes-1.32/kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager|k8s.io/kubernetes|$kube_ldflags_of_pin|kubernetes-1.32|"
+  "kubernetes-1.32/kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler|k8s.io/kubernetes|$kube_ldflags_of_pin|kubernetes-1.32|"
 )
 
 wanted=("$@")
@@ -54,6 +62,8 @@ for entry in "${selected[@]}"; do
   IFS='|' read -r name pkg mod ldflags dir files <<<"$entry"
   version=$(cd "$here/$dir" && go list -m -f '{{.Version}}' "$mod")
   ldflags=${ldflags//\{version\}/$version}
+  minor=${version#v*.}
+  ldflags=${ldflags//\{minor\}/${minor%%.*}}
   stamp="$mod@$version $(go env GOVERSION) $(printf '%s' "$ldflags" | sha256sum | cut -c1-12)"
   if [ -x "$bin/$name" ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$stamp" ] && { [ -z "$files" ] || [ -d "$bin/$name-files" ]; }; then
     continue
@@ -62,13 +72,14 @@ for entry in "${selected[@]}"; do
 done
 
 [ ${#todo[@]} -eq 0 ] && exit 0
-echo "tools: building ${#todo[@]} pinned binaries into $bin (a cold build takes about 15 minutes on 2 cores, Kueue 6 of them; later runs reuse the Go build cache)"
+echo "tools: building ${#todo[@]} pinned binaries into $bin (a cold build takes about half an hour on 2 cores, the two Kubernetes minors most of it; later runs reuse the Go build cache)"
 i=0
 for entry in "${todo[@]}"; do
   IFS='|' read -r name pkg stamp ldflags dir files <<<"$entry"
   i=$((i + 1))
   start=$(date +%s)
   printf 'tools: [%d/%d] %-24s %s ... ' "$i" "${#todo[@]}" "$name" "${stamp%% *}"
+  mkdir -p "$(dirname "$bin/$name")" "$(dirname "$stamps/$name")"
   rm -f "$stamps/$name"
   # Print the elapsed time every 30s, so a cold build never looks stuck.
   (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg") &

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -141,7 +142,8 @@ func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns 
 	if !conn.MayUse(job.Namespace) {
 		return "", nil // nextStep releases it, saying why
 	}
-	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling}
+	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling,
+		Version: parsedVersion(conn), WorkerJobController: wc.Spec.JobController == v1alpha1.JobControllerWorker}
 	if capacity := conn.Capacity(ctx); capacity != nil {
 		view.Pools = capacity.Pools
 		if view.Pools == nil {
@@ -430,9 +432,11 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		view := dispatch.Worker{
 			Name: wc.Name, Labels: maps.Clone(wc.Labels), Cordoned: wc.Spec.Cordoned, Namespaces: slices.Clone(wc.Spec.Namespaces),
 			Directives: *wc.Spec.Scheduling.DeepCopy(), Assumed: r.assume.assumed(wc.Name),
+			WorkerJobController: wc.Spec.JobController == v1alpha1.JobControllerWorker,
 		}
 		if conn := r.conn(wc.Name); conn != nil && conn.Connected() {
 			view.Connected = true
+			view.Version = parsedVersion(conn)
 			if capacity := conn.Capacity(ctx); capacity != nil {
 				view.Pools = capacity.Pools
 				if view.Pools == nil {
@@ -454,6 +458,15 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		views = append(views, view)
 	}
 	return views, nil
+}
+
+// parsedVersion is the worker's Kubernetes version as placement compares
+// it, nil while it is not known.
+func parsedVersion(conn workers.Conn) *version.Version {
+	if v := conn.KubernetesVersion(); v != nil {
+		return v.Parsed
+	}
+	return nil
 }
 
 // workerCluster reads the WorkerCluster name from the cache as the Job

@@ -80,14 +80,18 @@ type cachedPodFields struct {
 	os                            *corev1.PodOS
 	overhead                      corev1.ResourceList
 	resources                     *corev1.ResourceRequirements
+	// resourceClaims are read by placement only for whether there are any
+	// (dispatch.VersionedFeatures).
+	resourceClaims []corev1.PodResourceClaim
 }
 
 // cachedContainer is what the readers read of a container: its requests
 // (and a sidecar's restart policy, which counts them among the pod's),
-// its security context and ports, and its probes and lifecycle hooks only
+// its security context and ports, its probes and lifecycle hooks only
 // when one of their handlers names a host (Pod Security's
 // hostProbesAndLifecycle check; anything else in them only the worker
-// reads).
+// reads), and its resize policy (placement reads whether there is one:
+// dispatch.VersionedFeatures), which few containers set.
 type cachedContainer struct {
 	name            string
 	resources       corev1.ResourceRequirements
@@ -95,6 +99,13 @@ type cachedContainer struct {
 	securityContext *corev1.SecurityContext
 	ports           []corev1.ContainerPort
 	handlers        *containerHandlers
+	rare            *rareContainerFields
+}
+
+// rareContainerFields are what the readers read of a container that few
+// set: a pointer to them costs a container 8 bytes, not each field's own.
+type rareContainerFields struct {
+	resizePolicy []corev1.ContainerResizePolicy
 }
 
 type containerHandlers struct {
@@ -128,7 +139,7 @@ func newCachedTemplate(t *corev1.PodTemplateSpec) *cachedTemplate {
 	pod := cachedPodFields{
 		hostNetwork: spec.HostNetwork, hostPID: spec.HostPID, hostIPC: spec.HostIPC, hostUsers: spec.HostUsers,
 		securityContext: spec.SecurityContext, volumes: spec.Volumes, ephemeralContainers: spec.EphemeralContainers, os: spec.OS,
-		overhead: spec.Overhead, resources: spec.Resources,
+		overhead: spec.Overhead, resources: spec.Resources, resourceClaims: spec.ResourceClaims,
 	}
 	// The API server gives every pod spec an empty security context: one
 	// that sets nothing reads as none.
@@ -151,6 +162,9 @@ func newCachedContainers(containers []corev1.Container) []cachedContainer {
 		out[i] = cachedContainer{name: c.Name, resources: c.Resources, restartPolicy: c.RestartPolicy, securityContext: c.SecurityContext, ports: c.Ports}
 		if namesHost(c) {
 			out[i].handlers = &containerHandlers{liveness: c.LivenessProbe, readiness: c.ReadinessProbe, startup: c.StartupProbe, lifecycle: c.Lifecycle}
+		}
+		if c.ResizePolicy != nil {
+			out[i].rare = &rareContainerFields{resizePolicy: c.ResizePolicy}
 		}
 	}
 	return out
@@ -231,7 +245,7 @@ func (t *cachedTemplate) view() corev1.PodTemplateSpec {
 		s := &out.Spec
 		s.HostNetwork, s.HostPID, s.HostIPC, s.HostUsers = p.hostNetwork, p.hostPID, p.hostIPC, p.hostUsers
 		s.SecurityContext, s.Volumes, s.EphemeralContainers, s.OS = p.securityContext, p.volumes, p.ephemeralContainers, p.os
-		s.Overhead, s.Resources = p.overhead, p.resources
+		s.Overhead, s.Resources, s.ResourceClaims = p.overhead, p.resources, p.resourceClaims
 	}
 	return out
 }
@@ -246,6 +260,9 @@ func containerViews(cached []cachedContainer) []corev1.Container {
 		out[i] = corev1.Container{Name: c.name, Resources: c.resources, RestartPolicy: c.restartPolicy, SecurityContext: c.securityContext, Ports: c.ports}
 		if h := c.handlers; h != nil {
 			out[i].LivenessProbe, out[i].ReadinessProbe, out[i].StartupProbe, out[i].Lifecycle = h.liveness, h.readiness, h.startup, h.lifecycle
+		}
+		if r := c.rare; r != nil {
+			out[i].ResizePolicy = r.resizePolicy
 		}
 	}
 	return out

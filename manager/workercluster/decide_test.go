@@ -9,8 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/workers"
 )
 
 // Each branch of the WorkerCluster controller's decision.
@@ -118,6 +120,31 @@ func TestDecideWorker(t *testing.T) {
 			wc:      wc(nil, unreachable, expiring),
 			facts:   workerFacts{connected: unreachable},
 			requeue: interval,
+		},
+		"the worker's version read: a write showing it": {
+			wc: wc(summary, connected, authorized, exclusive),
+			facts: with(healthy, func(f *workerFacts) {
+				f.version = &workers.KubernetesVersion{GitVersion: "v1.32.13", Parsed: version.MustParseGeneric("v1.32.13")}
+			}),
+			requeue: interval, write: true,
+			check: func(t *testing.T, s v1alpha1.WorkerClusterStatus) {
+				if s.KubernetesVersion != "v1.32.13" {
+					t.Errorf("kubernetesVersion %q, want v1.32.13", s.KubernetesVersion)
+				}
+			},
+		},
+		"the version no longer read: no longer shown": {
+			wc: func() *v1alpha1.WorkerCluster {
+				w := wc(summary, connected, authorized, exclusive)
+				w.Status.KubernetesVersion = "v1.32.13"
+				return w
+			}(),
+			facts: with(healthy, func(f *workerFacts) { f.versionErr = "/version: not a version" }), requeue: interval, write: true,
+			check: func(t *testing.T, s v1alpha1.WorkerClusterStatus) {
+				if s.KubernetesVersion != "" {
+					t.Errorf("kubernetesVersion %q, want none", s.KubernetesVersion)
+				}
+			},
 		},
 		"connected again": {
 			wc: wc(summary, unreachable, authorized, exclusive), facts: healthy, requeue: interval, write: true, connectedNow: true,

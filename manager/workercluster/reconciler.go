@@ -122,6 +122,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if old := meta.FindStatusCondition(wc.Status.Conditions, v1alpha1.ConditionConnected); old == nil || old.Status != facts.connected.Status || old.Reason != facts.connected.Reason {
 		logf.FromContext(ctx).Info("worker connection changed", "connected", facts.connected.Status, "reason", facts.connected.Reason, "message", facts.connected.Message)
 	}
+	if d.status.KubernetesVersion != wc.Status.KubernetesVersion {
+		logf.FromContext(ctx).Info("worker's Kubernetes version changed", "from", wc.Status.KubernetesVersion, "to", d.status.KubernetesVersion, "error", facts.versionErr)
+	}
 	if d.write {
 		wc.Status = d.status
 		if err := r.Client.Status().Update(ctx, wc); err != nil {
@@ -172,6 +175,10 @@ type workerFacts struct {
 	credential          *v1alpha1.CredentialStatus
 	credentialCondition *metav1.Condition
 	credentialAfter     time.Duration
+	// version is the worker's Kubernetes version as the connection last
+	// read it (nil: not known); versionErr why the last read failed.
+	version    *workers.KubernetesVersion
+	versionErr string
 	// dispatched and running count the unfinished manager Jobs placed there.
 	dispatched, running int32
 }
@@ -185,6 +192,7 @@ func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster
 	f.connected, conn = r.Pool.Connect(ctx, wc)
 	if conn != nil {
 		f.hasConnection, f.probeFailures = true, conn.Failures()
+		f.version, f.versionErr = conn.KubernetesVersion(), conn.VersionError()
 		// Reviewed as soon as the worker answers: a credential that may
 		// not list what the manager caches leaves it Connecting, and the
 		// Authorized condition says why.
@@ -251,6 +259,10 @@ func decideWorker(wc *v1alpha1.WorkerCluster, f workerFacts, healthInterval time
 		status.Capacity = f.capacity
 	}
 	if f.hasConnection {
+		status.KubernetesVersion = ""
+		if f.version != nil {
+			status.KubernetesVersion = f.version.GitVersion
+		}
 		status.Credential = f.credential
 		if f.credentialCondition != nil {
 			set(*f.credentialCondition)

@@ -65,6 +65,11 @@ type Connection struct {
 	// last delivered it (nil while there is none): the cache's own object,
 	// shared by every reader, never written.
 	capacity atomic.Pointer[v1alpha1.ClusterCapacityStatus]
+	// version is the worker's Kubernetes version as the last probe read
+	// it (nil until one did).
+	version atomic.Pointer[KubernetesVersion]
+	// versionErr is why the last probe could not read it ("" when it could).
+	versionErr atomic.Value // string
 	// failures counts consecutive failed health probes, for backoff.
 	failures atomic.Int32
 	lastErr  atomic.Value // string
@@ -204,6 +209,9 @@ type Conn interface {
 	Client() client.Client
 	// DeletedMirrors are the mirrors this manager deleted there lately.
 	DeletedMirrors() *DeletedMirrors
+	// KubernetesVersion is the worker's, as its API server last said (nil:
+	// not known yet).
+	KubernetesVersion() *KubernetesVersion
 	// OriginShared: another manager installation with this manager's
 	// origin made mirrors there.
 	OriginShared() bool
@@ -339,10 +347,20 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 
 func (c *Connection) stop() { c.cancel() }
 
-// probe asks the worker's API server whether it is ready.
+// probe asks the worker's API server whether it is ready, and its version:
+// read at every probe, as a worker is upgraded (or downgraded) in place,
+// its API servers one by one behind one address.
 func (c *Connection) probe(ctx context.Context) error {
 	c.probeAsked.Store(false)
 	_, err := c.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err == nil {
+		// A version that cannot be read is not one to go by: Jobs that
+		// need a version wait (dispatch.VersionedFeatures) while the
+		// worker answers and runs the others.
+		v, verr := readVersion(ctx, c.health.Discovery().RESTClient())
+		c.version.Store(v)
+		c.versionErr.Store(errString(verr))
+	}
 	if err != nil {
 		c.healthy.Store(false)
 		c.failures.Add(1)
@@ -353,6 +371,24 @@ func (c *Connection) probe(ctx context.Context) error {
 	c.failures.Store(0)
 	c.lastErr.Store("")
 	return nil
+}
+
+// KubernetesVersion is the worker's, as the last probe read it (nil: no
+// probe read it yet).
+func (c *Connection) KubernetesVersion() *KubernetesVersion { return c.version.Load() }
+
+// VersionError is why the last probe could not read the version ("": it
+// could, or none did yet).
+func (c *Connection) VersionError() string {
+	s, _ := c.versionErr.Load().(string)
+	return s
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Healthy: the last probe found the worker ready.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -51,6 +52,8 @@ type Conn struct {
 	PodsUnreadable bool
 	// PodReads counts the pod reads (PodMeta) asked of it.
 	PodReads atomic.Int32
+	// Version is the worker's Kubernetes version (nil: not known).
+	Version *workers.KubernetesVersion
 	// BeforeCreate, when set, runs before each Job create reaches the fake
 	// (a worker user acting in the moment before it).
 	BeforeCreate func(job *batchv1.Job)
@@ -78,7 +81,8 @@ func NewConn(origin string, objs ...client.Object) *Conn {
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
 	idle := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	*f = Conn{API: c, Origin: origin, Creates: creates, Pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, Deleted: workers.NewDeletedMirrors(clock.RealClock{})}
+	*f = Conn{API: c, Origin: origin, Creates: creates, Pools: []v1alpha1.NodePool{{Name: "general", Free: idle, Allocatable: idle}}, Deleted: workers.NewDeletedMirrors(clock.RealClock{}),
+		Version: &workers.KubernetesVersion{GitVersion: "v1.36.3", Parsed: version.MustParseGeneric("v1.36.3")}}
 	return f
 }
 
@@ -91,7 +95,10 @@ func (f *Conn) NamespaceRights() workers.NamespaceRights {
 	return workers.NamespaceRights{Create: true, Relabel: !f.NoRelabel}
 }
 func (f *Conn) MissingRights() []workers.Right { return f.Missing }
-func (f *Conn) Client() client.Client          { return f.API }
+func (f *Conn) KubernetesVersion() *workers.KubernetesVersion {
+	return f.Version
+}
+func (f *Conn) Client() client.Client { return f.API }
 
 func (f *Conn) DeletedMirrors() *workers.DeletedMirrors { return f.Deleted }
 

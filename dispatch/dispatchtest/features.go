@@ -1,0 +1,56 @@
+// Package dispatchtest holds what tests of placement share: a Job setting
+// each of dispatch.VersionedFeatures, valid for the API server.
+package dispatchtest
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+// FeatureSamples set, by the gate of each dispatch.VersionedFeatures row,
+// its field on a Job (one with a container and restartPolicy Never), as a
+// user would: valid for an API server that knows the field.
+var FeatureSamples = map[string]func(*batchv1.Job){
+	"JobPodFailurePolicy": func(j *batchv1.Job) {
+		j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+			Action:      batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+		}}}
+	},
+	"JobPodReplacementPolicy": func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed) },
+	"JobBackoffLimitPerIndex": func(j *batchv1.Job) {
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		j.Spec.Completions = ptr.To[int32](2)
+		j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
+	},
+	"SidecarContainers": func(j *batchv1.Job) {
+		j.Spec.Template.Spec.InitContainers = append(j.Spec.Template.Spec.InitContainers, corev1.Container{
+			Name: "sidecar", Image: "busybox", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
+	},
+	"JobSuccessPolicy": func(j *batchv1.Job) {
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		j.Spec.Completions = ptr.To[int32](2)
+		j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To[int32](1)}}}
+	},
+	"JobManagedBy":          func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/other") },
+	"UserNamespacesSupport": func(j *batchv1.Job) { j.Spec.Template.Spec.HostUsers = ptr.To(false) },
+	"InPlacePodVerticalScaling": func(j *batchv1.Job) {
+		c := &j.Spec.Template.Spec.Containers[0]
+		c.ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired}}
+	},
+	"SupplementalGroupsPolicy": func(j *batchv1.Job) {
+		if j.Spec.Template.Spec.SecurityContext == nil {
+			j.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		}
+		j.Spec.Template.Spec.SecurityContext.SupplementalGroupsPolicy = ptr.To(corev1.SupplementalGroupsPolicyStrict)
+	},
+	"PodLevelResources": func(j *batchv1.Job) {
+		j.Spec.Template.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	},
+	"DynamicResourceAllocation": func(j *batchv1.Job) {
+		j.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+		j.Spec.Template.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	},
+}

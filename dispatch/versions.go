@@ -1,0 +1,142 @@
+package dispatch
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// A VersionedFeature is a part of a Job that a worker keeps and enforces
+// only from some Kubernetes minor on: the minor its feature gate is on by
+// default. Below it the worker's API server drops the field from the mirror
+// without an error (an unknown field, or one whose gate is off), and the
+// mirror runs with other semantics than the user asked for: a pod-level
+// resource limit gone, pods in the host's user namespace, a success policy
+// ignored. Placement sends a Job using one only to a worker on that minor or
+// later.
+//
+// Two tests keep the table true: TestIntegrationVersionedFeaturesFollow-
+// KubernetesFeatureGates reads each gate's history from the pinned
+// Kubernetes (pkg/features/kube_features.go) and checks Since is the minor
+// it turned on by default; e2e TestMixedKubernetesMinors
+// (versioned-features-hold-on-each-minor) creates each row's sample on the
+// API servers of the minors the project runs, and checks each keeps the
+// field from Since on and drops it before.
+type VersionedFeature struct {
+	// Field is where the Job carries it, as its API documentation names it.
+	Field string
+	// Gate is the Kubernetes feature gate that guards it.
+	Gate string
+	// Since is the first minor where the gate is on by default.
+	Since *version.Version
+	// Uses says whether the Job sets the field.
+	Uses func(*batchv1.Job) bool
+}
+
+// VersionedFeatures are the Job fields placement checks a worker's version
+// for, oldest first. A Job's own spec.managedBy never reaches a mirror (the
+// manager Job's names jobferry); the row for it applies to the mirrors of
+// workers whose Job controller is jobferry's worker (spec.jobController
+// Worker), which carry spec.managedBy jobferry.dev/worker.
+var VersionedFeatures = []VersionedFeature{
+	{Field: "spec.podFailurePolicy", Gate: "JobPodFailurePolicy", Since: version.MajorMinor(1, 26),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.PodFailurePolicy != nil }},
+	{Field: "spec.podReplacementPolicy", Gate: "JobPodReplacementPolicy", Since: version.MajorMinor(1, 29),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.PodReplacementPolicy != nil }},
+	{Field: "spec.backoffLimitPerIndex", Gate: "JobBackoffLimitPerIndex", Since: version.MajorMinor(1, 29),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.BackoffLimitPerIndex != nil || j.Spec.MaxFailedIndexes != nil }},
+	{Field: "spec.template.spec.initContainers[].restartPolicy", Gate: "SidecarContainers", Since: version.MajorMinor(1, 29),
+		Uses: func(j *batchv1.Job) bool {
+			return anyContainer(j.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool { return c.RestartPolicy != nil })
+		}},
+	{Field: "spec.successPolicy", Gate: "JobSuccessPolicy", Since: version.MajorMinor(1, 31),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.SuccessPolicy != nil }},
+	{Field: "spec.managedBy", Gate: "JobManagedBy", Since: version.MajorMinor(1, 32),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.ManagedBy != nil }},
+	{Field: "spec.template.spec.hostUsers", Gate: "UserNamespacesSupport", Since: version.MajorMinor(1, 33),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.HostUsers != nil }},
+	{Field: "spec.template.spec.containers[].resizePolicy", Gate: "InPlacePodVerticalScaling", Since: version.MajorMinor(1, 33),
+		Uses: func(j *batchv1.Job) bool {
+			s := j.Spec.Template.Spec
+			has := func(c corev1.Container) bool { return len(c.ResizePolicy) > 0 }
+			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+		}},
+	{Field: "spec.template.spec.securityContext.supplementalGroupsPolicy", Gate: "SupplementalGroupsPolicy", Since: version.MajorMinor(1, 33),
+		Uses: func(j *batchv1.Job) bool {
+			sc := j.Spec.Template.Spec.SecurityContext
+			return sc != nil && sc.SupplementalGroupsPolicy != nil
+		}},
+	{Field: "spec.template.spec.resources", Gate: "PodLevelResources", Since: version.MajorMinor(1, 34),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.Resources != nil }},
+	{Field: "spec.template.spec.resourceClaims", Gate: "DynamicResourceAllocation", Since: version.MajorMinor(1, 34),
+		Uses: func(j *batchv1.Job) bool {
+			s := j.Spec.Template.Spec
+			has := func(c corev1.Container) bool { return len(c.Resources.Claims) > 0 }
+			return len(s.ResourceClaims) > 0 || anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+		}},
+}
+
+func anyContainer(cs []corev1.Container, f func(corev1.Container) bool) bool {
+	for _, c := range cs {
+		if f(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// managedByFeature is the row of spec.managedBy.
+var managedByFeature = func() VersionedFeature {
+	for _, f := range VersionedFeatures {
+		if f.Gate == "JobManagedBy" {
+			return f
+		}
+	}
+	panic("VersionedFeatures has no JobManagedBy row")
+}()
+
+// UsedFeatures are the rows of VersionedFeatures the Job uses (its own
+// spec.managedBy aside: see VersionedFeatures), by Field.
+func UsedFeatures(job *batchv1.Job) []string {
+	var out []string
+	for _, f := range VersionedFeatures {
+		if f.Gate != managedByFeature.Gate && f.Uses(job) {
+			out = append(out, f.Field)
+		}
+	}
+	return out
+}
+
+// versionRejects says why a worker on Kubernetes v (nil: not known yet)
+// would drop a field the Job or its mirror uses, "" when it would not.
+func versionRejects(job *batchv1.Job, w Worker) string {
+	var missing []VersionedFeature
+	for _, f := range VersionedFeatures {
+		uses := f.Gate != managedByFeature.Gate && f.Uses(job) || f.Gate == managedByFeature.Gate && w.WorkerJobController
+		if uses && (w.Version == nil || !w.Version.AtLeast(f.Since)) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	if w.Version == nil {
+		fields := make([]string, len(missing))
+		for i, f := range missing {
+			fields[i] = f.Field
+		}
+		return fmt.Sprintf("its Kubernetes version is not known yet, and the Job uses %s, which older versions drop", strings.Join(fields, ", "))
+	}
+	parts := make([]string, len(missing))
+	for i, f := range missing {
+		what := "the Job uses"
+		if f.Gate == managedByFeature.Gate {
+			what = "its mirrors carry (jobController: Worker)"
+		}
+		parts[i] = fmt.Sprintf("%s %s, kept from v%d.%d (feature gate %s)", what, f.Field, f.Since.Major(), f.Since.Minor(), f.Gate)
+	}
+	return fmt.Sprintf("Kubernetes v%s there would drop what the Job asks for: %s", w.Version, strings.Join(parts, "; "))
+}

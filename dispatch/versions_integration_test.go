@@ -1,0 +1,138 @@
+//go:build integration
+
+package dispatch
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// oldestClaimed is the oldest minor the charts claim (kubeVersion).
+var oldestClaimed = version.MajorMinor(1, 32)
+
+// Each row's Since is the first minor whose feature gate is on by default,
+// as the pinned Kubernetes (hack/tools) declares it in
+// pkg/features/kube_features.go. A gate gone from there (GA, then removed)
+// must have been on from a minor no later than the oldest the charts claim.
+// The e2e test checks the rows against real API servers; this one, that
+// they are the gates' own history, not a list kept by hand.
+func TestIntegrationVersionedFeaturesFollowKubernetesFeatureGates(t *testing.T) {
+	onByDefault := kubernetesGatesOnByDefault(t)
+	for _, f := range VersionedFeatures {
+		since, ok := onByDefault[f.Gate]
+		if !ok {
+			if f.Since.GreaterThan(oldestClaimed) {
+				t.Errorf("%s: gate %s is not in the pinned Kubernetes's feature gates, and Since v%s is after the oldest claimed minor v%s", f.Field, f.Gate, f.Since, oldestClaimed)
+			}
+			continue
+		}
+		if !since.EqualTo(f.Since) {
+			t.Errorf("%s: Since v%s, but gate %s is on by default from v%s", f.Field, f.Since, f.Gate, since)
+		}
+	}
+}
+
+// kubernetesGatesOnByDefault reads the pinned Kubernetes's
+// defaultVersionedKubernetesFeatureGates: per gate, the first version whose
+// spec says Default: true.
+func kubernetesGatesOnByDefault(t *testing.T) map[string]*version.Version {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes")
+	cmd.Dir = filepath.Join("..", "hack", "tools")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download k8s.io/kubernetes in hack/tools: %v\n%s", err, out)
+	}
+	var module struct{ Dir, Version string }
+	if err := json.Unmarshal(out, &module); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(module.Dir, "pkg", "features", "kube_features.go")
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := map[string]*version.Version{}
+	ast.Inspect(file, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok || len(spec.Names) != 1 || spec.Names[0].Name != "defaultVersionedKubernetesFeatureGates" || len(spec.Values) != 1 {
+			return true
+		}
+		table, ok := spec.Values[0].(*ast.CompositeLit)
+		if !ok {
+			t.Fatalf("%s: defaultVersionedKubernetesFeatureGates is not a literal", path)
+		}
+		for _, elt := range table.Elts {
+			kv, ok := elt.(*ast.KeyValueExpr)
+			if !ok {
+				continue
+			}
+			gate, ok := kv.Key.(*ast.Ident)
+			specs, isList := kv.Value.(*ast.CompositeLit)
+			if !ok || !isList {
+				continue
+			}
+			for _, s := range specs.Elts {
+				if v := onByDefaultFrom(s); v != nil {
+					gates[gate.Name] = v
+					break
+				}
+			}
+		}
+		return false
+	})
+	if len(gates) < 50 {
+		t.Fatalf("%s (k8s.io/kubernetes %s): read %d gates on by default; the file's layout changed?", path, module.Version, len(gates))
+	}
+	return gates
+}
+
+// onByDefaultFrom is the Version of a VersionedSpec literal that says
+// Default: true, nil for any other.
+func onByDefaultFrom(e ast.Expr) *version.Version {
+	lit, ok := e.(*ast.CompositeLit)
+	if !ok {
+		return nil
+	}
+	var v *version.Version
+	on := false
+	for _, elt := range lit.Elts {
+		kv, ok := elt.(*ast.KeyValueExpr)
+		if !ok {
+			continue
+		}
+		switch key, _ := kv.Key.(*ast.Ident); {
+		case key == nil:
+		case key.Name == "Default":
+			value, _ := kv.Value.(*ast.Ident)
+			on = value != nil && value.Name == "true"
+		case key.Name == "Version":
+			// version.MustParse("1.29")
+			call, ok := kv.Value.(*ast.CallExpr)
+			if !ok || len(call.Args) != 1 {
+				continue
+			}
+			arg, ok := call.Args[0].(*ast.BasicLit)
+			if !ok {
+				continue
+			}
+			s, err := strconv.Unquote(arg.Value)
+			if err != nil {
+				continue
+			}
+			v, _ = version.ParseGeneric(s)
+		}
+	}
+	if !on {
+		return nil
+	}
+	return v
+}
