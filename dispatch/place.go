@@ -490,7 +490,9 @@ func neverOn(job *batchv1.Job, w Worker, selector labels.Selector, request corev
 	switch code, why := workerRejects(job, w, selector); code {
 	case ReasonNamespaceNotUsable, ReasonExcluded, ReasonClusterSelector:
 		return why
-	case "":
+	case "", ReasonKubernetesVersion:
+		// An upgrade of the worker may take the version out of the way:
+		// its pools still say whether it could ever run the Job.
 	default:
 		return ""
 	}

@@ -46,7 +46,7 @@ var VersionedFeatures = []VersionedFeature{
 		Uses: func(j *batchv1.Job) bool { return j.Spec.PodFailurePolicy != nil }},
 	{Field: "spec.podReplacementPolicy", Gate: "JobPodReplacementPolicy", Since: version.MajorMinor(1, 29),
 		Uses: func(j *batchv1.Job) bool { return j.Spec.PodReplacementPolicy != nil }},
-	{Field: "spec.backoffLimitPerIndex", Gate: "JobBackoffLimitPerIndex", Since: version.MajorMinor(1, 29),
+	{Field: "spec.backoffLimitPerIndex, spec.maxFailedIndexes", Gate: "JobBackoffLimitPerIndex", Since: version.MajorMinor(1, 29),
 		Uses: func(j *batchv1.Job) bool { return j.Spec.BackoffLimitPerIndex != nil || j.Spec.MaxFailedIndexes != nil }},
 	{Field: "spec.template.spec.initContainers[].restartPolicy", Gate: "SidecarContainers", Since: version.MajorMinor(1, 29),
 		Uses: func(j *batchv1.Job) bool {
@@ -58,7 +58,21 @@ var VersionedFeatures = []VersionedFeature{
 		Uses: func(j *batchv1.Job) bool { return j.Spec.ManagedBy != nil }},
 	{Field: "spec.template.spec.hostUsers", Gate: "UserNamespacesSupport", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.HostUsers != nil }},
-	{Field: "spec.template.spec.containers[].resizePolicy", Gate: "InPlacePodVerticalScaling", Since: version.MajorMinor(1, 33),
+	{Field: "spec.template.spec.(init)containers[].securityContext.procMount", Gate: "ProcMountType", Since: version.MajorMinor(1, 33),
+		Uses: func(j *batchv1.Job) bool {
+			s := j.Spec.Template.Spec
+			// An older API server writes Default over any other value.
+			has := func(c corev1.Container) bool {
+				return c.SecurityContext != nil && c.SecurityContext.ProcMount != nil && *c.SecurityContext.ProcMount != corev1.DefaultProcMount
+			}
+			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+		}},
+	{Field: "spec.template.spec.securityContext.seLinuxChangePolicy", Gate: "SELinuxChangePolicy", Since: version.MajorMinor(1, 33),
+		Uses: func(j *batchv1.Job) bool {
+			sc := j.Spec.Template.Spec.SecurityContext
+			return sc != nil && sc.SELinuxChangePolicy != nil
+		}},
+	{Field: "spec.template.spec.(init)containers[].resizePolicy", Gate: "InPlacePodVerticalScaling", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool {
 			s := j.Spec.Template.Spec
 			has := func(c corev1.Container) bool { return len(c.ResizePolicy) > 0 }
@@ -71,11 +85,39 @@ var VersionedFeatures = []VersionedFeature{
 		}},
 	{Field: "spec.template.spec.resources", Gate: "PodLevelResources", Since: version.MajorMinor(1, 34),
 		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.Resources != nil }},
-	{Field: "spec.template.spec.resourceClaims", Gate: "DynamicResourceAllocation", Since: version.MajorMinor(1, 34),
+	{Field: "spec.template.spec.resourceClaims, (init)containers[].resources.claims", Gate: "DynamicResourceAllocation", Since: version.MajorMinor(1, 34),
 		Uses: func(j *batchv1.Job) bool {
 			s := j.Spec.Template.Spec
 			has := func(c corev1.Container) bool { return len(c.Resources.Claims) > 0 }
 			return len(s.ResourceClaims) > 0 || anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+		}},
+	{Field: "spec.template.spec.containers[].restartPolicy, restartPolicyRules", Gate: "ContainerRestartRules", Since: version.MajorMinor(1, 35),
+		Uses: func(j *batchv1.Job) bool {
+			return anyContainer(j.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.RestartPolicy != nil || len(c.RestartPolicyRules) > 0 })
+		}},
+	{Field: "spec.template.spec.(init)containers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", Since: version.MajorMinor(1, 35),
+		Uses: func(j *batchv1.Job) bool {
+			s := j.Spec.Template.Spec
+			has := func(c corev1.Container) bool {
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
+						return true
+					}
+				}
+				return false
+			}
+			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+		}},
+	{Field: "spec.template.spec.hostnameOverride", Gate: "HostnameOverride", Since: version.MajorMinor(1, 35),
+		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.HostnameOverride != nil }},
+	{Field: "spec.template.spec.volumes[].image", Gate: "ImageVolume", Since: version.MajorMinor(1, 35),
+		Uses: func(j *batchv1.Job) bool {
+			for _, v := range j.Spec.Template.Spec.Volumes {
+				if v.Image != nil {
+					return true
+				}
+			}
+			return false
 		}},
 }
 
@@ -110,6 +152,9 @@ func UsedFeatures(job *batchv1.Job) []string {
 	return out
 }
 
+// mirrorsCarry says of the managedBy row why it applies to a worker.
+const mirrorsCarry = "its mirrors carry (jobController: Worker)"
+
 // versionRejects says why a worker on Kubernetes v (nil: not known yet)
 // would drop a field the Job or its mirror uses, "" when it would not.
 func versionRejects(job *batchv1.Job, w Worker) string {
@@ -127,14 +172,17 @@ func versionRejects(job *batchv1.Job, w Worker) string {
 		fields := make([]string, len(missing))
 		for i, f := range missing {
 			fields[i] = f.Field
+			if f.Gate == managedByFeature.Gate {
+				fields[i] = mirrorsCarry + " " + f.Field
+			}
 		}
-		return fmt.Sprintf("its Kubernetes version is not known yet, and the Job uses %s, which older versions drop", strings.Join(fields, ", "))
+		return fmt.Sprintf("its Kubernetes version is not known yet, and older versions drop what the Job needs: %s", strings.Join(fields, ", "))
 	}
 	parts := make([]string, len(missing))
 	for i, f := range missing {
 		what := "the Job uses"
 		if f.Gate == managedByFeature.Gate {
-			what = "its mirrors carry (jobController: Worker)"
+			what = mirrorsCarry
 		}
 		parts[i] = fmt.Sprintf("%s %s, kept from v%d.%d (feature gate %s)", what, f.Field, f.Since.Major(), f.Since.Minor(), f.Gate)
 	}

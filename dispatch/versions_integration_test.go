@@ -40,10 +40,80 @@ func TestIntegrationVersionedFeaturesFollowKubernetesFeatureGates(t *testing.T) 
 	}
 }
 
-// kubernetesGatesOnByDefault reads the pinned Kubernetes's
-// defaultVersionedKubernetesFeatureGates: per gate, the first version whose
-// spec says Default: true.
-func kubernetesGatesOnByDefault(t *testing.T) map[string]*version.Version {
+// notDroppedFields are the gates the pinned Kubernetes's pod and Job
+// strategies read, on by default after the oldest claimed minor, that guard
+// no field an older worker would drop from a mirror without a word: what
+// each guards instead.
+var notDroppedFields = map[string]string{
+	"DRAExtendedResource":                            "the pod's status (extendedResourceClaimStatus), which the worker writes",
+	"InPlacePodLevelResourcesVerticalScaling":        "resizing a running pod's pod-level resources: no field of a Job",
+	"MatchLabelKeysInPodTopologySpreadSelectorMerge": "how the scheduler merges matchLabelKeys into a spread's selector: no field",
+	"MutablePodResourcesForSuspendedJobs":            "which updates of a suspended Job's template the API server allows: no field",
+	"MutableSchedulingDirectivesForSuspendedJobs":    "which updates of a suspended Job's template the API server allows (mirror.TemplateMutable follows the worker's version)",
+	"PodLifecycleSleepActionAllowZero":               "a value (a sleep of 0 s) an older API server refuses: the mirror's create fails, saying so",
+	"PodObservedGenerationTracking":                  "the pod's status (observedGeneration), which the worker writes",
+	"RelaxedDNSSearchValidation":                     "values an older API server refuses: the mirror's create fails, saying so",
+	"ResourceHealthStatus":                           "the pod's status, which the worker writes",
+	"ResourceHealthStatusMessage":                    "the pod's status, which the worker writes",
+	"RestartAllContainersOnContainerExits":           "a value of restartPolicyRules (the ContainerRestartRules row) an older API server refuses",
+}
+
+// Every gate the pinned Kubernetes's pod and Job strategies read that is on
+// by default after the oldest claimed minor — a field an older worker may
+// drop — is a row of VersionedFeatures or in notDroppedFields, saying why not.
+func TestIntegrationVersionedFeaturesCoverEveryGatedField(t *testing.T) {
+	onByDefault := kubernetesGatesOnByDefault(t)
+	rows := map[string]bool{}
+	for _, f := range VersionedFeatures {
+		rows[f.Gate] = true
+	}
+	dir := kubernetesModuleDir(t)
+	for _, file := range []string{"pkg/api/pod/util.go", "pkg/registry/batch/job/strategy.go"} {
+		for _, gate := range gatesReadIn(t, filepath.Join(dir, file)) {
+			since, ok := onByDefault[gate]
+			if !ok || !since.GreaterThan(oldestClaimed) {
+				continue
+			}
+			_, why := notDroppedFields[gate]
+			if !rows[gate] && !why {
+				t.Errorf("%s reads gate %s, on by default from v%s: a row of VersionedFeatures, or say in notDroppedFields why not", file, gate, since)
+			}
+			delete(notDroppedFields, gate)
+		}
+	}
+	for gate := range notDroppedFields {
+		t.Errorf("notDroppedFields names %s, which the pinned Kubernetes's strategies no longer read after v%s", gate, oldestClaimed)
+	}
+}
+
+// gatesReadIn are the feature gates a Go file names (features.Name).
+func gatesReadIn(t *testing.T, path string) []string {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "features" && !seen[sel.Sel.Name] {
+			seen[sel.Sel.Name] = true
+			out = append(out, sel.Sel.Name)
+		}
+		return true
+	})
+	if len(out) == 0 {
+		t.Fatalf("%s names no feature gate: the file's layout changed?", path)
+	}
+	return out
+}
+
+// kubernetesModuleDir is where the pinned k8s.io/kubernetes (hack/tools) is.
+func kubernetesModuleDir(t *testing.T) string {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes")
 	cmd.Dir = filepath.Join("..", "hack", "tools")
@@ -51,11 +121,19 @@ func kubernetesGatesOnByDefault(t *testing.T) map[string]*version.Version {
 	if err != nil {
 		t.Fatalf("go mod download k8s.io/kubernetes in hack/tools: %v\n%s", err, out)
 	}
-	var module struct{ Dir, Version string }
+	var module struct{ Dir string }
 	if err := json.Unmarshal(out, &module); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(module.Dir, "pkg", "features", "kube_features.go")
+	return module.Dir
+}
+
+// kubernetesGatesOnByDefault reads the pinned Kubernetes's
+// defaultVersionedKubernetesFeatureGates: per gate, the first version whose
+// spec says Default: true.
+func kubernetesGatesOnByDefault(t *testing.T) map[string]*version.Version {
+	t.Helper()
+	path := filepath.Join(kubernetesModuleDir(t), "pkg", "features", "kube_features.go")
 	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +168,7 @@ func kubernetesGatesOnByDefault(t *testing.T) map[string]*version.Version {
 		return false
 	})
 	if len(gates) < 50 {
-		t.Fatalf("%s (k8s.io/kubernetes %s): read %d gates on by default; the file's layout changed?", path, module.Version, len(gates))
+		t.Fatalf("%s: read %d gates on by default; the file's layout changed?", path, len(gates))
 	}
 	return gates
 }

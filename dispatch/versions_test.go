@@ -11,9 +11,9 @@ import (
 	"github.com/jobferry/jobferry/dispatch/dispatchtest"
 )
 
-// Each row has a sample, the sample sets that row's field and no other's,
-// and a Job of none uses none: the e2e test of the table against real API
-// servers uses these samples.
+// Each row has a sample, the sample sets that row's field and none of a
+// later minor's, and a Job of none uses none: the e2e test of the table
+// against real API servers uses these samples.
 func TestVersionedFeaturesHaveOneSampleEach(t *testing.T) {
 	if used := UsedFeatures(job("1", 1)); len(used) != 0 {
 		t.Errorf("a plain Job uses %v", used)
@@ -32,7 +32,8 @@ func TestVersionedFeaturesHaveOneSampleEach(t *testing.T) {
 		j := job("1", 1)
 		sample(j)
 		for _, other := range VersionedFeatures {
-			if got := other.Uses(j); got != (other.Gate == f.Gate) {
+			got := other.Uses(j)
+			if other.Gate == f.Gate && !got || other.Since.GreaterThan(f.Since) && got {
 				t.Errorf("the sample of %s: %s Uses = %v", f.Gate, other.Gate, got)
 			}
 		}
@@ -76,6 +77,8 @@ func TestPlaceKnowsWorkerVersions(t *testing.T) {
 		want    string
 		// rejected are the words each rejected worker's reason contains.
 		rejected map[string][]string
+		// never is what NeverFits says ("": the Job waits).
+		never string
 	}{
 		"a plain Job goes anywhere, version known or not": {
 			job: job("1", 1), workers: []Worker{at("a", ""), at("b", "v1.32.13")}, want: "a",
@@ -98,6 +101,10 @@ func TestPlaceKnowsWorkerVersions(t *testing.T) {
 		"a worker running mirrors with jobferry's Job controller needs spec.managedBy kept": {
 			job: job("1", 1), workers: []Worker{at("a", "v1.31.14", workerMode), at("b", "v1.32.0", workerMode)}, want: "b",
 			rejected: map[string][]string{"a": {"its mirrors carry (jobController: Worker) spec.managedBy, kept from v1.32 (feature gate JobManagedBy)"}},
+		},
+		"the version would do once upgraded, the pools never: it never fits": {
+			job: job("100", 1, podLevel), workers: []Worker{at("a", "v1.32.13")},
+			rejected: map[string][]string{"a": {"Kubernetes v1.32.13"}}, never: "needs 100 cpu at once",
 		},
 		"a Job's own spec.managedBy is not the mirror's": {
 			job: job("1", 1, dispatchtest.FeatureSamples["JobManagedBy"]), workers: []Worker{at("a", "v1.30.4")}, want: "a",
@@ -123,9 +130,9 @@ func TestPlaceKnowsWorkerVersions(t *testing.T) {
 				}
 			}
 			// What a worker's version rejects, an upgrade can change: it
-			// waits rather than fails.
-			if why := NeverFits(tc.job, tc.workers); why != "" {
-				t.Errorf("NeverFits = %q, want it to wait", why)
+			// waits rather than fails, unless the pools never fit.
+			if why := NeverFits(tc.job, tc.workers); (why == "") != (tc.never == "") || !strings.Contains(why, tc.never) {
+				t.Errorf("NeverFits = %q, want %q", why, tc.never)
 			}
 			for _, w := range tc.workers {
 				code, why := Admits(tc.job, w)

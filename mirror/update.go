@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
 	"github.com/jobferry/jobferry/internal/jobstatus"
@@ -17,11 +18,12 @@ import (
 // ValidateJobSpecUpdate): parallelism, completions (elastic Indexed Jobs),
 // activeDeadlineSeconds, backoffLimit, maxFailedIndexes and suspend; and,
 // while the mirror's pod template is mutable (suspended and not running,
-// KEP-2926), the template's scheduling directives, labels and annotations.
+// KEP-2926; startedMayChange as TemplateMutable takes it, for the worker's
+// version), the template's scheduling directives, labels and annotations.
 // It returns the updated mirror and the fields that changed, none when m is
 // up to date. The worker's API server has the last word: a change it refuses
 // is the caller's to report.
-func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
+func SpecUpdate(desired, m *batchv1.Job, startedMayChange bool) (*batchv1.Job, []string) {
 	// A shallow copy: it is asked on every status change of every mirror,
 	// and a field that changes gets a value of its own below (m's pointers,
 	// maps and slices are never written through).
@@ -54,7 +56,7 @@ func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
 		spec.Suspend = ptr.To(ptr.Deref(want.Suspend, false))
 		changed = append(changed, "suspend")
 	}
-	if TemplateMutable(m) && !sameSchedulingTemplate(m.Spec.Template, want.Template) {
+	if TemplateMutable(m, startedMayChange) && !sameSchedulingTemplate(m.Spec.Template, want.Template) {
 		carryScheduling(&spec.Template, want.Template)
 		changed = append(changed, "template")
 	}
@@ -62,13 +64,23 @@ func SpecUpdate(desired, m *batchv1.Job) (*batchv1.Job, []string) {
 }
 
 // TemplateMutable mirrors the API server's rule for changing the pod
-// template's scheduling directives of a Job (KEP-2926, with
-// MutableSchedulingDirectivesForSuspendedJobs, on by default since 1.36): the
-// Job is suspended, has not started or shows Suspended=True, and runs no pod.
-func TemplateMutable(job *batchv1.Job) bool {
+// template's scheduling directives of a Job (KEP-2926): the Job is
+// suspended, has not started and runs no pod; where startedMayChange (the
+// Job's API server has MutableSchedulingDirectivesForSuspendedJobs, on by
+// default from v1.36: StartedTemplatesMutable) also once started, while it
+// shows Suspended=True.
+func TemplateMutable(job *batchv1.Job, startedMayChange bool) bool {
 	return ptr.Deref(job.Spec.Suspend, false) &&
-		(job.Status.StartTime == nil || jobstatus.ConditionTrue(job.Status, batchv1.JobSuspended)) &&
+		(job.Status.StartTime == nil || startedMayChange && jobstatus.ConditionTrue(job.Status, batchv1.JobSuspended)) &&
 		job.Status.Active == 0
+}
+
+// StartedTemplatesMutable says whether an API server of version v lets a
+// suspended Job that has started change its template's scheduling
+// directives (MutableSchedulingDirectivesForSuspendedJobs, on by default
+// from v1.36). A version not known is taken as one that does not.
+func StartedTemplatesMutable(v *version.Version) bool {
+	return v != nil && v.AtLeast(version.MajorMinor(1, 36))
 }
 
 // sameSchedulingTemplate compares what carryScheduling copies, ignoring the

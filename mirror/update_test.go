@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -32,12 +34,37 @@ func TestSpecUpdate(t *testing.T) {
 		m.Spec.Suspend = ptr.To(true)
 		m.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{cond(batchv1.JobSuspended, "JobSuspended", 1)}}
 	}
+	startedThenSuspended := func(m *batchv1.Job) {
+		suspendedNotRunning(m)
+		m.Status.StartTime = &metav1.Time{Time: time.Unix(1, 0)}
+	}
 	cases := map[string]struct {
 		mirror      func(*batchv1.Job)
 		change      func(*batchv1.JobSpec)
 		wantChanged []string
 		want        func(*batchv1.JobSpec)
+		// olderWorker: the mirror's API server is before v1.36
+		// (mirror.StartedTemplatesMutable false).
+		olderWorker bool
 	}{
+		"a started, suspended mirror's template follows on a v1.36 worker": {
+			mirror:      startedThenSuspended,
+			change:      func(s *batchv1.JobSpec) { s.Template.Spec.NodeSelector = map[string]string{"pool": "b"} },
+			wantChanged: []string{"template"},
+			want:        func(s *batchv1.JobSpec) { s.Template.Spec.NodeSelector = map[string]string{"pool": "b"} },
+		},
+		"... not on an older worker, whose API server would refuse it": {
+			mirror:      startedThenSuspended,
+			change:      func(s *batchv1.JobSpec) { s.Template.Spec.NodeSelector = map[string]string{"pool": "b"} },
+			olderWorker: true,
+		},
+		"... where a mirror that never started may still change": {
+			mirror:      suspendedNotRunning,
+			change:      func(s *batchv1.JobSpec) { s.Template.Spec.NodeSelector = map[string]string{"pool": "b"} },
+			wantChanged: []string{"template"},
+			want:        func(s *batchv1.JobSpec) { s.Template.Spec.NodeSelector = map[string]string{"pool": "b"} },
+			olderWorker: true,
+		},
 		"nothing changed: nothing to write": {
 			change: func(*batchv1.JobSpec) {},
 		},
@@ -128,7 +155,7 @@ func TestSpecUpdate(t *testing.T) {
 			}
 			desired := desiredFrom(m, tc.change)
 			given := m.DeepCopy()
-			updated, changed := SpecUpdate(desired, m)
+			updated, changed := SpecUpdate(desired, m, !tc.olderWorker)
 			if diff := cmp.Diff(given, m); diff != "" {
 				t.Errorf("SpecUpdate changed the mirror it was given, which it shares with the cache (-before +after):\n%s", diff)
 			}

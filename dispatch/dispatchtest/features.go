@@ -11,7 +11,9 @@ import (
 
 // FeatureSamples set, by the gate of each dispatch.VersionedFeatures row,
 // its field on a Job (one with a container and restartPolicy Never), as a
-// user would: valid for an API server that knows the field.
+// user would: valid for an API server that knows the field. A sample may set
+// the field of another row of the same or an earlier minor that it needs to
+// be valid, never one of a later minor.
 var FeatureSamples = map[string]func(*batchv1.Job){
 	"JobPodFailurePolicy": func(j *batchv1.Job) {
 		j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
@@ -48,6 +50,41 @@ var FeatureSamples = map[string]func(*batchv1.Job){
 	},
 	"PodLevelResources": func(j *batchv1.Job) {
 		j.Spec.Template.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	},
+	"ProcMountType": func(j *batchv1.Job) {
+		c := &j.Spec.Template.Spec.Containers[0]
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		c.SecurityContext.ProcMount = ptr.To(corev1.UnmaskedProcMount)
+		// Valid only in a user namespace of its own.
+		j.Spec.Template.Spec.HostUsers = ptr.To(false)
+	},
+	"SELinuxChangePolicy": func(j *batchv1.Job) {
+		if j.Spec.Template.Spec.SecurityContext == nil {
+			j.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{}
+		}
+		j.Spec.Template.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(corev1.SELinuxChangePolicyRecursive)
+	},
+	"ContainerRestartRules": func(j *batchv1.Job) {
+		c := &j.Spec.Template.Spec.Containers[0]
+		c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+		c.RestartPolicyRules = []corev1.ContainerRestartRule{{
+			Action:    corev1.ContainerRestartRuleActionRestart,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
+		}}
+	},
+	"EnvFiles": func(j *batchv1.Job) {
+		s := &j.Spec.Template.Spec
+		s.Volumes = append(s.Volumes, corev1.Volume{Name: "env-file", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "FROM_FILE", ValueFrom: &corev1.EnvVarSource{
+			FileKeyRef: &corev1.FileKeySelector{VolumeName: "env-file", Path: "vars.env", Key: "FROM_FILE"}}})
+	},
+	"HostnameOverride": func(j *batchv1.Job) { j.Spec.Template.Spec.HostnameOverride = ptr.To("override") },
+	"ImageVolume": func(j *batchv1.Job) {
+		s := &j.Spec.Template.Spec
+		s.Volumes = append(s.Volumes, corev1.Volume{Name: "image", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: "busybox:1.35", PullPolicy: corev1.PullIfNotPresent}}})
 	},
 	"DynamicResourceAllocation": func(j *batchv1.Job) {
 		j.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}

@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -115,7 +116,7 @@ type InstallOptions struct {
 	Out io.Writer
 }
 
-// Installed is what InstallRelease made.
+// Installed is what InstallRelease made, and what upgrades it.
 type Installed struct {
 	// Registry is where the release was published (host:port/jobferry).
 	Registry string
@@ -124,6 +125,14 @@ type Installed struct {
 	// Kubeconfig holds every cluster of the environment as a context named
 	// after it, the manager current: a platform team's kubeconfig.
 	Kubeconfig string
+
+	env    *localcluster.Environment
+	binDir string
+	// cmdEnv is the environment of every command: the registry's
+	// credentials as `docker login` writes them, helm's own directories.
+	cmdEnv []string
+	root   string
+	out    io.Writer
 }
 
 // InstallRelease installs a release on an environment with real nodes and
@@ -141,7 +150,7 @@ func InstallRelease(ctx context.Context, env *localcluster.Environment, binDir s
 	if out == nil {
 		out = io.Discard
 	}
-	inst := &Installed{Registry: reg.Host + "/jobferry", Kubeconfig: filepath.Join(env.Dir, "kubeconfig")}
+	inst := &Installed{Registry: reg.Host + "/jobferry", Kubeconfig: filepath.Join(env.Dir, "kubeconfig"), env: env, binDir: binDir, out: out}
 	docker := filepath.Join(env.Dir, "docker")
 	if err := os.MkdirAll(docker, 0o700); err != nil {
 		return nil, err
@@ -151,48 +160,33 @@ func InstallRelease(ctx context.Context, env *localcluster.Environment, binDir s
 	}
 	// helm keeps its cache and configuration apart from the user's.
 	helmHome := filepath.Join(env.Dir, "helm")
-	cmdEnv := append(os.Environ(), "DOCKER_CONFIG="+docker, "HELM_CACHE_HOME="+helmHome, "HELM_CONFIG_HOME="+helmHome, "HELM_DATA_HOME="+helmHome)
-	root, err := localcluster.RepoRoot()
-	if err != nil {
+	inst.cmdEnv = append(os.Environ(), "DOCKER_CONFIG="+docker, "HELM_CACHE_HOME="+helmHome, "HELM_CONFIG_HOME="+helmHome, "HELM_DATA_HOME="+helmHome)
+	var err error
+	if inst.root, err = localcluster.RepoRoot(); err != nil {
 		return nil, err
 	}
-	run := func(name string, args ...string) error {
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir, cmd.Env = root, cmdEnv
-		output, err := cmd.CombinedOutput()
-		fmt.Fprintf(out, "$ %s %s\n%s", filepath.Base(name), strings.Join(args, " "), output)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, output)
-		}
-		return nil
-	}
-	if err := run("make", "--no-print-directory", "publish", "VERSION="+opts.Release.Version, "RELEASE_DIR="+opts.Release.Dir,
-		"REGISTRY="+inst.Registry, "REGISTRY_CA_FILE="+reg.CAFile()); err != nil {
+	if err := inst.Publish(ctx, opts.Release); err != nil {
 		return nil, err
-	}
-	install := func(c *localcluster.Cluster, helm, chart string, values []string) error {
-		if err := pullSecret(ctx, c, reg); err != nil {
-			return err
-		}
-		args := append([]string{"--kubeconfig", c.KubeconfigPath, "install", chart, "oci://" + inst.Registry + "/charts/" + chart, "--version", opts.Release.Version,
-			"-n", SystemNamespace, "--create-namespace", "--ca-file", reg.CAFile(),
-			"--set", "image.repository=" + inst.Registry + "/" + chart, "--set", "imagePullSecrets[0].name=" + RegistryPullSecret,
-			"--wait", "--timeout", "3m"}, values...)
-		return run(filepath.Join(binDir, helm), args...)
 	}
 	for i, w := range env.Workers {
 		helm := "helm"
 		if opts.WorkerHelm != nil {
 			helm = opts.WorkerHelm(i)
 		}
-		if err := install(w, helm, WorkerRelease, opts.WorkerValues); err != nil {
+		if err := pullSecret(ctx, w, reg); err != nil {
+			return nil, err
+		}
+		if err := inst.Helm(ctx, w, helm, "install", WorkerRelease, opts.Release, opts.WorkerValues); err != nil {
 			return nil, err
 		}
 	}
-	if err := install(env.Manager, "helm", ManagerRelease, opts.ManagerValues); err != nil {
+	if err := pullSecret(ctx, env.Manager, reg); err != nil {
 		return nil, err
 	}
-	if inst.Plugin, err = opts.Release.ExtractPlugin(filepath.Join(env.Dir, "release-bin")); err != nil {
+	if err := inst.Helm(ctx, env.Manager, "helm", "install", ManagerRelease, opts.Release, opts.ManagerValues); err != nil {
+		return nil, err
+	}
+	if inst.Plugin, err = opts.Release.ExtractPlugin(filepath.Join(env.Dir, "release-bin", opts.Release.Version)); err != nil {
 		return nil, err
 	}
 	if err := MergedKubeconfig(env, inst.Kubeconfig); err != nil {
@@ -202,11 +196,57 @@ func InstallRelease(ctx context.Context, env *localcluster.Environment, binDir s
 		return inst, nil
 	}
 	for _, w := range env.Workers {
-		if err := run(inst.Plugin, "join", w.Name, "--worker-context", w.Name, "--kubeconfig", inst.Kubeconfig); err != nil {
+		if err := inst.run(ctx, nil, inst.Plugin, "join", w.Name, "--worker-context", w.Name, "--kubeconfig", inst.Kubeconfig); err != nil {
 			return nil, err
 		}
 	}
 	return inst, nil
+}
+
+// Publish pushes a release to the environment's registry with `make
+// publish`, as its install commands expect it.
+func (inst *Installed) Publish(ctx context.Context, release Release) error {
+	return inst.run(ctx, nil, "make", "--no-print-directory", "publish", "VERSION="+release.Version, "RELEASE_DIR="+release.Dir,
+		"REGISTRY="+inst.Registry, "REGISTRY_CA_FILE="+inst.env.Registry.CAFile())
+}
+
+// Helm installs or upgrades (verb) a chart of the release on cluster c
+// from the registry, as the release's install commands say, with the
+// images from the registry and values; it waits until its pods are ready.
+func (inst *Installed) Helm(ctx context.Context, c *localcluster.Cluster, helm, verb, chart string, release Release, values []string) error {
+	args := append([]string{"--kubeconfig", c.KubeconfigPath, verb, chart, "oci://" + inst.Registry + "/charts/" + chart, "--version", release.Version,
+		"-n", SystemNamespace, "--create-namespace", "--ca-file", inst.env.Registry.CAFile(),
+		"--set", "image.repository=" + inst.Registry + "/" + chart, "--set", "imagePullSecrets[0].name=" + RegistryPullSecret,
+		"--wait", "--timeout", "3m"}, values...)
+	return inst.run(ctx, nil, filepath.Join(inst.binDir, helm), args...)
+}
+
+// ApplyCRDs applies the CRDs of a chart of the release, from the registry,
+// on cluster c, as an upgrade starts (helm upgrades no chart's CRDs):
+// `helm show crds … | kubectl apply --server-side -f -`.
+func (inst *Installed) ApplyCRDs(ctx context.Context, c *localcluster.Cluster, chart string, release Release) error {
+	var crds bytes.Buffer
+	show := exec.CommandContext(ctx, filepath.Join(inst.binDir, "helm"), "show", "crds", "oci://"+inst.Registry+"/charts/"+chart,
+		"--version", release.Version, "--ca-file", inst.env.Registry.CAFile())
+	show.Dir, show.Env, show.Stdout = inst.root, inst.cmdEnv, &crds
+	if err := show.Run(); err != nil {
+		return fmt.Errorf("helm show crds %s %s: %w", chart, release.Version, err)
+	}
+	return inst.run(ctx, &crds, filepath.Join(inst.binDir, "kubectl"), "--kubeconfig", c.KubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
+}
+
+// run runs a command from the repository's root with the environment's
+// registry credentials and helm directories, stdin its input (nil: none),
+// and writes it and its output to the installation's Out.
+func (inst *Installed) run(ctx context.Context, stdin io.Reader, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env, cmd.Stdin = inst.root, inst.cmdEnv, stdin
+	output, err := cmd.CombinedOutput()
+	fmt.Fprintf(inst.out, "$ %s %s\n%s", filepath.Base(name), strings.Join(args, " "), output)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, output)
+	}
+	return nil
 }
 
 // pullSecret creates, in SystemNamespace of the cluster (created if

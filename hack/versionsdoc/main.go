@@ -20,7 +20,8 @@ func markdown() string {
 
 A worker's API server drops a Job field it does not know, or whose feature
 gate is off, without an error: the mirror would run with other semantics
-than the user asked for. jobferry reads each worker's version (the
+than the user asked for (a few such fields it refuses instead, and the
+mirror would not be created). jobferry reads each worker's version (the
 WorkerCluster's ` + "`status.kubernetesVersion`" + `) and places a Job that sets one
 of these fields only on a worker at or after the minor where its gate is on
 by default; elsewhere the Job waits, its Suspended condition and Event
@@ -29,8 +30,17 @@ known yet takes none of these Jobs. A worker whose mirrors run under
 jobferry's Job controller (` + "`spec.jobController: Worker`" + `) needs
 ` + "`spec.managedBy`" + ` kept for every Job.
 
-A platform that turned a gate off on a worker of a later minor is not
-detected: placement goes by the defaults.
+The rows are every field the pinned Kubernetes's pod and Job strategies
+guard with a gate that turned on after v1.32 (the oldest minor the charts
+claim), and the Job fields before it; a test reads the gates from the
+pinned Kubernetes and fails on one that is neither a row nor named with
+the reason it is none (a status field, a value an older API server
+refuses loudly, an update rule).
+
+Placement goes by each gate's default and by the version the worker's API
+server reports: a platform that turned a gate off on a worker of a later
+minor is not detected, nor, during a control plane's own rolling upgrade,
+an API server behind the same address still on the older minor.
 
 | Field | Feature gate | Kept from |
 |---|---|---|

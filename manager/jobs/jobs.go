@@ -502,7 +502,8 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if conn == nil || !conn.Connected() {
 		return s, nil
 	}
-	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace), MissingRights: conn.MissingRights()}
+	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace), MissingRights: conn.MissingRights(),
+		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
 	m, err := conn.Mirror(ctx, key)
 	if err != nil {
 		return s, err
@@ -549,7 +550,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			return s, err
 		}
 	}
-	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m)) {
+	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m, s.Connection.StartedTemplatesMutable)) {
 		return s, nil
 	}
 	// A mirror may be created, or a changed template carried to it.

@@ -62,11 +62,19 @@ func withPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 	return job
 }
 
+// managerStartedTemplatesMutable is the manager cluster's template rule
+// (mirror.TemplateMutable) as the manager takes it: the pinned minor's
+// (v1.36). A manager cluster before v1.36 refuses the change for a Job that
+// has started (one placed again after its worker was lost or Kueue evicted
+// it), a refused write as any other (refusals.go): a known limit of a
+// manager cluster on an older minor (docs/compatibility.md).
+const managerStartedTemplatesMutable = true
+
 // activatedJob is the Job with worker's directives injected and, when the
 // webhook held it for placement, unsuspended.
 func activatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
 	updated := job.DeepCopy()
-	if needsActivation(job) && mirror.TemplateMutable(job) {
+	if needsActivation(job) && mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
 		user := userScheduling(job)
 		merged, err := directives.Merge(withScheduling(job.Spec.Template, user), scheduling)
 		if err != nil {
@@ -149,7 +157,7 @@ func withScheduling(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirect
 // with the pod template's scheduling as its user wrote it, whatever an
 // earlier placement merged in.
 func asUserWroteIt(job *batchv1.Job) *batchv1.Job {
-	if _, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; !ok || !needsActivation(job) || !mirror.TemplateMutable(job) {
+	if _, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; !ok || !needsActivation(job) || !mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
 		// A Job that ran keeps the template it ran with.
 		return job
 	}

@@ -153,6 +153,10 @@ type connectionState struct {
 	MayUse bool
 	// MissingRights are the rights the last review found missing.
 	MissingRights []workers.Right
+	// StartedTemplatesMutable: the worker's API server lets a suspended
+	// mirror that has started change its template's scheduling
+	// (mirror.StartedTemplatesMutable of its version).
+	StartedTemplatesMutable bool
 }
 
 // stepConfig holds the settings nextStep applies.
@@ -628,7 +632,7 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	// change; otherwise the manager Job's spec as it is will do, and the
 	// mirror is not built on every status change.
 	desired := &batchv1.Job{Spec: s.Job.Spec}
-	if mirror.TemplateMutable(s.Mirror) {
+	if mirror.TemplateMutable(s.Mirror, s.Connection.StartedTemplatesMutable) {
 		if s.WorkerCluster == nil {
 			return step{}, false
 		}
@@ -640,7 +644,7 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	if queueHolds(s) {
 		desired = heldBack(desired, s.Mirror)
 	}
-	updated, changed := mirror.SpecUpdate(desired, s.Mirror)
+	updated, changed := mirror.SpecUpdate(desired, s.Mirror, s.Connection.StartedTemplatesMutable)
 	if len(changed) == 0 {
 		return step{}, false
 	}

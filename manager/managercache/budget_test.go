@@ -167,6 +167,31 @@ func TestEveryKeptFieldCounts(t *testing.T) {
 			}
 		},
 		"a label of 200 KiB": func(j *batchv1.Job) { j.Labels = map[string]string{"big": strings.Repeat("l", 200<<10)} },
+		// What placement reads for the worker's version (dispatch.VersionedFeatures).
+		"resource claims": func(j *batchv1.Job) {
+			for i := range 3000 {
+				j.Spec.Template.Spec.ResourceClaims = append(j.Spec.Template.Spec.ResourceClaims, corev1.PodResourceClaim{Name: fmt.Sprintf("claim-%04d", i)})
+			}
+		},
+		"a container's resize policy": func(j *batchv1.Job) {
+			for i := range 3000 {
+				j.Spec.Template.Spec.Containers[0].ResizePolicy = append(j.Spec.Template.Spec.Containers[0].ResizePolicy,
+					corev1.ContainerResizePolicy{ResourceName: corev1.ResourceName(fmt.Sprintf("example.com/r-%04d", i))})
+			}
+		},
+		"a container's restart rules": func(j *batchv1.Job) {
+			for range 3000 {
+				j.Spec.Template.Spec.Containers[0].RestartPolicyRules = append(j.Spec.Template.Spec.Containers[0].RestartPolicyRules,
+					corev1.ContainerRestartRule{Action: corev1.ContainerRestartRuleActionRestart})
+			}
+		},
+		"variables read from files": func(j *batchv1.Job) {
+			for i := range 3000 {
+				j.Spec.Template.Spec.Containers[0].Env = append(j.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("V%04d", i),
+					ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "p", Key: "k"}}})
+			}
+		},
+		"the pod's hostname override": func(j *batchv1.Job) { j.Spec.Template.Spec.HostnameOverride = ptr.To(strings.Repeat("h", 200<<10)) },
 		"the pod spec's hostname": func(j *batchv1.Job) {
 			// Not kept (nothing reads it): never counted, whatever its size.
 			j.Spec.Template.Spec.Hostname = strings.Repeat("h", 200<<10)

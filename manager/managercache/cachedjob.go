@@ -80,9 +80,10 @@ type cachedPodFields struct {
 	os                            *corev1.PodOS
 	overhead                      corev1.ResourceList
 	resources                     *corev1.ResourceRequirements
-	// resourceClaims are read by placement only for whether there are any
-	// (dispatch.VersionedFeatures).
-	resourceClaims []corev1.PodResourceClaim
+	// resourceClaims and hostnameOverride are read by placement only for
+	// whether the pod sets them (dispatch.VersionedFeatures).
+	resourceClaims   []corev1.PodResourceClaim
+	hostnameOverride *string
 }
 
 // cachedContainer is what the readers read of a container: its requests
@@ -104,8 +105,12 @@ type cachedContainer struct {
 
 // rareContainerFields are what the readers read of a container that few
 // set: a pointer to them costs a container 8 bytes, not each field's own.
+// Placement reads whether each is set (dispatch.VersionedFeatures): of the
+// environment, only the variables read from a file are kept.
 type rareContainerFields struct {
-	resizePolicy []corev1.ContainerResizePolicy
+	resizePolicy       []corev1.ContainerResizePolicy
+	restartPolicyRules []corev1.ContainerRestartRule
+	envFromFiles       []corev1.EnvVar
 }
 
 type containerHandlers struct {
@@ -139,7 +144,7 @@ func newCachedTemplate(t *corev1.PodTemplateSpec) *cachedTemplate {
 	pod := cachedPodFields{
 		hostNetwork: spec.HostNetwork, hostPID: spec.HostPID, hostIPC: spec.HostIPC, hostUsers: spec.HostUsers,
 		securityContext: spec.SecurityContext, volumes: spec.Volumes, ephemeralContainers: spec.EphemeralContainers, os: spec.OS,
-		overhead: spec.Overhead, resources: spec.Resources, resourceClaims: spec.ResourceClaims,
+		overhead: spec.Overhead, resources: spec.Resources, resourceClaims: spec.ResourceClaims, hostnameOverride: spec.HostnameOverride,
 	}
 	// The API server gives every pod spec an empty security context: one
 	// that sets nothing reads as none.
@@ -163,8 +168,14 @@ func newCachedContainers(containers []corev1.Container) []cachedContainer {
 		if namesHost(c) {
 			out[i].handlers = &containerHandlers{liveness: c.LivenessProbe, readiness: c.ReadinessProbe, startup: c.StartupProbe, lifecycle: c.Lifecycle}
 		}
-		if c.ResizePolicy != nil {
-			out[i].rare = &rareContainerFields{resizePolicy: c.ResizePolicy}
+		rare := rareContainerFields{resizePolicy: c.ResizePolicy, restartPolicyRules: c.RestartPolicyRules}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
+				rare.envFromFiles = append(rare.envFromFiles, e)
+			}
+		}
+		if rare.resizePolicy != nil || rare.restartPolicyRules != nil || rare.envFromFiles != nil {
+			out[i].rare = &rare
 		}
 	}
 	return out
@@ -245,7 +256,7 @@ func (t *cachedTemplate) view() corev1.PodTemplateSpec {
 		s := &out.Spec
 		s.HostNetwork, s.HostPID, s.HostIPC, s.HostUsers = p.hostNetwork, p.hostPID, p.hostIPC, p.hostUsers
 		s.SecurityContext, s.Volumes, s.EphemeralContainers, s.OS = p.securityContext, p.volumes, p.ephemeralContainers, p.os
-		s.Overhead, s.Resources, s.ResourceClaims = p.overhead, p.resources, p.resourceClaims
+		s.Overhead, s.Resources, s.ResourceClaims, s.HostnameOverride = p.overhead, p.resources, p.resourceClaims, p.hostnameOverride
 	}
 	return out
 }
@@ -262,7 +273,7 @@ func containerViews(cached []cachedContainer) []corev1.Container {
 			out[i].LivenessProbe, out[i].ReadinessProbe, out[i].StartupProbe, out[i].Lifecycle = h.liveness, h.readiness, h.startup, h.lifecycle
 		}
 		if r := c.rare; r != nil {
-			out[i].ResizePolicy = r.resizePolicy
+			out[i].ResizePolicy, out[i].RestartPolicyRules, out[i].Env = r.resizePolicy, r.restartPolicyRules, r.envFromFiles
 		}
 	}
 	return out

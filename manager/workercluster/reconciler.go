@@ -123,7 +123,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logf.FromContext(ctx).Info("worker connection changed", "connected", facts.connected.Status, "reason", facts.connected.Reason, "message", facts.connected.Message)
 	}
 	if d.status.KubernetesVersion != wc.Status.KubernetesVersion {
-		logf.FromContext(ctx).Info("worker's Kubernetes version changed", "from", wc.Status.KubernetesVersion, "to", d.status.KubernetesVersion, "error", facts.versionErr)
+		logf.FromContext(ctx).Info("worker's Kubernetes version changed", "from", wc.Status.KubernetesVersion, "to", d.status.KubernetesVersion)
+	}
+	if facts.versionErrChanged && facts.versionErr != "" {
+		logf.FromContext(ctx).Info("reading the worker's Kubernetes version failed; placement goes by the version last read", "version", d.status.KubernetesVersion, "error", facts.versionErr)
 	}
 	if d.write {
 		wc.Status = d.status
@@ -176,9 +179,11 @@ type workerFacts struct {
 	credentialCondition *metav1.Condition
 	credentialAfter     time.Duration
 	// version is the worker's Kubernetes version as the connection last
-	// read it (nil: not known); versionErr why the last read failed.
-	version    *workers.KubernetesVersion
-	versionErr string
+	// read it (nil: not known); versionErr why the last read failed,
+	// versionErrChanged whether that is news.
+	version           *workers.KubernetesVersion
+	versionErr        string
+	versionErrChanged bool
 	// dispatched and running count the unfinished manager Jobs placed there.
 	dispatched, running int32
 }
@@ -192,7 +197,8 @@ func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster
 	f.connected, conn = r.Pool.Connect(ctx, wc)
 	if conn != nil {
 		f.hasConnection, f.probeFailures = true, conn.Failures()
-		f.version, f.versionErr = conn.KubernetesVersion(), conn.VersionError()
+		f.version = conn.KubernetesVersion()
+		f.versionErr, f.versionErrChanged = conn.TakeVersionError()
 		// Reviewed as soon as the worker answers: a credential that may
 		// not list what the manager caches leaves it Connecting, and the
 		// Authorized condition says why.
@@ -258,11 +264,10 @@ func decideWorker(wc *v1alpha1.WorkerCluster, f workerFacts, healthInterval time
 	if f.capacity != nil {
 		status.Capacity = f.capacity
 	}
+	if f.hasConnection && f.version != nil {
+		status.KubernetesVersion = f.version.GitVersion
+	}
 	if f.hasConnection {
-		status.KubernetesVersion = ""
-		if f.version != nil {
-			status.KubernetesVersion = f.version.GitVersion
-		}
 		status.Credential = f.credential
 		if f.credentialCondition != nil {
 			set(*f.credentialCondition)

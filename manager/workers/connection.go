@@ -68,8 +68,10 @@ type Connection struct {
 	// version is the worker's Kubernetes version as the last probe read
 	// it (nil until one did).
 	version atomic.Pointer[KubernetesVersion]
-	// versionErr is why the last probe could not read it ("" when it could).
-	versionErr atomic.Value // string
+	// versionErr is why the last probe could not read it ("" when it
+	// could); versionErrTaken what TakeVersionError last returned.
+	versionErr      atomic.Value // string
+	versionErrTaken atomic.Value // string
 	// failures counts consecutive failed health probes, for backoff.
 	failures atomic.Int32
 	lastErr  atomic.Value // string
@@ -354,11 +356,14 @@ func (c *Connection) probe(ctx context.Context) error {
 	c.probeAsked.Store(false)
 	_, err := c.health.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	if err == nil {
-		// A version that cannot be read is not one to go by: Jobs that
-		// need a version wait (dispatch.VersionedFeatures) while the
-		// worker answers and runs the others.
+		// A read that fails keeps the version last read: a worker whose
+		// version is not known yet takes no Job that needs one
+		// (dispatch.VersionedFeatures), and one timeout must not hold
+		// them all back.
 		v, verr := readVersion(ctx, c.health.Discovery().RESTClient())
-		c.version.Store(v)
+		if verr == nil {
+			c.version.Store(v)
+		}
 		c.versionErr.Store(errString(verr))
 	}
 	if err != nil {
@@ -377,11 +382,12 @@ func (c *Connection) probe(ctx context.Context) error {
 // probe read it yet).
 func (c *Connection) KubernetesVersion() *KubernetesVersion { return c.version.Load() }
 
-// VersionError is why the last probe could not read the version ("": it
-// could, or none did yet).
-func (c *Connection) VersionError() string {
+// TakeVersionError is why the last probe could not read the version ("":
+// it could, or none did yet), and whether that changed since the last
+// call: what is worth a log line.
+func (c *Connection) TakeVersionError() (string, bool) {
 	s, _ := c.versionErr.Load().(string)
-	return s
+	return s, c.versionErrTaken.Swap(s) != s
 }
 
 func errString(err error) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -25,13 +26,24 @@ const maxVersionBytes = 4 << 10
 // gitVersionPattern is what a gitVersion may look like to be kept and
 // shown: a release's (v1.36.3), a provider's (v1.33.5-eks-3025e55,
 // v1.32.9-gke.1072000) or a build's (v1.37.0-alpha.1.120+0123456789abcd).
-var gitVersionPattern = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+([-+.][0-9A-Za-z.+-]{0,48})?$`)
+// Each number has at most four digits and the whole at most
+// maxGitVersion characters (what the WorkerCluster's status takes).
+var gitVersionPattern = regexp.MustCompile(`^v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}([-+.][0-9A-Za-z.+-]{0,48})?$`)
+
+// maxGitVersion is the longest gitVersion kept: the CRD's bound of
+// status.kubernetesVersion.
+const maxGitVersion = 64
 
 // readVersion reads the worker's /version. The worker's API server answers
-// it, nobody who writes objects there; still its answer is bounded and must
-// look like a Kubernetes version, or the probe fails saying so.
+// it, nobody who writes objects there; still no more than maxVersionBytes
+// of its answer is read, and it must look like a Kubernetes version.
 func readVersion(ctx context.Context, c rest.Interface) (*KubernetesVersion, error) {
-	raw, err := c.Get().AbsPath("/version").DoRaw(ctx)
+	body, err := c.Get().AbsPath("/version").Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading /version: %w", err)
+	}
+	defer body.Close()
+	raw, err := io.ReadAll(io.LimitReader(body, maxVersionBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading /version: %w", err)
 	}
@@ -40,7 +52,7 @@ func readVersion(ctx context.Context, c rest.Interface) (*KubernetesVersion, err
 
 func parseVersion(raw []byte) (*KubernetesVersion, error) {
 	if len(raw) > maxVersionBytes {
-		return nil, fmt.Errorf("/version answered %d bytes, more than the %d a version takes", len(raw), maxVersionBytes)
+		return nil, fmt.Errorf("/version answered more than the %d bytes a version takes", maxVersionBytes)
 	}
 	var info struct {
 		GitVersion string `json:"gitVersion"`
@@ -48,7 +60,7 @@ func parseVersion(raw []byte) (*KubernetesVersion, error) {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return nil, fmt.Errorf("/version: %w", err)
 	}
-	if !gitVersionPattern.MatchString(info.GitVersion) {
+	if len(info.GitVersion) > maxGitVersion || !gitVersionPattern.MatchString(info.GitVersion) {
 		return nil, fmt.Errorf("/version: gitVersion %.80q is not a Kubernetes version", info.GitVersion)
 	}
 	parsed, err := version.ParseGeneric(info.GitVersion)

@@ -14,15 +14,17 @@ func TestParseVersion(t *testing.T) {
 		minor   uint
 		refusal string
 	}{
-		"a release":           {raw: `{"major":"1","minor":"32","gitVersion":"v1.32.13"}`, want: "v1.32.13", minor: 32},
-		"a provider's build":  {raw: `{"gitVersion":"v1.33.5-eks-3025e55"}`, want: "v1.33.5-eks-3025e55", minor: 33},
-		"a GKE build":         {raw: `{"gitVersion":"v1.32.9-gke.1072000"}`, want: "v1.32.9-gke.1072000", minor: 32},
-		"a development build": {raw: `{"gitVersion":"v1.37.0-alpha.1.120+0123456789abcd"}`, want: "v1.37.0-alpha.1.120+0123456789abcd", minor: 37},
-		"not JSON":            {raw: `<html>`, refusal: "/version"},
-		"no version":          {raw: `{}`, refusal: "is not a Kubernetes version"},
-		"a version as prose":  {raw: `{"gitVersion":"v1.36.3 (trust me)"}`, refusal: "is not a Kubernetes version"},
-		"a long suffix":       {raw: `{"gitVersion":"v1.36.3-` + strings.Repeat("a", 60) + `"}`, refusal: "is not a Kubernetes version"},
-		"too large":           {raw: `{"gitVersion":"v1.36.3","x":"` + strings.Repeat("a", maxVersionBytes) + `"}`, refusal: "more than"},
+		"a release":                    {raw: `{"major":"1","minor":"32","gitVersion":"v1.32.13"}`, want: "v1.32.13", minor: 32},
+		"a provider's build":           {raw: `{"gitVersion":"v1.33.5-eks-3025e55"}`, want: "v1.33.5-eks-3025e55", minor: 33},
+		"a GKE build":                  {raw: `{"gitVersion":"v1.32.9-gke.1072000"}`, want: "v1.32.9-gke.1072000", minor: 32},
+		"a development build":          {raw: `{"gitVersion":"v1.37.0-alpha.1.120+0123456789abcd"}`, want: "v1.37.0-alpha.1.120+0123456789abcd", minor: 37},
+		"not JSON":                     {raw: `<html>`, refusal: "/version"},
+		"no version":                   {raw: `{}`, refusal: "is not a Kubernetes version"},
+		"a version as prose":           {raw: `{"gitVersion":"v1.36.3 (trust me)"}`, refusal: "is not a Kubernetes version"},
+		"a long suffix":                {raw: `{"gitVersion":"v1.36.3-` + strings.Repeat("a", 60) + `"}`, refusal: "is not a Kubernetes version"},
+		"too large":                    {raw: `{"gitVersion":"v1.36.3","x":"` + strings.Repeat("a", maxVersionBytes) + `"}`, refusal: "more than"},
+		"longer than the status takes": {raw: `{"gitVersion":"v1.32.1844674407370955161-` + strings.Repeat("a", 48) + `"}`, refusal: "is not a Kubernetes version"},
+		"the longest kept, as long as the status takes": {raw: `{"gitVersion":"v1000.1000.1000-` + strings.Repeat("a", 48) + `"}`, want: "v1000.1000.1000-" + strings.Repeat("a", 48), minor: 1000},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -36,7 +38,10 @@ func TestParseVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.GitVersion != tc.want || v.Parsed.Major() != 1 || v.Parsed.Minor() != tc.minor {
+			if len(v.GitVersion) > maxGitVersion {
+				t.Errorf("kept %d characters, more than the status takes", len(v.GitVersion))
+			}
+			if v.GitVersion != tc.want || v.Parsed.Minor() != tc.minor {
 				t.Errorf("parseVersion = %s (%d.%d), want %s", v.GitVersion, v.Parsed.Major(), v.Parsed.Minor(), tc.want)
 			}
 		})
