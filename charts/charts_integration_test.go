@@ -93,6 +93,37 @@ func TestIntegrationChartsRenderWithoutACluster(t *testing.T) {
 	}
 }
 
+// Each chart's Deployment rolls a new pod in, ready, before it stops an
+// old one, whatever its replica count: Kubernetes' default (25 % each way)
+// stops an old pod first from four replicas on, and the manager's webhooks
+// would refuse Jobs meanwhile (e2e TestUpgradeWithJobsInFlight measures
+// the rollout).
+func TestIntegrationChartsRollOutBeforeTheyStop(t *testing.T) {
+	for _, chart := range charts {
+		for _, replicas := range []string{"1", "2", "5"} {
+			out, err := render(t, chart, "", "replicas="+replicas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var deployment struct {
+				Spec struct {
+					Strategy struct {
+						Type          string
+						RollingUpdate struct{ MaxUnavailable, MaxSurge any }
+					}
+				}
+			}
+			if err := decodeKind(out, "Deployment", &deployment); err != nil {
+				t.Fatal(err)
+			}
+			s := deployment.Spec.Strategy
+			if s.Type != "RollingUpdate" || fmt.Sprint(s.RollingUpdate.MaxUnavailable) != "0" || fmt.Sprint(s.RollingUpdate.MaxSurge) != "1" {
+				t.Errorf("%s with %s replicas: strategy %+v, want RollingUpdate with maxUnavailable 0, maxSurge 1", chart, replicas, s)
+			}
+		}
+	}
+}
+
 // helms are the helm majors the charts support (bin/helm is helm 3).
 var helms = []string{"helm", "helm4"}
 

@@ -7,16 +7,26 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/jobferry/jobferry/dispatch/dispatchtest"
 )
 
 // oldestClaimed is the oldest minor the charts claim (kubeVersion).
-var oldestClaimed = version.MajorMinor(1, 32)
+func oldestClaimed(t *testing.T) *version.Version {
+	t.Helper()
+	v, err := dispatchtest.OldestClaimedMinor("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 // Each row's Since is the first minor whose feature gate is on by default,
 // as the pinned Kubernetes (hack/tools) declares it in
@@ -25,7 +35,7 @@ var oldestClaimed = version.MajorMinor(1, 32)
 // The e2e test checks the rows against real API servers; this one, that
 // they are the gates' own history, not a list kept by hand.
 func TestIntegrationVersionedFeaturesFollowKubernetesFeatureGates(t *testing.T) {
-	onByDefault := kubernetesGatesOnByDefault(t)
+	onByDefault, oldestClaimed := kubernetesGatesOnByDefault(t), oldestClaimed(t)
 	for _, f := range VersionedFeatures {
 		since, ok := onByDefault[f.Gate]
 		if !ok {
@@ -62,7 +72,8 @@ var notDroppedFields = map[string]string{
 // by default after the oldest claimed minor — a field an older worker may
 // drop — is a row of VersionedFeatures or in notDroppedFields, saying why not.
 func TestIntegrationVersionedFeaturesCoverEveryGatedField(t *testing.T) {
-	onByDefault := kubernetesGatesOnByDefault(t)
+	onByDefault, oldestClaimed := kubernetesGatesOnByDefault(t), oldestClaimed(t)
+	notDropped := maps.Clone(notDroppedFields)
 	rows := map[string]bool{}
 	for _, f := range VersionedFeatures {
 		rows[f.Gate] = true
@@ -74,14 +85,14 @@ func TestIntegrationVersionedFeaturesCoverEveryGatedField(t *testing.T) {
 			if !ok || !since.GreaterThan(oldestClaimed) {
 				continue
 			}
-			_, why := notDroppedFields[gate]
+			_, why := notDropped[gate]
 			if !rows[gate] && !why {
 				t.Errorf("%s reads gate %s, on by default from v%s: a row of VersionedFeatures, or say in notDroppedFields why not", file, gate, since)
 			}
-			delete(notDroppedFields, gate)
+			delete(notDropped, gate)
 		}
 	}
-	for gate := range notDroppedFields {
+	for gate := range notDropped {
 		t.Errorf("notDroppedFields names %s, which the pinned Kubernetes's strategies no longer read after v%s", gate, oldestClaimed)
 	}
 }

@@ -1,6 +1,9 @@
 package dispatch
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -141,5 +144,32 @@ func TestPlaceKnowsWorkerVersions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The oldest minor the charts claim is the one hack/tools builds beside the
+// pinned one (its own module, its binaries in bin/kubernetes-1.N/), which
+// the mixed-minor e2e tests run.
+func TestOldestClaimedMinorIsBuilt(t *testing.T) {
+	claimed, err := dispatchtest.OldestClaimedMinor("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("kubernetes-%d.%d", claimed.Major(), claimed.Minor())
+	mod, err := os.ReadFile(filepath.Join("..", "hack", "tools", dir, "go.mod"))
+	if err != nil {
+		t.Fatalf("the charts claim v%s, and hack/tools has no module building it: %v", claimed, err)
+	}
+	if pin := fmt.Sprintf("k8s.io/kubernetes v%d.%d.", claimed.Major(), claimed.Minor()); !strings.Contains(string(mod), pin) {
+		t.Errorf("hack/tools/%s/go.mod pins no %s*", dir, pin)
+	}
+	build, err := os.ReadFile(filepath.Join("..", "hack", "tools", "build.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, binary := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if entry := dir + "/" + binary + "|"; !strings.Contains(string(build), entry) {
+			t.Errorf("hack/tools/build.sh builds no %s", entry)
+		}
 	}
 }

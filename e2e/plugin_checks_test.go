@@ -112,6 +112,13 @@ func checkRanOnce(ctx context.Context, t *testing.T, c kubernetes.Interface, env
 			t.Errorf("%s: succeeded %d, failed %d, attempt %q", j.Name, j.Status.Succeeded, j.Status.Failed, j.Annotations[v1alpha1.DispatchAttemptAnnotation])
 		}
 	}
+	checkOneMirrorEach(t, env, ns, n)
+}
+
+// checkOneMirrorEach: the workers' audit logs show exactly one mirror
+// created, by the manager's identity, for each of n Jobs of namespace ns.
+func checkOneMirrorEach(t *testing.T, env *localcluster.Environment, ns string, n int) {
+	t.Helper()
 	created := map[string]int{}
 	for _, w := range env.Workers {
 		for _, e := range readAudit(t, w, "system:serviceaccount:"+devenv.SystemNamespace+":jobferry-manager") {

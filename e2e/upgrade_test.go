@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
+	managerjobs "github.com/jobferry/jobferry/manager/jobs"
 )
 
 // TestUpgradeWithJobsInFlight installs the previous release
@@ -30,11 +32,15 @@ import (
 // tree's release as docs/compatibility.md says, while they run: the CRDs
 // first, then worker-2's chart (a worker before the manager), the
 // manager's, and worker-1's (the manager a release ahead of a worker
-// meanwhile). Every Job completes exactly once — one attempt, one pod, no
-// restart — the long ones dispatched by the old manager finish under the
-// new one with the mirror and pod they started with, and no Job creation is
-// refused while the manager's Deployment rolls. Then the manager is rolled
-// back (a downgrade) and a Job still runs.
+// meanwhile, and a Job run on each worker in each such moment). Every Job
+// completes exactly once — one attempt, one mirror, one pod, no restart —
+// the long ones dispatched by the old manager run through every step with
+// the mirror, pod and sealed state they started with and finish under the
+// new one once released; no Job create is refused, and the webhook admits
+// a dry-run create every 200 ms through the manager's rollout; the previous
+// release's plugin works against the new manager. Then every chart is
+// rolled back, the workers first, with a Job running on each (a
+// downgrade), and Jobs run.
 func TestUpgradeWithJobsInFlight(t *testing.T) {
 	ctx := t.Context()
 	bin, err := localcluster.BinDir()
@@ -62,6 +68,9 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the previous release %s (commit %s) built in %s; upgrading to %s", previous.Version, p.Commit, time.Since(built).Round(time.Second), current.Version)
+	if !version.MustParseSemantic(previous.Version).LessThan(version.MustParseSemantic(current.Version)) {
+		t.Fatalf("hack/previous-release names version %s, not below the tree's %s", previous.Version, current.Version)
+	}
 
 	dir := outputDir(t)
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -120,18 +129,56 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	jobsNS := d.optedInNamespace(ctx, t)
 
 	tl := &upgradeTimeline{start: time.Now()}
-	// Long Jobs, two on each worker, dispatched by the previous release
-	// and running through the whole upgrade.
+	// Long Jobs, two on each worker, dispatched by the previous release:
+	// each waits until the test releases it (after the last step), so
+	// they run through the whole upgrade whatever it takes.
 	long := map[string]string{}
 	for i, worker := range []string{"worker-1", "worker-1", "worker-2", "worker-2"} {
 		name := fmt.Sprintf("long-%d", i)
-		d.dispatchTo(ctx, t, realJob(jobsNS, name, "sleep 150; echo long done"), worker)
+		d.dispatchTo(ctx, t, waitingJob(jobsNS, name), worker)
 		long[name] = worker
 		tl.created(name, time.Now(), nil)
 	}
 	before := map[string]podRun{}
 	for name, worker := range long {
 		before[name] = waitMirrorPodRunning(ctx, t, workers[worker], jobsNS, name)
+	}
+	// What the previous manager wrote of them, for the new one to read.
+	written := map[string]map[string]string{}
+	for name := range long {
+		j, err := admin.BatchV1().Jobs(jobsNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		written[name] = map[string]string{}
+		for _, key := range []string{v1alpha1.StateSealAnnotation, v1alpha1.MirrorUIDAnnotation, v1alpha1.DispatchAttemptAnnotation, v1alpha1.WorkerAnnotation} {
+			written[name][key] = j.Annotations[key]
+		}
+		if written[name][v1alpha1.MirrorUIDAnnotation] != string(before[name].jobUID) {
+			t.Fatalf("%s: the previous manager recorded mirror %s, the worker runs %s", name, written[name][v1alpha1.MirrorUIDAnnotation], before[name].jobUID)
+		}
+	}
+	// The long Jobs still run their first pods, with the state the
+	// previous manager sealed.
+	stillRunning := func(step string) {
+		t.Helper()
+		for name, worker := range long {
+			j, err := admin.BatchV1().Jobs(jobsNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hasCondition(j, batchv1.JobComplete) != nil || hasCondition(j, batchv1.JobFailed) != nil {
+				t.Fatalf("after %s: %s finished before it was released: %s", step, name, describeStatus(j))
+			}
+			if now := podOf(ctx, t, workers[worker], jobsNS, name); now != before[name] {
+				t.Errorf("after %s: %s runs mirror %s pod %s, it ran mirror %s pod %s", step, name, now.jobUID, now.podUID, before[name].jobUID, before[name].podUID)
+			}
+			for key, value := range written[name] {
+				if j.Annotations[key] != value {
+					t.Errorf("after %s: %s's %s is %q, the previous manager wrote %q", step, name, key, j.Annotations[key], value)
+				}
+			}
+		}
 	}
 
 	// A steady stream of short Jobs, one every streamEvery, from now until
@@ -156,14 +203,15 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 			tl.created(name, time.Now(), err)
 		}
 	})
-	stream := func(d time.Duration, why string) {
-		t.Logf("%s: %s of the stream", why, d)
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-		}
+	// runOn runs a Job on the worker to completion: the skew of the moment
+	// (a worker ahead of the manager, the manager ahead of a worker) works.
+	runOn := func(name, worker string) {
+		t.Helper()
+		d.dispatchTo(ctx, t, realJob(jobsNS, name, "echo "+name), worker)
+		tl.created(name, time.Now(), nil)
+		pollJob(ctx, t, admin, jobsNS, name, 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 	}
-	stream(6*time.Second, "the previous release everywhere")
+	runOn("before-the-upgrade", "worker-1")
 
 	// CRDs first (helm upgrades none), then worker-2 before the manager.
 	tl.mark("publish and CRDs start")
@@ -182,26 +230,57 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	if err := inst.Helm(ctx, env.Workers[1], "helm", "upgrade", devenv.WorkerRelease, current, workerValues); err != nil {
 		t.Fatal(err)
 	}
-	stream(6*time.Second, "worker-2 ahead of the manager")
+	checkImages(ctx, t, workers["worker-2"], "jobferry-worker", inst.Registry, current.Version)
+	stillRunning("worker-2's upgrade")
+	tl.mark("worker-2 ahead of the manager")
+	runOn("worker-2-ahead-of-the-manager", "worker-2")
+
+	// The manager's rollout, probed every probeEvery with a dry-run create
+	// through its webhook.
 	tl.mark("the manager's upgrade starts")
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probes := make(chan []admissionProbe, 1)
+	go func() { probes <- probeAdmission(probeCtx, admin, jobsNS) }()
 	if err := inst.Helm(ctx, env.Manager, "helm", "upgrade", devenv.ManagerRelease, current, managerValues); err != nil {
 		t.Fatal(err)
 	}
-	tl.mark("the manager upgraded (worker-1 previous)")
 	runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
-	stream(9*time.Second, "the manager ahead of worker-1")
+	stopProbe()
+	gap, refusedProbes, allProbes := longestRefusal(<-probes)
+	tl.mark("the manager upgraded (worker-1 previous)")
+	checkImages(ctx, t, admin, "jobferry-manager", inst.Registry, current.Version)
+	t.Logf("the manager's rollout: %d dry-run creates through the webhook every %s, %d refused, the longest refused stretch %s", allProbes, probeEvery, refusedProbes, gap)
+	if refusedProbes > 0 {
+		t.Errorf("the webhook refused %d of %d Job creates during the manager's rollout (longest stretch %s)", refusedProbes, allProbes, gap)
+	}
+	stillRunning("the manager's upgrade")
+	// The previous release's plugin, a release behind the manager now.
+	if out := mustPlugin(ctx, t, inst.Kubeconfig, "status"); !containsAll(out, "worker-1", "worker-2", "True (Connected)") {
+		t.Errorf("the previous release's kubectl jobferry status against the new manager:\n%s", out)
+	}
+	runOn("the-manager-ahead-of-worker-1", "worker-1")
+
 	tl.mark("worker-1's upgrade starts")
 	if err := inst.Helm(ctx, env.Workers[0], "helm", "upgrade", devenv.WorkerRelease, current, workerValues); err != nil {
 		t.Fatal(err)
 	}
+	checkImages(ctx, t, workers["worker-1"], "jobferry-worker", inst.Registry, current.Version)
+	stillRunning("worker-1's upgrade")
 	tl.mark("worker-1 upgraded")
-	stream(6*time.Second, "the release everywhere")
+	runOn("after-the-upgrade", "worker-2")
 	stopStream()
 	streamDone.Wait()
-	tl.mark("stream stopped")
+	tl.mark("stream stopped; the long Jobs released")
+	for name, worker := range long {
+		release(ctx, t, env, worker, jobsNS, name)
+	}
 
 	// Every Job completes exactly once.
 	names := tl.names()
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+	}
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := admin.BatchV1().Jobs(jobsNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -210,6 +289,9 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		finished := 0
 		for i := range list.Items {
 			j := &list.Items[i]
+			if !want[j.Name] {
+				continue
+			}
 			if c := hasCondition(j, batchv1.JobComplete); c != nil {
 				tl.completed(j.Name, c.LastTransitionTime.Time)
 				finished++
@@ -217,7 +299,7 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 				finished++
 			}
 		}
-		return finished == len(names), nil
+		return finished == len(want), nil
 	})
 	if err != nil {
 		t.Errorf("not every Job finished: %v", err)
@@ -226,15 +308,18 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	for _, name := range names {
 		checkCompletedOnce(ctx, t, admin, workers, jobsNS, name)
 	}
-	checkRanOnce(ctx, t, admin, env, jobsNS, len(names))
-	for name, worker := range long {
-		after := podOf(ctx, t, workers[worker], jobsNS, name)
-		if after.jobUID != before[name].jobUID || after.podUID != before[name].podUID {
-			t.Errorf("%s on %s: mirror %s pod %s before the upgrade, mirror %s pod %s after", name, worker, before[name].jobUID, before[name].podUID, after.jobUID, after.podUID)
-		}
-	}
+	checkOneMirrorEach(t, env, jobsNS, len(names))
 	if refused := tl.refused(); len(refused) > 0 {
 		t.Errorf("%d Job creates refused during the upgrade: %v", len(refused), refused)
+	}
+	events, err := admin.CoreV1().Events(jobsNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Reason == managerjobs.ReasonUntrustedState || e.Reason == managerjobs.ReasonMirrorNotOurs {
+			t.Errorf("%s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
 	}
 	for _, w := range []string{"worker-1", "worker-2"} {
 		wc := &v1alpha1.WorkerCluster{}
@@ -246,15 +331,29 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		}
 	}
 
-	t.Run("downgrade-the-manager", func(t *testing.T) {
-		// helm rollback to the previous release's revision: the older
-		// manager reads what the newer wrote (CRDs and all) and runs Jobs.
+	t.Run("roll-back", func(t *testing.T) {
+		// helm rollback of each chart to the previous release, the
+		// workers first, as docs/compatibility.md says, with a Job on each
+		// worker running meanwhile: the older releases read what the
+		// newer wrote (CRDs and all) and run Jobs.
+		during := map[string]string{"during-rollback-1": "worker-1", "during-rollback-2": "worker-2"}
+		for name, worker := range during {
+			d.dispatchTo(ctx, t, waitingJob(jobsNS, name), worker)
+			waitMirrorPodRunning(ctx, t, workers[worker], jobsNS, name)
+		}
+		for _, w := range env.Workers {
+			helm(ctx, t, w.KubeconfigPath, "rollback", devenv.WorkerRelease, "1", "-n", ns, "--wait", "--timeout", "3m")
+			checkImages(ctx, t, workers[w.Name], "jobferry-worker", inst.Registry, previous.Version)
+		}
 		helm(ctx, t, env.Manager.KubeconfigPath, "rollback", devenv.ManagerRelease, "1", "-n", ns, "--wait", "--timeout", "3m")
-		pods := runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
-		for _, p := range pods {
-			if !strings.HasSuffix(p.Spec.Containers[0].Image, ":"+previous.Version) {
-				t.Errorf("after the rollback, manager pod %s runs %s", p.Name, p.Spec.Containers[0].Image)
-			}
+		runningPods(ctx, t, admin, ns, "app.kubernetes.io/name=jobferry-manager", 2)
+		checkImages(ctx, t, admin, "jobferry-manager", inst.Registry, previous.Version)
+		for name, worker := range during {
+			release(ctx, t, env, worker, jobsNS, name)
+		}
+		for name := range during {
+			pollJob(ctx, t, admin, jobsNS, name, 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
+			checkCompletedOnce(ctx, t, admin, workers, jobsNS, name)
 		}
 		for _, worker := range []string{"worker-1", "worker-2"} {
 			name := "after-rollback-" + worker
@@ -263,6 +362,105 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 			checkCompletedOnce(ctx, t, admin, workers, jobsNS, name)
 		}
 	})
+}
+
+// waitingJob is a one-pod Job that runs until release touches a file in
+// its container.
+func waitingJob(ns, name string) *batchv1.Job {
+	return realJob(ns, name, "until [ -e /tmp/release ]; do sleep 1; done; echo released")
+}
+
+// release lets a waitingJob's pod on worker finish (kubectl exec, through
+// the worker's API server to its node's kubelet).
+func release(ctx context.Context, t *testing.T, env *localcluster.Environment, worker, ns, name string) {
+	t.Helper()
+	for _, w := range env.Workers {
+		if w.Name != worker {
+			continue
+		}
+		pod := strings.TrimSpace(kubectl(ctx, t, w.KubeconfigPath, "get", "pods", "-n", ns, "-l", batchv1.JobNameLabel+"="+name,
+			"--field-selector=status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}"))
+		// The nodes' busybox has its shell's builtins, not every applet.
+		kubectl(ctx, t, w.KubeconfigPath, "exec", "-n", ns, pod, "--", "sh", "-c", ": > /tmp/release")
+		return
+	}
+	t.Fatalf("no worker %s", worker)
+}
+
+// checkImages: the chart's pods in the system namespace run the image of
+// version from the registry.
+func checkImages(ctx context.Context, t *testing.T, c kubernetes.Interface, chart, registry, version string) {
+	t.Helper()
+	want := registry + "/" + chart + ":" + version
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.CoreV1().Pods(devenv.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + chart})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || p.Spec.Containers[0].Image != want {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("the %s pods do not all run %s: %v", chart, want, err)
+	}
+}
+
+// probeEvery is how often the manager's admission is probed during its
+// rollout.
+const probeEvery = 200 * time.Millisecond
+
+// admissionProbe is one dry-run create of a Job through the manager's
+// webhook.
+type admissionProbe struct {
+	at  time.Time
+	err error
+}
+
+// probeAdmission dry-run creates a Job in ns every probeEvery until ctx
+// ends: what a user creating Jobs during the rollout would meet.
+func probeAdmission(ctx context.Context, c kubernetes.Interface, ns string) []admissionProbe {
+	var out []admissionProbe
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		_, err := c.BatchV1().Jobs(ns).Create(ctx, realJob(ns, "probe", "true"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if ctx.Err() != nil {
+			return out
+		}
+		out = append(out, admissionProbe{time.Now(), err})
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+	}
+}
+
+// longestRefusal is the longest stretch of consecutive refused probes
+// (from the first refused to the next accepted), and the counts.
+func longestRefusal(probes []admissionProbe) (longest time.Duration, refused, all int) {
+	var since time.Time
+	for _, p := range probes {
+		if p.err != nil {
+			refused++
+			if since.IsZero() {
+				since = p.at
+			}
+			continue
+		}
+		if !since.IsZero() {
+			longest = max(longest, p.at.Sub(since))
+			since = time.Time{}
+		}
+	}
+	if !since.IsZero() && len(probes) > 0 {
+		longest = max(longest, probes[len(probes)-1].at.Sub(since))
+	}
+	return longest, refused, len(probes)
 }
 
 // streamEvery is how often the upgrade test creates a short Job.

@@ -138,8 +138,8 @@ type WorkerClusterStatus struct {
 	RunningJobs int32 `json:"runningJobs"`
 	// KubernetesVersion is the worker's Kubernetes version, as its API
 	// server last reported it (its gitVersion); empty until the manager
-	// has read it. A Job using a field that version drops or does not
-	// enforce is not placed there (docs/compatibility.md).
+	// has read it. A Job using a field that version drops is not placed
+	// there (docs/compatibility.md).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`

@@ -3,10 +3,17 @@
 package dispatchtest
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // FeatureSamples set, by the gate of each dispatch.VersionedFeatures row,
@@ -90,4 +97,38 @@ var FeatureSamples = map[string]func(*batchv1.Job){
 		j.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
 		j.Spec.Template.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 	},
+}
+
+// OldestClaimedMinor is the oldest Kubernetes minor the charts claim (their
+// kubeVersion, ">= 1.N.0-0"), read from the repository at root; both charts
+// must claim the same.
+func OldestClaimedMinor(root string) (*version.Version, error) {
+	var claimed *version.Version
+	for _, chart := range []string{"jobferry-manager", "jobferry-worker"} {
+		path := filepath.Join(root, "charts", chart, "Chart.yaml")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var meta struct {
+			KubeVersion string `json:"kubeVersion"`
+		}
+		if err := yaml.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		floor, ok := strings.CutPrefix(meta.KubeVersion, ">= ")
+		if !ok {
+			return nil, fmt.Errorf("%s: kubeVersion %q is not \">= 1.N.0-0\"", path, meta.KubeVersion)
+		}
+		v, err := version.ParseSemantic(floor)
+		if err != nil {
+			return nil, fmt.Errorf("%s: kubeVersion %q: %w", path, meta.KubeVersion, err)
+		}
+		v = version.MajorMinor(v.Major(), v.Minor())
+		if claimed != nil && !claimed.EqualTo(v) {
+			return nil, fmt.Errorf("the charts claim different minors: v%s and v%s (%s)", claimed, v, path)
+		}
+		claimed = v
+	}
+	return claimed, nil
 }

@@ -58,7 +58,7 @@ func ReadPreviousRelease() (PreviousRelease, error) {
 // a second call finds it built): the commit checked out in a worktree of
 // its own, its CHANGELOG given an entry for the version (a release needs
 // one), and `make release` run there as `make release-e2e` runs it, with
-// this tree's tools.
+// a bin/ of its own.
 func BuildPreviousRelease(ctx context.Context, p PreviousRelease, out io.Writer) (Release, error) {
 	root, err := localcluster.RepoRoot()
 	if err != nil {
@@ -66,10 +66,6 @@ func BuildPreviousRelease(ctx context.Context, p PreviousRelease, out io.Writer)
 	}
 	base := filepath.Join(root, "_output", "previous-release")
 	dir := filepath.Join(base, p.Version)
-	stamp := filepath.Join(dir, ".commit")
-	if built, err := os.ReadFile(stamp); err == nil && string(built) == p.Commit {
-		return FindRelease(dir)
-	}
 	src := filepath.Join(base, "src")
 	run := func(dir string, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
@@ -81,13 +77,20 @@ func BuildPreviousRelease(ctx context.Context, p PreviousRelease, out io.Writer)
 		}
 		return nil
 	}
-	// A worktree a run before left behind goes first.
+	// A worktree an interrupted run left behind goes first.
 	_ = run(root, "git", "worktree", "remove", "--force", src)
 	if err := os.RemoveAll(src); err != nil {
 		return Release{}, err
 	}
 	if err := run(root, "git", "worktree", "prune"); err != nil {
 		return Release{}, err
+	}
+	stamp := filepath.Join(dir, ".commit")
+	if built, err := os.ReadFile(stamp); err == nil && string(built) == p.Commit {
+		return FindRelease(dir)
+	}
+	if err := run(root, "git", "merge-base", "--is-ancestor", p.Commit, "HEAD"); err != nil {
+		return Release{}, fmt.Errorf("the previous release's commit %s (hack/previous-release) is not in this checkout's history (a shallow clone?): %w", p.Commit, err)
 	}
 	if err := run(root, "git", "worktree", "add", "--detach", src, p.Commit); err != nil {
 		return Release{}, fmt.Errorf("checking out the previous release (hack/previous-release): %w", err)
@@ -110,8 +113,10 @@ func BuildPreviousRelease(ctx context.Context, p PreviousRelease, out io.Writer)
 	if err := os.RemoveAll(dir); err != nil {
 		return Release{}, err
 	}
+	// Its own bin/: the commit's helm pin, built by the commit's
+	// hack/tools, never the tree's binaries (which other tests run).
 	if err := run(src, "make", "--no-print-directory", "release", "VERSION="+p.Version, "RELEASE_DIR="+dir, "RELEASE_ALLOW_DIRTY=true",
-		"BIN="+filepath.Join(root, "bin"), "IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH); err != nil {
+		"BIN="+filepath.Join(base, "bin"), "IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH); err != nil {
 		return Release{}, err
 	}
 	if err := os.WriteFile(stamp, []byte(p.Commit), 0o644); err != nil {

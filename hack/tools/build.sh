@@ -64,7 +64,8 @@ for entry in "${selected[@]}"; do
   ldflags=${ldflags//\{version\}/$version}
   minor=${version#v*.}
   ldflags=${ldflags//\{minor\}/${minor%%.*}}
-  stamp="$mod@$version $(go env GOVERSION) $(printf '%s' "$ldflags" | sha256sum | cut -c1-12)"
+  # The module's godebug lines change the binary too.
+  stamp="$mod@$version $(go env GOVERSION) $(printf '%s%s' "$ldflags" "$(grep '^godebug' "$here/$dir/go.mod" || true)" | sha256sum | cut -c1-12)"
   if [ -x "$bin/$name" ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$stamp" ] && { [ -z "$files" ] || [ -d "$bin/$name-files" ]; }; then
     continue
   fi

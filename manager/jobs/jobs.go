@@ -504,6 +504,9 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace), MissingRights: conn.MissingRights(),
 		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
+	if v := conn.KubernetesVersion(); v != nil {
+		s.Connection.KubernetesVersion = v.GitVersion
+	}
 	m, err := conn.Mirror(ctx, key)
 	if err != nil {
 		return s, err
@@ -550,7 +553,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			return s, err
 		}
 	}
-	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m, s.Connection.StartedTemplatesMutable)) {
+	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m, true)) {
 		return s, nil
 	}
 	// A mirror may be created, or a changed template carried to it.

@@ -155,8 +155,18 @@ type connectionState struct {
 	MissingRights []workers.Right
 	// StartedTemplatesMutable: the worker's API server lets a suspended
 	// mirror that has started change its template's scheduling
-	// (mirror.StartedTemplatesMutable of its version).
+	// (mirror.StartedTemplatesMutable of its version, KubernetesVersion:
+	// "" while not known).
 	StartedTemplatesMutable bool
+	KubernetesVersion       string
+}
+
+// versionOrUnknown names a worker's Kubernetes version in a message.
+func versionOrUnknown(v string) string {
+	if v == "" {
+		return "(its version not known yet)"
+	}
+	return v
 }
 
 // stepConfig holds the settings nextStep applies.
@@ -632,7 +642,9 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	// change; otherwise the manager Job's spec as it is will do, and the
 	// mirror is not built on every status change.
 	desired := &batchv1.Job{Spec: s.Job.Spec}
-	if mirror.TemplateMutable(s.Mirror, s.Connection.StartedTemplatesMutable) {
+	// Compared as a v1.36 worker would take it: a change an older worker's
+	// API server refuses is one to say, not one to drop (below).
+	if mirror.TemplateMutable(s.Mirror, true) {
 		if s.WorkerCluster == nil {
 			return step{}, false
 		}
@@ -644,9 +656,15 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	if queueHolds(s) {
 		desired = heldBack(desired, s.Mirror)
 	}
-	updated, changed := mirror.SpecUpdate(desired, s.Mirror, s.Connection.StartedTemplatesMutable)
+	updated, changed := mirror.SpecUpdate(desired, s.Mirror, true)
 	if len(changed) == 0 {
 		return step{}, false
+	}
+	if slices.Contains(changed, "template") && !mirror.TemplateMutable(s.Mirror, s.Connection.StartedTemplatesMutable) {
+		// Resumed with the template it has, the mirror would run other
+		// pods than the Job now asks for: it stays as it is, saying why.
+		return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: Kubernetes %s there lets the template of a Job that has started change only from v1.36 (feature gate MutableSchedulingDirectivesForSuspendedJobs); change it back, or delete the Job and create it again",
+			s.Worker, versionOrUnknown(s.Connection.KubernetesVersion))}, true
 	}
 	if s.GrowthRefused != "" && (slices.Contains(changed, "parallelism") || slices.Contains(changed, "completions")) {
 		return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the Job's new parallelism is not carried to the mirror on %s: %s; lower it, or change the Job again once the quota has room",

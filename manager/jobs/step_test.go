@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,10 +106,28 @@ func disconnectedFor(d time.Duration) func(*v1alpha1.WorkerCluster) {
 // connectedState is the state of a Job placed on w1, which is connected.
 func connectedState(job *batchv1.Job, m *batchv1.Job) jobState {
 	s := jobState{Job: job, Now: stepNow, Worker: "w1", WorkerCluster: workerCluster(),
-		Connection: connectionState{Connected: true, MayUse: true}, Mirror: m}
+		Connection: connectionState{Connected: true, MayUse: true, StartedTemplatesMutable: true, KubernetesVersion: "v1.36.3"}, Mirror: m}
 	if m != nil {
 		s.MirrorUID = m.UID
 	}
+	return s
+}
+
+// startedSuspended is a placed Job whose mirror started and is suspended
+// now, the Job's node selector changed since (and the Job suspended, or
+// resumed), on a worker of that version.
+func startedSuspended(t *testing.T, version string, startedMayChange, stillSuspended bool) jobState {
+	job := stepJob(placed, func(j *batchv1.Job) {
+		j.Spec.Suspend = ptr.To(stillSuspended)
+		j.Spec.Template.Spec.NodeSelector = map[string]string{"zone": "b"}
+	})
+	m := mirrorOf(t, stepJob(placed), func(m *batchv1.Job) {
+		m.Spec.Suspend = ptr.To(true)
+		m.Status.StartTime = &metav1.Time{Time: stepNow.Add(-time.Hour)}
+		m.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}}
+	})
+	s := connectedState(job, m)
+	s.Connection.StartedTemplatesMutable, s.Connection.KubernetesVersion = startedMayChange, version
 	return s
 }
 
@@ -134,6 +153,13 @@ func TestNextStep(t *testing.T) {
 		return func(t *testing.T, st step) {
 			if st.Waiting.reason != reason || !strings.Contains(st.Waiting.message, part) {
 				t.Errorf("Waiting = %+v, want reason %s saying %q", st.Waiting, reason, part)
+			}
+		}
+	}
+	wantChanged := func(field string) check {
+		return func(t *testing.T, st step) {
+			if !slices.Contains(st.Changed, field) {
+				t.Errorf("Changed = %v, want %s among them", st.Changed, field)
 			}
 		}
 	}
@@ -586,6 +612,23 @@ func TestNextStep(t *testing.T) {
 				return s
 			}(),
 			want: stepInvalidMirror, checks: []check{wantWhy("not carried", "pool general")},
+		},
+		// The worker's version decides whether a started Job's template
+		// may change (MutableSchedulingDirectivesForSuspendedJobs, v1.36).
+		"a started, suspended Job's template changed: carried to a v1.36 worker": {
+			state:  startedSuspended(t, "v1.36.3", true, true),
+			want:   stepUpdateMirror,
+			checks: []check{wantChanged("template")},
+		},
+		"... not to an older worker, whose API server would refuse it, saying why": {
+			state:  startedSuspended(t, "v1.32.13", false, true),
+			want:   stepInvalidMirror,
+			checks: []check{wantWhy("not carried to the mirror on w1", "Kubernetes v1.32.13", "from v1.36")},
+		},
+		"... and not resumed with the template it has": {
+			state:  startedSuspended(t, "v1.32.13", false, false),
+			want:   stepInvalidMirror,
+			checks: []check{wantWhy("not carried to the mirror on w1", "Kubernetes v1.32.13")},
 		},
 		"a refused namespace does not stop a running Job's other changes": {
 			state: func() jobState {

@@ -5,7 +5,9 @@
 // is: in hack/tools the newer Kubernetes libraries would win. The proxy
 // serves no k8s.io/endpointslice v0.32.13, so that one staging module is
 // the previous patch (v0.32.12: the same code as far as the controller-manager
-// uses it). Build with `make tools` from the repository root.
+// uses it). The GODEBUG defaults are v1.32's own (its go.mod's godebug
+// default=go1.23), not those of the Go that builds it. Build with `make
+// tools` from the repository root.
 module github.com/jobferry/jobferry/hack/tools/kubernetes-1.32
 
 go 1.26.0
@@ -197,3 +199,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.2 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
+
+godebug default=go1.23
