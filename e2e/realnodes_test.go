@@ -49,21 +49,7 @@ const (
 // environment for every check.
 func TestRealNodes(t *testing.T) {
 	ctx := t.Context()
-	bin, err := localcluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := localcluster.RealNodesUnavailable(bin); err != nil {
-		t.Fatalf("the real-node tier cannot run here: %v", err)
-	}
-	releaseDir, err := devenv.E2EReleaseDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	release, err := devenv.FindRelease(releaseDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, release := realNodeTier(t)
 	dir := outputDir(t)
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -427,6 +413,28 @@ func killContainer(t *testing.T, containerID string) {
 	if killed == 0 {
 		t.Fatalf("no process of container %s found", id)
 	}
+}
+
+// realNodeTier is the bin directory, which must have what real nodes need,
+// and the release of `make release-e2e` the tier installs.
+func realNodeTier(t *testing.T) (string, devenv.Release) {
+	t.Helper()
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.RealNodesUnavailable(bin); err != nil {
+		t.Fatalf("the real-node tier cannot run here: %v", err)
+	}
+	releaseDir, err := devenv.E2EReleaseDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := devenv.FindRelease(releaseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, release
 }
 
 // realJob is a one-pod Job running script in busybox, which every real

@@ -43,21 +43,7 @@ import (
 // downgrade), and Jobs run.
 func TestUpgradeWithJobsInFlight(t *testing.T) {
 	ctx := t.Context()
-	bin, err := localcluster.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := localcluster.RealNodesUnavailable(bin); err != nil {
-		t.Fatalf("the real-node tier cannot run here: %v", err)
-	}
-	currentDir, err := devenv.E2EReleaseDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	current, err := devenv.FindRelease(currentDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, current := realNodeTier(t)
 	p, err := devenv.ReadPreviousRelease()
 	if err != nil {
 		t.Fatal(err)
@@ -226,12 +212,17 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tl.mark("worker-2's upgrade starts")
-	if err := inst.Helm(ctx, env.Workers[1], "helm", "upgrade", devenv.WorkerRelease, current, workerValues); err != nil {
-		t.Fatal(err)
+	// upgradeWorker upgrades a worker's chart and checks what runs there.
+	upgradeWorker := func(w *localcluster.Cluster) {
+		t.Helper()
+		tl.mark(w.Name + "'s upgrade starts")
+		if err := inst.Helm(ctx, w, "helm", "upgrade", devenv.WorkerRelease, current, workerValues); err != nil {
+			t.Fatal(err)
+		}
+		checkImages(ctx, t, workers[w.Name], "jobferry-worker", inst.Registry, current.Version)
+		stillRunning(w.Name + "'s upgrade")
 	}
-	checkImages(ctx, t, workers["worker-2"], "jobferry-worker", inst.Registry, current.Version)
-	stillRunning("worker-2's upgrade")
+	upgradeWorker(env.Workers[1])
 	tl.mark("worker-2 ahead of the manager")
 	runOn("worker-2-ahead-of-the-manager", "worker-2")
 
@@ -260,12 +251,7 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	}
 	runOn("the-manager-ahead-of-worker-1", "worker-1")
 
-	tl.mark("worker-1's upgrade starts")
-	if err := inst.Helm(ctx, env.Workers[0], "helm", "upgrade", devenv.WorkerRelease, current, workerValues); err != nil {
-		t.Fatal(err)
-	}
-	checkImages(ctx, t, workers["worker-1"], "jobferry-worker", inst.Registry, current.Version)
-	stillRunning("worker-1's upgrade")
+	upgradeWorker(env.Workers[0])
 	tl.mark("worker-1 upgraded")
 	runOn("after-the-upgrade", "worker-2")
 	stopStream()
