@@ -60,12 +60,10 @@ var VersionedFeatures = []VersionedFeature{
 		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.HostUsers != nil }},
 	{Field: "spec.template.spec.(init)containers[].securityContext.procMount", Gate: "ProcMountType", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool {
-			s := j.Spec.Template.Spec
 			// An older API server writes Default over any other value.
-			has := func(c corev1.Container) bool {
+			return anyPodContainer(j, func(c corev1.Container) bool {
 				return c.SecurityContext != nil && c.SecurityContext.ProcMount != nil && *c.SecurityContext.ProcMount != corev1.DefaultProcMount
-			}
-			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+			})
 		}},
 	{Field: "spec.template.spec.securityContext.seLinuxChangePolicy", Gate: "SELinuxChangePolicy", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool {
@@ -74,9 +72,7 @@ var VersionedFeatures = []VersionedFeature{
 		}},
 	{Field: "spec.template.spec.(init)containers[].resizePolicy", Gate: "InPlacePodVerticalScaling", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool {
-			s := j.Spec.Template.Spec
-			has := func(c corev1.Container) bool { return len(c.ResizePolicy) > 0 }
-			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+			return anyPodContainer(j, func(c corev1.Container) bool { return len(c.ResizePolicy) > 0 })
 		}},
 	{Field: "spec.template.spec.securityContext.supplementalGroupsPolicy", Gate: "SupplementalGroupsPolicy", Since: version.MajorMinor(1, 33),
 		Uses: func(j *batchv1.Job) bool {
@@ -87,9 +83,7 @@ var VersionedFeatures = []VersionedFeature{
 		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.Resources != nil }},
 	{Field: "spec.template.spec.resourceClaims, (init)containers[].resources.claims", Gate: "DynamicResourceAllocation", Since: version.MajorMinor(1, 34),
 		Uses: func(j *batchv1.Job) bool {
-			s := j.Spec.Template.Spec
-			has := func(c corev1.Container) bool { return len(c.Resources.Claims) > 0 }
-			return len(s.ResourceClaims) > 0 || anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+			return len(j.Spec.Template.Spec.ResourceClaims) > 0 || anyPodContainer(j, func(c corev1.Container) bool { return len(c.Resources.Claims) > 0 })
 		}},
 	{Field: "spec.template.spec.containers[].restartPolicy, restartPolicyRules", Gate: "ContainerRestartRules", Since: version.MajorMinor(1, 35),
 		Uses: func(j *batchv1.Job) bool {
@@ -97,16 +91,14 @@ var VersionedFeatures = []VersionedFeature{
 		}},
 	{Field: "spec.template.spec.(init)containers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", Since: version.MajorMinor(1, 35),
 		Uses: func(j *batchv1.Job) bool {
-			s := j.Spec.Template.Spec
-			has := func(c corev1.Container) bool {
+			return anyPodContainer(j, func(c corev1.Container) bool {
 				for _, e := range c.Env {
 					if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
 						return true
 					}
 				}
 				return false
-			}
-			return anyContainer(s.Containers, has) || anyContainer(s.InitContainers, has)
+			})
 		}},
 	{Field: "spec.template.spec.hostnameOverride", Gate: "HostnameOverride", Since: version.MajorMinor(1, 35),
 		Uses: func(j *batchv1.Job) bool { return j.Spec.Template.Spec.HostnameOverride != nil }},
@@ -119,6 +111,12 @@ var VersionedFeatures = []VersionedFeature{
 			}
 			return false
 		}},
+}
+
+// anyPodContainer: f holds of one of the Job's containers or init containers.
+func anyPodContainer(j *batchv1.Job, f func(corev1.Container) bool) bool {
+	s := &j.Spec.Template.Spec
+	return anyContainer(s.Containers, f) || anyContainer(s.InitContainers, f)
 }
 
 func anyContainer(cs []corev1.Container, f func(corev1.Container) bool) bool {
