@@ -51,27 +51,7 @@ func TestRealNodes(t *testing.T) {
 	ctx := t.Context()
 	bin, release := realNodeTier(t)
 	dir := outputDir(t)
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	started := time.Now()
-	env, err := localcluster.StartEnvironment(startCtx, localcluster.EnvironmentSpec{
-		Manager: localcluster.Spec{Name: "manager", RealNode: true, Audit: true},
-		Workers: []localcluster.Spec{
-			{Name: "worker-1", RealNode: true, Audit: true},
-			{Name: "worker-2", RealNode: true, Audit: true},
-		},
-	}, localcluster.EnvironmentOptions{Dir: dir, BinDir: bin, Registry: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := env.Network.Index
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-		assertNoLeftovers(t, dir, index)
-	})
-	t.Logf("three clusters with a real node each started in %s", time.Since(started).Round(time.Second))
+	env := startRealNodeTier(ctx, t, dir, bin)
 
 	const ns = devenv.SystemNamespace
 	admin, err := kubernetes.NewForConfig(env.Manager.RESTConfig())
@@ -435,6 +415,35 @@ func realNodeTier(t *testing.T) (string, devenv.Release) {
 		t.Fatal(err)
 	}
 	return bin, release
+}
+
+// startRealNodeTier starts a manager and two workers, each with a real
+// node and an audit log, and a local registry, in dir; they are stopped,
+// and nothing left of them checked, when the test ends.
+func startRealNodeTier(ctx context.Context, t *testing.T, dir, bin string) *localcluster.Environment {
+	t.Helper()
+	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	started := time.Now()
+	env, err := localcluster.StartEnvironment(startCtx, localcluster.EnvironmentSpec{
+		Manager: localcluster.Spec{Name: "manager", RealNode: true, Audit: true},
+		Workers: []localcluster.Spec{
+			{Name: "worker-1", RealNode: true, Audit: true},
+			{Name: "worker-2", RealNode: true, Audit: true},
+		},
+	}, localcluster.EnvironmentOptions{Dir: dir, BinDir: bin, Registry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := env.Network.Index
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+		assertNoLeftovers(t, dir, index)
+	})
+	t.Logf("three clusters with a real node each started in %s", time.Since(started).Round(time.Second))
+	return env
 }
 
 // realJob is a one-pod Job running script in busybox, which every real

@@ -59,26 +59,8 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 	}
 
 	dir := outputDir(t)
-	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	env, err := localcluster.StartEnvironment(startCtx, localcluster.EnvironmentSpec{
-		Manager: localcluster.Spec{Name: "manager", RealNode: true},
-		Workers: []localcluster.Spec{
-			// Audited: the workers' logs show one mirror created per Job.
-			{Name: "worker-1", RealNode: true, Audit: true},
-			{Name: "worker-2", RealNode: true, Audit: true},
-		},
-	}, localcluster.EnvironmentOptions{Dir: dir, BinDir: bin, Registry: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := env.Network.Index
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-		assertNoLeftovers(t, dir, index)
-	})
+	// Audited: the workers' logs show one mirror created per Job.
+	env := startRealNodeTier(ctx, t, dir, bin)
 	const ns = devenv.SystemNamespace
 	workerValues := []string{"--set", "managerIdentity.allowNamespaceCreation=true"}
 	managerValues := []string{"--set", "dispatch.workerHealthInterval=2s"}
