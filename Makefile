@@ -24,6 +24,14 @@ export BENCH_N BENCH_WORKERS BENCH_SCALE BENCH_SIM BENCH_KUEUE
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
+# Tools only later e2e tests use: test-e2e builds them in the background
+# while its first tests run (hack/tools/build-late.sh), in this order.
+E2E_LATE_TOOLS := kueue registry helm4 coredns kubernetes-1.32/kube-apiserver kubernetes-1.32/kube-controller-manager kubernetes-1.32/kube-scheduler
+
+.PHONY: tools-early
+tools-early: ## every tool but those only later e2e tests use (E2E_LATE_TOOLS, which test-e2e builds in the background while its first tests run)
+	@hack/tools/build.sh $(BIN) --except $(E2E_LATE_TOOLS)
+
 .PHONY: tools
 tools: ## build the pinned control plane (and v1.32's, the oldest minor the charts claim), KWOK, kubectl, helm 3 and 4, controller-gen, Kueue and the local OCI registry into bin/ (only what is missing or outdated)
 	@hack/tools/build.sh $(BIN)
@@ -33,7 +41,7 @@ prometheus: ## install prometheus and promtool (Debian 12's package, pinned by v
 	@hack/prometheus.sh $(BIN)
 
 .PHONY: nodes
-nodes: tools ## install what real nodes run besides bin/kubelet and bin/kube-proxy into bin/nodes: containerd, runc, CNI plugins (Debian 12's, pinned), the pause and busybox images; iptables and conntrack with apt-get when missing (root)
+nodes: tools-early ## install what real nodes run besides bin/kubelet and bin/kube-proxy into bin/nodes: containerd, runc, CNI plugins (Debian 12's, pinned), the pause and busybox images; iptables and conntrack with apt-get when missing (root)
 	@hack/nodes.sh $(BIN)
 
 .PHONY: build
@@ -119,12 +127,13 @@ test-unit: ## pure unit tests (no servers)
 	hack/gotest.sh unit ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-integration
-test-integration: tools prometheus ## tests against a real kube-apiserver + etcd (controller-runtime envtest), and promtool on the alert rules
+test-integration: tools-early prometheus ## tests against a real kube-apiserver + etcd (controller-runtime envtest), and promtool on the alert rules
 	hack/gotest.sh integration -tags integration -run '^TestIntegration' ./... $(GO_TEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: tools build images release-e2e prometheus nodes ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK; the real-node tier: kubelet, containerd, as root)
-	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS)
+test-e2e: tools-early build images release-e2e prometheus nodes ## end-to-end tests on real local clusters (apiserver, controller-manager, scheduler, KWOK; the real-node tier: kubelet, containerd, as root)
+	@hack/tools/build-late.sh start $(BIN) $(E2E_LATE_TOOLS)
+	hack/gotest.sh e2e -tags e2e -timeout $(E2E_TIMEOUT) ./e2e $(GO_TEST_FLAGS); rc=$$?; hack/tools/build-late.sh stop $(BIN); exit $$rc
 
 .PHONY: dev-up
 dev-up: tools build ## start a local manager and $(WORKERS) workers in .local/dev

@@ -252,6 +252,9 @@ func helmMayFail(ctx context.Context, t *testing.T, binary, kubeconfig string, a
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := localcluster.RequireBinaries(bin, binary); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, binary), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Dir = root
 	// helm keeps its cache and config under HOME; keep them out of the way.

@@ -218,6 +218,9 @@ func (inst *Installed) Helm(ctx context.Context, c *localcluster.Cluster, helm, 
 		"-n", SystemNamespace, "--create-namespace", "--ca-file", inst.env.Registry.CAFile(),
 		"--set", "image.repository=" + inst.Registry + "/" + chart, "--set", "imagePullSecrets[0].name=" + RegistryPullSecret,
 		"--wait", "--timeout", "3m"}, values...)
+	if err := localcluster.RequireBinaries(inst.binDir, helm); err != nil {
+		return err
+	}
 	return inst.run(ctx, nil, filepath.Join(inst.binDir, helm), args...)
 }
 

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // BinDirEnv overrides where the control-plane binaries are looked up.
@@ -56,12 +60,65 @@ func hasBinaries(dir string) bool {
 	return checkBinaries(dir, "etcd", "kube-apiserver", "kube-controller-manager") == nil
 }
 
-// checkBinaries fails with what to run when a binary is missing.
+// RequireBinaries fails with what to run when one of the binaries is
+// missing from binDir, after waiting for those the background build has yet
+// to build.
+func RequireBinaries(binDir string, names ...string) error { return checkBinaries(binDir, names...) }
+
+// checkBinaries fails with what to run when a binary is missing, after
+// waiting for any of them the background build of `make test-e2e` has yet
+// to build (hack/tools/build-late.sh).
 func checkBinaries(binDir string, names ...string) error {
 	for _, name := range names {
+		if err := awaitBackgroundBuild(binDir, name, 45*time.Minute); err != nil {
+			return err
+		}
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
 			return fmt.Errorf("%s not found in %s: run `make tools` first", name, binDir)
 		}
 	}
 	return nil
+}
+
+// awaitBackgroundBuild returns once hack/tools/build-late.sh no longer has
+// name to build (its marker in binDir/.pending is gone), or fails when that
+// build failed, stopped, or is not done within timeout.
+func awaitBackgroundBuild(binDir, name string, timeout time.Duration) error {
+	pending := filepath.Join(binDir, ".pending")
+	marker := filepath.Join(pending, strings.ReplaceAll(name, "/", "__"))
+	log := filepath.Join(pending, "build.log")
+	deadline := time.Now().Add(timeout)
+	said := false
+	for {
+		if _, err := os.Stat(marker); err != nil {
+			return nil
+		}
+		if failed, err := os.ReadFile(filepath.Join(pending, "failed")); err == nil {
+			return fmt.Errorf("%s: the background build of %s failed; its output is in %s", name, strings.TrimSpace(string(failed)), log)
+		}
+		// The pid file appears a moment after the markers.
+		if pid, err := os.ReadFile(filepath.Join(pending, "pid")); err == nil && !processAlive(strings.TrimSpace(string(pid))) {
+			if _, err := os.Stat(marker); err == nil {
+				return fmt.Errorf("%s: the background build stopped before building it (see %s); run `make tools`", name, log)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not built by the background build within %s (see %s)", name, timeout, log)
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "waiting for the background build of %s (%s)\n", name, log)
+			said = true
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// processAlive says whether the process of that PID exists.
+func processAlive(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return false
+	}
+	return syscall.Kill(n, 0) == nil
 }

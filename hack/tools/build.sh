@@ -3,6 +3,7 @@
 # Idempotent: a binary is rebuilt only when it is missing or when the module
 # version it was built from (recorded in bin/.stamps/<name>) differs from the pin.
 # Usage: hack/tools/build.sh [BIN_DIR] [tool ...]   (default: every tool)
+#        hack/tools/build.sh BIN_DIR --except tool ...   (every tool but those)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +50,14 @@ tools=(
 )
 
 wanted=("$@")
+if [ "${1:-}" = --except ]; then
+  shift
+  wanted=()
+  for entry in "${tools[@]}"; do
+    name=${entry%%|*}
+    if [[ " $* " != *" $name "* ]]; then wanted+=("$name"); fi
+  done
+fi
 selected=()
 for entry in "${tools[@]}"; do
   name=${entry%%|*}
