@@ -7,7 +7,9 @@ OUT := $(CURDIR)/_output
 DEV_DIR := $(CURDIR)/.local/dev
 WORKERS ?= 2
 GO_TEST_FLAGS ?=
-E2E_TIMEOUT ?= 45m
+E2E_TIMEOUT ?= 60m
+CHAOS_SPAN ?= 3m
+CHAOS_SEED ?=
 
 # Image names: $(IMAGE_REGISTRY)/jobferry-{manager,worker}:$(VERSION), the
 # charts' default image references (their appVersion).
@@ -154,6 +156,10 @@ demo-down: dev-down ## stop what `make demo` left running
 .PHONY: bench
 bench: tools build ## direct submission vs jobferry vs Kueue + jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1 BENCH_KUEUE=false; BENCH_SIM=1: the manager at scale on simulated workers; BENCH_INSPECTION=1: dispatch while tenants follow logs); report in _output/bench/<time>
 	$(BIN)/jobferry-dev bench
+
+.PHONY: chaos
+chaos: tools build ## Jobs of every shape through jobferry while faults drawn from a seed hit it, the recorded history checked against its promises (CHAOS_SEED=<today's date> CHAOS_SPAN=3m; a soak: CHAOS_SPAN=1h); record in _output/chaos/<time>
+	$(BIN)/jobferry-dev chaos --span=$(CHAOS_SPAN) $(if $(CHAOS_SEED),--seed=$(CHAOS_SEED))
 
 .PHONY: clean
 clean: dev-down ## remove build and test output (keeps the Go caches)

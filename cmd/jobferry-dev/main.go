@@ -23,7 +23,7 @@ func main() {
 	}
 	root.AddCommand(newDevCommands()...)
 	root.AddCommand(newDemoCommand())
-	root.AddCommand(newBenchCommand(), newSimulateCommand())
+	root.AddCommand(newBenchCommand(), newSimulateCommand(), newChaosCommand())
 	if err := root.Execute(); err != nil {
 		// A start that failed because Ctrl-C is stopping its clusters:
 		// the interrupt's handler finishes the clean-up and exits.

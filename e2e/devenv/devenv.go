@@ -153,8 +153,6 @@ type Env struct {
 	ManagerProcess *localcluster.Process
 	// MetricsURL serves the (first) manager's Prometheus metrics.
 	MetricsURL string
-	// readyURL is the (first) manager's readiness endpoint.
-	readyURL string
 	// Replicas are all manager processes, with their metrics URLs.
 	Replicas []Replica
 	// WorkerMetricsURLs serve each worker binary's Prometheus metrics, by
@@ -166,6 +164,8 @@ type Env struct {
 type Replica struct {
 	Process    *localcluster.Process
 	MetricsURL string
+	// ReadyURL is its readiness endpoint.
+	ReadyURL string
 	// PprofURL serves its /debug/pprof/ (Options.ManagerProfiling).
 	PprofURL string
 }
@@ -181,13 +181,21 @@ func (e *Env) KillManager(ctx context.Context) error {
 
 // RestartManager starts the (first) manager binary again with the same
 // arguments, once it was stopped or killed, and returns once it is ready.
-func (e *Env) RestartManager(ctx context.Context) error {
-	p, err := e.Manager.RestartComponent(e.ManagerProcess.Name)
+func (e *Env) RestartManager(ctx context.Context) error { return e.RestartReplica(ctx, 0) }
+
+// RestartReplica starts manager replica i again with the same arguments,
+// once it was stopped or killed, and returns once it is ready.
+func (e *Env) RestartReplica(ctx context.Context, i int) error {
+	r := &e.Replicas[i]
+	p, err := e.Manager.RestartComponent(r.Process.Name)
 	if err != nil {
 		return err
 	}
-	e.ManagerProcess, e.Replicas[0].Process = p, p
-	return localcluster.WaitHealthy(ctx, p, e.readyURL, time.Minute)
+	r.Process = p
+	if i == 0 {
+		e.ManagerProcess = p
+	}
+	return localcluster.WaitHealthy(ctx, p, r.ReadyURL, time.Minute)
 }
 
 // Start brings up the clusters, jobferry's binaries and the registrations
@@ -355,9 +363,9 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 			return err
 		}
 		metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL, PprofURL: pprofURL})
+		e.Replicas = append(e.Replicas, Replica{Process: p, MetricsURL: metricsURL, ReadyURL: readyURL, PprofURL: pprofURL})
 		if i == 0 {
-			e.ManagerProcess, e.MetricsURL, e.readyURL = p, metricsURL, readyURL
+			e.ManagerProcess, e.MetricsURL = p, metricsURL
 			if replicas > 1 {
 				if err := waitLeading(ctx, metricsURL, 3*time.Minute); err != nil {
 					return err
