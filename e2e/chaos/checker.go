@@ -437,38 +437,56 @@ func (c *checker) terminalInTime(j *managerJob) {
 }
 
 // quotaNeverExceeded: at no moment do a ClusterQueue's Workloads hold more
-// CPU than its quota (Kueue mode).
+// CPU than its quota (Kueue mode). Each holding is taken as narrowly as the
+// history allows (Workload timestamps are to the second, watches lag), so a
+// breach shorter than that goes unseen.
 func (c *checker) quotaNeverExceeded() {
-	holds := map[types.UID]int64{}
-	queueOf := map[types.UID]string{}
-	over := map[string]bool{}
-	for _, ch := range c.tl.workloads {
-		w := ch.Workload
-		holds[ch.UID], queueOf[ch.UID] = w.Holds(), w.ClusterQueue
-		if ch.Deleted {
-			holds[ch.UID] = 0
+	for clusterQueue, quota := range c.facts.Quota {
+		type edge struct {
+			at  time.Time
+			cpu int64
+			uid types.UID
 		}
-		quota, limited := c.facts.Quota[w.ClusterQueue]
-		if !limited {
-			continue
-		}
-		var total int64
-		holders := 0
-		for uid, h := range holds {
-			if queueOf[uid] == w.ClusterQueue && h > 0 {
-				total += h
-				holders++
+		cpu := map[types.UID]int64{}
+		for _, ch := range c.tl.workloads {
+			if ch.Workload.ClusterQueue == clusterQueue && ch.Workload.CPU > 0 {
+				cpu[ch.UID] = ch.Workload.CPU
 			}
 		}
-		switch {
-		case total > quota && !over[w.ClusterQueue]:
-			over[w.ClusterQueue] = true
-			c.violate(RuleQuota, c.tl.jobs[w.JobUID], ch.At, "ClusterQueue %s: %d Workloads hold %dm CPU, over its quota of %dm, once this Job's Workload %s was admitted",
-				w.ClusterQueue, holders, total, quota, ch.Name)
-		case total <= quota:
-			over[w.ClusterQueue] = false
+		var edges []edge
+		for uid, ivs := range c.tl.holding(clusterQueue) {
+			for _, iv := range ivs {
+				edges = append(edges, edge{iv.from, cpu[uid], uid}, edge{iv.ends(c.tl.end), -cpu[uid], uid})
+			}
+		}
+		// Releases before admissions at one instant.
+		sort.Slice(edges, func(a, b int) bool {
+			if !edges[a].at.Equal(edges[b].at) {
+				return edges[a].at.Before(edges[b].at)
+			}
+			return edges[a].cpu < edges[b].cpu
+		})
+		var total int64
+		for _, e := range edges {
+			total += e.cpu
+			if total > quota {
+				j := c.jobOfWorkload(e.uid)
+				c.violate(RuleQuota, j, e.at, "ClusterQueue %s: its Workloads hold %dm CPU, over its quota of %dm, once this Job's Workload was admitted at %s",
+					clusterQueue, total, quota, stamp(e.at))
+				break
+			}
 		}
 	}
+}
+
+// jobOfWorkload is the manager Job a Workload queues (nil when not seen).
+func (c *checker) jobOfWorkload(uid types.UID) *managerJob {
+	for _, ch := range c.tl.workloads {
+		if ch.UID == uid {
+			return c.tl.jobs[ch.Workload.JobUID]
+		}
+	}
+	return nil
 }
 
 // runsOnlyAdmitted: a queued Job's mirror pods run only while its Workload

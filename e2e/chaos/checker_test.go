@@ -166,10 +166,27 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 		"two Workloads holding more than the quota": {
 			h:     done().workload(0.5, "a", "j", 150, true, false).workload(0.7, "b", "other", 100, true, false),
 			facts: withQuota,
-			want:  RuleQuota, says: "2 Workloads hold 250m CPU, over its quota of 200m",
+			want:  RuleQuota, says: "its Workloads hold 250m CPU, over its quota of 200m",
 		},
 		"a Workload finished before the next is admitted": {
 			h:     done().workload(0.5, "a", "j", 150, true, false).workload(3.5, "a", "j", 150, true, true).workload(3.7, "b", "other", 100, true, false),
+			facts: withQuota,
+		},
+		"an admission seen late, the API server's time of it before the pods ran": {
+			h: func() history {
+				h := done().workload(0.5, "a", "j", 100, false, false).workload(5, "a", "j", 100, true, false)
+				h[len(h)-1].Workload.AdmittedSince = at(1)
+				return h
+			}(),
+			facts: withQuota,
+		},
+		"a release seen late, the API server's time of it before the next admission": {
+			h: func() history {
+				h := done().workload(0.5, "a", "j", 150, true, false).workload(0.7, "b", "other", 100, false, false).
+					workload(2, "b", "other", 100, true, false).workload(3, "a", "j", 150, true, true)
+				h[len(h)-1].Workload.ReleasedSince = at(1)
+				return h
+			}(),
 			facts: withQuota,
 		},
 		"a queued Job's pods running while it is not admitted": {

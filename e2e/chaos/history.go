@@ -106,6 +106,13 @@ type WorkloadFacts struct {
 	Reserved, Admitted, Finished bool `json:",omitempty"`
 	// CPU is the quota it holds, in millicores (its pod sets' usage).
 	CPU int64 `json:",omitempty"`
+	// AdmittedSince is when the API server says it was admitted (Admitted's
+	// lastTransitionTime, to the second); ReleasedSince when it says it
+	// stopped holding quota (Finished's, or QuotaReserved's once False). A
+	// watch that lags (its API server restarted) delivers changes late,
+	// and may skip states: these say when they happened.
+	AdmittedSince time.Time `json:",omitzero"`
+	ReleasedSince time.Time `json:",omitzero"`
 }
 
 // Holds is the quota the Workload holds now, in millicores.
@@ -122,6 +129,14 @@ func WorkloadFactsOf(wl *kueue.Workload) *WorkloadFacts {
 		Reserved: meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved),
 		Admitted: meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted),
 		Finished: meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished),
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); c != nil && c.Status == metav1.ConditionTrue {
+		f.AdmittedSince = c.LastTransitionTime.Time
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished); c != nil && c.Status == metav1.ConditionTrue {
+		f.ReleasedSince = c.LastTransitionTime.Time
+	} else if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Status == metav1.ConditionFalse {
+		f.ReleasedSince = c.LastTransitionTime.Time
 	}
 	if owner := metav1.GetControllerOf(wl); owner != nil && owner.Kind == "Job" {
 		f.JobUID = owner.UID

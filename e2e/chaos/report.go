@@ -49,6 +49,9 @@ type FaultTally struct {
 // ShapeTally counts one shape's Jobs by outcome.
 type ShapeTally struct {
 	Jobs, Complete, Failed, DeletedByUser, Unfinished int
+	// EndUnseen: deleted (by its TTL, say) while the history's watch was
+	// broken, its end not seen.
+	EndUnseen int
 }
 
 func newReport(o Options, facts Facts, changes []Change, violations []Violation, observed Observed,
@@ -88,6 +91,7 @@ func newReport(o Options, facts Facts, changes []Change, violations []Violation,
 		t.Jobs++
 		term := j.firstTerminal()
 		_, byUser := facts.UserDeleted[uid]
+		last := j.changes[len(j.changes)-1]
 		switch {
 		case term != nil && term.Job.Terminal == "Complete":
 			t.Complete++
@@ -95,6 +99,8 @@ func newReport(o Options, facts Facts, changes []Change, violations []Violation,
 			t.Failed++
 		case byUser:
 			t.DeletedByUser++
+		case last.Deleted && last.Unseen:
+			t.EndUnseen++
 		default:
 			t.Unfinished++
 		}
@@ -120,14 +126,19 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "%-30s %8d %8d %12s %12s %14d\n", kind, t.Injected, t.Skipped, percentile(t.Recovery, 50), percentile(t.Recovery, 99), t.NotRecovered)
 	}
 	fmt.Fprintf(&b, "(recovery: from the fault's heal until a one-second canary Job, sent then to the worker it hit, was finished on the manager)\n\n")
-	fmt.Fprintf(&b, "%-24s %6s %9s %7s %16s %11s\n", "Job shape", "Jobs", "Complete", "Failed", "deleted by user", "unfinished")
+	fmt.Fprintf(&b, "%-24s %6s %9s %7s %16s %11s %11s\n", "Job shape", "Jobs", "Complete", "Failed", "deleted by user", "end unseen", "unfinished")
 	total := ShapeTally{}
+	row := func(name string, t ShapeTally) {
+		fmt.Fprintf(&b, "%-24s %6d %9d %7d %16d %11d %11d\n", name, t.Jobs, t.Complete, t.Failed, t.DeletedByUser, t.EndUnseen, t.Unfinished)
+	}
 	for _, shape := range sortedKeys(r.ByShape) {
 		t := r.ByShape[shape]
-		fmt.Fprintf(&b, "%-24s %6d %9d %7d %16d %11d\n", shape, t.Jobs, t.Complete, t.Failed, t.DeletedByUser, t.Unfinished)
-		total.Jobs, total.Complete, total.Failed, total.DeletedByUser, total.Unfinished = total.Jobs+t.Jobs, total.Complete+t.Complete, total.Failed+t.Failed, total.DeletedByUser+t.DeletedByUser, total.Unfinished+t.Unfinished
+		row(shape, *t)
+		total.Jobs, total.Complete, total.Failed, total.DeletedByUser = total.Jobs+t.Jobs, total.Complete+t.Complete, total.Failed+t.Failed, total.DeletedByUser+t.DeletedByUser
+		total.EndUnseen, total.Unfinished = total.EndUnseen+t.EndUnseen, total.Unfinished+t.Unfinished
 	}
-	fmt.Fprintf(&b, "%-24s %6d %9d %7d %16d %11d\n\n", "all", total.Jobs, total.Complete, total.Failed, total.DeletedByUser, total.Unfinished)
+	row("all", total)
+	fmt.Fprintf(&b, "(end unseen: deleted, by its TTL say, while the history's watch was broken by a fault)\n\n")
 	fmt.Fprintf(&b, "Job creates refused and tried again: %d", r.Refused)
 	for _, kind := range sortedKeys(r.RefusedBy) {
 		fmt.Fprintf(&b, "; %s: %d", kind, r.RefusedBy[kind])

@@ -127,21 +127,64 @@ func (tl *timeline) job(uid types.UID) *managerJob {
 	return j
 }
 
-// admitted is when a manager Job's Workloads were Admitted and not Finished.
+// admitted is when a manager Job's Workloads were Admitted (Kueue keeps the
+// condition once they finish), as widely as the history allows: from when
+// the API server says the admission happened (a lagging watch delivers it
+// later, or skips it) until it was seen to end.
 func (tl *timeline) admitted(job types.UID) []interval {
-	var out []interval
-	open := map[types.UID]time.Time{}
+	return workloadIntervals(tl.workloads, func(c Change) bool { return c.Workload.JobUID == job },
+		func(w *WorkloadFacts) bool { return w.Admitted },
+		func(c Change) time.Time { return earliestOf(c.At, c.Workload.AdmittedSince) },
+		func(c Change, _ time.Time) time.Time { return c.At })
+}
+
+// holding is when each Workload of a ClusterQueue held quota, as narrowly as
+// the history allows: from when it was seen holding until the API server
+// says it stopped (a lagging watch delivers the release later).
+func (tl *timeline) holding(clusterQueue string) map[types.UID][]interval {
+	out := map[types.UID][]interval{}
 	for _, c := range tl.workloads {
-		if c.Workload.JobUID != job {
+		if c.Workload.ClusterQueue != clusterQueue || out[c.UID] != nil {
 			continue
 		}
-		now := !c.Deleted && c.Workload.Admitted && !c.Workload.Finished
+		uid := c.UID
+		out[uid] = workloadIntervals(tl.workloads, func(c Change) bool { return c.UID == uid },
+			func(w *WorkloadFacts) bool { return w.Holds() > 0 },
+			func(c Change) time.Time { return c.At },
+			func(c Change, from time.Time) time.Time {
+				return later(from, earliestOf(c.At, c.Workload.ReleasedSince))
+			})
+	}
+	return out
+}
+
+// earliestOf is the earlier of an observed time and the API server's time
+// of the same change (zero: none).
+func earliestOf(observed, server time.Time) time.Time {
+	if !server.IsZero() && server.Before(observed) {
+		return server
+	}
+	return observed
+}
+
+// workloadIntervals are the intervals a state held for the Workloads pick
+// selects: each from when a change brought it (starts) to when a change
+// ended it (ends; from is its start).
+func workloadIntervals(changes []Change, pick func(Change) bool, state func(*WorkloadFacts) bool,
+	starts func(Change) time.Time, ends func(c Change, from time.Time) time.Time) []interval {
+	var out []interval
+	open := map[types.UID]time.Time{}
+	for _, c := range changes {
+		if !pick(c) {
+			continue
+		}
+		now := !c.Deleted && state(c.Workload)
 		from, was := open[c.UID]
 		switch {
 		case now && !was:
-			open[c.UID] = c.At
+			open[c.UID] = starts(c)
 		case !now && was:
-			out = append(out, interval{from, c.At})
+			out = append(out, interval{from, ends(c, from)})
 			delete(open, c.UID)
 		}
 	}
