@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,6 +69,7 @@ The exit code is 1 when a promise was broken.`,
 	f.BoolVar(&o.Kueue, "kueue", false, "run Kueue on the manager, queue some Jobs, and restart Kueue among the faults")
 	f.StringVar(&o.Dir, "dir", "", "where the environment and the run's record go (default _output/chaos/<time>)")
 	f.StringArrayVar(&o.ManagerArgs, "manager-arg", nil, "an extra flag for the manager replicas (repeatable)")
+	f.Var(faultKinds{&o.Faults}, "faults", "draw only these kinds of fault (comma-separated, e.g. credential-revoked,worker-frozen-long), to chase one failure")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check DIR",
 		Short: "Run the checker again over a chaos run's record (its history.json and facts.json)",
@@ -89,3 +91,28 @@ The exit code is 1 when a promise was broken.`,
 	})
 	return cmd
 }
+
+// faultKinds is --faults: a comma-separated list of fault kinds.
+type faultKinds struct{ kinds *[]chaos.FaultKind }
+
+func (f faultKinds) String() string {
+	if f.kinds == nil {
+		return ""
+	}
+	var names []string
+	for _, k := range *f.kinds {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ",")
+}
+
+func (f faultKinds) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*f.kinds = append(*f.kinds, chaos.FaultKind(name))
+		}
+	}
+	return nil
+}
+
+func (faultKinds) Type() string { return "kinds" }

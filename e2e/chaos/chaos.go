@@ -50,6 +50,9 @@ type Options struct {
 	MeanFaultGap time.Duration
 	// Workers is how many workers the environment has (3 by default).
 	Workers int
+	// Faults are the kinds the nemesis draws from (every kind that applies
+	// when empty): to chase one failure.
+	Faults []FaultKind
 	// Kueue runs Kueue on the manager and queues some Jobs; RealNodes runs
 	// the workers on real nodes (root).
 	Kueue, RealNodes bool
@@ -98,6 +101,11 @@ func (o *Options) defaults() {
 // fault could not be healed); a broken promise is a violation in the report.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
+	for _, kind := range o.Faults {
+		if specOf(kind) == nil {
+			return nil, fmt.Errorf("no fault %q in the catalogue (docs/reliability.md lists them)", kind)
+		}
+	}
 	if o.RealNodes {
 		return nil, fmt.Errorf("a chaos run on real nodes is not built yet: its Jobs are KWOK's (their pods' outcomes are KWOK stages)")
 	}

@@ -377,13 +377,21 @@ func (c *checker) indexesOnce(j *managerJob) {
 // back, nor its completed indexes while it shows one mirror's.
 func (c *checker) countersMonotonic(j *managerJob) {
 	var prev *Change
+	// inherited: the completed indexes the manager Job showed when it
+	// recorded its current mirror, an earlier attempt's, which the new
+	// attempt's status replaces.
+	var inherited jobindex.Intervals
 	for i := range j.changes {
 		ch := &j.changes[i]
 		if ch.Deleted {
 			continue
 		}
+		n := ch.Job
+		if prev == nil || n.MirrorUID != prev.Job.MirrorUID {
+			inherited = jobindex.Parse(n.CompletedIndexes, int(n.Completions))
+		}
 		if prev != nil {
-			p, n := prev.Job, ch.Job
+			p := prev.Job
 			if n.Succeeded < p.Succeeded || n.Failed < p.Failed {
 				c.violate(RuleCountersMonotonic, j, ch.At, "succeeded/failed went from %d/%d to %d/%d", p.Succeeded, p.Failed, n.Succeeded, n.Failed)
 				return
@@ -394,14 +402,27 @@ func (c *checker) countersMonotonic(j *managerJob) {
 			if n.Indexed && n.MirrorUID != "" && n.MirrorUID == p.MirrorUID {
 				before := jobindex.Parse(p.CompletedIndexes, int(n.Completions))
 				after := jobindex.Parse(n.CompletedIndexes, int(n.Completions))
-				if after.Merge(before).Total() != after.Total() {
-					c.violate(RuleCountersMonotonic, j, ch.At, "completed indexes went from %q to %q", p.CompletedIndexes, n.CompletedIndexes)
+				if lost, ok := indexLost(before, after, inherited); ok {
+					c.violate(RuleCountersMonotonic, j, ch.At, "completed indexes went from %q to %q (index %d) within one attempt", p.CompletedIndexes, n.CompletedIndexes, lost)
 					return
 				}
 			}
 		}
 		prev = ch
 	}
+}
+
+// indexLost is an index of before that after lacks and that was not
+// inherited from an earlier attempt.
+func indexLost(before, after, inherited jobindex.Intervals) (int, bool) {
+	for _, r := range before {
+		for ix := r.First; ix <= r.Last; ix++ {
+			if !after.Has(ix) && !inherited.Has(ix) {
+				return ix, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // terminalInTime: every manager Job its user did not delete ends Complete or
@@ -429,6 +450,9 @@ func (c *checker) terminalInTime(j *managerJob) {
 	from := later(later(j.changes[0].At, c.facts.lastFaultEnd()), c.facts.LastUserAction[j.uid])
 	deadline := from.Add(c.facts.Bounds.TerminalAfterFaults)
 	switch {
+	case term == nil && deadline.After(c.facts.Settled):
+		// Not due yet when the run stopped waiting (made after the last
+		// fault): the report counts it unfinished.
 	case term == nil:
 		c.violate(RuleTerminalInTime, j, deadline, "not finished when the run settled at %s (due by %s)", stamp(c.facts.Settled), stamp(deadline))
 	case term.At.After(deadline):

@@ -224,10 +224,20 @@ func TestCheckFindsEachBrokenPromise(t *testing.T) {
 			want: RuleCountersMonotonic, says: "1/0 to 0/0",
 		},
 		"completed indexes going back": {
-			h: history{}.job(0, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m1", CompletedIndexes: "0,2"}).
+			h: history{}.job(0, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m1", CompletedIndexes: "0"}).
+				job(0.5, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m1", CompletedIndexes: "0,2"}).
 				job(1, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m1", CompletedIndexes: "0"}),
 			facts: settledLater,
 			want:  RuleCountersMonotonic, says: `"0,2" to "0"`,
+		},
+		"a new attempt recorded before its status replaced the earlier attempt's indexes": {
+			h: history{}.job(0, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m1", CompletedIndexes: "1"}).
+				job(1, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m2", CompletedIndexes: "1"}).
+				job(2, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m2", CompletedIndexes: ""}).
+				job(3, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m2", CompletedIndexes: "0"}).
+				job(4, JobFacts{Indexed: true, Completions: 3, MirrorUID: "m2", CompletedIndexes: ""}),
+			facts: settledLater,
+			want:  RuleCountersMonotonic, says: `from "0" to "" (index 0) within one attempt`,
 		},
 		"a new attempt running its indexes anew": {
 			h: history{}.job(0, JobFacts{}).mirror(0.5, "w1", "m1", 1, "").mirror(1, "w2", "m2", 2, batchv1.JobComplete).
@@ -342,6 +352,15 @@ func TestPlanIsTheSeeds(t *testing.T) {
 		if f.Kind == KueueRestarted || f.Offset >= time.Minute {
 			t.Errorf("planned %v: Kueue is not in this run, and the span is a minute", f)
 		}
+	}
+	only := Plan(7, Options{Faults: []FaultKind{CredentialRevoked}}, runTiming, time.Minute, 5*time.Second)
+	for _, f := range only {
+		if f.Kind != CredentialRevoked {
+			t.Errorf("planned %s with only %s asked for", f.Kind, CredentialRevoked)
+		}
+	}
+	if len(only) == 0 {
+		t.Errorf("no fault planned with only %s asked for", CredentialRevoked)
 	}
 	w1, w2 := planWorkload(7, o, time.Minute), planWorkload(7, o, time.Minute)
 	if len(w1) != 60 || w1[17] != w2[17] {

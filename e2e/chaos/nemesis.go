@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,9 +166,12 @@ func Plan(seed uint64, o Options, t Timing, span, meanGap time.Duration) []Fault
 	r := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
 	var rows []faultSpec
 	for _, f := range catalogue {
-		if f.applies(o) {
+		if f.applies(o) && (len(o.Faults) == 0 || slices.Contains(o.Faults, f.kind)) {
 			rows = append(rows, f)
 		}
+	}
+	if len(rows) == 0 {
+		return nil
 	}
 	var plan []Fault
 	at := time.Duration(0)
