@@ -27,8 +27,9 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 # Tools only later e2e tests use: test-e2e builds them in the background
-# while its first tests run (hack/tools/build-late.sh), in this order.
-E2E_LATE_TOOLS := kueue registry helm4 coredns kubernetes-1.32/kube-apiserver kubernetes-1.32/kube-controller-manager kubernetes-1.32/kube-scheduler
+# while its first tests run (hack/tools/build-late.sh), in this order. (The
+# integration layer needs Kueue's CRDs, the registry and helm 4.)
+E2E_LATE_TOOLS := coredns kubernetes-1.32/kube-apiserver kubernetes-1.32/kube-controller-manager kubernetes-1.32/kube-scheduler
 
 .PHONY: tools-early
 tools-early: ## every tool but those only later e2e tests use (E2E_LATE_TOOLS, which test-e2e builds in the background while its first tests run)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the tools only later e2e tests use (Kueue, the registry, helm 4,
-# CoreDNS, the oldest Kubernetes minor) in the background, one after another
-# and at the lowest CPU priority, while the first e2e tests run: those leave
-# a core idle much of the time, and a cold build of these tools is about 18
-# minutes of both cores. A test that needs one of them waits until it is
-# built (localcluster's checkBinaries reads the markers below).
+# Builds the tools only later e2e tests use (the Makefile's E2E_LATE_TOOLS:
+# CoreDNS for real nodes, the oldest Kubernetes minor) in the background, one
+# after another and at the lowest CPU priority, while the first e2e tests
+# run: those leave a core idle much of the time, and a cold build of these
+# tools is about 8.5 minutes of both cores. A test that needs one of them
+# waits until it is built (localcluster's checkBinaries reads the markers
+# below).
 #
 # Usage: hack/tools/build-late.sh start BIN_DIR tool ...   (returns at once)
 #        hack/tools/build-late.sh stop BIN_DIR             (stops a build still running)
