@@ -53,8 +53,8 @@ type Options struct {
 	// Faults are the kinds the nemesis draws from (every kind that applies
 	// when empty): to chase one failure.
 	Faults []FaultKind
-	// Kueue runs Kueue on the manager and queues some Jobs; RealNodes runs
-	// the workers on real nodes (root).
+	// Kueue runs Kueue on the manager and queues some Jobs. RealNodes would
+	// run the workers on real nodes: not built yet, Run refuses it.
 	Kueue, RealNodes bool
 	// Dir holds the environment and the run's record (history.json,
 	// facts.json, report.txt).

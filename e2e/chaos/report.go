@@ -189,7 +189,7 @@ func explain(tl *timeline, v Violation) string {
 		for _, c := range m.changes {
 			add(c, fmt.Sprintf("mirror %s (attempt %d) %s", shortUID(m.uid), m.attempt, describeJob(c)))
 		}
-		for pod, changes := range m.pods {
+		for _, changes := range m.pods {
 			for _, c := range changes {
 				state := string(c.Pod.Phase)
 				if c.Deleted {
@@ -198,7 +198,6 @@ func explain(tl *timeline, v Violation) string {
 					state += ", deleting"
 				}
 				add(c, fmt.Sprintf("  pod %s of %s index %q: %s", c.Name, shortUID(m.uid), c.Pod.Index, state))
-				_ = pod
 			}
 		}
 	}
