@@ -151,7 +151,6 @@ type run struct {
 	history *History
 	user    *user
 	canary  int
-	managed client.Client
 	// keptNamespaces are the namespaces jobferry made on the workers for
 	// the run, left once it deleted its namespace: jobferry does not
 	// collect them yet (the report lists them).
@@ -217,7 +216,7 @@ func newRun(ctx context.Context, env *devenv.Env, o Options) (*run, error) {
 			return nil, err
 		}
 	}
-	return &run{o: o, env: e, history: &History{}, user: newUser(manager, ns.Name, queue), managed: managed}, nil
+	return &run{o: o, env: e, history: &History{}, user: newUser(manager, ns.Name, queue)}, nil
 }
 
 func (r *run) carryOut(ctx context.Context, faults []Fault, work []plannedJob) (*Report, error) {

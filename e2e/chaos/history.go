@@ -241,10 +241,3 @@ func (h *History) Changes() []Change {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }
-
-// Len is how many changes were recorded.
-func (h *History) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.changes)
-}

@@ -30,13 +30,11 @@ type managerJob struct {
 }
 
 type mirrorRecord struct {
-	uid       types.UID
-	worker    string
-	namespace string
-	name      string
-	attempt   int
-	changes   []Change
-	pods      map[types.UID][]Change
+	uid     types.UID
+	worker  string
+	attempt int
+	changes []Change
+	pods    map[types.UID][]Change
 }
 
 // firstSeen is when the mirror was first observed.
@@ -95,7 +93,7 @@ func index(changes []Change) *timeline {
 		case c.Kind == KindJob && c.Job.OriginUID != "":
 			m := mirrors[c.UID]
 			if m == nil {
-				m = &mirrorRecord{uid: c.UID, worker: c.Cluster, namespace: c.Namespace, name: c.Name, attempt: c.Job.Attempt, pods: map[types.UID][]Change{}}
+				m = &mirrorRecord{uid: c.UID, worker: c.Cluster, attempt: c.Job.Attempt, pods: map[types.UID][]Change{}}
 				mirrors[c.UID] = m
 				j := tl.job(c.Job.OriginUID)
 				j.mirrors = append(j.mirrors, m)
