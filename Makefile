@@ -37,6 +37,7 @@ tools-early: ## every tool but those only later e2e tests use (E2E_LATE_TOOLS, w
 
 .PHONY: tools
 tools: ## build the pinned control plane (and v1.32's, the oldest minor the charts claim), KWOK, kubectl, helm 3 and 4, controller-gen, Kueue and the local OCI registry into bin/ (only what is missing or outdated)
+	@hack/tools/build-late.sh stop $(BIN)
 	@hack/tools/build.sh $(BIN)
 
 .PHONY: prometheus

@@ -86,7 +86,7 @@ func checkBinaries(binDir string, names ...string) error {
 func awaitBackgroundBuild(binDir, name string, timeout time.Duration) error {
 	pending := filepath.Join(binDir, ".pending")
 	marker := filepath.Join(pending, strings.ReplaceAll(name, "/", "__"))
-	log := filepath.Join(pending, "build.log")
+	log := filepath.Join(binDir, ".late-build.log")
 	deadline := time.Now().Add(timeout)
 	said := false
 	for {

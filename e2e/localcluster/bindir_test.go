@@ -68,7 +68,7 @@ func TestRequireBinariesSaysWhenTheBackgroundBuildFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := RequireBinaries(binDir, "kueue")
-	if err == nil || !strings.Contains(err.Error(), "the background build of kueue failed") || !strings.Contains(err.Error(), "build.log") {
+	if err == nil || !strings.Contains(err.Error(), "the background build of kueue failed") || !strings.Contains(err.Error(), ".late-build.log") {
 		t.Errorf("want the failed build named with its log, got %v", err)
 	}
 

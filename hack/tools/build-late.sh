@@ -8,11 +8,12 @@
 # below).
 #
 # Usage: hack/tools/build-late.sh start BIN_DIR tool ...   (returns at once)
-#        hack/tools/build-late.sh stop BIN_DIR             (stops a build still running)
+#        hack/tools/build-late.sh stop BIN_DIR             (stops a build still running, forgets its markers)
 #
 # BIN_DIR/.pending/ holds a marker per tool not built yet (its name with / as
 # __), pid (the background build's process group) and, when a build failed,
-# failed (the tool's name); the build's output goes to BIN_DIR/.pending/build.log.
+# failed (the tool's name); the build's output goes to BIN_DIR/.late-build.log,
+# which stays after stop.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +21,7 @@ action=$1
 bin=$(mkdir -p "$2" && cd "$2" && pwd)
 shift 2
 pending="$bin/.pending"
+log="$bin/.late-build.log"
 
 case "$action" in
 start)
@@ -39,13 +41,16 @@ start)
       fi
       rm -f "$pending/${tool//\//__}"
     done
-  ' late-tools "$pending" "$here" "$bin" "$@" >"$pending/build.log" 2>&1 </dev/null &
-  echo "tools: building $* in the background (log: ${pending#"$PWD"/}/build.log)"
+  ' late-tools "$pending" "$here" "$bin" "$@" >"$log" 2>&1 </dev/null &
+  echo "tools: building $* in the background (log: ${log#"$PWD"/})"
   ;;
 stop)
   if pid=$(cat "$pending/pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; then
     kill -- "-$pid" 2>/dev/null || true
   fi
+  # No markers left to wait on: a tool the build did not reach is simply
+  # missing, and `make tools` builds it.
+  rm -rf "$pending"
   ;;
 *)
   echo "usage: $0 start|stop BIN_DIR [tool ...]" >&2
