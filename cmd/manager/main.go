@@ -400,7 +400,8 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
 	}
 	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: managerID, Keys: keys, Interval: c.gcInterval,
-		Connected: pool.SubscribeConnected(64)}
+		ManagerNamespaces: admission.NamespaceReader{Cache: mgr.GetClient(), API: mgr.GetAPIReader()},
+		Connected:         pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)
 	}

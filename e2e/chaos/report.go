@@ -27,9 +27,6 @@ type Report struct {
 	// ManagerRestarts are the replicas started again after they exited on
 	// their own (a lost lease).
 	ManagerRestarts []string
-	// KeptNamespaces are the namespaces jobferry made on the workers that
-	// stay after the run deleted its own: not collected yet.
-	KeptNamespaces  []string
 	Refused         int
 	RefusedBy       map[string]int
 	Observed        Observed
@@ -146,7 +143,6 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "\nre-dispatched Jobs: %d; stale mirrors on lost workers running after the next attempt was made: %d; stale mirrors that finished Complete there: %d; Jobs finished without a mirror: %d; ends the history missed (deleted while a watch was broken): %d\n",
 		r.Observed.Redispatched, r.Observed.StaleRunning, r.Observed.StaleCompleted, r.Observed.WithoutMirror, r.Observed.Unseen)
 	fmt.Fprintf(&b, "manager replicas that exited on their own (a lost lease) and were started again: %d %v\n", len(r.ManagerRestarts), r.ManagerRestarts)
-	fmt.Fprintf(&b, "namespaces jobferry made on the workers, left after the run deleted its own (jobferry does not collect them yet): %d %v\n", len(r.KeptNamespaces), r.KeptNamespaces)
 	if !r.LastFaultHealed.IsZero() && !r.LastJobFinished.IsZero() {
 		fmt.Fprintf(&b, "last fault healed %s, last Job finished %s later (bound %s)\n", stamp(r.LastFaultHealed), r.LastJobFinished.Sub(r.LastFaultHealed).Round(time.Second), r.Bounds.TerminalAfterFaults)
 	}

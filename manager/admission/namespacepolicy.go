@@ -19,13 +19,16 @@ import (
 //     with v1alpha1.ManagerIDLabel, otherwise with Pod Security labels only,
 //     no annotations, finalizers or owners;
 //   - a namespace is changed only when it carries v1alpha1.ManagerIDLabel
-//     (jobferry created it), and then only in its Pod Security labels.
+//     (jobferry created it), and then only in its Pod Security labels;
+//   - a namespace is deleted only when it carries v1alpha1.ManagerIDLabel
+//     (the orphan collector deletes those it created once the manager's
+//     namespace of that name is gone), and never a kube-* one or default.
 //
 // So the worker's own namespaces, kube-system's Pod Security level above all,
 // are out of the manager's reach. With managerID (the worker chart's
 // managerIdentity.managerID) the label must name that manager, on a create
 // and on the namespace changed: then one manager's token cannot change the
-// Pod Security level of another's namespaces. The worker chart ships the
+// Pod Security level of another's namespaces, nor delete them. The worker chart ships the
 // same (a test compares them); the messages name what was refused.
 func NamespacePolicy(name, managerUser, managerID string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	return namespacePolicy(name, managerUser, celString(managerID))
@@ -59,13 +62,14 @@ func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistr
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy:    ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: onCreateAndUpdate("", "namespaces"),
+			MatchConstraints: onOperations([]admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}, "", "namespaces"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{
 				{Name: "jobferry-manager", Expression: fmt.Sprintf("request.userInfo.username == %s", celString(managerUser))},
 			},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "managerID", Expression: managerIDExpr},
-				{Name: "labels", Expression: "has(object.metadata.labels) ? object.metadata.labels : {}"},
+				// A DELETE has no object, only the oldObject.
+				{Name: "labels", Expression: "object != null && has(object.metadata.labels) ? object.metadata.labels : {}"},
 				{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
 				// Labels other than Pod Security's that a create sets, but
 				// the installation's ID and the API server's own name label.
@@ -94,6 +98,12 @@ func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistr
 					Expression: fmt.Sprintf("request.operation != 'UPDATE' || (size(variables.otherChanged) == 0 && %s)", sameMeta),
 					MessageExpression: `'jobferry\'s manager may change only the Pod Security labels of a namespace it created: the request to namespace ' + object.metadata.name + ' changes ' +
 (size(variables.otherChanged) > 0 ? 'labels ' + variables.otherChanged.join(', ') : 'its annotations, finalizers or owners')`,
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: fmt.Sprintf("request.operation != 'DELETE' || (%s && !oldObject.metadata.name.startsWith('kube-') && oldObject.metadata.name != 'default')", ownedBy("variables.oldLabels")),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may delete only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + '), never kube-* or default; namespace ' + oldObject.metadata.name + ' is not one'`,
+						v1alpha1.ManagerIDLabel),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 			},

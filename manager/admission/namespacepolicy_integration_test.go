@@ -126,6 +126,43 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 			t.Errorf("the unpinned manager relabelling a namespace of another ID: %v", err)
 		}
 	})
+	t.Run("deletes only a namespace it created", func(t *testing.T) {
+		del := func(c kubernetes.Interface, name string) error {
+			return c.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		if _, err := manager.CoreV1().Namespaces().Create(ctx, namespace("team-gone", ours), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := del(manager, "team-gone"); err != nil {
+			t.Fatalf("the manager deleting a namespace it created: %v", err)
+		}
+		if _, err := alice.CoreV1().Namespaces().Create(ctx, namespace("alices-own", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(manager, "alices-own"), "may delete only the namespaces it created", "namespace alices-own is not one")
+		// kube-system and default the API server itself keeps; labelled as
+		// jobferry's by an administrator, any kube-* namespace stays out
+		// of reach all the same.
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, namespace("kube-labelled", ours), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(manager, "kube-labelled"), "never kube-* or default", "namespace kube-labelled is not one")
+		// Pinned to m2, the other manager may not delete m1's.
+		if _, err := manager.CoreV1().Namespaces().Create(ctx, namespace("team-m1-kept", ours), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(pinned, "team-m1-kept"), "may delete only the namespaces it created (labelled jobferry.dev/manager-id=m2)", "namespace team-m1-kept is not one")
+		theirs := map[string]string{v1alpha1.ManagerIDLabel: "m2"}
+		if _, err := pinned.CoreV1().Namespaces().Create(ctx, namespace("team-m2-gone", theirs), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := del(pinned, "team-m2-gone"); err != nil {
+			t.Errorf("the pinned manager deleting a namespace of its own ID: %v", err)
+		}
+		if err := del(alice, "alices-own"); err != nil {
+			t.Errorf("another user deleting a namespace: %v", err)
+		}
+	})
 	t.Run("other users are not affected", func(t *testing.T) {
 		if _, err := alice.CoreV1().Namespaces().Create(ctx, namespace("alices", map[string]string{"team": "x"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -45,6 +45,10 @@ var (
 		Name: "jobferry_orphan_mirrors_deleted_total",
 		Help: "Mirrors deleted by garbage collection because their manager Job no longer exists.",
 	}, []string{"worker"})
+	NamespacesDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jobferry_worker_namespaces_deleted_total",
+		Help: "Namespaces the manager created on a worker and deleted again: the manager's namespace of that name was gone and no Job was left in it.",
+	}, []string{"worker"})
 	OrphanScans = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_orphan_scans_total",
 		Help: "Scans of a connected worker's mirrors for those whose manager Job no longer exists (at start, every --gc-interval and on every reconnect).",
@@ -104,7 +108,7 @@ func init() {
 // and WorkerCluster controllers register the ones read from their caches.
 func registered() []prometheus.Collector {
 	return []prometheus.Collector{DispatchTotal, DispatchDuration, StatusSyncTotal, StatusSyncLag, StatusWriteRejected,
-		workerClusterConnected, workerConnectedDeprecated, PlacementRejections, RemoteRequests, OrphansDeleted, OrphanScans,
+		workerClusterConnected, workerConnectedDeprecated, PlacementRejections, RemoteRequests, OrphansDeleted, NamespacesDeleted, OrphanScans,
 		CredentialExpiry, CredentialRenewals, JobsWoken, WarningsForwarded, InspectionRequests, InspectionLogStreams}
 }
 

@@ -25,7 +25,9 @@ import (
 // deleted while their worker was unreachable. It runs at start, every
 // Interval, and whenever a worker (re)connects. It reads only caches: the
 // manager's Jobs (as their events arrive, liveJobs) and each worker's
-// mirrors of this installation.
+// mirrors of this installation. Where the credential may, it then deletes
+// the namespaces this installation created on the worker that are no
+// longer needed (collectNamespaces), read from the worker's API server.
 type Collector struct {
 	// Jobs is the manager cluster cache's Job informer, and Client reads
 	// that cache.
@@ -36,6 +38,10 @@ type Collector struct {
 	Workers workers.Lookup
 	// ManagerID identifies this installation's mirrors (installation.ID).
 	ManagerID string
+	// ManagerNamespaces reads the manager cluster's namespaces: a worker
+	// namespace this installation created goes once the manager's of
+	// that name is gone (nil: none is deleted).
+	ManagerNamespaces NamespaceGetter
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (statekey.Keys): a mirror is taken for one a later attempt replaced
 	// only when the attempt its Job records is sealed.
@@ -102,12 +108,12 @@ func (gc *Collector) collectAll(ctx context.Context, live liveAttempt) {
 // collectTimeout bounds one worker's collection.
 const collectTimeout = time.Minute
 
-// collect deletes the orphaned mirrors on one connected worker.
+// collect deletes the orphaned mirrors on one connected worker, then the
+// namespaces this installation created there that are no longer needed.
 func (gc *Collector) collect(ctx context.Context, worker string, live liveAttempt) {
 	// One worker that does not answer holds up the others no longer.
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
-	log := logf.FromContext(ctx).WithValues("worker", worker)
 	conn := gc.Workers.Conn(worker)
 	if conn == nil || !conn.Connected() {
 		return
@@ -115,6 +121,13 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	// Read, never changed: the cache's own. Metadata is all a scan reads;
 	// a Job each, at every scan of every mirror, was a tenth of what the
 	// manager allocated with 100,000 Jobs tracked.
+	gc.collectMirrors(ctx, worker, conn, live)
+	gc.collectNamespaces(ctx, worker, conn)
+}
+
+// collectMirrors deletes the orphaned mirrors on one connected worker.
+func (gc *Collector) collectMirrors(ctx context.Context, worker string, conn workers.Conn, live liveAttempt) {
+	log := logf.FromContext(ctx).WithValues("worker", worker)
 	metas, err := conn.MirrorMetas(ctx, metav1.NamespaceAll)
 	if err != nil {
 		log.Error(err, "listing mirrors for garbage collection")

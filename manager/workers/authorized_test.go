@@ -12,17 +12,23 @@ import (
 // The Authorized condition for each outcome of a rights review.
 func TestAuthorizedCondition(t *testing.T) {
 	cases := map[string]struct {
-		state  rightsState
-		status metav1.ConditionStatus
-		says   []string
+		state   rightsState
+		status  metav1.ConditionStatus
+		says    []string
+		saysNot []string
 	}{
 		"a required right missing": {
 			state:  rightsState{missing: []Right{{Verb: "create", Resource: "jobs", Group: "batch"}}, mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionFalse, says: []string{"its credential may not create jobs.batch", "no Job is placed here until it may"},
 		},
 		"every right, namespaces created and kept in step": {
-			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true, mayReadPods: true},
+			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true, Collect: true}, mayWatchWarnings: true, mayReadPods: true},
 			status: metav1.ConditionTrue, says: []string{"may create namespaces for mirrors and keep their Pod Security labels in step"},
+			saysNot: []string{"stay there"},
+		},
+		"namespaces created, not collected": {
+			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true, mayReadPods: true},
+			status: metav1.ConditionTrue, says: []string{"it may not list namespaces and delete namespaces", "stay there once the manager's are gone"},
 		},
 		"namespaces created, not relabelled": {
 			state:  rightsState{namespaces: NamespaceRights{Create: true}, mayWatchWarnings: true, mayReadPods: true},
@@ -50,6 +56,11 @@ func TestAuthorizedCondition(t *testing.T) {
 			for _, s := range tc.says {
 				if !strings.Contains(c.Message, s) {
 					t.Errorf("message %q does not say %q", c.Message, s)
+				}
+			}
+			for _, s := range tc.saysNot {
+				if strings.Contains(c.Message, s) {
+					t.Errorf("message %q says %q", c.Message, s)
 				}
 			}
 		})

@@ -205,6 +205,9 @@ type Conn interface {
 	CreateNamespace(ctx context.Context, ns *corev1.Namespace) (bool, error)
 	RelabelNamespace(ctx context.Context, have, want *corev1.Namespace) error
 	ForgetNamespace(name string)
+	// CreatedNamespaces finds and deletes the namespaces this manager
+	// created there (the orphan collector's, with NamespaceRights.Collect).
+	CreatedNamespaces() CreatedNamespaces
 	// Client reads from the worker's caches (Jobs, from its API server:
 	// Mirror and Mirrors read mirrors from their own) and writes to its
 	// API server.

@@ -315,7 +315,7 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 		rights := requiredRights(conn.namespaces)
 		wantNamespaces := p.CreateNamespaces && len(conn.namespaces) == 0
 		if wantNamespaces {
-			rights = append(rights, CreateNamespacesRight, RelabelNamespacesRight)
+			rights = append(append(rights, CreateNamespacesRight, RelabelNamespacesRight), CollectNamespacesRights...)
 		}
 		optional := warningEventsRights(conn.namespaces)
 		pods := podWarningsRights(conn.namespaces)
@@ -328,10 +328,11 @@ func (p *Pool) ReviewRights(ctx context.Context, conn *Connection, force bool) m
 		}
 		namespaces := NamespaceRights{Create: wantNamespaces && !slices.Contains(missing, CreateNamespacesRight)}
 		namespaces.Relabel = namespaces.Create && !slices.Contains(missing, RelabelNamespacesRight)
+		namespaces.Collect = namespaces.Create && !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(CollectNamespacesRights, r) })
 		mayWatch := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(optional, r) })
 		mayReadPods := !slices.ContainsFunc(missing, func(r Right) bool { return slices.Contains(pods, r) })
 		missing = slices.DeleteFunc(missing, func(r Right) bool {
-			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(optional, r) || slices.Contains(pods, r)
+			return r == CreateNamespacesRight || r == RelabelNamespacesRight || slices.Contains(CollectNamespacesRights, r) || slices.Contains(optional, r) || slices.Contains(pods, r)
 		})
 		state = &rightsState{checked: p.Clock.Now(), missing: missing, namespaces: namespaces, mayWatchWarnings: mayWatch, mayReadPods: mayReadPods}
 		conn.rights.Store(state)
@@ -362,6 +363,10 @@ func authorizedCondition(state *rightsState) metav1.Condition {
 			", so a namespace it created that the manager's Pod Security has since outgrown takes no more Jobs"
 	default:
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
+	}
+	if state.namespaces.Create && !state.namespaces.Collect {
+		message += "; it may not " + CollectNamespacesRights[0].String() + " and " + CollectNamespacesRights[1].String() +
+			", so the namespaces it created stay there once the manager's are gone"
 	}
 	switch {
 	case !state.mayWatchWarnings:

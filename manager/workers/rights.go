@@ -86,6 +86,14 @@ var CreateNamespacesRight = Right{Verb: "create", Resource: "namespaces"}
 // it with an admission policy: those namespaces only, those labels only.
 var RelabelNamespacesRight = Right{Verb: "patch", Resource: "namespaces"}
 
+// CollectNamespacesRights are optional with CreateNamespacesRight: with
+// them the orphan collector finds the namespaces this manager created there
+// (a list by its ID label) and deletes each once the manager's namespace of
+// that name is gone and no Job is left in it; without them those namespaces
+// stay. The worker chart fences delete with the same admission policy:
+// namespaces labelled with the manager's ID only, never kube-* or default.
+var CollectNamespacesRights = []Right{{Verb: "list", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}}
+
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
 // to the manager Jobs (workerwarnings.go); without them Jobs still run, and
@@ -179,4 +187,9 @@ type NamespaceRights struct {
 	// chart's admission policy lets it change nothing else, and only on
 	// those namespaces).
 	Relabel bool
+	// Collect: the manager deletes the namespaces it created once the
+	// manager's namespace of that name is gone and no Job is left in them
+	// (list and delete namespaces, CollectNamespacesRights; the same
+	// admission policy fences delete).
+	Collect bool
 }

@@ -48,6 +48,12 @@ type Conn struct {
 	Shared bool
 	// NoRelabel: the credential may create namespaces, not patch them.
 	NoRelabel bool
+	// NoCollect: the credential may create namespaces, not list and
+	// delete them.
+	NoCollect bool
+	// NamespaceDeletes are the namespaces deleted through
+	// CreatedNamespaces, in order.
+	NamespaceDeletes []string
 	// PodsUnreadable: the credential may not get pods.
 	PodsUnreadable bool
 	// PodReads counts the pod reads (PodMeta) asked of it.
@@ -92,7 +98,7 @@ func (f *Conn) MayUse(ns string) bool {
 	return len(f.Limited) == 0 || slices.Contains(f.Limited, ns)
 }
 func (f *Conn) NamespaceRights() workers.NamespaceRights {
-	return workers.NamespaceRights{Create: true, Relabel: !f.NoRelabel}
+	return workers.NamespaceRights{Create: true, Relabel: !f.NoRelabel, Collect: !f.NoCollect}
 }
 func (f *Conn) MissingRights() []workers.Right { return f.Missing }
 func (f *Conn) KubernetesVersion() *workers.KubernetesVersion {
@@ -129,6 +135,48 @@ func (f *Conn) RelabelNamespace(ctx context.Context, have, want *corev1.Namespac
 }
 
 func (f *Conn) ForgetNamespace(string) {}
+
+func (f *Conn) CreatedNamespaces() workers.CreatedNamespaces { return createdNamespaces{f} }
+
+// createdNamespaces reads the fake's namespaces and Jobs as the real one
+// reads the worker's API server.
+type createdNamespaces struct{ f *Conn }
+
+func (n createdNamespaces) List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error) {
+	var list corev1.NamespaceList
+	if err := n.f.API.List(ctx, &list, client.MatchingLabels{v1alpha1.ManagerIDLabel: managerID}); err != nil {
+		return nil, err
+	}
+	out := make([]metav1.PartialObjectMetadata, 0, len(list.Items))
+	for _, ns := range list.Items {
+		out = append(out, metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: ns.ObjectMeta})
+	}
+	return out, nil
+}
+
+func (n createdNamespaces) HoldsJobs(ctx context.Context, namespace string) (bool, error) {
+	var list batchv1.JobList
+	if err := n.f.API.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return false, err
+	}
+	return len(list.Items) > 0, nil
+}
+
+// Delete checks the preconditions itself: the fake client does not.
+func (n createdNamespaces) Delete(ctx context.Context, meta *metav1.PartialObjectMetadata) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := n.f.API.Get(ctx, types.NamespacedName{Name: meta.Name}, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if ns.UID != meta.UID || ns.ResourceVersion != meta.ResourceVersion {
+		return false, nil
+	}
+	if err := n.f.API.Delete(ctx, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	n.f.NamespaceDeletes = append(n.f.NamespaceDeletes, meta.Name)
+	return true, nil
+}
 
 func (f *Conn) OriginShared() bool { return f.Shared }
 

@@ -1,0 +1,96 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// CreatedNamespaces is what the orphan collector uses of a connection to
+// find and delete the namespaces this manager created on a worker
+// (CollectNamespacesRights). Nothing of them is cached: they are read from
+// the worker's API server at each collection.
+type CreatedNamespaces interface {
+	// List reads the namespaces labelled with managerID (metadata only),
+	// at most MaxCreatedNamespacesListed of them.
+	List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error)
+	// HoldsJobs: a Job, this manager's or anyone's, is in namespace.
+	HoldsJobs(ctx context.Context, namespace string) (bool, error)
+	// Delete deletes the namespace as it was read (its UID and version);
+	// false when it changed since, or is gone.
+	Delete(ctx context.Context, ns *metav1.PartialObjectMetadata) (bool, error)
+}
+
+// MaxCreatedNamespacesListed bounds one collection's list of the namespaces
+// this manager created on a worker (about 1 KiB each, dropped after the
+// collection). Only the worker's administrators and this manager may label
+// namespaces there; beyond it the rest wait for later collections, as
+// those listed are deleted.
+const MaxCreatedNamespacesListed = 5000
+
+// createdNamespacesPage is one page of that list.
+const createdNamespacesPage = 500
+
+// CreatedNamespaces reads and deletes the namespaces this manager created
+// there.
+func (c *Connection) CreatedNamespaces() CreatedNamespaces { return createdNamespaces{c} }
+
+type createdNamespaces struct{ c *Connection }
+
+func (n createdNamespaces) List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error) {
+	if managerID == "" {
+		return nil, nil
+	}
+	var out []metav1.PartialObjectMetadata
+	page := &metav1.PartialObjectMetadataList{}
+	page.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	for {
+		opts := []client.ListOption{client.MatchingLabels{v1alpha1.ManagerIDLabel: managerID}, client.Limit(createdNamespacesPage)}
+		if page.Continue != "" {
+			opts = append(opts, client.Continue(page.Continue))
+		}
+		if err := n.c.cluster.GetAPIReader().List(ctx, page, opts...); err != nil {
+			return nil, fmt.Errorf("listing the namespaces this manager created on %s: %w", n.c.name, err)
+		}
+		for _, ns := range page.Items {
+			if len(out) == MaxCreatedNamespacesListed {
+				return out, nil
+			}
+			out = append(out, ns)
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
+func (n createdNamespaces) HoldsJobs(ctx context.Context, namespace string) (bool, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+	if err := n.c.cluster.GetAPIReader().List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return false, fmt.Errorf("listing the Jobs in namespace %s on %s: %w", namespace, n.c.name, err)
+	}
+	return len(list.Items) > 0, nil
+}
+
+func (n createdNamespaces) Delete(ctx context.Context, ns *metav1.PartialObjectMetadata) (bool, error) {
+	defer n.c.ForgetNamespace(ns.Name)
+	target := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}
+	uid, version := ns.UID, ns.ResourceVersion
+	err := n.c.Client().Delete(ctx, target, client.Preconditions{UID: &uid, ResourceVersion: &version})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("deleting namespace %s on %s: %w", ns.Name, n.c.name, err)
+	}
+}

@@ -1,0 +1,115 @@
+//go:build integration
+
+package workers
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+)
+
+// On a real API server: CreatedNamespaces lists exactly the namespaces
+// labelled with the manager's ID, across pages; says whether a namespace
+// holds any Job, this manager's or not; deletes a namespace only as it was
+// listed — one relabelled since is kept.
+func TestIntegrationCreatedNamespaces(t *testing.T) {
+	cfg, scheme, api := startWorkerAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const pageAndMore = createdNamespacesPage + 3
+	var want []string
+	for i := range pageAndMore {
+		name := "team-" + string(rune('a'+i%26)) + "-" + time.Duration(i).String()
+		want = append(want, name)
+		if err := api.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.ManagerIDLabel: "m1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, id := range map[string]string{"team-other": "m2", "team-unlabelled": ""} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if id != "" {
+			ns.Labels = map[string]string{v1alpha1.ManagerIDLabel: id}
+		}
+		if err := api.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "m1", nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
+		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.stop)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return conn.synced.Load(), nil
+	}); err != nil {
+		t.Fatalf("the connection's caches never synced: %v", err)
+	}
+	created := conn.CreatedNamespaces()
+
+	listed, err := created.List(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ns := range listed {
+		got = append(got, ns.Name)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %d namespaces, want the %d labelled m1 (first listed: %v)", len(got), len(want), got[:min(3, len(got))])
+	}
+
+	// A Job of anyone's keeps a namespace.
+	held, empty := listed[0].Name, listed[1].Name
+	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: held, Name: "someones"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example/c:1"}}}}}}
+	if err := api.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]bool{held: true, empty: false} {
+		if got, err := created.HoldsJobs(ctx, ns); err != nil || got != want {
+			t.Errorf("HoldsJobs(%s) = %v, %v; want %v", ns, got, err, want)
+		}
+	}
+
+	// Relabelled since it was listed: kept.
+	changed := &corev1.Namespace{}
+	if err := api.Get(ctx, types.NamespacedName{Name: empty}, changed); err != nil {
+		t.Fatal(err)
+	}
+	changed.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	if err := api.Update(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if deleted, err := created.Delete(ctx, &listed[1]); err != nil || deleted {
+		t.Errorf("deleting a namespace relabelled since it was listed: %v, %v; want kept", deleted, err)
+	}
+	if err := api.Get(ctx, types.NamespacedName{Name: empty}, changed); err != nil || changed.DeletionTimestamp != nil {
+		t.Errorf("the relabelled namespace: %v, deletion %v; want it kept", err, changed.DeletionTimestamp)
+	}
+	// As listed: deleted (envtest runs no namespace controller, so it
+	// stays Terminating).
+	if deleted, err := created.Delete(ctx, &listed[2]); err != nil || !deleted {
+		t.Fatalf("deleting a namespace as listed: %v, %v; want deleted", deleted, err)
+	}
+	gone := &corev1.Namespace{}
+	if err := api.Get(ctx, types.NamespacedName{Name: listed[2].Name}, gone); err != nil || gone.DeletionTimestamp == nil {
+		t.Errorf("the deleted namespace: %v, deletion %v; want it being deleted", err, gone.DeletionTimestamp)
+	}
+	if nothing, err := created.List(ctx, ""); err != nil || len(nothing) != 0 {
+		t.Errorf("List with no manager ID = %d namespaces, %v; want none", len(nothing), err)
+	}
+}
