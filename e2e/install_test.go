@@ -96,7 +96,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	helm(ctx, t, env.Manager.KubeconfigPath, append([]string{"install", "jobferry-manager", "charts/jobferry-manager", "-n", ns, "--create-namespace",
-		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerHealthInterval=2s",
+		"--set", "dispatch.workerLostTimeout=8s", "--set", "dispatch.gcInterval=5s", "--set", "dispatch.workerNamespaceGrace=5s", "--set", "dispatch.workerHealthInterval=2s",
 		"--set", "dispatch.credentialRenewalThreshold=0.01", "--set", "kueue.enabled=true",
 		// This installation dispatches Jobs without a queue too.
 		"--set", "kueue.requireQueueName=false",
@@ -115,7 +115,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	id := managerID(ctx, t, managerClient, ns)
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
-		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowInspection=true"}
+		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowNamespaceDeletion=true", "--set", "managerIdentity.allowInspection=true"}
 		if w.Name == "worker-1" {
 			values = append(values, "--set-string", "managerIdentity.managerID="+id)
 		}
@@ -395,7 +395,25 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 				t.Logf("refused: %v", err)
 			}
 		}
+		// Nor delete a namespace it did not create, or its own.
+		for _, target := range []string{devenv.SystemNamespace, "kube-node-lease"} {
+			err := identity.CoreV1().Namespaces().Delete(ctx, target, metav1.DeleteOptions{})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may delete only the namespaces it created") {
+				t.Errorf("the manager's identity deleting namespace %s on worker-1: %v, want it refused by the chart's admission policy", target, err)
+			}
+		}
+		// The manager's namespace deleted once its Jobs are: the one
+		// jobferry created on worker-1 goes too, after the grace (5 s).
 		deleteJobsWaitNoMirrors(ctx, t, d, ns)
+		if err := admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := workers["worker-1"].CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}); err != nil {
+			t.Errorf("namespace %s jobferry created on worker-1 still there 2 minutes after the manager's was deleted: %v", ns, err)
+		}
 	})
 	t.Run("another-teams-namespace", func(t *testing.T) {
 		// Another team's namespace of the same name on worker-1, made by

@@ -110,6 +110,7 @@ type config struct {
 	deprecatedJobWorkers                      bool
 	createNamespaces                          bool
 	gcInterval, workerLost, statusBatch       time.Duration
+	workerNamespaceGrace                      time.Duration
 	deleteFinished                            bool
 	capacitySettle                            time.Duration
 	webhookHost                               string
@@ -160,7 +161,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return fs.Set("concurrent-job-syncs", v)
 	})
 	fs.BoolVar(&c.createNamespaces, "create-worker-namespaces", true, "create a mirror's namespace on the worker when it is missing, where the worker credential may (the Authorized condition says whether it may)")
-	fs.DurationVar(&c.gcInterval, "gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone; it also runs at start and on every reconnect, and only then when 0")
+	fs.DurationVar(&c.gcInterval, "gc-interval", time.Minute, "how often every connected worker is scanned for mirrors whose manager Job is gone, and for namespaces the manager created there that are no longer needed; it also runs at start and on every reconnect, and only then when 0")
+	fs.DurationVar(&c.workerNamespaceGrace, "worker-namespace-grace", 10*time.Minute, "how long the manager's namespace must have been gone before the namespace of that name the manager created on a worker is deleted (with no Job left in it, and where the worker credential may list and delete namespaces: the worker chart's managerIdentity.allowNamespaceDeletion)")
 	fs.DurationVar(&c.workerLost, "worker-lost-timeout", 15*time.Minute, "how long a worker may stay disconnected before its unfinished Jobs are dispatched elsewhere")
 	fs.DurationVar(&c.statusBatch, "status-batch-period", time.Second, "how long changes of a running mirror are gathered into one status copy to the manager Job while other Jobs' changes wait to be copied (on a quiet manager, and for a final status, the copy goes at once)")
 	fs.BoolVar(&c.deleteFinished, "delete-finished-mirrors", false, "delete a finished mirror, its pods and their logs from the worker once its final status is copied, rather than when the manager Job is deleted (by its user, its ttlSecondsAfterFinished or its CronJob)")
@@ -400,8 +402,9 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
 	}
 	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: managerID, Keys: keys, Interval: c.gcInterval,
-		ManagerNamespaces: admission.NamespaceReader{Cache: mgr.GetClient(), API: mgr.GetAPIReader()},
-		Connected:         pool.SubscribeConnected(64)}
+		ManagerNamespaces:      admission.NamespaceReader{Cache: mgr.GetClient(), API: mgr.GetAPIReader()},
+		ManagerNamespacesFresh: admission.NamespaceReader{API: mgr.GetAPIReader()}, NamespaceGrace: c.workerNamespaceGrace,
+		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)
 	}

@@ -43,7 +43,7 @@ func chartIdentityKubeconfig(ctx context.Context, w *localcluster.Cluster, binDi
 		return "", err
 	}
 	args := []string{"template", "jobferry-worker", filepath.Join(root, "charts", "jobferry-worker"), "--namespace", SystemNamespace,
-		"--set", "managerIdentity.allowInspection=true", "--set", "managerIdentity.allowNamespaceCreation=true"}
+		"--set", "managerIdentity.allowInspection=true", "--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowNamespaceDeletion=true"}
 	helm := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), args...)
 	// helm keeps its cache and config under HOME; keep them in the
 	// cluster's directory.

@@ -21,8 +21,10 @@ import (
 //   - a namespace is changed only when it carries v1alpha1.ManagerIDLabel
 //     (jobferry created it), and then only in its Pod Security labels;
 //   - a namespace is deleted only when it carries v1alpha1.ManagerIDLabel
-//     (the orphan collector deletes those it created once the manager's
-//     namespace of that name is gone), and never a kube-* one or default.
+//     and no label but Pod Security's and the API server's name label
+//     (as jobferry made it: the orphan collector deletes those once the
+//     manager's namespace of that name is gone), never a kube-* one,
+//     default, or the namespace of the manager's identity itself.
 //
 // So the worker's own namespaces, kube-system's Pod Security level above all,
 // are out of the manager's reach. With managerID (the worker chart's
@@ -75,6 +77,11 @@ func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistr
 				// the installation's ID and the API server's own name label.
 				{Name: "otherCreated", Expression: fmt.Sprintf("variables.labels.filter(k, !%s && k != %s && k != %s)",
 					podSecurity, idLabel, celString(corev1.LabelMetadataName))},
+				// Labels other than Pod Security's, the installation's ID
+				// and the name label that a namespace being deleted has:
+				// someone else marked it.
+				{Name: "otherOld", Expression: fmt.Sprintf("variables.oldLabels.filter(k, !%s && k != %s && k != %s)",
+					podSecurity, idLabel, celString(corev1.LabelMetadataName))},
 				// Labels other than Pod Security's that an update sets,
 				// changes or removes.
 				{Name: "otherChanged", Expression: fmt.Sprintf("variables.labels.filter(k, !%[1]s && !(k in variables.oldLabels && variables.oldLabels[k] == variables.labels[k])) + "+
@@ -101,8 +108,9 @@ func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistr
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{
-					Expression: fmt.Sprintf("request.operation != 'DELETE' || (%s && !oldObject.metadata.name.startsWith('kube-') && oldObject.metadata.name != 'default')", ownedBy("variables.oldLabels")),
-					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may delete only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + '), never kube-* or default; namespace ' + oldObject.metadata.name + ' is not one'`,
+					Expression: fmt.Sprintf("request.operation != 'DELETE' || (%s && size(variables.otherOld) == 0 && !oldObject.metadata.name.startsWith('kube-') && oldObject.metadata.name != 'default' && "+
+						"!request.userInfo.username.startsWith('system:serviceaccount:' + oldObject.metadata.name + ':'))", ownedBy("variables.oldLabels")),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may delete only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + ', with no other labels but Pod Security\'s), never kube-*, default or its own; namespace ' + oldObject.metadata.name + ' is not one' + (size(variables.otherOld) > 0 ? ': it has labels ' + variables.otherOld.join(', ') : '')`,
 						v1alpha1.ManagerIDLabel),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},

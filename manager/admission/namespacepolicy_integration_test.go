@@ -5,6 +5,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -146,12 +147,27 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, namespace("kube-labelled", ours), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		refusedAsForbidden(t, del(manager, "kube-labelled"), "never kube-* or default", "namespace kube-labelled is not one")
+		refusedAsForbidden(t, del(manager, "kube-labelled"), "never kube-*, default or its own", "namespace kube-labelled is not one")
+		// Marked by someone else besides (another manager accepted there):
+		// not jobferry's alone.
+		marked := namespace("team-marked", maps.Clone(ours))
+		marked.Labels["accepts-manager.jobferry.dev/m2"] = "true"
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, marked, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(manager, "team-marked"), "namespace team-marked is not one: it has labels accepts-manager.jobferry.dev/m2")
+		// The namespace of the manager's own identity, labelled as
+		// jobferry's by an administrator: kept.
+		own := namespace("jobferry-system", ours)
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, own, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(manager, "jobferry-system"), "namespace jobferry-system is not one")
 		// Pinned to m2, the other manager may not delete m1's.
 		if _, err := manager.CoreV1().Namespaces().Create(ctx, namespace("team-m1-kept", ours), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		refusedAsForbidden(t, del(pinned, "team-m1-kept"), "may delete only the namespaces it created (labelled jobferry.dev/manager-id=m2)", "namespace team-m1-kept is not one")
+		refusedAsForbidden(t, del(pinned, "team-m1-kept"), "may delete only the namespaces it created (labelled jobferry.dev/manager-id=m2,", "namespace team-m1-kept is not one")
 		theirs := map[string]string{v1alpha1.ManagerIDLabel: "m2"}
 		if _, err := pinned.CoreV1().Namespaces().Create(ctx, namespace("team-m2-gone", theirs), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -179,10 +179,14 @@ type NamespaceReader struct {
 	API client.Reader
 }
 
-// Get reads a namespace; nil when it does not exist.
+// Get reads a namespace; nil when it does not exist. Without a Cache it
+// reads the API only.
 func (n NamespaceReader) Get(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
-	err := n.Cache.Get(ctx, types.NamespacedName{Name: name}, ns)
+	var err error = apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	if n.Cache != nil {
+		err = n.Cache.Get(ctx, types.NamespacedName{Name: name}, ns)
+	}
 	switch {
 	case err == nil:
 		return ns, nil

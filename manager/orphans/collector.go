@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,10 +39,15 @@ type Collector struct {
 	Workers workers.Lookup
 	// ManagerID identifies this installation's mirrors (installation.ID).
 	ManagerID string
-	// ManagerNamespaces reads the manager cluster's namespaces: a worker
+	// ManagerNamespaces reads the manager cluster's namespaces from its
+	// cache, ManagerNamespacesFresh from its API server: a worker
 	// namespace this installation created goes once the manager's of
-	// that name is gone (nil: none is deleted).
-	ManagerNamespaces NamespaceGetter
+	// that name has been gone for NamespaceGrace (either nil: none goes).
+	ManagerNamespaces      NamespaceGetter
+	ManagerNamespacesFresh NamespaceGetter
+	NamespaceGrace         time.Duration
+	// Clock times NamespaceGrace (nil: the real one).
+	Clock clock.PassiveClock
 	// Keys gives the key that seals jobferry's state on manager Jobs
 	// (statekey.Keys): a mirror is taken for one a later attempt replaced
 	// only when the attempt its Job records is sealed.
@@ -50,6 +56,19 @@ type Collector struct {
 	// Connected gets the workers that (re)connect
 	// (workers.Pool.SubscribeConnected).
 	Connected <-chan string
+
+	// goneSince is, per worker, since when the collector has found the
+	// manager namespace of each namespace this installation created there
+	// gone (by the worker namespace's UID): only those, and only from
+	// one collection to the next (the loop's own, never shared).
+	goneSince map[string]map[types.UID]time.Time
+}
+
+func (gc *Collector) clock() clock.PassiveClock {
+	if gc.Clock == nil {
+		return clock.RealClock{}
+	}
+	return gc.Clock
 }
 
 // SetupWithManager runs the collector on the leader.

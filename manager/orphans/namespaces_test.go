@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -11,33 +12,43 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
 
-// Which namespace the collector deletes: one this installation created,
-// whose manager namespace is gone or going, with no Job left in it; never a
-// kube-* one or default, whatever their labels.
+// Which namespace the collector deletes: one this installation created and
+// no one else marked, whose manager namespace has been gone or going for
+// the grace, with no Job left in it; never a kube-* one or default,
+// whatever their labels.
 func TestCollectNamespace(t *testing.T) {
-	gone := namespaceFacts{ours: true, name: "team-a"}
+	const grace = 10 * time.Minute
+	gone := namespaceFacts{ours: true, name: "team-a", goneFor: grace}
+	with := func(change func(*namespaceFacts)) namespaceFacts {
+		f := gone
+		change(&f)
+		return f
+	}
 	cases := map[string]struct {
 		facts namespaceFacts
 		want  bool
 	}{
-		"manager namespace gone, nothing left":   {gone, true},
-		"another installation's":                 {namespaceFacts{name: "team-a"}, false},
-		"manager namespace live":                 {namespaceFacts{ours: true, name: "team-a", managerNamespaceLive: true}, false},
-		"a Job left in it":                       {namespaceFacts{ours: true, name: "team-a", holdsJobs: true}, false},
-		"being deleted already":                  {namespaceFacts{ours: true, name: "team-a", terminating: true}, false},
-		"kube-system labelled as ours":           {namespaceFacts{ours: true, name: "kube-system"}, false},
-		"kube-anything labelled as ours":         {namespaceFacts{ours: true, name: "kube-team"}, false},
-		"default labelled as ours":               {namespaceFacts{ours: true, name: "default"}, false},
-		"a name only starting like kube- is not": {namespaceFacts{ours: true, name: "kubeflow"}, true},
+		"manager namespace gone for the grace, nothing left": {gone, true},
+		"gone for less than the grace":                       {with(func(f *namespaceFacts) { f.goneFor = grace - time.Second }), false},
+		"another installation's":                             {with(func(f *namespaceFacts) { f.ours = false }), false},
+		"someone else's label on it":                         {with(func(f *namespaceFacts) { f.othersLabels = true }), false},
+		"manager namespace live":                             {with(func(f *namespaceFacts) { f.managerNamespaceLive = true }), false},
+		"a Job left in it":                                   {with(func(f *namespaceFacts) { f.holdsJobs = true }), false},
+		"being deleted already":                              {with(func(f *namespaceFacts) { f.terminating = true }), false},
+		"kube-system labelled as ours":                       {with(func(f *namespaceFacts) { f.name = "kube-system" }), false},
+		"kube-anything labelled as ours":                     {with(func(f *namespaceFacts) { f.name = "kube-team" }), false},
+		"default labelled as ours":                           {with(func(f *namespaceFacts) { f.name = "default" }), false},
+		"a name only starting like kube- is not":             {with(func(f *namespaceFacts) { f.name = "kubeflow" }), true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := collectNamespace(tc.facts); got != tc.want {
+			if got := collectNamespace(tc.facts, grace); got != tc.want {
 				t.Errorf("collectNamespace(%+v) = %v, want %v", tc.facts, got, tc.want)
 			}
 		})
@@ -66,70 +77,117 @@ func (m managerNamespaces) Get(_ context.Context, name string) (*corev1.Namespac
 	return ns, nil
 }
 
-func workerNamespace(name, managerID string) *corev1.Namespace {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("ns-" + name)}}
-	if managerID != "" {
-		ns.Labels = map[string]string{v1alpha1.ManagerIDLabel: managerID}
-	}
-	return ns
+func workerNamespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("ns-" + name), Labels: labels}}
 }
 
 // The collector deletes the worker namespaces this installation created
-// that no manager namespace and no Job needs any more, and nothing else:
-// not another installation's, not the worker's own, not one whose manager
-// namespace lives or that still holds a Job (anyone's); nothing at all when
-// the credential may not, or the manager's namespaces cannot be read.
+// that no manager namespace and no Job has needed for the grace, and
+// nothing else: not another installation's, not the worker's own, not one
+// someone else labelled, not one whose manager namespace lives (its API
+// server asked when the cache says it is gone) or that still holds a Job
+// (anyone's); nothing at all when the credential may not, or the manager's
+// namespaces cannot be read.
 func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 	ctx := context.Background()
+	const grace = 10 * time.Minute
+	ours := map[string]string{v1alpha1.ManagerIDLabel: "m1", "pod-security.kubernetes.io/enforce": "baseline", corev1.LabelMetadataName: "x"}
 	foreign := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-held", Name: "someones"}}
-	objects := func() []*corev1.Namespace {
-		return []*corev1.Namespace{
-			workerNamespace("team-gone", "m1"), workerNamespace("team-going", "m1"), workerNamespace("team-live", "m1"),
-			workerNamespace("team-held", "m1"), workerNamespace("team-other", "m2"), workerNamespace("team-own", ""),
-			workerNamespace("kube-system", "m1"),
-		}
+	namespaces := []*corev1.Namespace{
+		workerNamespace("team-gone", ours), workerNamespace("team-going", ours), workerNamespace("team-live", ours),
+		workerNamespace("team-back", ours), workerNamespace("team-held", ours),
+		workerNamespace("team-accepted", map[string]string{v1alpha1.ManagerIDLabel: "m1", v1alpha1.AcceptsManagerLabel("m2"): "true"}),
+		workerNamespace("team-other", map[string]string{v1alpha1.ManagerIDLabel: "m2"}), workerNamespace("team-own", nil),
+		workerNamespace("kube-system", ours),
 	}
 	newWorker := func() *workerstest.Conn {
 		w := workerstest.NewConn("jobferry", &foreign)
-		for _, ns := range objects() {
-			if err := w.API.Create(ctx, ns); err != nil {
+		for _, ns := range namespaces {
+			if err := w.API.Create(ctx, ns.DeepCopy()); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return w
 	}
-	manager := managerNamespaces{live: map[string]bool{"team-live": false, "team-going": true}}
-	collect := func(w *workerstest.Conn, namespaces NamespaceGetter) {
-		gc := &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w}), ManagerID: "m1", ManagerNamespaces: namespaces}
-		gc.collectNamespaces(ctx, "w1", w)
+	// The cache has team-back gone; the API server has it made again.
+	cache := managerNamespaces{live: map[string]bool{"team-live": false, "team-going": true}}
+	api := managerNamespaces{live: map[string]bool{"team-live": false, "team-going": true, "team-back": false}}
+	newCollector := func(w *workerstest.Conn, cached, fresh NamespaceGetter, clk *clocktesting.FakeClock) *Collector {
+		return &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w}), ManagerID: "m1",
+			ManagerNamespaces: cached, ManagerNamespacesFresh: fresh, NamespaceGrace: grace, Clock: clk}
 	}
+	sorted := cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
-	w := newWorker()
-	collect(w, manager)
-	if diff := cmp.Diff([]string{"team-gone", "team-going"}, w.NamespaceDeletes, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-		t.Errorf("namespaces deleted (-want +got):\n%s", diff)
+	w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+	gc := newCollector(w, cache, api, clk)
+	gc.collectNamespaces(ctx, "w1", w)
+	if len(w.NamespaceDeletes) != 0 {
+		t.Errorf("deleted %v at the first sight of their manager namespaces gone", w.NamespaceDeletes)
+	}
+	clk.Step(grace - time.Second)
+	gc.collectNamespaces(ctx, "w1", w)
+	if len(w.NamespaceDeletes) != 0 {
+		t.Errorf("deleted %v before the grace", w.NamespaceDeletes)
+	}
+	clk.Step(time.Second)
+	gc.collectNamespaces(ctx, "w1", w)
+	if diff := cmp.Diff([]string{"team-gone", "team-going"}, w.NamespaceDeletes, sorted); diff != "" {
+		t.Errorf("namespaces deleted after the grace (-want +got):\n%s", diff)
 	}
 	var left corev1.NamespaceList
 	if err := w.API.List(ctx, &left); err != nil {
 		t.Fatal(err)
 	}
-	if len(left.Items) != len(objects())-2 {
-		t.Errorf("%d namespaces left on the worker, want %d", len(left.Items), len(objects())-2)
+	if len(left.Items) != len(namespaces)-2 {
+		t.Errorf("%d namespaces left on the worker, want %d", len(left.Items), len(namespaces)-2)
 	}
 
+	t.Run("the grace starts again when the manager namespace comes back", func(t *testing.T) {
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+		gc := newCollector(w, cache, cache, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace / 2)
+		back := managerNamespaces{live: map[string]bool{"team-live": false, "team-going": true, "team-gone": false}}
+		gc.ManagerNamespaces, gc.ManagerNamespacesFresh = back, back
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace / 2)
+		gc.ManagerNamespaces, gc.ManagerNamespacesFresh = cache, cache
+		gc.collectNamespaces(ctx, "w1", w)
+		// team-gone's came back halfway: its grace starts again.
+		if diff := cmp.Diff([]string{"team-back", "team-going"}, w.NamespaceDeletes, sorted); diff != "" {
+			t.Errorf("namespaces deleted (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("not without the right", func(t *testing.T) {
-		w := newWorker()
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
 		w.NoCollect = true
-		collect(w, manager)
+		gc := newCollector(w, cache, api, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace)
+		gc.collectNamespaces(ctx, "w1", w)
 		if len(w.NamespaceDeletes) != 0 {
 			t.Errorf("deleted %v without the right to", w.NamespaceDeletes)
 		}
 	})
 	t.Run("not when the manager's namespaces cannot be read", func(t *testing.T) {
-		w := newWorker()
-		collect(w, managerNamespaces{err: errors.New("the manager's API server did not answer")})
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+		failing := managerNamespaces{err: errors.New("the manager's API server did not answer")}
+		gc := newCollector(w, cache, failing, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace)
+		gc.collectNamespaces(ctx, "w1", w)
 		if len(w.NamespaceDeletes) != 0 {
 			t.Errorf("deleted %v without knowing the manager's namespaces", w.NamespaceDeletes)
+		}
+	})
+	t.Run("not without reading the manager's API server", func(t *testing.T) {
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+		gc := newCollector(w, cache, nil, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace)
+		gc.collectNamespaces(ctx, "w1", w)
+		if len(w.NamespaceDeletes) != 0 {
+			t.Errorf("deleted %v from the cache's word alone", w.NamespaceDeletes)
 		}
 	})
 }

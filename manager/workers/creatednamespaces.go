@@ -18,9 +18,10 @@ import (
 // (CollectNamespacesRights). Nothing of them is cached: they are read from
 // the worker's API server at each collection.
 type CreatedNamespaces interface {
-	// List reads the namespaces labelled with managerID (metadata only),
-	// at most MaxCreatedNamespacesListed of them.
-	List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error)
+	// List reads the namespaces labelled with managerID (their metadata,
+	// without managedFields) a page at a time, handing each page to visit
+	// before the next is read, until visit returns false or the pages end.
+	List(ctx context.Context, managerID string, visit func([]metav1.PartialObjectMetadata) bool) error
 	// HoldsJobs: a Job, this manager's or anyone's, is in namespace.
 	HoldsJobs(ctx context.Context, namespace string) (bool, error)
 	// Delete deletes the namespace as it was read (its UID and version);
@@ -28,15 +29,11 @@ type CreatedNamespaces interface {
 	Delete(ctx context.Context, ns *metav1.PartialObjectMetadata) (bool, error)
 }
 
-// MaxCreatedNamespacesListed bounds one collection's list of the namespaces
-// this manager created on a worker (about 1 KiB each, dropped after the
-// collection). Only the worker's administrators and this manager may label
-// namespaces there; beyond it the rest wait for later collections, as
-// those listed are deleted.
-const MaxCreatedNamespacesListed = 5000
-
-// createdNamespacesPage is one page of that list.
-const createdNamespacesPage = 500
+// CreatedNamespacesPage is how many of those namespaces one read holds
+// (about 1 KiB each without managedFields): what the collector keeps of
+// them at once. Only the worker's administrators and this manager may
+// label namespaces there.
+const CreatedNamespacesPage = 500
 
 // CreatedNamespaces reads and deletes the namespaces this manager created
 // there.
@@ -44,29 +41,25 @@ func (c *Connection) CreatedNamespaces() CreatedNamespaces { return createdNames
 
 type createdNamespaces struct{ c *Connection }
 
-func (n createdNamespaces) List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error) {
+func (n createdNamespaces) List(ctx context.Context, managerID string, visit func([]metav1.PartialObjectMetadata) bool) error {
 	if managerID == "" {
-		return nil, nil
+		return nil
 	}
-	var out []metav1.PartialObjectMetadata
 	page := &metav1.PartialObjectMetadataList{}
 	page.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 	for {
-		opts := []client.ListOption{client.MatchingLabels{v1alpha1.ManagerIDLabel: managerID}, client.Limit(createdNamespacesPage)}
+		opts := []client.ListOption{client.MatchingLabels{v1alpha1.ManagerIDLabel: managerID}, client.Limit(CreatedNamespacesPage)}
 		if page.Continue != "" {
 			opts = append(opts, client.Continue(page.Continue))
 		}
 		if err := n.c.cluster.GetAPIReader().List(ctx, page, opts...); err != nil {
-			return nil, fmt.Errorf("listing the namespaces this manager created on %s: %w", n.c.name, err)
+			return fmt.Errorf("listing the namespaces this manager created on %s: %w", n.c.name, err)
 		}
-		for _, ns := range page.Items {
-			if len(out) == MaxCreatedNamespacesListed {
-				return out, nil
-			}
-			out = append(out, ns)
+		for i := range page.Items {
+			page.Items[i].ManagedFields = nil
 		}
-		if page.Continue == "" {
-			return out, nil
+		if !visit(page.Items) || page.Continue == "" {
+			return nil
 		}
 	}
 }

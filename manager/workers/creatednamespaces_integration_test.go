@@ -26,7 +26,7 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 	cfg, scheme, api := startWorkerAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const pageAndMore = createdNamespacesPage + 3
+	const pageAndMore = CreatedNamespacesPage + 3
 	var want []string
 	for i := range pageAndMore {
 		name := "team-" + string(rune('a'+i%26)) + "-" + time.Duration(i).String()
@@ -58,9 +58,22 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 	}
 	created := conn.CreatedNamespaces()
 
-	listed, err := created.List(ctx, "m1")
-	if err != nil {
+	var listed []metav1.PartialObjectMetadata
+	pages := 0
+	if err := created.List(ctx, "m1", func(page []metav1.PartialObjectMetadata) bool {
+		pages++
+		for _, ns := range page {
+			if len(ns.ManagedFields) > 0 {
+				t.Errorf("namespace %s listed with its managedFields", ns.Name)
+			}
+		}
+		listed = append(listed, page...)
+		return true
+	}); err != nil {
 		t.Fatal(err)
+	}
+	if pages != 2 {
+		t.Errorf("listed in %d pages, want 2 (pages of %d)", pages, CreatedNamespacesPage)
 	}
 	var got []string
 	for _, ns := range listed {
@@ -109,7 +122,13 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 	if err := api.Get(ctx, types.NamespacedName{Name: listed[2].Name}, gone); err != nil || gone.DeletionTimestamp == nil {
 		t.Errorf("the deleted namespace: %v, deletion %v; want it being deleted", err, gone.DeletionTimestamp)
 	}
-	if nothing, err := created.List(ctx, ""); err != nil || len(nothing) != 0 {
-		t.Errorf("List with no manager ID = %d namespaces, %v; want none", len(nothing), err)
+	visited := 0
+	if err := created.List(ctx, "", func(page []metav1.PartialObjectMetadata) bool { visited += len(page); return true }); err != nil || visited != 0 {
+		t.Errorf("List with no manager ID visited %d namespaces, %v; want none", visited, err)
+	}
+	// Stopped after the first page: the second is not read.
+	pages = 0
+	if err := created.List(ctx, "m1", func([]metav1.PartialObjectMetadata) bool { pages++; return false }); err != nil || pages != 1 {
+		t.Errorf("List stopped by its visitor read %d pages, %v; want 1", pages, err)
 	}
 }

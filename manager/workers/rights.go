@@ -89,9 +89,11 @@ var RelabelNamespacesRight = Right{Verb: "patch", Resource: "namespaces"}
 // CollectNamespacesRights are optional with CreateNamespacesRight: with
 // them the orphan collector finds the namespaces this manager created there
 // (a list by its ID label) and deletes each once the manager's namespace of
-// that name is gone and no Job is left in it; without them those namespaces
-// stay. The worker chart fences delete with the same admission policy:
-// namespaces labelled with the manager's ID only, never kube-* or default.
+// that name has been gone for --worker-namespace-grace and no Job is left
+// in it; without them those namespaces stay. The worker chart grants them
+// with managerIdentity.allowNamespaceDeletion and fences delete with the
+// same admission policy: namespaces labelled with the manager's ID and
+// nothing else but Pod Security's, never kube-*, default or its own.
 var CollectNamespacesRights = []Right{{Verb: "list", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}}
 
 // warningEventsRights are optional too: with them the manager watches the

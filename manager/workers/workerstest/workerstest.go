@@ -142,16 +142,23 @@ func (f *Conn) CreatedNamespaces() workers.CreatedNamespaces { return createdNam
 // reads the worker's API server.
 type createdNamespaces struct{ f *Conn }
 
-func (n createdNamespaces) List(ctx context.Context, managerID string) ([]metav1.PartialObjectMetadata, error) {
+// List hands the fake's namespaces over in pages of two, as the real one
+// does in pages of workers.CreatedNamespacesPage.
+func (n createdNamespaces) List(ctx context.Context, managerID string, visit func([]metav1.PartialObjectMetadata) bool) error {
 	var list corev1.NamespaceList
 	if err := n.f.API.List(ctx, &list, client.MatchingLabels{v1alpha1.ManagerIDLabel: managerID}); err != nil {
-		return nil, err
+		return err
 	}
 	out := make([]metav1.PartialObjectMetadata, 0, len(list.Items))
 	for _, ns := range list.Items {
 		out = append(out, metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: ns.ObjectMeta})
 	}
-	return out, nil
+	for page := range slices.Chunk(out, 2) {
+		if !visit(page) {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (n createdNamespaces) HoldsJobs(ctx context.Context, namespace string) (bool, error) {
