@@ -110,7 +110,7 @@ func (gc *Collector) collectNamespaces(ctx context.Context, worker string, conn 
 			if deleted {
 				metrics.NamespacesDeleted.WithLabelValues(worker).Inc()
 				log.Info("deleted a namespace this manager created: the manager's namespace of that name is gone and no Job is left in it",
-					"namespace", ns.Name, "goneFor", facts.goneFor.Round(time.Second))
+					"namespace", ns.Name, "goneFor", facts.goneFor.Round(time.Second).String())
 			}
 		}
 		return true
