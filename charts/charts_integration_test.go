@@ -263,6 +263,9 @@ func TestIntegrationChartsInstall(t *testing.T) {
 			{"jobferry-worker", "managerIdentity.namespaces={team-a}", ""},
 			{"jobferry-worker", "jobController.concurrentSyncs=0", "at '/jobController/concurrentSyncs': minimum: got 0, want 1"},
 			{"jobferry-worker", "managerIdentity.namespaces={Team_A}", "at '/managerIdentity/namespaces/0'"},
+			{"jobferry-worker", "managerIdentity.allowNamespaceDeletion=true", "at '/managerIdentity/allowNamespaceDeletion'"},
+			{"jobferry-worker", "managerIdentity.allowNamespaceDeletion=true,managerIdentity.allowNamespaceCreation=true", ""},
+			{"jobferry-manager", "dispatch.workerNamespaceGrace=10", "at '/dispatch/workerNamespaceGrace': got number, want string"},
 		}
 		for _, tc := range cases {
 			_, err := render(t, tc.chart, "", tc.set)

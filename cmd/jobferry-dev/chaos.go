@@ -18,7 +18,7 @@ func newChaosCommand() *cobra.Command {
 		Use:   "chaos",
 		Short: "Run Jobs of every shape through jobferry on fresh local clusters while faults drawn from a seed hit them, record every change, and check the history against jobferry's promises",
 		Long: `chaos starts a manager cluster with two manager replicas and --workers
-worker clusters (KWOK nodes), sends
+worker clusters (KWOK nodes; a real node each with --real-nodes), sends
 --rate Jobs a second for --span (the shapes users send: indexed Jobs with a
 failing index and backoffLimitPerIndex, podFailurePolicy, successPolicy,
 parallelism changed while running, suspended and resumed, deleted while
@@ -27,8 +27,8 @@ while a nemesis injects faults at random times from its catalogue (the leader
 or the standby SIGKILLed, both down, a worker's API server frozen shorter and
 longer than the worker-lost timeout, a worker's etcd restarted, the manager
 cluster's API server restarted, a worker's credential revoked, the webhooks
-unreachable, a worker's namespace deleted, a worker's nodes lost, Kueue
-restarted), every --mean-fault-gap on average, overlapping.
+unreachable, a worker's namespace deleted, a worker's nodes lost (KWOK's
+only), Kueue restarted), every --mean-fault-gap on average, overlapping.
 
 Every change of every manager Job, mirror and pod is recorded from watches;
 once the Jobs finished and the namespace was deleted, a checker reads the
@@ -67,6 +67,7 @@ The exit code is 1 when a promise was broken.`,
 	f.DurationVar(&o.MeanFaultGap, "mean-fault-gap", 6*time.Second, "mean time between two faults' starts")
 	f.IntVar(&o.Workers, "workers", 3, "worker clusters")
 	f.BoolVar(&o.Kueue, "kueue", false, "run Kueue on the manager, queue some Jobs, and restart Kueue among the faults")
+	f.BoolVar(&o.RealNodes, "real-nodes", false, "run each worker on a real node (kubelet and containerd, as root; `make nodes`), the Jobs' pods as busybox scripts; on 2 CPUs, --workers=2 --rate=0.5")
 	f.StringVar(&o.Dir, "dir", "", "where the environment and the run's record go (default _output/chaos/<time>)")
 	f.StringArrayVar(&o.ManagerArgs, "manager-arg", nil, "an extra flag for the manager replicas (repeatable)")
 	f.Var(faultKinds{&o.Faults}, "faults", "draw only these kinds of fault (comma-separated, e.g. credential-revoked,worker-frozen-long), to chase one failure")

@@ -204,6 +204,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	switch {
 	case c.jobSyncs < 1:
 		return c, fmt.Errorf("--concurrent-job-syncs must be at least 1, not %d", c.jobSyncs)
+	case c.workerNamespaceGrace < 0:
+		return c, fmt.Errorf("--worker-namespace-grace must not be negative, got %s", c.workerNamespaceGrace)
 	case c.renewThreshold <= 0 || c.renewThreshold >= 1:
 		return c, fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
 	case (c.certRotation || c.metricsSecure) && c.certSecret == "":

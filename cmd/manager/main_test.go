@@ -26,6 +26,7 @@ func TestParseFlags(t *testing.T) {
 		"a selector that does not parse": {[]string{"--dispatch-namespace-selector=a b"}, `--dispatch-namespace-selector "a b"`},
 		"an empty selector":              {[]string{"--dispatch-namespace-selector="}, "must select something"},
 		"an unknown flag":                {[]string{"--job-worker=3"}, "job-worker"},
+		"a negative namespace grace":     {[]string{"--worker-namespace-grace=-1m"}, "--worker-namespace-grace must not be negative"},
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {

@@ -53,8 +53,10 @@ type Options struct {
 	// Faults are the kinds the nemesis draws from (every kind that applies
 	// when empty): to chase one failure.
 	Faults []FaultKind
-	// Kueue runs Kueue on the manager and queues some Jobs. RealNodes would
-	// run the workers on real nodes: not built yet, Run refuses it.
+	// Kueue runs Kueue on the manager and queues some Jobs. RealNodes runs
+	// each worker on a real node (kubelet and containerd, as root: `make
+	// nodes`), the Jobs' pods busybox scripts that do what KWOK's stages
+	// play (onRealNodes), and leaves out the faults of KWOK's nodes.
 	Kueue, RealNodes bool
 	// Dir holds the environment and the run's record (history.json,
 	// facts.json, report.txt).
@@ -101,13 +103,17 @@ func (o *Options) defaults() {
 // fault could not be healed); a broken promise is a violation in the report.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
+	// A real node's kubelet runs in a root of its own, where a path relative
+	// to this process's directory means nothing.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Dir = dir
 	for _, kind := range o.Faults {
 		if specOf(kind) == nil {
 			return nil, fmt.Errorf("no fault %q in the catalogue (docs/reliability.md lists them)", kind)
 		}
-	}
-	if o.RealNodes {
-		return nil, fmt.Errorf("a chaos run on real nodes is not built yet: its Jobs are KWOK's (their pods' outcomes are KWOK stages)")
 	}
 	faults := Plan(o.Seed, o, runTiming, o.Span, o.MeanFaultGap)
 	work := planWorkload(o.Seed, o, o.Span)
@@ -217,7 +223,7 @@ func newRun(ctx context.Context, env *devenv.Env, o Options) (*run, error) {
 			return nil, err
 		}
 	}
-	return &run{o: o, env: e, history: &History{}, user: newUser(manager, ns.Name, queue)}, nil
+	return &run{o: o, env: e, history: &History{}, user: newUser(manager, ns.Name, queue, o.RealNodes)}, nil
 }
 
 func (r *run) carryOut(ctx context.Context, faults []Fault, work []plannedJob) (*Report, error) {
@@ -256,7 +262,9 @@ func (r *run) carryOut(ctx context.Context, faults []Fault, work []plannedJob) (
 		stopSupervising()
 		<-supervised
 	}()
-	if _, err := r.env.managerClient.BatchV1().CronJobs(r.env.namespace).Create(ctx, cronJob(r.env.namespace), metav1.CreateOptions{}); err != nil {
+	cron := cronJob(r.env.namespace)
+	r.user.forNodes(&cron.Spec.JobTemplate.Spec.Template)
+	if _, err := r.env.managerClient.BatchV1().CronJobs(r.env.namespace).Create(ctx, cron, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating the CronJob: %w", err)
 	}
 	n.abort = stop
@@ -313,6 +321,7 @@ func (r *run) sendCanary(ctx context.Context, worker string) time.Time {
 	name := fmt.Sprintf("canary-%03d", r.canary)
 	r.user.mu.Unlock()
 	job := baseJob(r.env.namespace, name, ShapeCanary, time.Second)
+	r.user.forNodes(&job.Spec.Template)
 	if worker != "" {
 		job.Annotations = map[string]string{v1alpha1.ClusterSelectorAnnotation: workerSelectorLabel + "=" + worker}
 	}

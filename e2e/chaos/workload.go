@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/e2e/localcluster"
 )
 
 // Shape is one kind of Job the workload sends, as users send them.
@@ -151,6 +153,38 @@ func baseJob(namespace, name string, shape Shape, runFor time.Duration) *batchv1
 	}
 }
 
+// forNodes makes a pod template run on the run's nodes: on KWOK's as its
+// stage annotations say, on real ones as onRealNodes makes them.
+func (u *user) forNodes(t *corev1.PodTemplateSpec) {
+	if u.realNodes {
+		onRealNodes(t)
+	}
+}
+
+// onRealNodes makes a pod template KWOK would play (its stage annotations
+// and label) run for real: busybox sleeping as long, then failing as the
+// stages would (exit code 1: the pod labelled to fail, or the Indexed
+// Job's failing index), and stopping at once when its pod is deleted (sh
+// as PID 1 would otherwise ignore SIGTERM for the whole grace period).
+func onRealNodes(t *corev1.PodTemplateSpec) {
+	runFor, err := time.ParseDuration(t.Annotations[runForAnnotation])
+	if err != nil {
+		runFor = time.Second
+	}
+	script := fmt.Sprintf("trap 'exit 143' TERM; sleep %d & wait $!; ", int(math.Ceil(runFor.Seconds())))
+	index, failsIndex := t.Annotations[failingIndexAnnotation]
+	switch {
+	case t.Labels[failingPodLabel] == "true":
+		script += "exit 1"
+	case failsIndex:
+		script += fmt.Sprintf(`[ "$JOB_COMPLETION_INDEX" = %q ] && exit 1; exit 0`, index)
+	default:
+		script += "exit 0"
+	}
+	c := &t.Spec.Containers[0]
+	c.Image, c.Command = localcluster.BusyboxImage, []string{"sh", "-c", script}
+}
+
 // cronJob is the run's CronJob: a short Job every minute, never two at once.
 func cronJob(namespace string) *batchv1.CronJob {
 	template := baseJob(namespace, "", ShapeCronJob, 5*time.Second)
@@ -173,6 +207,9 @@ type user struct {
 	client    kubernetes.Interface
 	namespace string
 	queue     string
+	// realNodes: the workers' nodes are real, and the Jobs' pods run
+	// what KWOK would play (onRealNodes).
+	realNodes bool
 
 	mu         sync.Mutex
 	created    map[types.UID]plannedJob
@@ -183,8 +220,8 @@ type user struct {
 	actions    sync.WaitGroup
 }
 
-func newUser(c kubernetes.Interface, namespace, queue string) *user {
-	return &user{client: c, namespace: namespace, queue: queue, created: map[types.UID]plannedJob{},
+func newUser(c kubernetes.Interface, namespace, queue string, realNodes bool) *user {
+	return &user{client: c, namespace: namespace, queue: queue, realNodes: realNodes, created: map[types.UID]plannedJob{},
 		deleted: map[types.UID]time.Time{}, lastAction: map[types.UID]time.Time{}, refusedBy: map[string]int{}}
 }
 
@@ -208,6 +245,7 @@ func (u *user) run(ctx context.Context, start time.Time, plan []plannedJob) {
 // user's actions.
 func (u *user) send(ctx context.Context, p plannedJob) {
 	job := jobFor(p, u.namespace, u.queue)
+	u.forNodes(&job.Spec.Template)
 	var created *batchv1.Job
 	// Tried again for as long as faults may refuse it (none holds longer).
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

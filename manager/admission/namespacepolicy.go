@@ -21,8 +21,8 @@ import (
 //   - a namespace is changed only when it carries v1alpha1.ManagerIDLabel
 //     (jobferry created it), and then only in its Pod Security labels;
 //   - a namespace is deleted only when it carries v1alpha1.ManagerIDLabel
-//     and no label but Pod Security's and the API server's name label
-//     (as jobferry made it: the orphan collector deletes those once the
+//     and no label but Pod Security's and the API server's name label,
+//     no finalizer and no owner (as jobferry made it: the orphan collector deletes those once the
 //     manager's namespace of that name is gone), never a kube-* one,
 //     default, or the namespace of the manager's identity itself.
 //
@@ -108,9 +108,11 @@ func namespacePolicy(name, managerUser, managerIDExpr string) (*admissionregistr
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{
-					Expression: fmt.Sprintf("request.operation != 'DELETE' || (%s && size(variables.otherOld) == 0 && !oldObject.metadata.name.startsWith('kube-') && oldObject.metadata.name != 'default' && "+
-						"!request.userInfo.username.startsWith('system:serviceaccount:' + oldObject.metadata.name + ':'))", ownedBy("variables.oldLabels")),
-					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may delete only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + ', with no other labels but Pod Security\'s), never kube-*, default or its own; namespace ' + oldObject.metadata.name + ' is not one' + (size(variables.otherOld) > 0 ? ': it has labels ' + variables.otherOld.join(', ') : '')`,
+					Expression: fmt.Sprintf("request.operation != 'DELETE' || (%s && size(variables.otherOld) == 0 && size(%s) == 0 && size(%s) == 0 && "+
+						"!oldObject.metadata.name.startsWith('kube-') && oldObject.metadata.name != 'default' && "+
+						"!request.userInfo.username.startsWith('system:serviceaccount:' + oldObject.metadata.name + ':'))",
+						ownedBy("variables.oldLabels"), meta("oldObject", "finalizers", "[]"), meta("oldObject", "ownerReferences", "[]")),
+					MessageExpression: fmt.Sprintf(`'jobferry\'s manager may delete only the namespaces it created (labelled %s' + (variables.managerID == '' ? '' : '=' + variables.managerID) + ', with no other labels but Pod Security\'s, no finalizers or owners), never kube-*, default or its own; namespace ' + oldObject.metadata.name + ' is not one' + (size(variables.otherOld) > 0 ? ': it has labels ' + variables.otherOld.join(', ') : '')`,
 						v1alpha1.ManagerIDLabel),
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},

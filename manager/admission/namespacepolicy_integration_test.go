@@ -156,6 +156,13 @@ func TestIntegrationNamespacePolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		refusedAsForbidden(t, del(manager, "team-marked"), "namespace team-marked is not one: it has labels accepts-manager.jobferry.dev/m2")
+		// Owned by something else: not jobferry's alone either.
+		ownedNS := namespace("team-owned", maps.Clone(ours))
+		ownedNS.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "a-tool", UID: "0f2c6c2e-0000-4000-8000-000000000001"}}
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, ownedNS, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refusedAsForbidden(t, del(manager, "team-owned"), "no finalizers or owners", "namespace team-owned is not one")
 		// The namespace of the manager's own identity, labelled as
 		// jobferry's by an administrator: kept.
 		own := namespace("jobferry-system", ours)

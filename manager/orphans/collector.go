@@ -3,6 +3,7 @@ package orphans
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,11 +58,11 @@ type Collector struct {
 	// (workers.Pool.SubscribeConnected).
 	Connected <-chan string
 
-	// goneSince is, per worker, since when the collector has found the
-	// manager namespace of each namespace this installation created there
-	// gone (by the worker namespace's UID): only those, and only from
-	// one collection to the next (the loop's own, never shared).
-	goneSince map[string]map[types.UID]time.Time
+	// namespaces is, per worker, what the collector remembers of the
+	// namespaces this installation created there (by UID): only those
+	// whose manager namespace it found gone, from one collection to the
+	// next (the loop's own, never shared).
+	namespaces map[string]map[types.UID]namespaceMemory
 }
 
 func (gc *Collector) clock() clock.PassiveClock {
@@ -119,7 +120,13 @@ type liveAttempt func(types.UID) (liveJob, bool)
 
 // collectAll collects on every worker.
 func (gc *Collector) collectAll(ctx context.Context, live liveAttempt) {
-	for _, worker := range gc.Workers.Names() {
+	names := gc.Workers.Names()
+	for worker := range gc.namespaces {
+		if !slices.Contains(names, worker) {
+			gc.forgetNamespaces(worker)
+		}
+	}
+	for _, worker := range names {
 		gc.collect(ctx, worker, live)
 	}
 }
@@ -135,11 +142,9 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	defer cancel()
 	conn := gc.Workers.Conn(worker)
 	if conn == nil || !conn.Connected() {
+		gc.forgetNamespaces(worker)
 		return
 	}
-	// Read, never changed: the cache's own. Metadata is all a scan reads;
-	// a Job each, at every scan of every mirror, was a tenth of what the
-	// manager allocated with 100,000 Jobs tracked.
 	gc.collectMirrors(ctx, worker, conn, live)
 	gc.collectNamespaces(ctx, worker, conn)
 }
@@ -147,6 +152,9 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 // collectMirrors deletes the orphaned mirrors on one connected worker.
 func (gc *Collector) collectMirrors(ctx context.Context, worker string, conn workers.Conn, live liveAttempt) {
 	log := logf.FromContext(ctx).WithValues("worker", worker)
+	// Read, never changed: the cache's own. Metadata is all a scan reads;
+	// a Job each, at every scan of every mirror, was a tenth of what the
+	// manager allocated with 100,000 Jobs tracked.
 	metas, err := conn.MirrorMetas(ctx, metav1.NamespaceAll)
 	if err != nil {
 		log.Error(err, "listing mirrors for garbage collection")

@@ -3,6 +3,7 @@ package orphans
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,9 +38,10 @@ func TestCollectNamespace(t *testing.T) {
 		"manager namespace gone for the grace, nothing left": {gone, true},
 		"gone for less than the grace":                       {with(func(f *namespaceFacts) { f.goneFor = grace - time.Second }), false},
 		"another installation's":                             {with(func(f *namespaceFacts) { f.ours = false }), false},
-		"someone else's label on it":                         {with(func(f *namespaceFacts) { f.othersLabels = true }), false},
+		"someone else's mark on it":                          {with(func(f *namespaceFacts) { f.othersMarks = true }), false},
 		"manager namespace live":                             {with(func(f *namespaceFacts) { f.managerNamespaceLive = true }), false},
-		"a Job left in it":                                   {with(func(f *namespaceFacts) { f.holdsJobs = true }), false},
+		"a Job left in it":                                   {with(func(f *namespaceFacts) { f.holds = "Job x" }), false},
+		"someone's ServiceAccount in it":                     {with(func(f *namespaceFacts) { f.holds = "ServiceAccount x" }), false},
 		"being deleted already":                              {with(func(f *namespaceFacts) { f.terminating = true }), false},
 		"kube-system labelled as ours":                       {with(func(f *namespaceFacts) { f.name = "kube-system" }), false},
 		"kube-anything labelled as ours":                     {with(func(f *namespaceFacts) { f.name = "kube-team" }), false},
@@ -82,26 +84,35 @@ func workerNamespace(name string, labels map[string]string) *corev1.Namespace {
 }
 
 // The collector deletes the worker namespaces this installation created
-// that no manager namespace and no Job has needed for the grace, and
-// nothing else: not another installation's, not the worker's own, not one
-// someone else labelled, not one whose manager namespace lives (its API
-// server asked when the cache says it is gone) or that still holds a Job
-// (anyone's); nothing at all when the credential may not, or the manager's
+// that no manager namespace and nothing in them has needed for the grace,
+// and nothing else: not another installation's, not the worker's own, not
+// one someone else labelled, owns or holds with a finalizer, not one whose
+// manager namespace lives (its API server asked when the cache says it is
+// gone) or that still holds a Job (anyone's) or a ServiceAccount other than
+// default; nothing at all when the credential may not, or the manager's
 // namespaces cannot be read.
 func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 	ctx := context.Background()
 	const grace = 10 * time.Minute
 	ours := map[string]string{v1alpha1.ManagerIDLabel: "m1", "pod-security.kubernetes.io/enforce": "baseline", corev1.LabelMetadataName: "x"}
 	foreign := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-held", Name: "someones"}}
+	// What Kubernetes puts in every namespace does not keep one; an
+	// add-on's ServiceAccount does.
+	defaultAccount := corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team-gone", Name: "default"}}
+	addOn := corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "team-installed", Name: "cert-manager"}}
+	owned := workerNamespace("team-owned", ours)
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "a-tool", UID: "tool"}}
+	finalized := workerNamespace("team-finalized", ours)
+	finalized.Finalizers = []string{"example.com/keep"}
 	namespaces := []*corev1.Namespace{
 		workerNamespace("team-gone", ours), workerNamespace("team-going", ours), workerNamespace("team-live", ours),
-		workerNamespace("team-back", ours), workerNamespace("team-held", ours),
+		workerNamespace("team-back", ours), workerNamespace("team-held", ours), workerNamespace("team-installed", ours),
 		workerNamespace("team-accepted", map[string]string{v1alpha1.ManagerIDLabel: "m1", v1alpha1.AcceptsManagerLabel("m2"): "true"}),
 		workerNamespace("team-other", map[string]string{v1alpha1.ManagerIDLabel: "m2"}), workerNamespace("team-own", nil),
-		workerNamespace("kube-system", ours),
+		workerNamespace("kube-system", ours), owned, finalized, workerNamespace("team-zz-gone", ours),
 	}
 	newWorker := func() *workerstest.Conn {
-		w := workerstest.NewConn("jobferry", &foreign)
+		w := workerstest.NewConn("jobferry", &foreign, &defaultAccount, &addOn)
 		for _, ns := range namespaces {
 			if err := w.API.Create(ctx, ns.DeepCopy()); err != nil {
 				t.Fatal(err)
@@ -131,15 +142,15 @@ func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	gc.collectNamespaces(ctx, "w1", w)
-	if diff := cmp.Diff([]string{"team-gone", "team-going"}, w.NamespaceDeletes, sorted); diff != "" {
+	if diff := cmp.Diff([]string{"team-gone", "team-going", "team-zz-gone"}, w.NamespaceDeletes, sorted); diff != "" {
 		t.Errorf("namespaces deleted after the grace (-want +got):\n%s", diff)
 	}
 	var left corev1.NamespaceList
 	if err := w.API.List(ctx, &left); err != nil {
 		t.Fatal(err)
 	}
-	if len(left.Items) != len(namespaces)-2 {
-		t.Errorf("%d namespaces left on the worker, want %d", len(left.Items), len(namespaces)-2)
+	if len(left.Items) != len(namespaces)-3 {
+		t.Errorf("%d namespaces left on the worker, want %d", len(left.Items), len(namespaces)-3)
 	}
 
 	t.Run("the grace starts again when the manager namespace comes back", func(t *testing.T) {
@@ -154,8 +165,45 @@ func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 		gc.ManagerNamespaces, gc.ManagerNamespacesFresh = cache, cache
 		gc.collectNamespaces(ctx, "w1", w)
 		// team-gone's came back halfway: its grace starts again.
-		if diff := cmp.Diff([]string{"team-back", "team-going"}, w.NamespaceDeletes, sorted); diff != "" {
+		if diff := cmp.Diff([]string{"team-back", "team-going", "team-zz-gone"}, w.NamespaceDeletes, sorted); diff != "" {
 			t.Errorf("namespaces deleted (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a collection cut short keeps only what it did not reach", func(t *testing.T) {
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+		gc := newCollector(w, cache, cache, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		// team-gone's manager namespace comes back; a collection that
+		// reaches it (the third manager namespace it reads, after
+		// team-back's and team-going's) and is then cut short must not
+		// keep its old time, and must keep team-zz-gone's, which it did not
+		// reach.
+		back := managerNamespaces{live: map[string]bool{"team-live": false, "team-going": true, "team-gone": false}}
+		cut, cancel := context.WithCancel(ctx)
+		reads := 0
+		gc.ManagerNamespaces, gc.ManagerNamespacesFresh = cancelAfter{back, &reads, 3, cancel}, back
+		gc.collectNamespaces(cut, "w1", w)
+		clk.Step(grace)
+		gc.ManagerNamespaces, gc.ManagerNamespacesFresh = cache, cache
+		gc.collectNamespaces(ctx, "w1", w)
+		if slices.Contains(w.NamespaceDeletes, "team-gone") {
+			t.Errorf("team-gone deleted at once when its manager namespace was gone again: %v", w.NamespaceDeletes)
+		}
+		if !slices.Contains(w.NamespaceDeletes, "team-zz-gone") {
+			t.Errorf("team-zz-gone, not reached by the cut collection, not deleted after the grace: %v", w.NamespaceDeletes)
+		}
+	})
+	t.Run("the grace starts over after the worker was away", func(t *testing.T) {
+		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+		gc := newCollector(w, cache, api, clk)
+		gc.collectNamespaces(ctx, "w1", w)
+		clk.Step(grace)
+		w.Down = true
+		gc.collect(ctx, "w1", func(types.UID) (liveJob, bool) { return liveJob{}, false })
+		w.Down = false
+		gc.collectNamespaces(ctx, "w1", w)
+		if len(w.NamespaceDeletes) != 0 {
+			t.Errorf("deleted %v at the first collection after the worker came back", w.NamespaceDeletes)
 		}
 	})
 	t.Run("not without the right", func(t *testing.T) {
@@ -190,4 +238,21 @@ func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 			t.Errorf("deleted %v from the cache's word alone", w.NamespaceDeletes)
 		}
 	})
+}
+
+// cancelAfter reads as its getter does and cancels a context after its
+// reads reached n: a collection cut short by its deadline.
+type cancelAfter struct {
+	NamespaceGetter
+	reads  *int
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c cancelAfter) Get(ctx context.Context, name string) (*corev1.Namespace, error) {
+	*c.reads++
+	if *c.reads >= c.n {
+		c.cancel()
+	}
+	return c.NamespaceGetter.Get(ctx, name)
 }

@@ -28,7 +28,7 @@ func TestAuthorizedCondition(t *testing.T) {
 		},
 		"namespaces created, not collected": {
 			state:  rightsState{namespaces: NamespaceRights{Create: true, Relabel: true}, mayWatchWarnings: true, mayReadPods: true},
-			status: metav1.ConditionTrue, says: []string{"it may not both list namespaces and delete namespaces", "managerIdentity.allowNamespaceDeletion", "stay there once the manager's are gone"},
+			status: metav1.ConditionTrue, says: []string{"without all of list namespaces, delete namespaces, list serviceaccounts", "stay there once the manager's are gone", "managerIdentity.allowNamespaceDeletion", "stay there once the manager's are gone"},
 		},
 		"namespaces created, not relabelled": {
 			state:  rightsState{namespaces: NamespaceRights{Create: true}, mayWatchWarnings: true, mayReadPods: true},

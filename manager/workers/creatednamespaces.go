@@ -22,8 +22,11 @@ type CreatedNamespaces interface {
 	// without managedFields) a page at a time, handing each page to visit
 	// before the next is read, until visit returns false or the pages end.
 	List(ctx context.Context, managerID string, visit func([]metav1.PartialObjectMetadata) bool) error
-	// HoldsJobs: a Job, this manager's or anyone's, is in namespace.
-	HoldsJobs(ctx context.Context, namespace string) (bool, error)
+	// Holds names something in namespace that jobferry did not put there
+	// and Kubernetes does not put in every namespace — a Job (this
+	// manager's or anyone's) or a ServiceAccount other than default, which
+	// whatever else someone installs there nearly always has — or "".
+	Holds(ctx context.Context, namespace string) (string, error)
 	// Delete deletes the namespace as it was read (its UID and version);
 	// false when it changed since, or is gone.
 	Delete(ctx context.Context, ns *metav1.PartialObjectMetadata) (bool, error)
@@ -64,13 +67,27 @@ func (n createdNamespaces) List(ctx context.Context, managerID string, visit fun
 	}
 }
 
-func (n createdNamespaces) HoldsJobs(ctx context.Context, namespace string) (bool, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
-	if err := n.c.cluster.GetAPIReader().List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
-		return false, fmt.Errorf("listing the Jobs in namespace %s on %s: %w", namespace, n.c.name, err)
+func (n createdNamespaces) Holds(ctx context.Context, namespace string) (string, error) {
+	jobs := &metav1.PartialObjectMetadataList{}
+	jobs.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+	if err := n.c.cluster.GetAPIReader().List(ctx, jobs, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return "", fmt.Errorf("listing the Jobs in namespace %s on %s: %w", namespace, n.c.name, err)
 	}
-	return len(list.Items) > 0, nil
+	if len(jobs.Items) > 0 {
+		return "Job " + jobs.Items[0].Name, nil
+	}
+	// Two are enough to find one that is not default, whatever their order.
+	accounts := &metav1.PartialObjectMetadataList{}
+	accounts.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccountList"))
+	if err := n.c.cluster.GetAPIReader().List(ctx, accounts, client.InNamespace(namespace), client.Limit(2)); err != nil {
+		return "", fmt.Errorf("listing the ServiceAccounts in namespace %s on %s: %w", namespace, n.c.name, err)
+	}
+	for _, sa := range accounts.Items {
+		if sa.Name != "default" {
+			return "ServiceAccount " + sa.Name, nil
+		}
+	}
+	return "", nil
 }
 
 func (n createdNamespaces) Delete(ctx context.Context, ns *metav1.PartialObjectMetadata) (bool, error) {

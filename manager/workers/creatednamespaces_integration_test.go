@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -85,16 +86,23 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 		t.Fatalf("listed %d namespaces, want the %d labelled m1 (first listed: %v)", len(got), len(want), got[:min(3, len(got))])
 	}
 
-	// A Job of anyone's keeps a namespace.
-	held, empty := listed[0].Name, listed[1].Name
+	// A Job of anyone's keeps a namespace, and a ServiceAccount but the
+	// default one (envtest runs no controller that makes it: made here).
+	held, empty, installed := listed[0].Name, listed[1].Name, listed[3].Name
 	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: held, Name: "someones"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example/c:1"}}}}}}
-	if err := api.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
+	for _, obj := range []client.Object{foreign,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: empty, Name: "default"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: installed, Name: "default"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: installed, Name: "zz-add-on"}},
+	} {
+		if err := api.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for ns, want := range map[string]bool{held: true, empty: false} {
-		if got, err := created.HoldsJobs(ctx, ns); err != nil || got != want {
-			t.Errorf("HoldsJobs(%s) = %v, %v; want %v", ns, got, err, want)
+	for ns, want := range map[string]string{held: "Job someones", empty: "", installed: "ServiceAccount zz-add-on"} {
+		if got, err := created.Holds(ctx, ns); err != nil || got != want {
+			t.Errorf("Holds(%s) = %q, %v; want %q", ns, got, err, want)
 		}
 	}
 

@@ -365,8 +365,8 @@ func authorizedCondition(state *rightsState) metav1.Condition {
 		message = "the credential has every right jobferry needs; it creates no namespace there, so Jobs go only to namespaces that exist"
 	}
 	if state.namespaces.Create && !state.namespaces.Collect {
-		message += "; it may not both " + CollectNamespacesRights[0].String() + " and " + CollectNamespacesRights[1].String() +
-			", so the namespaces it created stay there once the manager's are gone (the worker chart grants both with managerIdentity.allowNamespaceDeletion)"
+		message += "; without all of " + rightsList(CollectNamespacesRights) +
+			", the namespaces it created stay there once the manager's are gone (the worker chart grants them with managerIdentity.allowNamespaceDeletion)"
 	}
 	switch {
 	case !state.mayWatchWarnings:

@@ -90,11 +90,12 @@ var RelabelNamespacesRight = Right{Verb: "patch", Resource: "namespaces"}
 // them the orphan collector finds the namespaces this manager created there
 // (a list by its ID label) and deletes each once the manager's namespace of
 // that name has been gone for --worker-namespace-grace and no Job is left
-// in it; without them those namespaces stay. The worker chart grants them
+// in it (nor a ServiceAccount but default: list serviceaccounts); without
+// them those namespaces stay. The worker chart grants them
 // with managerIdentity.allowNamespaceDeletion and fences delete with the
 // same admission policy: namespaces labelled with the manager's ID and
 // nothing else but Pod Security's, never kube-*, default or its own.
-var CollectNamespacesRights = []Right{{Verb: "list", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}}
+var CollectNamespacesRights = []Right{{Verb: "list", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "list", Resource: "serviceaccounts"}}
 
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
@@ -146,11 +147,16 @@ type rightsState struct {
 
 // MissingMessage names the missing rights for a condition or an Event.
 func MissingMessage(missing []Right) string {
-	names := make([]string, len(missing))
-	for i, r := range missing {
+	return "its credential may not " + rightsList(missing)
+}
+
+// rightsList names rights, comma-separated.
+func rightsList(rights []Right) string {
+	names := make([]string, len(rights))
+	for i, r := range rights {
 		names[i] = r.String()
 	}
-	return "its credential may not " + strings.Join(names, ", ")
+	return strings.Join(names, ", ")
 }
 
 // MayCreateMirrors: no right missing to create Jobs in namespace ns.

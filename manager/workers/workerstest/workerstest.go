@@ -161,12 +161,24 @@ func (n createdNamespaces) List(ctx context.Context, managerID string, visit fun
 	return nil
 }
 
-func (n createdNamespaces) HoldsJobs(ctx context.Context, namespace string) (bool, error) {
-	var list batchv1.JobList
-	if err := n.f.API.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return false, err
+func (n createdNamespaces) Holds(ctx context.Context, namespace string) (string, error) {
+	var jobs batchv1.JobList
+	if err := n.f.API.List(ctx, &jobs, client.InNamespace(namespace)); err != nil {
+		return "", err
 	}
-	return len(list.Items) > 0, nil
+	if len(jobs.Items) > 0 {
+		return "Job " + jobs.Items[0].Name, nil
+	}
+	var accounts corev1.ServiceAccountList
+	if err := n.f.API.List(ctx, &accounts, client.InNamespace(namespace)); err != nil {
+		return "", err
+	}
+	for _, sa := range accounts.Items {
+		if sa.Name != "default" {
+			return "ServiceAccount " + sa.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // Delete checks the preconditions itself: the fake client does not.
