@@ -25,6 +25,7 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 	r.podExpectations.expect(s.key, int(n), 0)
 	template := jobpods.Template(job)
 	var created, failedCreations atomic.Int32
+	var namespaceTerminating atomic.Bool
 	var firstErr error
 	var errOnce sync.Once
 	for batch := min(n, 1); n > 0; batch = min(2*batch, n) {
@@ -43,6 +44,7 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 				err := r.Client.Create(ctx, pod)
 				if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					// The namespace is going away and the pods with it.
+					namespaceTerminating.Store(true)
 					return
 				}
 				if err != nil {
@@ -58,6 +60,7 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 			})
 		}
 		wg.Wait()
+		s.namespaceTerminating = s.namespaceTerminating || namespaceTerminating.Load()
 		n -= batch
 		if batchFailed.Load() && n > 0 {
 			for range n {

@@ -48,6 +48,12 @@ type syncState struct {
 	failedIndexes   *jobindex.Intervals
 	delayedDeletion map[int]*corev1.Pod
 	backoff         backoffRecord
+	// namespaceTerminating: a pod create was refused because the Job's
+	// namespace is being deleted. No replacement will ever inherit a
+	// failure count there, so the pods delayedDeletion holds are released:
+	// holding them would hold the namespace's deletion, which waits for its
+	// pods before it deletes the Job, for ever.
+	namespaceTerminating bool
 }
 
 // syncJob is one pass of the upstream syncJob: count, decide the terminal

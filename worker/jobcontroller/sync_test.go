@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -310,6 +311,48 @@ func syncTimes(t *testing.T, r *Reconciler, n int) {
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "j"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Found by the chaos run (a worker namespace deleted under an Indexed Job
+// with backoffLimitPerIndex): the failed pod kept for its replacement to
+// inherit its failure count is released once a replacement is refused
+// because the namespace is being deleted — the namespace's deletion waits
+// for its pods before it deletes the Job, so holding the pod held the
+// namespace for ever.
+func TestSyncJobReleasesDelayedPodsWhenTheNamespaceIsTerminating(t *testing.T) {
+	job := testJob(func(j *batchv1.Job) {
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1)
+		j.Spec.BackoffLimitPerIndex = ptr.To[int32](2)
+	})
+	failed := testPod("a", corev1.PodFailed, withIndex("0"), exitCode(1),
+		func(p *corev1.Pod) { p.Annotations[batchv1.JobIndexFailureCountAnnotation] = "0" })
+	terminating := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+		Message: `pods "j-0-x" is forbidden: unable to create new content in namespace ns because it is being terminated`,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"}}}}}
+	creates := 0
+	funcs := &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*corev1.Pod); ok {
+			creates++
+			return terminating
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	r, c, recorder := newTestReconciler([]client.Object{job, failed}, funcs)
+	// Past the index's 10 s back-off: the replacement is due.
+	r.Clock = clocktesting.NewFakeClock(t0.Add(11 * time.Second))
+	r.podExpectations.clock = r.Clock
+	syncTimes(t, r, 1)
+	got := observeSync(t, c, recorder)
+	if creates != 1 {
+		t.Errorf("%d pod creates tried, want the replacement's one", creates)
+	}
+	if want := []string{"a Failed []"}; !slices.Equal(got.Pods, want) {
+		t.Errorf("pods %v, want %v: the failed pod released once its replacement was refused in a namespace being deleted", got.Pods, want)
+	}
+	if got.Failed != 1 {
+		t.Errorf("failed %d, want the released pod counted", got.Failed)
 	}
 }
 

@@ -48,7 +48,8 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		if !(job.DeletionTimestamp != nil || s.finished != nil || p.Status.Phase == corev1.PodSucceeded || failed) {
 			continue
 		}
-		if d := s.delayedDeletion[completionIndex(p)]; d != nil && d.UID == p.UID && job.DeletionTimestamp == nil && s.finished == nil && p.Status.Phase != corev1.PodSucceeded {
+		if d := s.delayedDeletion[completionIndex(p)]; d != nil && d.UID == p.UID && job.DeletionTimestamp == nil && s.finished == nil &&
+			p.Status.Phase != corev1.PodSucceeded && !s.namespaceTerminating {
 			// Kept until its replacement carries its failure count.
 			continue
 		}
