@@ -43,7 +43,12 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 			wg.Go(func() {
 				err := r.Client.Create(ctx, pod)
 				if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					// The namespace is going away and the pods with it.
+					// The namespace is going away and the pods with it: no
+					// error, and no pod to wait for (upstream waits for it
+					// until its expectation expires, and meanwhile creates
+					// nothing, which keeps delayed pods held: see
+					// syncState.namespaceTerminating).
+					r.podExpectations.observe(s.key, 1, 0)
 					namespaceTerminating.Store(true)
 					return
 				}

@@ -354,6 +354,11 @@ func TestSyncJobReleasesDelayedPodsWhenTheNamespaceIsTerminating(t *testing.T) {
 	if got.Failed != 1 {
 		t.Errorf("failed %d, want the released pod counted", got.Failed)
 	}
+	// The refused pod is not waited for: the next sync (another index's
+	// pod failing meanwhile, say) tries again, and learns it again.
+	if !r.podExpectations.satisfied("ns/j") {
+		t.Error("a pod refused in a namespace being deleted is still expected")
+	}
 }
 
 // 600 finished pods are recorded over two syncs, no status write carrying
