@@ -149,7 +149,8 @@ func (gc *Collector) collect(ctx context.Context, worker string, live liveAttemp
 	gc.collectNamespaces(ctx, worker, conn)
 }
 
-// collectMirrors deletes the orphaned mirrors on one connected worker.
+// collectMirrors deletes the orphaned mirrors on one connected worker, and
+// the mirrors in namespaces being deleted.
 func (gc *Collector) collectMirrors(ctx context.Context, worker string, conn workers.Conn, live liveAttempt) {
 	log := logf.FromContext(ctx).WithValues("worker", worker)
 	// Read, never changed: the cache's own. Metadata is all a scan reads;
@@ -185,6 +186,7 @@ func (gc *Collector) collectMirrors(ctx context.Context, worker string, conn wor
 		metrics.OrphansDeleted.WithLabelValues(worker).Inc()
 		log.Info("deleted orphaned mirror", "mirror", client.ObjectKeyFromObject(m), "originUID", m.Labels[v1alpha1.OriginUIDLabel])
 	}
+	gc.collectMirrorsOfTerminatingNamespaces(ctx, worker, conn, metas)
 }
 
 // liveInCache: the manager cache holds the mirror's Job (the same namespace,

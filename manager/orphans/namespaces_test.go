@@ -256,3 +256,39 @@ func (c cancelAfter) Get(ctx context.Context, name string) (*corev1.Namespace, e
 	}
 	return c.NamespaceGetter.Get(ctx, name)
 }
+
+// Found by the chaos run: a worker namespace deleted under an Indexed Job
+// with backoffLimitPerIndex hung terminating (its deletion waits for the
+// pods, the Job controller holds a failed pod for a replacement the
+// namespace refuses). The collector deletes this installation's mirrors in
+// a namespace being deleted — their pods are released then — and nothing
+// in namespaces that live, nor another installation's there.
+func TestOrphanCollectorDeletesMirrorsOfTerminatingNamespaces(t *testing.T) {
+	ctx := context.Background()
+	going := workerNamespace("team-going", nil)
+	going.Finalizers = []string{"test/keep"}
+	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	live := workerNamespace("team-live", nil)
+	inGoing, inLive := gcMirror("job-u1", "u1", 1, "m1"), gcMirror("job-u2", "u2", 1, "m1")
+	inGoing.Namespace, inLive.Namespace = "team-going", "team-live"
+	theirs := gcMirror("job-u3", "u3", 1, "m2")
+	theirs.Namespace = "team-going"
+	w := workerstest.NewConn("jobferry", going, live, &inGoing, &inLive, &theirs)
+	gc := &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w}), ManagerID: "m1"}
+	metas, err := w.MirrorMetas(ctx, metav1.NamespaceAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc.collectMirrorsOfTerminatingNamespaces(ctx, "w1", w, metas)
+	var left batchv1.JobList
+	if err := w.API.List(ctx, &left); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range left.Items {
+		names = append(names, j.Namespace+"/"+j.Name)
+	}
+	if diff := cmp.Diff([]string{"team-going/job-u3", "team-live/job-u2"}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("Jobs left on the worker (-want +got):\n%s", diff)
+	}
+}
