@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
@@ -274,6 +277,15 @@ func TestOrphanCollectorDeletesMirrorsOfTerminatingNamespaces(t *testing.T) {
 	theirs := gcMirror("job-u3", "u3", 1, "m2")
 	theirs.Namespace = "team-going"
 	w := workerstest.NewConn("jobferry", going, live, &inGoing, &inLive, &theirs)
+	// In the foreground: the mirror stays until its pods are gone, so the
+	// next attempt never runs beside them.
+	var propagation []metav1.DeletionPropagation
+	w.API = interceptor.NewClient(w.API.(client.WithWatch), interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		var o client.DeleteOptions
+		o.ApplyOptions(opts)
+		propagation = append(propagation, ptr.Deref(o.PropagationPolicy, ""))
+		return c.Delete(ctx, obj, opts...)
+	}})
 	gc := &Collector{Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w}), ManagerID: "m1"}
 	metas, err := w.MirrorMetas(ctx, metav1.NamespaceAll)
 	if err != nil {
@@ -290,5 +302,8 @@ func TestOrphanCollectorDeletesMirrorsOfTerminatingNamespaces(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"team-going/job-u3", "team-live/job-u2"}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("Jobs left on the worker (-want +got):\n%s", diff)
+	}
+	if want := []metav1.DeletionPropagation{metav1.DeletePropagationForeground}; !slices.Equal(propagation, want) {
+		t.Errorf("deletes with propagation %v, want %v", propagation, want)
 	}
 }

@@ -47,10 +47,14 @@ func (gc *Collector) collectMirrorsOfTerminatingNamespaces(ctx context.Context, 
 			continue
 		}
 		// Not remembered as fenced: the manager Job's Event says its
-		// mirror went with its namespace, as it did.
+		// mirror went with its namespace, as it did. In the foreground:
+		// the mirror stays until its pods are gone, so the Job's next
+		// attempt never runs beside them (found by the chaos run, whose
+		// one-mirror-running rule caught the pods of a mirror deleted in
+		// the background still running when the next attempt's started).
 		mirror := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
 		uid := m.UID
-		err := conn.Client().Delete(ctx, mirror, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid})
+		err := conn.Client().Delete(ctx, mirror, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &uid})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.Error(err, "deleting a mirror in a namespace being deleted", "mirror", client.ObjectKeyFromObject(mirror))
 			continue
