@@ -15,7 +15,7 @@ import (
 // collectMirrorsOfTerminatingNamespaces deletes this installation's
 // mirrors in the worker namespaces being deleted. The namespace's deletion
 // would delete them, but only after their pods (ordered namespace
-// deletion, Kubernetes 1.34 on), and a Job controller holds the finalizer
+// deletion, on by default since Kubernetes 1.33), and a Job controller holds the finalizer
 // of an Indexed Job's failed pod under backoffLimitPerIndex until a
 // replacement carries its failure count — a replacement the namespace
 // refuses: the namespace, the pod and the mirror then wait for each other
@@ -30,14 +30,17 @@ func (gc *Collector) collectMirrorsOfTerminatingNamespaces(ctx context.Context, 
 		if ctx.Err() != nil {
 			return
 		}
-		if m.DeletionTimestamp != nil || !workers.MayDelete(m, gc.ManagerID, conn.OriginShared()) {
+		if m.DeletionTimestamp != nil || !workers.MayDelete(m, gc.ManagerID, conn.OriginShared()) || conn.DeletedMirrors().Recently(m.UID) {
 			continue
 		}
 		going, read := terminating[m.Namespace]
 		if !read {
 			ns, err := conn.Namespace(ctx, m.Namespace)
 			if err != nil {
+				// Said once a collection: the namespace's other mirrors
+				// wait for the next one.
 				log.Error(err, "reading the namespace of mirrors", "namespace", m.Namespace)
+				terminating[m.Namespace] = false
 				continue
 			}
 			going = ns != nil && ns.DeletionTimestamp != nil

@@ -50,6 +50,8 @@ func (r *Reconciler) createPods(ctx context.Context, s *syncState, n int32, inde
 					// syncState.namespaceTerminating).
 					r.podExpectations.observe(s.key, 1, 0)
 					namespaceTerminating.Store(true)
+					// Nor are the rest of this sync's creates tried.
+					batchFailed.Store(true)
 					return
 				}
 				if err != nil {

@@ -323,7 +323,7 @@ func syncTimes(t *testing.T, r *Reconciler, n int) {
 func TestSyncJobReleasesDelayedPodsWhenTheNamespaceIsTerminating(t *testing.T) {
 	job := testJob(func(j *batchv1.Job) {
 		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
-		j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1)
+		j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](4), ptr.To[int32](4)
 		j.Spec.BackoffLimitPerIndex = ptr.To[int32](2)
 	})
 	failed := testPod("a", corev1.PodFailed, withIndex("0"), exitCode(1),
@@ -345,8 +345,10 @@ func TestSyncJobReleasesDelayedPodsWhenTheNamespaceIsTerminating(t *testing.T) {
 	r.podExpectations.clock = r.Clock
 	syncTimes(t, r, 1)
 	got := observeSync(t, c, recorder)
+	// Four pods are due (the replacement and indexes 1-3); the first
+	// refusal ends the sync's creates.
 	if creates != 1 {
-		t.Errorf("%d pod creates tried, want the replacement's one", creates)
+		t.Errorf("%d pod creates tried, want one: the first refusal says the namespace is going", creates)
 	}
 	if want := []string{"a Failed []"}; !slices.Equal(got.Pods, want) {
 		t.Errorf("pods %v, want %v: the failed pod released once its replacement was refused in a namespace being deleted", got.Pods, want)
