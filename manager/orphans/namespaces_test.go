@@ -209,38 +209,28 @@ func TestOrphanCollectorDeletesTheNamespacesItCreated(t *testing.T) {
 			t.Errorf("deleted %v at the first collection after the worker came back", w.NamespaceDeletes)
 		}
 	})
-	t.Run("not without the right", func(t *testing.T) {
-		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
-		w.NoCollect = true
-		gc := newCollector(w, cache, api, clk)
-		gc.collectNamespaces(ctx, "w1", w)
-		clk.Step(grace)
-		gc.collectNamespaces(ctx, "w1", w)
-		if len(w.NamespaceDeletes) != 0 {
-			t.Errorf("deleted %v without the right to", w.NamespaceDeletes)
-		}
-	})
-	t.Run("not when the manager's namespaces cannot be read", func(t *testing.T) {
-		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
-		failing := managerNamespaces{err: errors.New("the manager's API server did not answer")}
-		gc := newCollector(w, cache, failing, clk)
-		gc.collectNamespaces(ctx, "w1", w)
-		clk.Step(grace)
-		gc.collectNamespaces(ctx, "w1", w)
-		if len(w.NamespaceDeletes) != 0 {
-			t.Errorf("deleted %v without knowing the manager's namespaces", w.NamespaceDeletes)
-		}
-	})
-	t.Run("not without reading the manager's API server", func(t *testing.T) {
-		w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
-		gc := newCollector(w, cache, nil, clk)
-		gc.collectNamespaces(ctx, "w1", w)
-		clk.Step(grace)
-		gc.collectNamespaces(ctx, "w1", w)
-		if len(w.NamespaceDeletes) != 0 {
-			t.Errorf("deleted %v from the cache's word alone", w.NamespaceDeletes)
-		}
-	})
+	// Nothing at all is deleted, however long the grace has run, without
+	// the right or without the manager API server's word.
+	for name, tc := range map[string]struct {
+		noRight bool
+		fresh   NamespaceGetter
+	}{
+		"not without the right":                            {noRight: true, fresh: api},
+		"not when the manager's namespaces cannot be read": {fresh: managerNamespaces{err: errors.New("the manager's API server did not answer")}},
+		"not without reading the manager's API server":     {fresh: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, clk := newWorker(), clocktesting.NewFakeClock(time.Now())
+			w.NoCollect = tc.noRight
+			gc := newCollector(w, cache, tc.fresh, clk)
+			gc.collectNamespaces(ctx, "w1", w)
+			clk.Step(grace)
+			gc.collectNamespaces(ctx, "w1", w)
+			if len(w.NamespaceDeletes) != 0 {
+				t.Errorf("deleted %v", w.NamespaceDeletes)
+			}
+		})
+	}
 }
 
 // cancelAfter reads as its getter does and cancels a context after its

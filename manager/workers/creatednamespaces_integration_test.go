@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -45,18 +43,7 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "m1", nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
-		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.stop)
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return conn.synced.Load(), nil
-	}); err != nil {
-		t.Fatalf("the connection's caches never synced: %v", err)
-	}
+	conn := syncedConnection(ctx, t, cfg, scheme, "m1")
 	created := conn.CreatedNamespaces()
 
 	var listed []metav1.PartialObjectMetadata

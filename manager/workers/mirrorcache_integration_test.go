@@ -243,18 +243,7 @@ func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
 	for i := range 4 {
 		create(fmt.Sprintf("unlabelled-%d", i), "")
 	}
-	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "me", nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
-		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.stop)
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return conn.synced.Load(), nil
-	}); err != nil {
-		t.Fatalf("the connection's caches never synced: %v", err)
-	}
+	conn := syncedConnection(ctx, t, cfg, scheme, "me")
 	cached := func() (mine, foreign []string) {
 		t.Helper()
 		metas, err := conn.MirrorMetas(ctx, ns)
@@ -322,4 +311,24 @@ func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
 	if n, _ := conn.foreignNotCached.take(); n < 2 {
 		t.Errorf("told %d Jobs left out since the list, want at least 2 (other-late, the relabelled mirror)", n)
 	}
+}
+
+// syncedConnection is a connection of manager installation manager (origin
+// "here") to the API server at cfg, every namespace, its caches synced; it
+// stops with the test.
+func syncedConnection(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, manager string) *Connection {
+	t.Helper()
+	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", manager, nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
+		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.stop)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return conn.synced.Load(), nil
+	}); err != nil {
+		t.Fatalf("the connection's caches never synced: %v", err)
+	}
+	return conn
 }
