@@ -43,7 +43,7 @@ func TestIntegrationCreatedNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn := syncedConnection(ctx, t, cfg, scheme, "m1")
+	conn := syncedConnection(ctx, t, cfg, scheme, "m1", nil, nil)
 	created := conn.CreatedNamespaces()
 
 	var listed []metav1.PartialObjectMetadata

@@ -103,19 +103,7 @@ func TestIntegrationMirrorCache(t *testing.T) {
 
 	connect := func(namespaces []string) (*Connection, *seenMirrors) {
 		seen := &seenMirrors{listed: map[string]bool{}, active: map[string]int32{}}
-		conn, err := newConnection("worker-1", cfg, nil, "hash", "here", "", namespaces, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
-			mirrorChanged: seen.changed, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(conn.stop)
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return conn.synced.Load(), nil
-		}); err != nil {
-			t.Fatalf("the connection's caches never synced: %v", err)
-		}
-		return conn, seen
+		return syncedConnection(ctx, t, cfg, scheme, "", namespaces, seen.changed), seen
 	}
 	all, seenAll := connect(nil)
 	limited, _ := connect([]string{"team-a"})
@@ -243,7 +231,7 @@ func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
 	for i := range 4 {
 		create(fmt.Sprintf("unlabelled-%d", i), "")
 	}
-	conn := syncedConnection(ctx, t, cfg, scheme, "me")
+	conn := syncedConnection(ctx, t, cfg, scheme, "me", nil, nil)
 	cached := func() (mine, foreign []string) {
 		t.Helper()
 		metas, err := conn.MirrorMetas(ctx, ns)
@@ -314,12 +302,16 @@ func TestIntegrationMirrorCacheCapsForeignJobs(t *testing.T) {
 }
 
 // syncedConnection is a connection of manager installation manager (origin
-// "here") to the API server at cfg, every namespace, its caches synced; it
+// "here") to the API server at cfg, in namespaces (nil: every one), its
+// caches synced, telling mirrorChanged (nil: no one) of its mirrors; it
 // stops with the test.
-func syncedConnection(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, manager string) *Connection {
+func syncedConnection(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, manager string, namespaces []string, mirrorChanged func(string, *batchv1.Job, bool)) *Connection {
 	t.Helper()
-	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", manager, nil, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
-		mirrorChanged: func(string, *batchv1.Job, bool) {}, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
+	if mirrorChanged == nil {
+		mirrorChanged = func(string, *batchv1.Job, bool) {}
+	}
+	conn, err := newConnection("worker-1", cfg, nil, "hash", "here", manager, namespaces, scheme, clocktesting.NewFakeClock(time.Now()), connHandlers{
+		mirrorChanged: mirrorChanged, capacityChanged: func(string) {}, synced: func(string) {}, cacheFailed: func(string) {},
 	})
 	if err != nil {
 		t.Fatal(err)
