@@ -29,7 +29,7 @@ import (
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/jobs"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // kueueEnv is a dispatch environment whose manager cluster runs Kueue, with
@@ -129,7 +129,7 @@ func checkKueueMode(ctx context.Context, t *testing.T, cfg *rest.Config, admin k
 // pod.
 func queuedJob(namespace, queueName, name string, runFor time.Duration, cpu string) *batchv1.Job {
 	job := sleepJob(namespace, name, runFor)
-	job.Labels = map[string]string{queue.NameLabel: queueName}
+	job.Labels = map[string]string{workload.NameLabel: queueName}
 	job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
 	return job
 }
@@ -212,8 +212,8 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the mirror on %s: %v", worker, err)
 		}
-		if _, ok := mirror.Labels[queue.NameLabel]; ok {
-			t.Errorf("the mirror carries the queue label %s: a Kueue on the worker would queue it again", queue.NameLabel)
+		if _, ok := mirror.Labels[workload.NameLabel]; ok {
+			t.Errorf("the mirror carries the queue label %s: a Kueue on the worker would queue it again", workload.NameLabel)
 		}
 		t.Logf("%s: quota reserved, placed on %s (%s), admitted, complete; Workload finished", job.Name, worker, c.Message)
 	})
@@ -337,7 +337,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "recorded as queued", func(j *batchv1.Job) bool {
 			return j.Annotations[v1alpha1.QueuedAnnotation] == "waiting"
 		})
-		patch := []byte(`{"metadata":{"labels":{"` + queue.NameLabel + `":null}}}`)
+		patch := []byte(`{"metadata":{"labels":{"` + workload.NameLabel + `":null}}}`)
 		if _, err := k.manager.BatchV1().Jobs(ns).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatalf("removing the queue label: %v", err)
 		}

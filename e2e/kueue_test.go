@@ -22,7 +22,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // The part of Kueue's external admission check contract jobferry's Kueue
@@ -78,7 +78,7 @@ func TestKueueExternalAdmissionCheckContract(t *testing.T) {
 	create(&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "tenants"}})
 
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", Labels: map[string]string{queue.NameLabel: "team"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", Labels: map[string]string{workload.NameLabel: "team"}},
 		Spec: batchv1.JobSpec{
 			ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(true),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,

@@ -38,7 +38,7 @@ import (
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // Config says what to run.
@@ -628,7 +628,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 	queued := kind == kueueArm
 	switch kind {
 	case kueueArm:
-		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{queue.NameLabel: benchQueue}
+		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{workload.NameLabel: benchQueue}
 	case followedArm:
 		ns, arm, profileTag = followedNamespace(n, round), fmt.Sprintf("followed jobferry (round %d)", round), fmt.Sprintf("followed-%d-%d", n, round)
 	case afterArm:

@@ -24,7 +24,7 @@ import (
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/metrics"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -236,7 +236,7 @@ func notAccepted(ns *corev1.Namespace, managerID string) string {
 // Job Kueue queues (q), the placement alone (placedQueuedJob), and a Job no
 // worker could ever run gets jobferry's check Rejected. placed reports a
 // placement recorded: the mirror (or the check Ready) can be written next.
-func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *queue.View, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload.View, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
 	ns, err := r.namespaces().Get(ctx, job.Namespace)
 	if err != nil {
 		return false, reconcile.Result{}, err
@@ -386,10 +386,10 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 // namespace does not admit its pods: jobferry's check on its Workload is
 // Rejected (Kueue gives its quota back rather than hold it for a Job that
 // cannot run), or the Job waits, looked at again after podsRecheck.
-func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *queue.View, refused string) error {
+func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *workload.View, refused string) error {
 	w := podsNotAdmitted(job.Namespace, refused)
 	if q != nil && q.Check != "" {
-		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, queue.CheckUpdate{State: kueue.CheckStateRejected, Message: w.message}); err != nil {
+		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: w.message}); err != nil {
 			return err
 		}
 		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
@@ -406,9 +406,9 @@ func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *qu
 // reject sets jobferry's check on a queued Job's Workload Rejected, so
 // Kueue gives its quota back rather than hold it for a Job no worker could
 // ever run, says so on the Job, and tells its user why.
-func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q queue.View, why string) error {
+func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload.View, why string) error {
 	message := "no worker cluster could ever run this Job as the workers are: " + why
-	if err := r.Queue.SetCheck(ctx, job.Namespace, q, queue.CheckUpdate{State: kueue.CheckStateRejected, Message: message}); err != nil {
+	if err := r.Queue.SetCheck(ctx, job.Namespace, q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: message}); err != nil {
 		return err
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()

@@ -10,7 +10,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/manager/metrics"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // The steps of a Job Kueue queues (queuedstep.go): jobferry's admission
@@ -21,8 +21,8 @@ import (
 // Workloads, read from the manager's cache, and jobferry's admission check
 // on them.
 type Queue interface {
-	View(ctx context.Context, job *batchv1.Job) (queue.View, error)
-	SetCheck(ctx context.Context, namespace string, v queue.View, u queue.CheckUpdate) error
+	View(ctx context.Context, job *batchv1.Job) (workload.View, error)
+	SetCheck(ctx context.Context, namespace string, v workload.View, u workload.CheckUpdate) error
 }
 
 var writeCheck = write{action: "SetAdmissionCheck", reason: ReasonCheckRejected}

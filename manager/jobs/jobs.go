@@ -42,7 +42,7 @@ import (
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -251,7 +251,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				before, ok1 := e.ObjectOld.(*kueue.Workload)
 				after, ok2 := e.ObjectNew.(*kueue.Workload)
-				return !ok1 || !ok2 || queue.Changed(before, after)
+				return !ok1 || !ok2 || workload.Changed(before, after)
 			}}))
 	}
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r); err != nil {
@@ -475,7 +475,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			return s, err
 		}
 	}
-	if r.Queue != nil && queue.QueueName(job) != "" && unfinished {
+	if r.Queue != nil && workload.QueueName(job) != "" && unfinished {
 		v, err := r.Queue.View(ctx, job)
 		if err != nil {
 			return s, err

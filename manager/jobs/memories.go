@@ -4,11 +4,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/jobferry/jobferry/manager/queue"
 )
 
 // The manager's small in-process memories, typed, each with the methods
@@ -66,11 +65,11 @@ type checkMemo struct {
 
 type appliedCheck struct {
 	workload, version string
-	update            queue.CheckUpdate
+	update            workload.CheckUpdate
 }
 
 // wrote records that u was applied to the check of the Workload v reads.
-func (m *checkMemo) wrote(key types.NamespacedName, v queue.View, u queue.CheckUpdate) {
+func (m *checkMemo) wrote(key types.NamespacedName, v workload.View, u workload.CheckUpdate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.applied == nil {
@@ -81,7 +80,7 @@ func (m *checkMemo) wrote(key types.NamespacedName, v queue.View, u queue.CheckU
 
 // view is v with the update applied to it when v is the version that
 // update was applied to.
-func (m *checkMemo) view(key types.NamespacedName, v queue.View) queue.View {
+func (m *checkMemo) view(key types.NamespacedName, v workload.View) workload.View {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.applied[key]

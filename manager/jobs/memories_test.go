@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -17,8 +17,8 @@ import (
 func TestCheckMemoReadsTheCheckAppliedUntilTheCacheCatchesUp(t *testing.T) {
 	var m checkMemo
 	key := types.NamespacedName{Namespace: "a", Name: "j"}
-	before := queue.View{Workload: "job-j-1", Version: "7", Check: "jobferry", State: kueue.CheckStatePending}
-	ready := queue.CheckUpdate{State: kueue.CheckStateReady, Message: "placed on worker-1",
+	before := workload.View{Workload: "job-j-1", Version: "7", Check: "jobferry", State: kueue.CheckStatePending}
+	ready := workload.CheckUpdate{State: kueue.CheckStateReady, Message: "placed on worker-1",
 		Updates: []kueue.PodSetUpdate{{Name: "main", NodeSelector: map[string]string{"pool": "general"}}}}
 	if got := m.view(key, before); got.State != kueue.CheckStatePending {
 		t.Fatalf("nothing applied yet, read %s", got.State)

@@ -60,7 +60,7 @@ func TestJobWaitingReasons(t *testing.T) {
 		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
 		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
 		{"mirror refused", withWaiting(waitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
-		{"queued in Kueue", withWaiting(queuedWaiting(workload(), "waiting for Kueue to reserve quota")), false, waitingQueued},
+		{"queued in Kueue", withWaiting(queuedWaiting(workloadView(), "waiting for Kueue to reserve quota")), false, waitingQueued},
 		{"rejected by jobferry's check", withWaiting(waitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job")), false, waitingNoWorkerCanRun},
 		{"running", stepJob(placed, running), false, ""},
 		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
@@ -83,7 +83,7 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
 		stepJob(queued, func(j *batchv1.Job) {
 			j.Name = "queued"
-			j.Status, _ = pendingStatus(j.Status, queuedWaiting(workload(), "waiting for Kueue to reserve quota"), stepNow)
+			j.Status, _ = pendingStatus(j.Status, queuedWaiting(workloadView(), "waiting for Kueue to reserve quota"), stepNow)
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
 		stepJob(placed, complete, func(j *batchv1.Job) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // The part of nextStep for a Job Kueue queues (jobState.Queue): Kueue
@@ -58,14 +58,14 @@ func nextQueuedUnplaced(s jobState) step {
 		// Workload as read). Kueue acts on neither now (on a Retry only by
 		// evicting; on a Ready at the next reservation, with a placement
 		// let go); Pending queues the Job again.
-		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStatePending, Message: fmt.Sprintf(
+		return setCheck(s, workload.CheckUpdate{State: kueue.CheckStatePending, Message: fmt.Sprintf(
 			"Kueue took the quota of attempt %d back; jobferry places the Job afresh once Kueue reserves quota again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateReady:
 		// jobferry reported a placement it has since let go (its worker was
 		// lost, its mirror deleted there): the Job must not run on what
 		// Kueue admitted, so Kueue evicts it, restores its template and
 		// queues it again.
-		return setCheck(s, queue.CheckUpdate{State: kueue.CheckStateRetry, Message: fmt.Sprintf(
+		return setCheck(s, workload.CheckUpdate{State: kueue.CheckStateRetry, Message: fmt.Sprintf(
 			"jobferry let the placement of attempt %d go; the Job is placed afresh once Kueue admits it again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
 		if q.State == kueue.CheckStateRejected {
@@ -82,7 +82,7 @@ func nextQueuedUnplaced(s jobState) step {
 // staleCheck: jobferry's check is Ready or Retry on a Workload Kueue
 // evicted already (Kueue resets every check to Pending as it evicts, so
 // these came after), or Ready on one it holds no quota for.
-func staleCheck(q *queue.View) bool {
+func staleCheck(q *workload.View) bool {
 	switch q.State {
 	case kueue.CheckStateRetry:
 		return q.Evicted
@@ -95,7 +95,7 @@ func staleCheck(q *queue.View) bool {
 // nextWithoutCheck decides for a queued Job whose Workload does not list
 // jobferry's check: Kueue admits it alone when its ClusterQueue names none
 // of jobferry's checks, and jobferry places it once Kueue did.
-func nextWithoutCheck(q *queue.View) step {
+func nextWithoutCheck(q *workload.View) step {
 	switch {
 	case q.Admitted && !q.Evicted:
 		return step{Kind: stepPlace}
@@ -142,9 +142,9 @@ func nextQueuedWithoutMirror(s jobState) (step, bool) {
 	case s.WorkerCluster == nil:
 		return step{Kind: stepNone, RequeueAfter: time.Second}, true
 	}
-	ready := queue.CheckUpdate{State: kueue.CheckStateReady,
+	ready := workload.CheckUpdate{State: kueue.CheckStateReady,
 		Message: fmt.Sprintf("placed on worker cluster %s (attempt %d)", s.Worker, jobstate.Attempt(job)),
-		Updates: queue.PlacementUpdates(q.PodSets, s.Worker, s.WorkerCluster.Spec.Scheduling)}
+		Updates: workload.PlacementUpdates(q.PodSets, s.Worker, s.WorkerCluster.Spec.Scheduling)}
 	if ready.Unchanged(*q) {
 		// Kueue admits it next: its unsuspension reconciles the Job.
 		return step{Kind: stepNone}, true
@@ -154,7 +154,7 @@ func nextQueuedWithoutMirror(s jobState) (step, bool) {
 
 // setCheck is the step that gives jobferry's check the state u says,
 // unless the API server refused that write for the Job as it is now.
-func setCheck(s jobState, u queue.CheckUpdate) step {
+func setCheck(s jobState, u workload.CheckUpdate) step {
 	if s.Blocked[writeCheck] {
 		return step{Kind: stepNone}
 	}
@@ -194,7 +194,7 @@ func requeueStep(s jobState, m *batchv1.Job) step {
 }
 
 // queuedWaiting: a queued Job not placed, for why.
-func queuedWaiting(q *queue.View, why string) waiting {
+func queuedWaiting(q *workload.View, why string) waiting {
 	where := "LocalQueue " + q.Queue
 	if q.Workload != "" {
 		where += " (Workload " + q.Workload + ")"

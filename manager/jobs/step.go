@@ -20,7 +20,7 @@ import (
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
@@ -133,7 +133,7 @@ type jobState struct {
 	// LocalQueue and the manager runs with Kueue); nil otherwise. Kueue
 	// then decides when the Job runs (it unsuspends and suspends it), and
 	// jobferry where (queuedstep.go).
-	Queue *queue.View
+	Queue *workload.View
 }
 
 // strayMirror is a mirror found on a worker that the Job's state does not
@@ -297,7 +297,7 @@ type step struct {
 	// RequeueAfter, when set, is when to look at the Job again.
 	RequeueAfter time.Duration
 	// Check is what stepSetCheck writes on the queued Job's Workload.
-	Check queue.CheckUpdate
+	Check workload.CheckUpdate
 	// EventReason, when set, is the reason of the Event stepStray and
 	// stepFence record (their usual one otherwise).
 	EventReason string

@@ -17,7 +17,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/cachebudget"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -692,64 +692,64 @@ func TestNextStep(t *testing.T) {
 			state: queuedState(stepJob(queued), nil), want: stepNone,
 		},
 		"queued, quota not reserved: waits for Kueue": {
-			state: queuedState(stepJob(queued), workload()), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView()), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
 		},
 		"queued, Kueue evicting it (quota still reserved, the check Pending again): waits": {
-			state: queuedState(stepJob(queued), workload(reserved, evicted)), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView(reserved, evicted)), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
 		},
 		"queued and placed, Kueue evicting it before it started: the placement goes": {
-			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved, evicted)),
+			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workloadView(reserved, evicted)),
 			want:  stepRequeue,
 		},
 		"queued, quota reserved with jobferry's check Pending: placed": {
-			state: queuedState(stepJob(queued), workload(reserved)), want: stepPlace,
+			state: queuedState(stepJob(queued), workloadView(reserved)), want: stepPlace,
 		},
 		"queued in a ClusterQueue without jobferry's check: waits for admission": {
-			state: queuedState(stepJob(queued), workload(reserved, withoutCheck)), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView(reserved, withoutCheck)), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "names none of jobferry's admission checks")},
 		},
 		"queued, its checks not listed yet, quota not reserved: waits for quota": {
-			state: queuedState(stepJob(queued), workload(checksNotListed)), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView(checksNotListed)), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "waiting for Kueue to reserve quota")},
 		},
 		"queued, quota reserved before Kueue listed the checks: nothing until it has": {
-			state: queuedState(stepJob(queued), workload(reserved, checksNotListed)), want: stepNone,
+			state: queuedState(stepJob(queued), workloadView(reserved, checksNotListed)), want: stepNone,
 		},
 		"queued in a ClusterQueue without jobferry's check, admitted: placed": {
-			state: queuedState(stepJob(queued), workload(reserved, withoutCheck, admitted)), want: stepPlace,
+			state: queuedState(stepJob(queued), workloadView(reserved, withoutCheck, admitted)), want: stepPlace,
 		},
 		"queued, the check Ready but the placement let go: the check turns Retry": {
-			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(reserved, admitted, checkState(kueue.CheckStateReady))),
+			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workloadView(reserved, admitted, checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateRetry, "let the placement of attempt 1 go")},
 		},
 		"queued, the check Ready on a Workload Kueue preempted before admitting it (the placement let go): the check turns Pending": {
-			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workload(evicted, checkState(kueue.CheckStateReady))),
+			state: queuedState(stepJob(queued, func(j *batchv1.Job) { j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1" }), workloadView(evicted, checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "took the quota of attempt 1 back")},
 		},
 		"queued, the check Ready while Kueue is still evicting it: the check turns Pending": {
-			state: queuedState(stepJob(queued), workload(reserved, evicted, checkState(kueue.CheckStateReady))),
+			state: queuedState(stepJob(queued), workloadView(reserved, evicted, checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
 		},
 		"queued, the check Ready on a Workload without quota: the check turns Pending": {
-			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateReady))),
+			state: queuedState(stepJob(queued), workloadView(checkState(kueue.CheckStateReady))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
 		},
 		"queued, the check Retry on a Workload Kueue evicted already (Kueue would never act on it): the check turns Pending": {
-			state: queuedState(stepJob(queued), workload(evicted, checkState(kueue.CheckStateRetry))),
+			state: queuedState(stepJob(queued), workloadView(evicted, checkState(kueue.CheckStateRetry))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStatePending, "once Kueue reserves quota again")},
 		},
 		"queued, a stale check the API server refused to change for this Job: nothing": {
 			state: func() jobState {
-				s := queuedState(stepJob(queued), workload(evicted, checkState(kueue.CheckStateRetry)))
+				s := queuedState(stepJob(queued), workloadView(evicted, checkState(kueue.CheckStateRetry)))
 				s.Blocked = map[write]bool{writeCheck: true}
 				return s
 			}(),
 			want: stepNone,
 		},
 		"queued, evicted after a Retry, with pods of the lost worker counted: they are uncounted": {
-			state: queuedState(stepJob(queued, running), workload(reserved, evicted)),
+			state: queuedState(stepJob(queued, running), workloadView(reserved, evicted)),
 			want:  stepCopyStatus, checks: []check{func(t *testing.T, st step) {
 				if st.Status.Active != 0 || *st.Status.Ready != 0 || st.Status.StartTime == nil {
 					t.Errorf("status %+v still counts pods, or lost its startTime (Kueue resets it)", st.Status)
@@ -757,26 +757,26 @@ func TestNextStep(t *testing.T) {
 			}},
 		},
 		"queued, Retry, nothing counted: waits for Kueue to queue it again": {
-			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRetry))), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView(checkState(kueue.CheckStateRetry))), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "Kueue queues it again")},
 		},
 		"queued, deactivated by Kueue after jobferry's check rejected it: the Job keeps saying why": {
 			state: queuedState(stepJob(queued, func(j *batchv1.Job) {
 				j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job"), stepNow)
-			}), workload(deactivated)),
+			}), workloadView(deactivated)),
 			want: stepNone,
 		},
 		"queued, deactivated by its administrator: says so": {
-			state: queuedState(stepJob(queued), workload(deactivated)), want: stepShowWaiting,
+			state: queuedState(stepJob(queued), workloadView(deactivated)), want: stepShowWaiting,
 			checks: []check{wantWaiting(ReasonQueued, "Kueue does not queue it (deactivated: spec.active is false)")},
 		},
 		"queued, Rejected: says no worker can run it": {
-			state: queuedState(stepJob(queued), workload(checkState(kueue.CheckStateRejected), func(v *queue.View) { v.Message = "no worker cluster could ever run this Job" })),
+			state: queuedState(stepJob(queued), workloadView(checkState(kueue.CheckStateRejected), func(v *workload.View) { v.Message = "no worker cluster could ever run this Job" })),
 			want:  stepShowWaiting, checks: []check{wantWaiting(ReasonNoWorkerCanRun, "could ever run")},
 		},
 		"queued, seen for the first time: recorded as queued before anything else": {
 			state: func() jobState {
-				s := queuedState(stepJob(queued), workload())
+				s := queuedState(stepJob(queued), workloadView())
 				s.RecordedQueue = ""
 				return s
 			}(),
@@ -796,7 +796,7 @@ func TestNextStep(t *testing.T) {
 		},
 		"seen queued and placed, its label removed before Kueue admitted it: not activated, no mirror": {
 			state: func() jobState {
-				s := queuedPlacedState(stepJob(queuedPlaced, func(j *batchv1.Job) { j.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true" }), nil, workload())
+				s := queuedPlacedState(stepJob(queuedPlaced, func(j *batchv1.Job) { j.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true" }), nil, workloadView())
 				s.Queue = nil
 				return s
 			}(),
@@ -811,14 +811,14 @@ func TestNextStep(t *testing.T) {
 			want: stepPlace,
 		},
 		"queued and placed, unsuspended while Kueue evicts it (Admitted kept while evicting): no mirror": {
-			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))),
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workloadView(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))),
 			want:  stepNone, checks: []check{wantRequeue(5 * time.Second)},
 		},
 		"queued, its mirror suspended by Kueue's eviction, unsuspended by its tenant: the mirror stays suspended": {
 			state: func() jobState {
 				job := stepJob(queued, queuedPlaced, unsuspended)
 				m := mirrorOf(t, job, func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) })
-				return queuedPlacedState(job, m, workload(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))
+				return queuedPlacedState(job, m, workloadView(reserved, admitted, evicted, checkState(kueue.CheckStateReady)))
 			}(),
 			want: stepNone,
 		},
@@ -826,18 +826,18 @@ func TestNextStep(t *testing.T) {
 			state: func() jobState {
 				job := stepJob(queuedPlaced, unsuspended, func(j *batchv1.Job) { j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](100), ptr.To[int32](100) })
 				m := mirrorOf(t, stepJob(queuedPlaced), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) })
-				s := queuedPlacedState(job, m, workload())
+				s := queuedPlacedState(job, m, workloadView())
 				s.Queue = nil
 				return s
 			}(),
 			want: stepNone,
 		},
 		"queued and placed, unsuspended by its tenant before Kueue admitted it: no mirror": {
-			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, checkState(kueue.CheckStateReady)))),
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workloadView(reserved, checkState(kueue.CheckStateReady)))),
 			want:  stepNone, checks: []check{wantRequeue(5 * time.Second)},
 		},
 		"queued and placed, still suspended: the check turns Ready with the worker's directives": {
-			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved))),
+			state: poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workloadView(reserved))),
 			want:  stepSetCheck, checks: []check{wantCheck(kueue.CheckStateReady, "placed on worker cluster w1"), func(t *testing.T, st step) {
 				u := st.Check.Updates
 				if len(u) != 1 || u[0].Name != kueue.DefaultPodSetName || u[0].NodeSelector["pool"] != "general" || u[0].Annotations[v1alpha1.WorkerAnnotation] != "w1" {
@@ -847,32 +847,32 @@ func TestNextStep(t *testing.T) {
 		},
 		"queued and placed, the check Ready: waits for Kueue to admit it": {
 			state: func() jobState {
-				s := poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(reserved, checkState(kueue.CheckStateReady))))
-				s.Queue.Updates = queue.PlacementUpdates(s.Queue.PodSets, "w1", s.WorkerCluster.Spec.Scheduling)
+				s := poolGeneral(queuedPlacedState(stepJob(queued, queuedPlaced), nil, workloadView(reserved, checkState(kueue.CheckStateReady))))
+				s.Queue.Updates = workload.PlacementUpdates(s.Queue.PodSets, "w1", s.WorkerCluster.Spec.Scheduling)
 				return s
 			}(),
 			want: stepNone,
 		},
 		"queued and placed, Kueue took the quota back before it started: the placement goes": {
-			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workload(checkState(kueue.CheckStatePending))),
+			state: queuedPlacedState(stepJob(queued, queuedPlaced), nil, workloadView(checkState(kueue.CheckStatePending))),
 			want:  stepRequeue, checks: []check{wantWhy("Kueue took back the quota of Workload job-train-1", "attempt 1 on w1")},
 		},
 		"queued and admitted: the mirror is created": {
-			state: queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workload(reserved, admitted, checkState(kueue.CheckStateReady))),
+			state: queuedPlacedState(stepJob(queued, queuedPlaced, unsuspended), nil, workloadView(reserved, admitted, checkState(kueue.CheckStateReady))),
 			want:  stepCreateMirror,
 		},
 		"queued and still marked held for placement, suspended by Kueue: its mirror stays suspended": {
 			state: func() jobState {
 				job := stepJob(queued, queuedPlaced, running, func(j *batchv1.Job) { j.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true" })
 				return queuedPlacedState(job, mirrorOf(t, job, func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }, running),
-					workload(reserved, admitted, checkState(kueue.CheckStateReady)))
+					workloadView(reserved, admitted, checkState(kueue.CheckStateReady)))
 			}(),
 			want: stepNone, checks: []check{wantInSync},
 		},
 		"queued, suspended by Kueue while its mirror runs: the mirror is suspended": {
 			state: func() jobState {
 				job := stepJob(queued, queuedPlaced, running)
-				return queuedPlacedState(job, mirrorOf(t, job, unsuspended), workload(checkState(kueue.CheckStatePending)))
+				return queuedPlacedState(job, mirrorOf(t, job, unsuspended), workloadView(checkState(kueue.CheckStatePending)))
 			}(),
 			want: stepUpdateMirror, checks: []check{func(t *testing.T, st step) {
 				if !ptr.Deref(st.Mirror.Spec.Suspend, false) {
@@ -883,14 +883,14 @@ func TestNextStep(t *testing.T) {
 		"queued, evicted, the suspended mirror still has pods: its status is copied, nothing goes": {
 			state: func() jobState {
 				job := stepJob(queued, queuedPlaced, running)
-				return queuedPlacedState(job, mirrorOf(t, job, running), workload(checkState(kueue.CheckStatePending)))
+				return queuedPlacedState(job, mirrorOf(t, job, running), workloadView(checkState(kueue.CheckStatePending)))
 			}(),
 			want: stepNone, checks: []check{wantInSync},
 		},
 		"queued, evicted, the suspended mirror drained: it and the placement go": {
 			state: func() jobState {
 				job := stepJob(queued, queuedPlaced)
-				return queuedPlacedState(job, mirrorOf(t, job), workload(checkState(kueue.CheckStatePending)))
+				return queuedPlacedState(job, mirrorOf(t, job), workloadView(checkState(kueue.CheckStatePending)))
 			}(),
 			want: stepRequeue, checks: []check{func(t *testing.T, st step) {
 				if st.Mirror == nil {
@@ -934,7 +934,7 @@ func queued(job *batchv1.Job) {
 	if job.Labels == nil {
 		job.Labels = map[string]string{}
 	}
-	job.Labels[queue.NameLabel] = "team"
+	job.Labels[workload.NameLabel] = "team"
 }
 
 // queuedPlaced is a queued Job as placedQueuedJob leaves it on w1: placed,
@@ -947,10 +947,10 @@ func queuedPlaced(job *batchv1.Job) {
 
 func unsuspended(job *batchv1.Job) { job.Spec.Suspend = ptr.To(false) }
 
-// workload is the View of a queued Job's Workload job-train-1, with
+// workloadView is the View of a queued Job's Workload job-train-1, with
 // jobferry's check "dispatch" Pending, as mutated.
-func workload(mutate ...func(*queue.View)) *queue.View {
-	v := &queue.View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{kueue.DefaultPodSetName},
+func workloadView(mutate ...func(*workload.View)) *workload.View {
+	v := &workload.View{Queue: "team", Workload: "job-train-1", PodSets: []kueue.PodSetReference{kueue.DefaultPodSetName},
 		Check: "dispatch", State: kueue.CheckStatePending, ChecksListed: true}
 	for _, m := range mutate {
 		m(v)
@@ -958,32 +958,32 @@ func workload(mutate ...func(*queue.View)) *queue.View {
 	return v
 }
 
-func reserved(v *queue.View)    { v.QuotaReserved = true }
-func admitted(v *queue.View)    { v.Admitted = true }
-func evicted(v *queue.View)     { v.Evicted = true }
-func deactivated(v *queue.View) { v.Deactivated, v.Why = true, "spec.active is false" }
+func reserved(v *workload.View)    { v.QuotaReserved = true }
+func admitted(v *workload.View)    { v.Admitted = true }
+func evicted(v *workload.View)     { v.Evicted = true }
+func deactivated(v *workload.View) { v.Deactivated, v.Why = true, "spec.active is false" }
 
 // withoutCheck: the Workload lists checks, none of them jobferry's.
-func withoutCheck(v *queue.View) { v.Check, v.State = "", "" }
+func withoutCheck(v *workload.View) { v.Check, v.State = "", "" }
 
 // checksNotListed: Kueue has not listed the ClusterQueue's checks yet.
-func checksNotListed(v *queue.View) { v.Check, v.State, v.ChecksListed = "", "", false }
-func checkState(state kueue.CheckState) func(*queue.View) {
-	return func(v *queue.View) { v.State = state }
+func checksNotListed(v *workload.View) { v.Check, v.State, v.ChecksListed = "", "", false }
+func checkState(state kueue.CheckState) func(*workload.View) {
+	return func(v *workload.View) { v.State = state }
 }
 
 // queuedState is the state of an unplaced queued Job; nil v: Kueue made no
 // Workload yet.
-func queuedState(job *batchv1.Job, v *queue.View) jobState {
+func queuedState(job *batchv1.Job, v *workload.View) jobState {
 	if v == nil {
-		v = &queue.View{Queue: "team"}
+		v = &workload.View{Queue: "team"}
 	}
 	return jobState{Job: job, Now: stepNow, Queue: v, KueueMode: true, RecordedQueue: v.Queue}
 }
 
 // queuedPlacedState is the state of a queued Job placed on w1, which is
 // connected.
-func queuedPlacedState(job, m *batchv1.Job, v *queue.View) jobState {
+func queuedPlacedState(job, m *batchv1.Job, v *workload.View) jobState {
 	s := connectedState(job, m)
 	s.Queue, s.KueueMode, s.RecordedQueue = v, true, v.Queue
 	return s

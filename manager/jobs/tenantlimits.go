@@ -18,7 +18,7 @@ import (
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
-	"github.com/jobferry/jobferry/manager/queue"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -162,7 +162,7 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 // on a Job whose state verifies (trusted): a forged one would take the Job
 // out of the namespace's quota.
 func kueueBound(kueueMode bool, job *batchv1.Job, trusted bool) bool {
-	return kueueMode && (queue.QueueName(job) != "" || (trusted && job.Annotations[v1alpha1.QueuedAnnotation] != ""))
+	return kueueMode && (workload.QueueName(job) != "" || (trusted && job.Annotations[v1alpha1.QueuedAnnotation] != ""))
 }
 
 // chargeEnded: the placed Job's pods charge its namespace's quotas no more.

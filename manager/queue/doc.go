@@ -6,10 +6,12 @@
 // It owns:
 //   - the AdmissionCheck controller (checks.go): it keeps the checks that
 //     name jobferry Active, or their ClusterQueues stay inactive;
-//   - what the Job controller reads of a queued Job's Workload (View, a
-//     pure summary) and the one write it makes there: its own entry of
-//     status.admissionChecks, applied server-side under its own field
-//     manager so the other checks' entries are never touched (Queue).
+//   - reading a queued Job's Workload for the Job controller (Queue.View,
+//     a workload.View: package workload holds the pure summary and the
+//     CheckUpdate the policy answers with) and the one write it makes
+//     there: its own entry of status.admissionChecks, applied server-side
+//     under its own field manager so the other checks' entries are never
+//     touched (Queue.SetCheck, checkentry.go).
 //
 // The Job controller (package jobs) decides, in its nextStep, what a
 // queued Job needs: placing it once Kueue reserved quota with the check

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -44,16 +45,16 @@ type Queue struct {
 }
 
 // View reads the Workload of a Job that names a LocalQueue.
-func (q *Queue) View(ctx context.Context, job *batchv1.Job) (View, error) {
+func (q *Queue) View(ctx context.Context, job *batchv1.Job) (workload.View, error) {
 	var owned kueue.WorkloadList
 	if err := q.Client.List(ctx, &owned, client.InNamespace(job.Namespace), client.MatchingFields{OwnerIndex: string(job.UID)}); err != nil {
-		return View{}, fmt.Errorf("reading the Workload of Job %s/%s: %w", job.Namespace, job.Name, err)
+		return workload.View{}, fmt.Errorf("reading the Workload of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	ours, err := q.checks(ctx)
 	if err != nil {
-		return View{}, err
+		return workload.View{}, err
 	}
-	return ViewOf(QueueName(job), Workload(owned.Items), ours), nil
+	return workload.ViewOf(workload.QueueName(job), workload.Current(owned.Items), ours), nil
 }
 
 // checks are the names of the AdmissionChecks jobferry answers.
@@ -75,7 +76,7 @@ func (q *Queue) checks(ctx context.Context) (map[string]bool, error) {
 // says, applied server-side as FieldOwner: only that entry of
 // status.admissionChecks is written, and it is jobferry's alone. It applies
 // only to the Workload as v read it: a Conflict says Kueue changed it since.
-func (q *Queue) SetCheck(ctx context.Context, namespace string, v View, u CheckUpdate) error {
+func (q *Queue) SetCheck(ctx context.Context, namespace string, v workload.View, u workload.CheckUpdate) error {
 	obj, err := checkEntry(namespace, v.Workload, v.Version, v.Check, u, metav1.NewTime(q.Clock.Now()))
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/e2e/testenv"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // On a real API server with Kueue's Workload CRD: SetCheck writes only
@@ -67,18 +68,18 @@ func TestIntegrationSetCheckOnlyOnTheWorkloadAsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours := map[string]bool{"jobferry": true}
-	read := func() (*kueue.Workload, View) {
+	read := func() (*kueue.Workload, workload.View) {
 		t.Helper()
 		var got kueue.Workload
 		if err := c.Get(ctx, client.ObjectKeyFromObject(wl), &got); err != nil {
 			t.Fatal(err)
 		}
-		return &got, ViewOf("team", &got, ours)
+		return &got, workload.ViewOf("team", &got, ours)
 	}
 	q := &Queue{Client: c, Clock: clocktesting.NewFakeClock(now.Time)}
 
 	_, v := read()
-	if err := q.SetCheck(ctx, "default", v, CheckUpdate{State: kueue.CheckStateReady, Message: "placed on worker cluster w1"}); err != nil {
+	if err := q.SetCheck(ctx, "default", v, workload.CheckUpdate{State: kueue.CheckStateReady, Message: "placed on worker cluster w1"}); err != nil {
 		t.Fatalf("setting the check on the Workload as read: %v", err)
 	}
 	got, after := read()
@@ -95,7 +96,7 @@ func TestIntegrationSetCheckOnlyOnTheWorkloadAsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// jobferry, deciding on the Workload as it read it before: refused.
-	err = q.SetCheck(ctx, "default", after, CheckUpdate{State: kueue.CheckStateRetry, Message: "the worker was lost"})
+	err = q.SetCheck(ctx, "default", after, workload.CheckUpdate{State: kueue.CheckStateRetry, Message: "the worker was lost"})
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("a check written on a Workload changed since it was read: %v, want a Conflict", err)
 	}

@@ -1,7 +1,10 @@
-package queue
+// Package workload is what jobferry reads of a queued Job's Kueue Workload
+// and what it writes into its admission check there, as pure values: the
+// Job controller's policy decides on a View and answers with a
+// CheckUpdate; package queue reads the Workload and applies the update.
+package workload
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -9,21 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
-
-// ControllerName is the spec.controllerName of the AdmissionChecks
-// jobferry answers.
-const ControllerName = "jobferry.dev/dispatch"
-
-// FieldOwner is the field manager under which jobferry applies its entry
-// of a Workload's status.admissionChecks.
-const FieldOwner = "jobferry-dispatch"
 
 // NameLabel names the LocalQueue of a Job (Kueue's label; its constants
 // package is not an API package, so it is not imported).
@@ -103,10 +96,10 @@ func ViewOf(queueName string, wl *kueue.Workload, ours map[string]bool) View {
 	return v
 }
 
-// Workload picks a Job's Workload among those it controls: the one Kueue
+// Current picks a Job's Workload among those it controls: the one Kueue
 // works on is the unfinished one (a finished one of an earlier run may
 // linger until Kueue collects it); nil when there is none.
-func Workload(owned []kueue.Workload) *kueue.Workload {
+func Current(owned []kueue.Workload) *kueue.Workload {
 	var pick *kueue.Workload
 	for i := range owned {
 		wl := &owned[i]
@@ -175,39 +168,6 @@ func PlacementUpdates(podSets []kueue.PodSetReference, worker string, d v1alpha1
 	}
 	return out
 }
-
-// checkEntry is the Workload status jobferry applies: its own entry of
-// status.admissionChecks and nothing else, on the Workload's version as
-// read (resourceVersion version; "" for none).
-func checkEntry(namespace, workload, version, check string, u CheckUpdate, now metav1.Time) (*unstructured.Unstructured, error) {
-	entry := kueue.AdmissionCheckState{
-		Name: kueue.AdmissionCheckReference(check), State: u.State, Message: u.Message, LastTransitionTime: now,
-		PodSetUpdates: u.Updates, RequeueAfterSeconds: u.RequeueAfterSeconds,
-	}
-	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entry)
-	if err != nil {
-		return nil, fmt.Errorf("%s: encoding check %s: %w", describe(namespace, workload), check, err)
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kueue.GroupVersion.String(), "kind": "Workload",
-		"metadata": map[string]any{"namespace": namespace, "name": workload},
-		"status":   map[string]any{"admissionChecks": []any{fields}},
-	}}
-	if version != "" {
-		// A precondition: the entry is decided on the Workload as read,
-		// and Kueue may have changed it since (evicted it, resetting every
-		// check to Pending). Applied over that, a Ready would tell Kueue
-		// of a placement already let go; a Retry, on a Workload already
-		// evicted, would hold it out of the queue for good (Kueue acts on
-		// a Retry only by evicting). The API server refuses the apply as a
-		// Conflict instead, and the Job is reconciled on what Kueue wrote.
-		obj.SetResourceVersion(version)
-	}
-	return obj, nil
-}
-
-// describe names a Workload for an error.
-func describe(namespace, name string) string { return fmt.Sprintf("Workload %s/%s", namespace, name) }
 
 // Changed reports whether a Workload changed in what the Job controller
 // decides on (ViewOf): its pod sets, whether quota is reserved, whether it
