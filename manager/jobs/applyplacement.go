@@ -27,6 +27,7 @@ import (
 	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 // The steps that write the manager Job's placement — place, activate,
@@ -257,7 +258,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	if len(pods.Admitted.Containers)+len(pods.Admitted.InitContainers) > 0 {
 		// Placed as its pods will run: with what admission gave them.
 		asWritten = asWritten.DeepCopy()
-		tenantlimits.WithAdmitted(&asWritten.Spec.Template.Spec, pods.Admitted)
+		mirror.WithAdmitted(&asWritten.Spec.Template.Spec, pods.Admitted)
 	}
 	var charge *tenantlimits.Charged
 	if q == nil {

@@ -18,10 +18,9 @@ import (
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/manager/jobstate"
-	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue/workload"
-	"github.com/jobferry/jobferry/manager/tenantlimits"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -412,7 +411,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 		}
 	}
 	desired := mirror.Status(job, m.Status)
-	if over := managercache.StatusOverBudget(&desired); over != nil {
+	if over := cachebudget.JobStatusOver(&desired); over != nil {
 		// Copied, the Job would be kept as its identity only and no
 		// longer acted on: a Job controller writes no such status, only
 		// whoever else may write the mirror's.
@@ -760,7 +759,7 @@ func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, 
 		if err := json.Unmarshal([]byte(raw), &admitted); err != nil {
 			return nil, fmt.Errorf("reading annotation %s: %w", v1alpha1.AdmittedPodsAnnotation, err)
 		}
-		tenantlimits.WithAdmitted(&m.Spec.Template.Spec, admitted)
+		mirror.WithAdmitted(&m.Spec.Template.Spec, admitted)
 	}
 	if activate {
 		m.Spec.Suspend = ptr.To(false)

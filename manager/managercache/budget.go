@@ -61,17 +61,7 @@ func (c *cachedJob) overCacheBudget() *cachebudget.Over {
 	if over := c.overOwnBudget(cachebudget.ManagerJobCached); over != nil {
 		return over
 	}
-	return StatusOverBudget(&c.status)
-}
-
-// StatusOverBudget says why a Job status holds more than
-// cachebudget.JobStatus (nil: it does not): what the cache keeps of a
-// manager Job's status, so the most the manager copies onto one.
-func StatusOverBudget(status *batchv1.JobStatus) *cachebudget.Over {
-	meter := cachebudget.NewMeter(cachebudget.JobStatus)
-	entries, bytes := cachebudget.Measure(status)
-	meter.Add("status", entries, bytes)
-	return meter.Over()
+	return cachebudget.JobStatusOver(&c.status)
 }
 
 // trim leaves of a manager Job what the cache keeps of its metadata: no

@@ -80,20 +80,6 @@ func sameList(a, b corev1.ResourceList) bool {
 	return true
 }
 
-// WithAdmitted is the pod spec with the containers' resources admission set
-// (AdmittedPods), as its mirror runs it.
-func WithAdmitted(spec *corev1.PodSpec, admitted v1alpha1.AdmittedPods) {
-	apply := func(cs []corev1.Container, resources map[string]corev1.ResourceRequirements) {
-		for i := range cs {
-			if r, ok := resources[cs[i].Name]; ok {
-				cs[i].Resources = *r.DeepCopy()
-			}
-		}
-	}
-	apply(spec.Containers, admitted.Containers)
-	apply(spec.InitContainers, admitted.InitContainers)
-}
-
 // chargeOf is what a pod of spec charges to ResourceQuotas, as the quota
 // admission plugin counts a pod (upstream's pod evaluator): one pod, its
 // requests and limits of cpu, memory and ephemeral storage under both

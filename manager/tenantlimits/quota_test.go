@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/mirror"
 )
 
 func list(pairs ...string) corev1.ResourceList {
@@ -60,7 +61,7 @@ func TestChargeCountsAsTheQuotaPluginDoes(t *testing.T) {
 	}
 
 	spec := job.Spec.Template.Spec.DeepCopy()
-	WithAdmitted(spec, got)
+	mirror.WithAdmitted(spec, got)
 	if spec.Containers[0].Resources.Limits.Cpu().String() != "2" || spec.Containers[1].Resources.Requests.Cpu().String() != "250m" {
 		t.Errorf("the mirror's containers %v, want main defaulted and side as written", spec.Containers)
 	}
