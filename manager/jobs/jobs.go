@@ -485,9 +485,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	if s.Worker == "" {
 		if unfinished {
-			if _, s.Refusal, err = r.admit(ctx, job); err != nil {
+			_, refusal, err := r.admit(ctx, job)
+			if err != nil {
 				return s, err
 			}
+			s.Refusal = refusalOf(refusal)
 		}
 		return s, nil
 	}
@@ -502,8 +504,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if conn == nil || !conn.Connected() {
 		return s, nil
 	}
-	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace), MissingRights: conn.MissingRights(),
+	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
 		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
+	if missing := conn.MissingRights(); !workers.MayCreateMirrors(missing, job.Namespace) {
+		s.Connection.MirrorsForbidden = workers.MissingMessage(missing)
+	}
 	if v := conn.KubernetesVersion(); v != nil {
 		s.Connection.KubernetesVersion = v.GitVersion
 	}
@@ -534,6 +539,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		s.AdoptMirror, s.AdoptWhy = adoptable(job, m, sealKey)
 	}
 	s.Mirror = m
+	s.MirrorOverBudget = m != nil && workers.IsOverBudget(m)
 	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
 	if m == nil && !s.MirrorExpected && s.MirrorUID != "" && unfinished {
 		// Before the Job is taken to have lost its mirror: is the mirror
@@ -561,7 +567,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err != nil {
 		return s, err
 	}
-	s.Refusal = refusal
+	s.Refusal = refusalOf(refusal)
 	if refusal == nil {
 		// Remembered for the Job's generation: the placement's verdict,
 		// unless the template changed since.
@@ -573,6 +579,14 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
 	return s, err
+}
+
+// refusalOf is the dispatch policy's refusal as nextStep reads it.
+func refusalOf(r *admission.Refusal) *Refusal {
+	if r == nil {
+		return nil
+	}
+	return &Refusal{Rule: r.Rule, Message: r.Message}
 }
 
 // adoptable says whether m, a mirror of the Job's attempt whose UID nothing

@@ -17,11 +17,9 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
-	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/queue/workload"
-	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -44,6 +42,9 @@ type jobState struct {
 	// Mirror is this installation's Job of the same name on Worker, from the
 	// worker's cache; nil when there is none (or the worker is down).
 	Mirror *batchv1.Job
+	// MirrorOverBudget: the worker's cache keeps Mirror as its identity
+	// only (workers.IsOverBudget), and it was not read whole.
+	MirrorOverBudget bool
 	// Foreign is a same-named Job on Worker that jobferry did not create,
 	// found when the worker refused the mirror as already existing.
 	Foreign *batchv1.Job
@@ -71,7 +72,7 @@ type jobState struct {
 	MirrorExpected bool
 	// Refusal is why the dispatch policy keeps an unplaced Job on the
 	// manager; nil when it may be dispatched.
-	Refusal *admission.Refusal
+	Refusal *Refusal
 	// Blocked holds the writes the API server rejected for the Job as it is
 	// now (refusals.go): they are not tried again until it changes.
 	Blocked map[write]bool
@@ -135,6 +136,12 @@ type jobState struct {
 	Queue *workload.View
 }
 
+// Refusal is the dispatch policy's refusal of a Job (admission.Refusal):
+// the rule that refuses it and why.
+type Refusal struct {
+	Rule, Message string
+}
+
 // strayMirror is a mirror found on a worker that the Job's state does not
 // account for.
 type strayMirror struct {
@@ -150,8 +157,10 @@ type connectionState struct {
 	Namespaces []string
 	// MayUse: the Job's namespace is one the manager may use there.
 	MayUse bool
-	// MissingRights are the rights the last review found missing.
-	MissingRights []workers.Right
+	// MirrorsForbidden says which rights the credential lacks to create the
+	// Job's mirror in its namespace (workers.MayCreateMirrors), as the
+	// last review found; "" when it has them.
+	MirrorsForbidden string
 	// StartedTemplatesMutable: the worker's API server lets a suspended
 	// mirror that has started change its template's scheduling
 	// (mirror.StartedTemplatesMutable of its version, KubernetesVersion:
@@ -386,7 +395,7 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if m == nil {
 		return nextWithoutMirror(s)
 	}
-	if workers.IsOverBudget(m) && m.UID == s.MirrorUID {
+	if s.MirrorOverBudget && m.UID == s.MirrorUID {
 		// Its identity only (readState reads the mirror whole, and did
 		// not get it): nothing to compare or copy from; look again.
 		return step{Kind: stepNone, RequeueAfter: time.Second}
@@ -619,9 +628,9 @@ func nextWithoutMirror(s jobState) step {
 		// The WorkerCluster's namespaces changed since the placement.
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
 			s.Worker, strings.Join(s.Connection.Namespaces, ", "))}
-	case !workers.MayCreateMirrors(s.Connection.MissingRights, job.Namespace):
+	case s.Connection.MirrorsForbidden != "":
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
-			s.Worker, workers.MissingMessage(s.Connection.MissingRights), v1alpha1.ConditionAuthorized)}
+			s.Worker, s.Connection.MirrorsForbidden, v1alpha1.ConditionAuthorized)}
 	case s.WorkerRejects != "":
 		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
 	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:

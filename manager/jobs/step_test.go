@@ -18,7 +18,6 @@ import (
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/manager/queue/workload"
-	"github.com/jobferry/jobferry/manager/workers"
 )
 
 var stepNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -187,7 +186,7 @@ func TestNextStep(t *testing.T) {
 			want:  stepComplete,
 		},
 		"a Job the policy refuses says why and is looked at again in a minute": {
-			state: jobState{Now: stepNow, Job: stepJob(), Refusal: &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}},
+			state: jobState{Now: stepNow, Job: stepJob(), Refusal: &Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}},
 			want:  stepNotAllowed, checks: []check{wantRequeue(time.Minute), wantWaiting(ReasonNotAllowed, "rule: namespace opt-in")},
 		},
 		"a Job its user suspended waits, saying so": {
@@ -232,7 +231,7 @@ func TestNextStep(t *testing.T) {
 		"the worker's credential may not create Jobs there: released": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
-				s.Connection.MissingRights = []workers.Right{{Verb: "create", Group: "batch", Resource: "jobs"}}
+				s.Connection.MirrorsForbidden = "its credential may not create batch/jobs"
 				return s
 			}(),
 			want: stepRelease, checks: []check{wantWhy("w1:", "placed again", v1alpha1.ConditionAuthorized)},
@@ -476,7 +475,7 @@ func TestNextStep(t *testing.T) {
 		"a placed Job the policy refuses now (its namespace opted out since): no mirror is created": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed), nil)
-				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: "violates PodSecurity"}
+				s.Refusal = &Refusal{Rule: admission.RulePodSecurity, Message: "violates PodSecurity"}
 				return s
 			}(),
 			want: stepNotAllowed, checks: []check{wantWaiting(ReasonNotAllowed, "rule: Pod Security")},
@@ -596,7 +595,7 @@ func TestNextStep(t *testing.T) {
 					j.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/work": "unconfined"}
 				})
 				s := connectedState(job, mirrorOf(t, stepJob(placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))
-				s.Refusal = &admission.Refusal{Rule: admission.RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
+				s.Refusal = &Refusal{Rule: admission.RulePodSecurity, Message: `violates PodSecurity "baseline:latest": forbidden AppArmor profile`}
 				return s
 			}(),
 			want: stepInvalidMirror, checks: []check{wantWhy("not carried to the mirror on w1", "rule: Pod Security", "AppArmor")},
@@ -633,7 +632,7 @@ func TestNextStep(t *testing.T) {
 		"a refused namespace does not stop a running Job's other changes": {
 			state: func() jobState {
 				s := connectedState(stepJob(placed, running, func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }), mirrorOf(t, stepJob(placed, running), running))
-				s.Refusal = &admission.Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}
+				s.Refusal = &Refusal{Rule: admission.RuleNamespaceOptIn, Message: "not opted in"}
 				return s
 			}(),
 			want: stepUpdateMirror,
