@@ -11,11 +11,11 @@ import (
 )
 
 // applyScope is what one step is applied with: the Job's key, the state
-// readState read, nextStep's decision and the reconcile's memo.
+// readState read, Next's decision and the reconcile's memo.
 type applyScope struct {
 	key  types.NamespacedName
-	s    jobState
-	st   step
+	s    State
+	st   Step
 	memo *stepMemo
 }
 
@@ -39,37 +39,37 @@ type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reco
 // stepHandlers are the handlers of every kind of step, each in the file of
 // its concern: notices here, placement writes in applyplacement.go, mirror
 // writes in applymirror.go, Kueue's check in applyqueue.go.
-var stepHandlers = map[stepKind]stepHandler{
-	stepNone:           (*JobReconciler).applyNone,
-	stepFinalize:       (*JobReconciler).applyFinalize,
-	stepNotAllowed:     (*JobReconciler).applyNotAllowed,
-	stepShowWaiting:    (*JobReconciler).applyShowWaiting,
-	stepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
-	stepUntrusted:      (*JobReconciler).applyUntrusted,
-	stepOverBudget:     (*JobReconciler).applyOverBudget,
-	stepStray:          (*JobReconciler).applyStray,
-	stepComplete:       (*JobReconciler).applyComplete,
-	stepPlace:          (*JobReconciler).applyPlace,
-	stepActivate:       (*JobReconciler).applyActivate,
-	stepRecord:         (*JobReconciler).applyRecord,
-	stepNameConflict:   (*JobReconciler).applyNameConflict,
-	stepRelease:        (*JobReconciler).applyRelease,
-	stepRedispatch:     (*JobReconciler).applyRedispatch,
-	stepMirrorNotOurs:  (*JobReconciler).applyMirrorReplaced,
-	stepMirrorGone:     (*JobReconciler).applyMirrorReplaced,
-	stepCreateMirror:   (*JobReconciler).applyCreateMirror,
-	stepFence:          (*JobReconciler).applyFence,
-	stepUpdateMirror:   (*JobReconciler).applyUpdateMirror,
-	stepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
-	stepCopyStatus:     (*JobReconciler).applyCopyStatus,
-	stepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
-	stepSetCheck:       (*JobReconciler).applySetCheck,
-	stepRequeue:        (*JobReconciler).applyRequeue,
+var stepHandlers = map[Kind]stepHandler{
+	StepNone:           (*JobReconciler).applyNone,
+	StepFinalize:       (*JobReconciler).applyFinalize,
+	StepNotAllowed:     (*JobReconciler).applyNotAllowed,
+	StepShowWaiting:    (*JobReconciler).applyShowWaiting,
+	StepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
+	StepUntrusted:      (*JobReconciler).applyUntrusted,
+	StepOverBudget:     (*JobReconciler).applyOverBudget,
+	StepStray:          (*JobReconciler).applyStray,
+	StepComplete:       (*JobReconciler).applyComplete,
+	StepPlace:          (*JobReconciler).applyPlace,
+	StepActivate:       (*JobReconciler).applyActivate,
+	StepRecord:         (*JobReconciler).applyRecord,
+	StepNameConflict:   (*JobReconciler).applyNameConflict,
+	StepRelease:        (*JobReconciler).applyRelease,
+	StepRedispatch:     (*JobReconciler).applyRedispatch,
+	StepMirrorNotOurs:  (*JobReconciler).applyMirrorReplaced,
+	StepMirrorGone:     (*JobReconciler).applyMirrorReplaced,
+	StepCreateMirror:   (*JobReconciler).applyCreateMirror,
+	StepFence:          (*JobReconciler).applyFence,
+	StepUpdateMirror:   (*JobReconciler).applyUpdateMirror,
+	StepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
+	StepCopyStatus:     (*JobReconciler).applyCopyStatus,
+	StepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
+	StepSetCheck:       (*JobReconciler).applySetCheck,
+	StepRequeue:        (*JobReconciler).applyRequeue,
 }
 
-// apply does what nextStep decided, and says whether the reconcile goes on
+// apply does what Next decided, and says whether the reconcile goes on
 // with the next step.
-func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s jobState, st step, memo *stepMemo) (reconcile.Result, bool, error) {
+func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s State, st Step, memo *stepMemo) (reconcile.Result, bool, error) {
 	if st.InSync {
 		r.observed.take(key)
 	}
@@ -82,7 +82,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s j
 
 // applyNone: nothing to write; a finished Job's assumed capacity ends.
 func (r *JobReconciler) applyNone(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	if job := a.s.Job; job != nil && a.s.Worker != "" && (isFinished(job) || a.s.WroteFinished) {
+	if job := a.s.Job; job != nil && a.s.Worker != "" && (IsFinished(job) || a.s.WroteFinished) {
 		r.assume.forget(job.UID)
 	}
 	return a.done(nil)
@@ -97,7 +97,7 @@ func (r *JobReconciler) applyFinalize(ctx context.Context, a applyScope) (reconc
 func (r *JobReconciler) applyNotAllowed(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	wrote, err := r.updateWaiting(ctx, a.s.Job, a.st.Waiting)
 	if wrote {
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", a.st.Waiting.message)
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", a.st.Waiting.Message)
 	}
 	return a.done(err)
 }
@@ -114,29 +114,29 @@ func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (re
 // applyUntrusted says, once per version of the Job, that its jobferry
 // state is not jobferry's; nothing else is done with it.
 func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, noticeUntrusted)
+	r.refusals.remember(a.s.Job, NoticeUntrusted)
 	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeUntrusted.reason, noticeUntrusted.action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, NoticeUntrusted.Reason, NoticeUntrusted.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
 // applyOverBudget says, once per version of the Job, that it holds more
 // than jobferry keeps of one; nothing else is done with it.
 func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, noticeOverBudget)
+	r.refusals.remember(a.s.Job, NoticeOverBudget)
 	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.st.Why)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, noticeOverBudget.reason, noticeOverBudget.action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, NoticeOverBudget.Reason, NoticeOverBudget.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
 // applyStray says, once per version of the Job, that a mirror its state
 // does not account for runs on a worker.
 func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, noticeStray)
-	reason := noticeStray.reason
+	r.refusals.remember(a.s.Job, NoticeStray)
+	reason := NoticeStray.Reason
 	if a.st.EventReason != "" {
 		reason = a.st.EventReason
 	}
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, noticeStray.action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, NoticeStray.Action, "%s", a.st.Why)
 	return a.done(nil)
 }

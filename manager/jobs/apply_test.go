@@ -2,7 +2,7 @@ package jobs
 
 import "testing"
 
-// Every kind of step nextStep can decide has a handler.
+// Every kind of step Next can decide has a handler.
 func TestEveryStepKindHasAHandler(t *testing.T) {
 	for kind, name := range stepNames {
 		if stepHandlers[kind] == nil {

@@ -45,7 +45,7 @@ func (r *JobReconciler) applyCreateMirror(ctx context.Context, a applyScope) (re
 // applyFence deletes the mirror of an attempt a later one replaced.
 func (r *JobReconciler) applyFence(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
+		return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
 	if a.st.Why != "" {
 		// A mirror fenced for a reason the user should hear (hidden, or of
@@ -66,8 +66,8 @@ func (r *JobReconciler) applyUpdateMirror(ctx context.Context, a applyScope) (re
 // applyInvalidMirror says, once per spec of the Job, why its change is not
 // carried to the mirror.
 func (r *JobReconciler) applyInvalidMirror(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, writeMirrorSpec)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, writeMirrorSpec.action, "%s", a.st.Why)
+	r.refusals.remember(a.s.Job, WriteMirrorSpec)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, WriteMirrorSpec.Action, "%s", a.st.Why)
 	return a.next()
 }
 
@@ -86,7 +86,7 @@ func (r *JobReconciler) applyCopyStatus(ctx context.Context, a applyScope) (reco
 // finished one, when asked), then lets the Job go.
 func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
+		return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
 	r.assume.forget(a.s.Job.UID)
 	return a.done(r.removeFinalizer(ctx, a.s.Job))
@@ -100,7 +100,7 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 // a mirror of a new attempt, and always after recording it on the Job; and
 // only one whose attempt it sealed (v1alpha1.AttemptSealLabel) counts, so a
 // Job someone made with a mirror's labels holds nothing up.
-func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*strayMirror, error) {
+func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*StrayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
 	recorded, recordedUID := jobstate.Attempt(job), types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	for _, worker := range r.Workers.Names() {
@@ -131,7 +131,7 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealK
 		if live.UID != job.UID || jobstate.Attempt(live) >= mirror.Attempt(m) {
 			return nil, nil
 		}
-		return &strayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
+		return &StrayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
 	}
 	return nil, nil
 }
@@ -179,8 +179,8 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 
 // createMirror creates the mirror on the Job's worker (and its namespace,
 // when the manager may create namespaces there). A same-named Job that is
-// not ours is handed back to nextStep as Foreign.
-func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *stepMemo) (created bool, result reconcile.Result, err error) {
+// not ours is handed back to Next as Foreign.
+func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMemo) (created bool, result reconcile.Result, err error) {
 	job, worker := s.Job, s.Worker
 	conn := r.conn(worker)
 	if conn == nil {
@@ -194,7 +194,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
 		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
-			result, err := r.mirrorRefused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, worker, err)
+			result, err := r.mirrorRefused(ctx, job, WriteNamespace, "preparing namespace "+job.Namespace, worker, err)
 			return false, result, err
 		}
 	}
@@ -207,10 +207,10 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		// brings the news, and the mirror is built from the new spec.
 		return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	m, err := desiredMirror(whole, activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
+	m, err := DesiredMirror(whole, Activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
 	key, err := r.Keys.Key(ctx)
 	if err != nil {
@@ -232,7 +232,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 			// A stale attempt the cache does not show yet: fenced, as the
 			// next step would once it does.
 			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
-				result, err := r.refused(ctx, job, writeMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
+				result, err := r.refused(ctx, job, WriteMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
 				return false, result, err
 			}
 			return false, reconcile.Result{RequeueAfter: time.Second}, nil
@@ -247,12 +247,12 @@ func (r *JobReconciler) createMirror(ctx context.Context, s jobState, memo *step
 		// with it): read, and created, again on the next try.
 		conn.ForgetNamespace(job.Namespace)
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
-		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker,
+		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
-		result, err := r.mirrorRefused(ctx, job, writeMirror, "creating the mirror", worker, err)
+		result, err := r.mirrorRefused(ctx, job, WriteMirror, "creating the mirror", worker, err)
 		return false, result, err
 	}
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
@@ -280,16 +280,16 @@ func namespaceGone(err error) bool {
 }
 
 // errForeign: creating the mirror found a same-named Job jobferry did not
-// create (stepMemo.foreign); nextStep decides what follows.
+// create (stepMemo.foreign); Next decides what follows.
 var errForeign = errors.New("a Job not created by jobferry holds the name")
 
 // mirrorRefused reports a refused write on the worker for a Job that has no
 // mirror yet: on the Job (Event and Suspended condition), and, when the
 // worker refused it as forbidden, by checking the worker's rights at once, so
 // that a credential lacking them releases the Job for another worker.
-func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w write, what, worker string, err error) (reconcile.Result, error) {
+func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w Write, what, worker string, err error) (reconcile.Result, error) {
 	if reported(err) {
-		if werr := r.showWaiting(ctx, job, waitingForMirror(ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
+		if werr := r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
 			return reconcile.Result{}, werr
 		}
 	}
@@ -306,7 +306,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w w
 // updateMirror carries what the user changed on the running manager Job to
 // its mirror (nextMirrorSpec decided what, from cached, the mirror as the
 // cache keeps it: see slimMirror).
-func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st step) (reconcile.Result, error) {
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st Step) (reconcile.Result, error) {
 	conn := r.conn(worker)
 	if conn == nil {
 		return reconcile.Result{Requeue: true}, nil
@@ -318,7 +318,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 			return reconcile.Result{}, err
 		}
 		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
-			return r.refused(ctx, job, writeNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
+			return r.refused(ctx, job, WriteNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
 		}
 	}
 	err := updateFromCache(ctx, conn, cached, st.Mirror)
@@ -329,7 +329,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 		if classify(err) == forbidden {
 			r.Workers.RecheckRights(ctx, worker)
 		}
-		return r.refused(ctx, job, writeMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
+		return r.refused(ctx, job, WriteMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
 	}
 	changed := st.Changed
 	if slices.Contains(changed, "suspend") {
@@ -343,7 +343,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 		changed = slices.DeleteFunc(slices.Clone(changed), func(f string) bool { return f == "suspend" })
 	}
 	if len(changed) > 0 {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, writeMirrorSpec.action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, WriteMirrorSpec.Action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
 	}
 	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil

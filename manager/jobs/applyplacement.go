@@ -38,7 +38,7 @@ import (
 // applyComplete completes a Job of zero completions without a worker.
 func (r *JobReconciler) applyComplete(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.completeWithoutPods(ctx, a.s.Job); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "completing the Job (completions is 0)", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "completing the Job (completions is 0)", managerAPI, err))
 	}
 	return a.done(nil)
 }
@@ -50,7 +50,7 @@ func (r *JobReconciler) applyPlace(ctx context.Context, a applyScope) (reconcile
 
 func (r *JobReconciler) applyActivate(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.activate(ctx, a.s.Job, a.s.WorkerCluster); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeActivation, "injecting "+a.s.Worker+"'s directives and unsuspending the Job", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteActivation, "injecting "+a.s.Worker+"'s directives and unsuspending the Job", managerAPI, err))
 	}
 	return a.next()
 }
@@ -66,7 +66,7 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 		log.Info("adopting the unrecorded mirror of the Job's attempt", "job", a.key, "worker", a.s.Worker, "mirror", a.st.MirrorUID, "why", a.s.AdoptWhy)
 	}
 	if err := r.record(ctx, a.s.Job, a.st.MirrorUID, a.st.RecordQueue); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "recording jobferry's state on the Job", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "recording jobferry's state on the Job", managerAPI, err))
 	}
 	return a.next()
 }
@@ -82,7 +82,7 @@ func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (re
 		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(dispatch.ExcludedWorkers(job), worker), ",")
 	}
 	if err := r.release(ctx, job, worker, exclude); err != nil {
-		return stop(r.refused(ctx, job, writeJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))
+		return stop(r.refused(ctx, job, WriteJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))
 	}
 	return a.next()
 }
@@ -90,7 +90,7 @@ func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (re
 // applyRelease places the Job again: its worker may no longer take it.
 func (r *JobReconciler) applyRelease(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "releasing the placement on "+a.s.Worker, managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "releasing the placement on "+a.s.Worker, managerAPI, err))
 	}
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", a.st.Why)
 	return a.next()
@@ -99,7 +99,7 @@ func (r *JobReconciler) applyRelease(ctx context.Context, a applyScope) (reconci
 // applyRedispatch places the Job again: its worker is lost.
 func (r *JobReconciler) applyRedispatch(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "lost").Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
@@ -110,11 +110,11 @@ func (r *JobReconciler) applyRedispatch(ctx context.Context, a applyScope) (reco
 // deleted on the worker, or replaced by a Job jobferry did not create.
 func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	reason, result := ReasonMirrorNotOurs, "not_ours"
-	if a.st.Kind == stepMirrorGone {
+	if a.st.Kind == StepMirrorGone {
 		reason, result = ReasonMirrorDeleted, "deleted"
 	}
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "dispatching the Job again", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "dispatching the Job again", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
@@ -141,7 +141,7 @@ func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Na
 // namespace included.
 func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, conn workers.Conn) (string, error) {
 	if !conn.MayUse(job.Namespace) {
-		return "", nil // nextStep releases it, saying why
+		return "", nil // Next releases it, saying why
 	}
 	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling,
 		Version: parsedVersion(conn), WorkerJobController: wc.Spec.JobController == v1alpha1.JobControllerWorker}
@@ -233,8 +233,8 @@ func notAccepted(ns *corev1.Namespace, managerID string) string {
 }
 
 // place chooses a worker for the Job and records it, with the worker's
-// directives and the Job unsuspended, in one write (placedJob) — or, for a
-// Job Kueue queues (q), the placement alone (placedQueuedJob), and a Job no
+// directives and the Job unsuspended, in one write (PlacedJob) — or, for a
+// Job Kueue queues (q), the placement alone (PlacedQueuedJob), and a Job no
 // worker could ever run gets jobferry's check Rejected. placed reports a
 // placement recorded: the mirror (or the check Ready) can be written next.
 func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload.View, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
@@ -250,11 +250,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, reconcile.Result{}, err
 	}
 	if pods.Refused != "" {
-		return false, reconcile.Result{RequeueAfter: podsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
+		return false, reconcile.Result{RequeueAfter: PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
 	}
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.waiting.pass()
-	asWritten := asUserWroteIt(job)
+	asWritten := AsUserWroteIt(job)
 	if len(pods.Admitted.Containers)+len(pods.Admitted.InitContainers) > 0 {
 		// Placed as its pods will run: with what admission gave them.
 		asWritten = asWritten.DeepCopy()
@@ -271,7 +271,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	if quota != nil {
 		r.quotaWaiting.add(client.ObjectKeyFromObject(job))
-		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonQuotaExceeded, "%s", quota.Gist))
+		wrote, err := r.updateWaiting(ctx, job, WaitingForWorker(ReasonQuotaExceeded, "%s", quota.Gist))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonQuotaExceeded, "Place", "%s", quota.Message)
 		}
@@ -283,7 +283,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	if invalid != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, WaitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
 	}
 	if !decision.Placed() && q != nil && q.Check != "" && never != "" {
 		return false, reconcile.Result{}, r.reject(ctx, job, *q, never)
@@ -305,7 +305,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		// every capacity summary); the Event, with the figures, goes with a
 		// change of it, not with every retry: under load every capacity
 		// change retries every waiting Job.
-		wrote, err := r.updateWaiting(ctx, job, waitingForWorker(ReasonNoWorkerFits, "%s", decision.Gist()))
+		wrote, err := r.updateWaiting(ctx, job, WaitingForWorker(ReasonNoWorkerFits, "%s", decision.Gist()))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
 		}
@@ -319,12 +319,12 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	var updated *batchv1.Job
 	if q != nil {
-		updated = placedQueuedJob(job, decision.Worker)
+		updated = PlacedQueuedJob(job, decision.Worker)
 	} else {
-		updated, err = placedJob(job, decision.Worker, wc.Spec.Scheduling)
+		updated, err = PlacedJob(job, decision.Worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
-		err = withAdmittedPods(updated, pods.Admitted)
+		err = WithAdmittedPods(updated, pods.Admitted)
 	}
 	if err == nil {
 		err = r.writeJob(ctx, job, updated)
@@ -333,11 +333,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		r.assume.forget(job.UID)
 		r.charging.forget(job.UID)
 		if reported(err) {
-			if werr := r.showWaiting(ctx, job, waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+			if werr := r.showWaiting(ctx, job, WaitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
 			}
 		}
-		result, err := r.refused(ctx, job, writePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		result, err := r.refused(ctx, job, WritePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
 		return false, result, err
 	}
 	*job = *updated
@@ -386,20 +386,20 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 // podsRefused tells the Job, and for a queued Job Kueue, that its
 // namespace does not admit its pods: jobferry's check on its Workload is
 // Rejected (Kueue gives its quota back rather than hold it for a Job that
-// cannot run), or the Job waits, looked at again after podsRecheck.
+// cannot run), or the Job waits, looked at again after PodsRecheck.
 func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *workload.View, refused string) error {
-	w := podsNotAdmitted(job.Namespace, refused)
+	w := PodsNotAdmitted(job.Namespace, refused)
 	if q != nil && q.Check != "" {
-		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: w.message}); err != nil {
+		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: w.Message}); err != nil {
 			return err
 		}
 		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.message, q.Check, q.Workload)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
 		return r.showWaiting(ctx, job, w)
 	}
 	wrote, err := r.updateWaiting(ctx, job, w)
 	if wrote {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s", w.message)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s", w.Message)
 	}
 	return err
 }
@@ -414,7 +414,7 @@ func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNoWorkerCanRun, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", message, q.Check, q.Workload)
-	return r.showWaiting(ctx, job, waitingForWorker(ReasonNoWorkerCanRun, "%s", message))
+	return r.showWaiting(ctx, job, WaitingForWorker(ReasonNoWorkerCanRun, "%s", message))
 }
 
 // workerViews describes every WorkerCluster for placement of a Job from the
@@ -491,10 +491,10 @@ func withoutCapacity(wc *v1alpha1.WorkerCluster) *v1alpha1.WorkerCluster {
 }
 
 // release undoes the placement of a Job on worker, so it is placed again
-// (releasedJob); change, when set, edits the Job in the same write. The Job
+// (ReleasedJob); change, when set, edits the Job in the same write. The Job
 // object is updated with what was written.
 func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker string, change func(*batchv1.Job)) error {
-	updated := releasedJob(job)
+	updated := ReleasedJob(job)
 	if change != nil {
 		change(updated)
 	}
@@ -525,14 +525,14 @@ func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID 
 	return nil
 }
 
-// needsActivation: placed and mirrored, but still held by the webhook.
-func needsActivation(job *batchv1.Job) bool {
+// NeedsActivation: placed and mirrored, but still held by the webhook.
+func NeedsActivation(job *batchv1.Job) bool {
 	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
 }
 
-// userSuspended: suspended by its user rather than held for placement.
-func userSuspended(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.Suspend, false) && !needsActivation(job)
+// UserSuspended: suspended by its user rather than held for placement.
+func UserSuspended(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && !NeedsActivation(job)
 }
 
 // activate injects the worker's directives into a Job that was placed but
@@ -542,7 +542,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 	if wc == nil {
 		return fmt.Errorf("WorkerCluster %s is gone", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
-	updated, err := activatedJob(job, wc.Name, wc.Spec.Scheduling)
+	updated, err := ActivatedJob(job, wc.Name, wc.Spec.Scheduling)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ type Queue interface {
 	SetCheck(ctx context.Context, namespace string, v workload.View, u workload.CheckUpdate) error
 }
 
-var writeCheck = write{action: "SetAdmissionCheck", reason: ReasonCheckRejected}
+var WriteCheck = Write{Action: "SetAdmissionCheck", Reason: ReasonCheckRejected}
 
 // applySetCheck gives jobferry's check on the Workload the state the step
 // says; a Ready check carries the placement's reasons when this reconcile
@@ -36,7 +36,7 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 		update.Message = a.memo.placement
 	}
 	if err := r.Queue.SetCheck(ctx, a.s.Job.Namespace, *a.s.Queue, update); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
 	}
 	r.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
 	if update.State == kueue.CheckStateRetry {
@@ -50,11 +50,11 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 func (r *JobReconciler) applyRequeue(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if m := a.st.Mirror; m != nil {
 		if err := r.deleteMirror(ctx, a.s.Worker, m); err != nil {
-			return stop(r.refused(ctx, a.s.Job, writeMirrorGone, "deleting the mirror Kueue's eviction drained", workerAPI(a.s.Worker), err))
+			return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror Kueue's eviction drained", workerAPI(a.s.Worker), err))
 		}
 	}
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, writeJob, "letting the placement on "+a.s.Worker+" go", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, WriteJob, "letting the placement on "+a.s.Worker+" go", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "requeued").Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, ReasonRequeued, "Requeue", "%s", a.st.Why)

@@ -1,7 +1,7 @@
 // Package jobs is the manager's Job controller: it places each manager Job
 // on a worker (dispatch.Place), creates its mirror there, carries spec
 // changes, copies the mirror's status back and deletes the mirror when it is
-// done. A reconcile reads (readState), decides in the pure nextStep
+// done. A reconcile reads (readState), decides in the pure Next
 // (step.go, pinned by a table) and applies the step (apply.go: one handler
 // per step kind, in applyplacement.go and applymirror.go). What it is told
 // of the workers arrives through its subscription to the pool

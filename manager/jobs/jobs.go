@@ -116,7 +116,7 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // before anything exists on the worker), creates its mirror, carries later
 // spec changes to the mirror, copies the mirror's status back, and deletes
 // the mirror once its final status is copied or the manager Job is gone.
-// What to do next is decided by nextStep (step.go), a pure function of what
+// What to do next is decided by Next (step.go), a pure function of what
 // the reconcile read; the reconciler reads, asks, writes (apply: one
 // handler per kind of step), and asks again. A Job with nothing to run it
 // completes itself (nothingtorun.go); one that waits shows why in its
@@ -155,7 +155,7 @@ type JobReconciler struct {
 	StatusBatchPeriod time.Duration
 	// DeleteFinishedMirrors deletes finished mirrors once their final status
 	// is copied, rather than when their manager Job is deleted (see
-	// stepConfig).
+	// Config).
 	DeleteFinishedMirrors bool
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
@@ -355,7 +355,7 @@ func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 const maxSteps = 6
 
 // reconcile reads what there is to know about the Job (readState), asks
-// nextStep what to do, does it, and asks again with what it wrote, until a
+// Next what to do, does it, and asks again with what it wrote, until a
 // step has to wait for the clusters' answer.
 func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &batchv1.Job{}
@@ -375,7 +375,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		st := nextStep(s, r.stepConfig())
+		st := Next(s, r.stepConfig())
 		logf.FromContext(ctx).V(2).Info("step", "step", st.Kind.String(), "worker", s.Worker)
 		result, more, err := r.apply(ctx, req.NamespacedName, s, st, &memo)
 		if err != nil || !more {
@@ -411,15 +411,15 @@ type stepMemo struct {
 	foreign *batchv1.Job
 }
 
-func (r *JobReconciler) stepConfig() stepConfig {
-	return stepConfig{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
+func (r *JobReconciler) stepConfig() Config {
+	return Config{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
 }
 
-// readState reads, from caches, what nextStep decides on: the Job (nil when
+// readState reads, from caches, what Next decides on: the Job (nil when
 // gone), its worker's connection, WorkerCluster and mirror, and what this
 // manager remembers of it.
-func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (jobState, error) {
-	s := jobState{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
+func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (State, error) {
+	s := State{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
 	if job == nil {
 		return s, nil
 	}
@@ -427,8 +427,8 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err != nil {
 		return s, err
 	}
-	s.Blocked = map[write]bool{}
-	for _, w := range []write{writePlacement, writeMirror, writeNamespace, writeMirrorSpec, writeJob, writeCheck, noticeUntrusted, noticeStray, noticeOverBudget} {
+	s.Blocked = map[Write]bool{}
+	for _, w := range []Write{WritePlacement, WriteMirror, WriteNamespace, WriteMirrorSpec, WriteJob, WriteCheck, NoticeUntrusted, NoticeStray, NoticeOverBudget} {
 		if r.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
@@ -460,7 +460,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// before the key (their managers recorded no UIDs). An attempt this
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere
-	unfinished := !isFinished(job) && !nothingToRun(job)
+	unfinished := !IsFinished(job) && !NothingToRun(job)
 	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
 		// The cache may lag this manager's own write of the higher
 		// attempt: the Job as its API server holds it has the last word.
@@ -504,7 +504,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if conn == nil || !conn.Connected() {
 		return s, nil
 	}
-	s.Connection = connectionState{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
+	s.Connection = Connection{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
 		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
 	if missing := conn.MissingRights(); !workers.MayCreateMirrors(missing, job.Namespace) {
 		s.Connection.MirrorsForbidden = workers.MissingMessage(missing)
@@ -516,11 +516,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err != nil {
 		return s, err
 	}
-	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && ownMirror(s, m.UID) {
-		// The mirror this manager created (or adopts, as nextStep does),
+	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && OwnMirror(s, m.UID) {
+		// The mirror this manager created (or adopts, as Next does),
 		// over what the worker's cache keeps of a Job: read whole from
 		// the worker, kept by none. Any other Job the cache keeps so is
-		// decided on from its identity and labels alone, as nextStep
+		// decided on from its identity and labels alone, as Next
 		// does of a Job not its mirror.
 		if m, err = workers.WholeMirror(ctx, conn, r.Origin, key); err != nil {
 			return s, err
@@ -581,7 +581,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	return s, err
 }
 
-// refusalOf is the dispatch policy's refusal as nextStep reads it.
+// refusalOf is the dispatch policy's refusal as Next reads it.
 func refusalOf(r *admission.Refusal) *Refusal {
 	if r == nil {
 		return nil
@@ -615,7 +615,7 @@ func (r *JobReconciler) rolledBack(ctx context.Context, job *batchv1.Job, highes
 	return highest, nil
 }
 
-// writeJob writes a manager Job changed from original (as read) to job,
+// WriteJob writes a manager Job changed from original (as read) to job,
 // with its jobferry state sealed: every write of the Job's metadata and
 // spec by the manager goes through here, so what it leaves is always what
 // Verify trusts. It sends a merge patch of what changed, on the condition
@@ -796,4 +796,4 @@ type Workers interface {
 	ReadNamespaces(ctx context.Context, ns string)
 }
 
-func isFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }
+func IsFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

@@ -163,7 +163,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	h.workers.Conns["w1"].Lags = true
 	h.reconcile(t)
 	job := h.job(t)
-	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || needsActivation(job) {
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || NeedsActivation(job) {
 		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
 	}
 	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)

@@ -29,7 +29,7 @@ type jobsTally struct {
 
 // jobsKey is what the gauges tell a manager Job by: its worker annotation
 // (named as registered or not at scrape time), its phase, why it waits
-// apart from its worker's connection (jobWaiting), and whether it is
+// apart from its worker's connection (JobWaiting), and whether it is
 // unfinished (a Job on a worker not connected at scrape time then waits
 // for it).
 type jobsKey struct {
@@ -46,7 +46,7 @@ func jobsKeyOf(obj any) (jobsKey, bool) {
 		return jobsKey{}, false
 	}
 	return jobsKey{worker: job.Annotations[v1alpha1.WorkerAnnotation], phase: jobstatus.Phase(job.Status),
-		waiting: jobWaiting(&job, false), unfinished: !isFinished(&job)}, true
+		waiting: JobWaiting(&job, false), unfinished: !IsFinished(&job)}, true
 }
 
 // move takes a Job out of the counts of before and into those of after;

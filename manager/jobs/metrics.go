@@ -79,7 +79,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		counts[key{label, k.phase}] += n
 		reason := k.waiting
 		if k.unfinished && k.worker != "" && !c.connected(k.worker) {
-			// As jobWaiting says of a Job whose worker is down.
+			// As JobWaiting says of a Job whose worker is down.
 			reason = waitingWorkerLost
 		}
 		if reason != "" {

@@ -21,9 +21,9 @@ import (
 
 // Each waiting message jobferry writes reads back as its reason.
 func TestJobWaitingReasons(t *testing.T) {
-	withWaiting := func(w waiting) *batchv1.Job {
+	withWaiting := func(w Waiting) *batchv1.Job {
 		job := stepJob()
-		job.Status, _ = pendingStatus(job.Status, w, stepNow)
+		job.Status, _ = PendingStatus(job.Status, w, stepNow)
 		return job
 	}
 	full := []dispatch.Worker{{Name: "w1", Connected: true, Pools: []v1alpha1.NodePool{{Name: "general",
@@ -36,13 +36,13 @@ func TestJobWaitingReasons(t *testing.T) {
 	if invalid == nil {
 		t.Fatal("a malformed cluster selector was accepted")
 	}
-	down := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: &v1alpha1.WorkerCluster{Status: v1alpha1.WorkerClusterStatus{
+	down := Next(State{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerCluster: &v1alpha1.WorkerCluster{Status: v1alpha1.WorkerClusterStatus{
 		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnreachable, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Minute))}}}}}, testStepConfig)
-	if down.Kind != stepShowWaiting {
+	if down.Kind != StepShowWaiting {
 		t.Fatalf("a Job on a disconnected worker: step %s, want ShowWaiting", down.Kind)
 	}
-	deleted := nextStep(jobState{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)}, testStepConfig)
-	if deleted.Kind != stepShowWaiting {
+	deleted := Next(State{Job: stepJob(placed), Now: stepNow, Worker: "w1", WorkerGoneSince: stepNow.Add(-time.Minute)}, testStepConfig)
+	if deleted.Kind != StepShowWaiting {
 		t.Fatalf("a Job on a deleted worker: step %s, want ShowWaiting", deleted.Kind)
 	}
 	cases := []struct {
@@ -52,22 +52,22 @@ func TestJobWaitingReasons(t *testing.T) {
 		want       string
 	}{
 		{"placed on a worker whose WorkerCluster was deleted, nothing ran", withWaiting(deleted.Waiting), false, waitingWorkerLost},
-		{"suspended by its user", withWaiting(userSuspendedWaiting()), false, waitingUserSuspended},
-		{"refused by the dispatch policy", withWaiting(waiting{ReasonNotAllowed, "jobferry does not dispatch this Job (rule: namespace opt-in): ..."}), false, waitingNotAllowed},
-		{"no worker has room", withWaiting(waitingForWorker(ReasonNoWorkerFits, "%s", noFit.Gist())), false, waitingNoWorkerFits},
-		{"malformed cluster selector", withWaiting(waitingForWorker(ReasonInvalidClusterSelector, "%v", invalid)), false, waitingInvalidSelector},
-		{"placement write refused", withWaiting(waitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
+		{"suspended by its user", withWaiting(UserSuspendedWaiting()), false, waitingUserSuspended},
+		{"refused by the dispatch policy", withWaiting(Waiting{ReasonNotAllowed, "jobferry does not dispatch this Job (rule: namespace opt-in): ..."}), false, waitingNotAllowed},
+		{"no worker has room", withWaiting(WaitingForWorker(ReasonNoWorkerFits, "%s", noFit.Gist())), false, waitingNoWorkerFits},
+		{"malformed cluster selector", withWaiting(WaitingForWorker(ReasonInvalidClusterSelector, "%v", invalid)), false, waitingInvalidSelector},
+		{"placement write refused", withWaiting(WaitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", "w1", "Too long")), false, waitingPlacementRefused},
 		{"placed on a disconnected worker, nothing ran", withWaiting(down.Waiting), false, waitingWorkerLost},
 		{"running on a disconnected worker", stepJob(placed, running), true, waitingWorkerLost},
-		{"mirror refused", withWaiting(waitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
-		{"queued in Kueue", withWaiting(queuedWaiting(workloadView(), "waiting for Kueue to reserve quota")), false, waitingQueued},
-		{"rejected by jobferry's check", withWaiting(waitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job")), false, waitingNoWorkerCanRun},
+		{"mirror refused", withWaiting(WaitingForMirror(ReasonWaitingForMirror, "w1", "%s was refused: %s", "creating the mirror", "denied")), false, waitingMirrorRefused},
+		{"queued in Kueue", withWaiting(QueuedWaiting(workloadView(), "waiting for Kueue to reserve quota")), false, waitingQueued},
+		{"rejected by jobferry's check", withWaiting(WaitingForWorker(ReasonNoWorkerCanRun, "no worker cluster could ever run this Job")), false, waitingNoWorkerCanRun},
 		{"running", stepJob(placed, running), false, ""},
 		{"finished on a disconnected worker", stepJob(placed, complete), true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := jobWaiting(tc.job, tc.workerDown); got != tc.want {
+			if got := JobWaiting(tc.job, tc.workerDown); got != tc.want {
 				t.Errorf("reason %q, want %q (conditions %+v)", got, tc.want, tc.job.Status.Conditions)
 			}
 		})
@@ -78,12 +78,12 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 	jobs := []client.Object{
 		stepJob(func(j *batchv1.Job) {
 			j.Name = "waits"
-			j.Status, _ = pendingStatus(j.Status, waitingForWorker(ReasonNoWorkerFits, "%s", dispatch.NoWorkerFits), stepNow)
+			j.Status, _ = PendingStatus(j.Status, WaitingForWorker(ReasonNoWorkerFits, "%s", dispatch.NoWorkerFits), stepNow)
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "lost" }),
 		stepJob(queued, func(j *batchv1.Job) {
 			j.Name = "queued"
-			j.Status, _ = pendingStatus(j.Status, queuedWaiting(workloadView(), "waiting for Kueue to reserve quota"), stepNow)
+			j.Status, _ = PendingStatus(j.Status, QueuedWaiting(workloadView(), "waiting for Kueue to reserve quota"), stepNow)
 		}),
 		stepJob(placed, running, func(j *batchv1.Job) { j.Name = "runs"; j.Annotations[v1alpha1.WorkerAnnotation] = "w2" }),
 		stepJob(placed, complete, func(j *batchv1.Job) {

@@ -13,20 +13,20 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
-// nothingToRun: a Job with completions 0 is complete before it starts.
+// NothingToRun: a Job with completions 0 is complete before it starts.
 // Upstream's sync checks succeeded >= completions before anything else, so
 // such a Job completes at once, suspended or not; jobferry completes it on
 // the manager without placing it (there is nothing a worker could run).
-func nothingToRun(job *batchv1.Job) bool {
+func NothingToRun(job *batchv1.Job) bool {
 	return job.Spec.Completions != nil && *job.Spec.Completions == 0
 }
 
-// completedWithoutPods is the status kube-controller-manager writes on a Job
+// CompletedWithoutPods is the status kube-controller-manager writes on a Job
 // with nothing to run, in one write: SuccessCriteriaMet and Complete
 // (CompletionsReached), the completion time, and a startTime unless the Job
 // is suspended (the API server exempts exactly that case from "a finished Job
 // has a startTime").
-func completedWithoutPods(job *batchv1.Job, now time.Time) batchv1.JobStatus {
+func CompletedWithoutPods(job *batchv1.Job, now time.Time) batchv1.JobStatus {
 	out := *job.Status.DeepCopy()
 	at := metav1.NewTime(now)
 	if out.StartTime == nil && !ptr.Deref(job.Spec.Suspend, false) {
@@ -57,7 +57,7 @@ func completedWithoutPods(job *batchv1.Job, now time.Time) batchv1.JobStatus {
 // a Job held only for placement is first released (the user did not ask for
 // it to be suspended, so it starts and completes), then its status is written.
 func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job) error {
-	if needsActivation(job) {
+	if NeedsActivation(job) {
 		updated := job.DeepCopy()
 		updated.Spec.Suspend = ptr.To(false)
 		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
@@ -66,7 +66,7 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 		}
 		job = updated
 	}
-	updated, err := r.writeStatus(ctx, job, completedWithoutPods(job, r.Clock.Now()))
+	updated, err := r.writeStatus(ctx, job, CompletedWithoutPods(job, r.Clock.Now()))
 	if err != nil {
 		return fmt.Errorf("completing a Job with nothing to run: %w", err)
 	}

@@ -40,17 +40,17 @@ func TestCompletedWithoutPods(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			job := &batchv1.Job{Spec: batchv1.JobSpec{Completions: ptr.To[int32](0), Suspend: ptr.To(tc.suspend)}, Status: tc.status}
-			if !nothingToRun(job) {
-				t.Fatal("nothingToRun = false for completions 0")
+			if !NothingToRun(job) {
+				t.Fatal("NothingToRun = false for completions 0")
 			}
-			if diff := cmp.Diff(tc.want, completedWithoutPods(job, now)); diff != "" {
+			if diff := cmp.Diff(tc.want, CompletedWithoutPods(job, now)); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 		})
 	}
 	for _, completions := range []*int32{nil, ptr.To[int32](1)} {
-		if job := (&batchv1.Job{Spec: batchv1.JobSpec{Completions: completions}}); nothingToRun(job) {
-			t.Errorf("nothingToRun = true for completions %v", completions)
+		if job := (&batchv1.Job{Spec: batchv1.JobSpec{Completions: completions}}); NothingToRun(job) {
+			t.Errorf("NothingToRun = true for completions %v", completions)
 		}
 	}
 }

@@ -16,35 +16,35 @@ import (
 	"github.com/jobferry/jobferry/mirror"
 )
 
-// placedJob is the manager Job as the one write that dispatches it leaves
+// PlacedJob is the manager Job as the one write that dispatches it leaves
 // it: placed on worker with the next attempt, the worker's directives in
 // its template (KEP-2926; the template is still mutable while the webhook
 // holds it) and unsuspended — or, when the template may no longer change,
 // the directives recorded as going into the mirror only. The placement is
 // written before the mirror exists, so a manager that restarts in between
 // finds it and creates the mirror where it was meant.
-func placedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
-	updated, err := activatedJob(job, worker, scheduling)
+func PlacedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+	updated, err := ActivatedJob(job, worker, scheduling)
 	if err != nil {
 		return nil, err
 	}
-	return withPlacement(updated, worker, jobstate.Attempt(job)+1), nil
+	return WithPlacement(updated, worker, jobstate.Attempt(job)+1), nil
 }
 
-// placedQueuedJob is a queued manager Job (Kueue's) as the write that
+// PlacedQueuedJob is a queued manager Job (Kueue's) as the write that
 // places it leaves it: placed on worker with the next attempt, and no
 // longer marked held for placement — Kueue, not jobferry, unsuspends it
 // when it admits it, injecting the worker's directives (the check's pod set
 // updates); the mirror gets every directive in any case (mirror.Build).
-func placedQueuedJob(job *batchv1.Job, worker string) *batchv1.Job {
-	updated := withPlacement(job.DeepCopy(), worker, jobstate.Attempt(job)+1)
+func PlacedQueuedJob(job *batchv1.Job, worker string) *batchv1.Job {
+	updated := WithPlacement(job.DeepCopy(), worker, jobstate.Attempt(job)+1)
 	delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
 	return updated
 }
 
-// withAdmittedPods records, on job, what its namespace admitted of its pods
+// WithAdmittedPods records, on job, what its namespace admitted of its pods
 // (sealed with the placement it goes with).
-func withAdmittedPods(job *batchv1.Job, admitted v1alpha1.AdmittedPods) error {
+func WithAdmittedPods(job *batchv1.Job, admitted v1alpha1.AdmittedPods) error {
 	data, err := json.Marshal(admitted)
 	if err != nil {
 		return err
@@ -53,9 +53,9 @@ func withAdmittedPods(job *batchv1.Job, admitted v1alpha1.AdmittedPods) error {
 	return nil
 }
 
-// withPlacement records, on job, its placement on worker as attempt; the
+// WithPlacement records, on job, its placement on worker as attempt; the
 // attempt's mirror is recorded once created.
-func withPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
+func WithPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attempt))
 	delete(job.Annotations, v1alpha1.MirrorUIDAnnotation)
@@ -70,13 +70,13 @@ func withPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 // manager cluster on an older minor (docs/compatibility.md).
 const managerStartedTemplatesMutable = true
 
-// activatedJob is the Job with worker's directives injected and, when the
+// ActivatedJob is the Job with worker's directives injected and, when the
 // webhook held it for placement, unsuspended.
-func activatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
+func ActivatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.SchedulingDirectives) (*batchv1.Job, error) {
 	updated := job.DeepCopy()
-	if needsActivation(job) && mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
-		user := userScheduling(job)
-		merged, err := directives.Merge(withScheduling(job.Spec.Template, user), scheduling)
+	if NeedsActivation(job) && mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
+		user := UserScheduling(job)
+		merged, err := directives.Merge(WithScheduling(job.Spec.Template, user), scheduling)
 		if err != nil {
 			return nil, fmt.Errorf("merging %s's directives into the pod template: %w", worker, err)
 		}
@@ -94,18 +94,18 @@ func activatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.Schedulin
 		}
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, v1alpha1.InjectedDirectivesAnnotation, string(data))
 	}
-	if needsActivation(job) {
+	if NeedsActivation(job) {
 		updated.Spec.Suspend = ptr.To(false)
 		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
 	}
 	return updated, nil
 }
 
-// releasedJob is the manager Job placed again: its placement undone and,
+// ReleasedJob is the manager Job placed again: its placement undone and,
 // when jobferry unsuspended it and nothing ran yet, held for placement
 // again, so the next worker's directives go onto the user's template
 // rather than onto the first worker's.
-func releasedJob(job *batchv1.Job) *batchv1.Job {
+func ReleasedJob(job *batchv1.Job) *batchv1.Job {
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
 	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
@@ -117,10 +117,10 @@ func releasedJob(job *batchv1.Job) *batchv1.Job {
 	return updated
 }
 
-// userScheduling is the scheduling part of the Job's pod template as its
+// UserScheduling is the scheduling part of the Job's pod template as its
 // user wrote it: recorded when a worker's directives were merged in, the
 // template itself otherwise.
-func userScheduling(job *batchv1.Job) v1alpha1.SchedulingDirectives {
+func UserScheduling(job *batchv1.Job) v1alpha1.SchedulingDirectives {
 	if raw, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; ok {
 		var d v1alpha1.SchedulingDirectives
 		if json.Unmarshal([]byte(raw), &d) == nil {
@@ -135,9 +135,9 @@ func userScheduling(job *batchv1.Job) v1alpha1.SchedulingDirectives {
 	return *d.DeepCopy()
 }
 
-// withScheduling is template with its nodeSelector, tolerations and node
+// WithScheduling is template with its nodeSelector, tolerations and node
 // affinity replaced by d's.
-func withScheduling(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirectives) corev1.PodTemplateSpec {
+func WithScheduling(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirectives) corev1.PodTemplateSpec {
 	out := *template.DeepCopy()
 	d = *d.DeepCopy()
 	out.Spec.NodeSelector, out.Spec.Tolerations = d.NodeSelector, d.Tolerations
@@ -153,15 +153,15 @@ func withScheduling(template corev1.PodTemplateSpec, d v1alpha1.SchedulingDirect
 	return out
 }
 
-// asUserWroteIt is the Job as placement evaluates it: held for placement,
+// AsUserWroteIt is the Job as placement evaluates it: held for placement,
 // with the pod template's scheduling as its user wrote it, whatever an
 // earlier placement merged in.
-func asUserWroteIt(job *batchv1.Job) *batchv1.Job {
-	if _, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; !ok || !needsActivation(job) || !mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
+func AsUserWroteIt(job *batchv1.Job) *batchv1.Job {
+	if _, ok := job.Annotations[v1alpha1.UserSchedulingAnnotation]; !ok || !NeedsActivation(job) || !mirror.TemplateMutable(job, managerStartedTemplatesMutable) {
 		// A Job that ran keeps the template it ran with.
 		return job
 	}
 	out := job.DeepCopy()
-	out.Spec.Template = withScheduling(job.Spec.Template, userScheduling(job))
+	out.Spec.Template = WithScheduling(job.Spec.Template, UserScheduling(job))
 	return out
 }

@@ -24,15 +24,15 @@ func TestPlacedJob(t *testing.T) {
 
 	t.Run("a held Job: placed, directives in its template, unsuspended, in one write", func(t *testing.T) {
 		job := stepJob(userSelector)
-		got, err := placedJob(job, "w1", gpu)
+		got, err := PlacedJob(job, "w1", gpu)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Annotations[v1alpha1.WorkerAnnotation] != "w1" || got.Annotations[v1alpha1.DispatchAttemptAnnotation] != "1" {
 			t.Errorf("annotations %v: want worker w1, attempt 1", got.Annotations)
 		}
-		if ptr.Deref(got.Spec.Suspend, true) || needsActivation(got) {
-			t.Errorf("suspend=%v held=%t, want unsuspended and no longer held", got.Spec.Suspend, needsActivation(got))
+		if ptr.Deref(got.Spec.Suspend, true) || NeedsActivation(got) {
+			t.Errorf("suspend=%v held=%t, want unsuspended and no longer held", got.Spec.Suspend, NeedsActivation(got))
 		}
 		if diff := cmp.Diff(map[string]string{"zone": "a", "pool": "gpu"}, got.Spec.Template.Spec.NodeSelector); diff != "" {
 			t.Errorf("nodeSelector (-want +got):\n%s", diff)
@@ -56,7 +56,7 @@ func TestPlacedJob(t *testing.T) {
 			delete(j.Annotations, v1alpha1.HeldForPlacementAnnotation)
 			j.Spec.Suspend = ptr.To(false)
 		})
-		got, err := placedJob(job, "w1", gpu)
+		got, err := PlacedJob(job, "w1", gpu)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,19 +69,19 @@ func TestPlacedJob(t *testing.T) {
 	})
 
 	t.Run("released before it ran and placed again: the next worker's directives go onto the user's template", func(t *testing.T) {
-		first, err := placedJob(stepJob(userSelector), "w1", gpu)
+		first, err := PlacedJob(stepJob(userSelector), "w1", gpu)
 		if err != nil {
 			t.Fatal(err)
 		}
-		released := releasedJob(first)
-		if released.Annotations[v1alpha1.WorkerAnnotation] != "" || !needsActivation(released) || !ptr.Deref(released.Spec.Suspend, false) {
+		released := ReleasedJob(first)
+		if released.Annotations[v1alpha1.WorkerAnnotation] != "" || !NeedsActivation(released) || !ptr.Deref(released.Spec.Suspend, false) {
 			t.Fatalf("released: annotations %v suspend %v, want unplaced and held again", released.Annotations, released.Spec.Suspend)
 		}
-		evaluated := asUserWroteIt(released)
+		evaluated := AsUserWroteIt(released)
 		if diff := cmp.Diff(map[string]string{"zone": "a"}, evaluated.Spec.Template.Spec.NodeSelector); diff != "" || len(evaluated.Spec.Template.Spec.Tolerations) != 0 {
 			t.Errorf("placement evaluates nodeSelector (-want +got):\n%s tolerations %v", diff, evaluated.Spec.Template.Spec.Tolerations)
 		}
-		second, err := placedJob(released, "w2", cpu)
+		second, err := PlacedJob(released, "w2", cpu)
 		if err != nil {
 			t.Fatalf("placing again where the first worker's directives would conflict: %v", err)
 		}
@@ -97,24 +97,24 @@ func TestPlacedJob(t *testing.T) {
 	})
 
 	t.Run("a Job that ran is released as it is: its template stays the one it ran with", func(t *testing.T) {
-		first, err := placedJob(stepJob(userSelector), "w1", gpu)
+		first, err := PlacedJob(stepJob(userSelector), "w1", gpu)
 		if err != nil {
 			t.Fatal(err)
 		}
 		running(first)
-		released := releasedJob(first)
-		if needsActivation(released) || ptr.Deref(released.Spec.Suspend, false) {
+		released := ReleasedJob(first)
+		if NeedsActivation(released) || ptr.Deref(released.Spec.Suspend, false) {
 			t.Errorf("a Job that ran was held again: suspend %v", released.Spec.Suspend)
 		}
-		if asUserWroteIt(released) != released {
+		if AsUserWroteIt(released) != released {
 			t.Errorf("placement would evaluate a template other than the one the Job runs with")
 		}
 	})
 
 	t.Run("a user's Job that jobferry never unsuspended stays as the user left it", func(t *testing.T) {
 		job := stepJob(placed, func(j *batchv1.Job) { j.Annotations[v1alpha1.InjectedDirectivesAnnotation] = "{}" })
-		released := releasedJob(job)
-		if needsActivation(released) || ptr.Deref(released.Spec.Suspend, false) {
+		released := ReleasedJob(job)
+		if NeedsActivation(released) || ptr.Deref(released.Spec.Suspend, false) {
 			t.Errorf("released as held: %v", released.Annotations)
 		}
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
-// The part of nextStep for a Job Kueue queues (jobState.Queue): Kueue
+// The part of Next for a Job Kueue queues (State.Queue): Kueue
 // decides when it runs — it reserves quota, asks jobferry's admission check,
 // unsuspends the Job once every check is Ready, and suspends it to evict or
 // preempt it — and jobferry decides where. So jobferry places a queued Job
@@ -23,32 +23,32 @@ import (
 // the mirror only once Kueue unsuspended the Job, and never unsuspends it
 // itself. When Kueue suspends it, the mirror is suspended too (the spec
 // follows, nextMirrorSpec) and its status still copied, so Kueue sees the
-// pods go; once the mirror drained, the placement goes (stepRequeue) and
+// pods go; once the mirror drained, the placement goes (StepRequeue) and
 // the Job is placed afresh when Kueue admits it again. A placement jobferry
 // gives up itself (the worker lost, the mirror deleted there) turns the
 // check Retry, so Kueue evicts the Job and queues it again.
 
 // nextQueuedUnplaced decides for a queued Job that is not placed.
-func nextQueuedUnplaced(s jobState) step {
+func nextQueuedUnplaced(s State) Step {
 	q, job := s.Queue, s.Job
 	switch {
 	case ptr.Deref(job.Spec.Suspend, false) && counted(job.Status):
 		// Pods of a placement let go still count on the Job (its worker
 		// was lost with them): Kueue holds the quota, and restores the
 		// Job's template, only once none do.
-		return step{Kind: stepCopyStatus, Status: uncounted(job.Status)}
+		return Step{Kind: StepCopyStatus, Status: uncounted(job.Status)}
 	case q.Workload == "":
 		// Kueue makes it at once; its creation reconciles the Job. A
 		// condition written meanwhile would be a write per Job, read by
 		// Kueue too, for a state of milliseconds.
-		return step{Kind: stepNone}
+		return Step{Kind: StepNone}
 	case q.Deactivated:
 		if c := jobstatus.Condition(job.Status, batchv1.JobSuspended); c != nil && (c.Reason == ReasonNoWorkerCanRun || c.Reason == ReasonPodsNotAdmitted) {
 			// Kueue deactivated it because jobferry's check Rejected it
 			// (and reset the check): the Job says why already.
-			return step{Kind: stepNone}
+			return Step{Kind: StepNone}
 		}
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue does not queue it (deactivated: "+q.Why+"); set its Workload's spec.active to queue it again")}
+		return Step{Kind: StepShowWaiting, Waiting: QueuedWaiting(q, "Kueue does not queue it (deactivated: "+q.Why+"); set its Workload's spec.active to queue it again")}
 	case q.Check == "":
 		return nextWithoutCheck(q)
 	case staleCheck(q):
@@ -69,14 +69,14 @@ func nextQueuedUnplaced(s jobState) step {
 			"jobferry let the placement of attempt %d go; the Job is placed afresh once Kueue admits it again", jobstate.Attempt(job))})
 	case q.State == kueue.CheckStateRetry || q.State == kueue.CheckStateRejected:
 		if q.State == kueue.CheckStateRejected {
-			return step{Kind: stepShowWaiting, Waiting: waitingForWorker(ReasonNoWorkerCanRun, "%s", q.Message)}
+			return Step{Kind: StepShowWaiting, Waiting: WaitingForWorker(ReasonNoWorkerCanRun, "%s", q.Message)}
 		}
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "Kueue queues it again (check "+q.Check+" Retry: "+q.Message+")")}
+		return Step{Kind: StepShowWaiting, Waiting: QueuedWaiting(q, "Kueue queues it again (check "+q.Check+" Retry: "+q.Message+")")}
 	case !q.QuotaReserved || q.Evicted:
 		// Quota still reserved while Kueue evicts is quota on its way out.
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
+		return Step{Kind: StepShowWaiting, Waiting: QueuedWaiting(q, "waiting for Kueue to reserve quota")}
 	}
-	return step{Kind: stepPlace}
+	return Step{Kind: StepPlace}
 }
 
 // staleCheck: jobferry's check is Ready or Retry on a Workload Kueue
@@ -95,20 +95,20 @@ func staleCheck(q *workload.View) bool {
 // nextWithoutCheck decides for a queued Job whose Workload does not list
 // jobferry's check: Kueue admits it alone when its ClusterQueue names none
 // of jobferry's checks, and jobferry places it once Kueue did.
-func nextWithoutCheck(q *workload.View) step {
+func nextWithoutCheck(q *workload.View) Step {
 	switch {
 	case q.Admitted && !q.Evicted:
-		return step{Kind: stepPlace}
+		return Step{Kind: StepPlace}
 	case !q.QuotaReserved:
-		return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q, "waiting for Kueue to reserve quota")}
+		return Step{Kind: StepShowWaiting, Waiting: QueuedWaiting(q, "waiting for Kueue to reserve quota")}
 	case !q.ChecksListed:
 		// Kueue reserved quota before listing the ClusterQueue's checks on
 		// the Workload, which it does next (or admits it, when there are
 		// none): either reconciles the Job. A condition written meanwhile
 		// would be a write per Job, and it could not say which it is.
-		return step{Kind: stepNone}
+		return Step{Kind: StepNone}
 	}
-	return step{Kind: stepShowWaiting, Waiting: queuedWaiting(q,
+	return Step{Kind: StepShowWaiting, Waiting: QueuedWaiting(q,
 		"waiting for Kueue to admit it (its ClusterQueue names none of jobferry's admission checks, so it is placed once admitted)")}
 }
 
@@ -116,7 +116,7 @@ func nextWithoutCheck(q *workload.View) step {
 // worker, without a mirror there: while Kueue has not unsuspended it, the
 // placement is reported to Kueue (or let go, when Kueue took the quota
 // back); once it has, the mirror is created as for any Job (ok false).
-func nextQueuedWithoutMirror(s jobState) (step, bool) {
+func nextQueuedWithoutMirror(s State) (Step, bool) {
 	q, job := s.Queue, s.Job
 	if !ptr.Deref(job.Spec.Suspend, false) {
 		if !q.Admitted || q.Evicted || q.Deactivated {
@@ -126,11 +126,11 @@ func nextQueuedWithoutMirror(s jobState) (step, bool) {
 			// would run without the quota Kueue admits it with. Nothing is
 			// written: in the second case the admission, a moment later,
 			// reconciles the Job and the mirror is created then.
-			return step{Kind: stepNone, RequeueAfter: 5 * time.Second}, true
+			return Step{Kind: StepNone, RequeueAfter: 5 * time.Second}, true
 		}
-		return step{}, false
+		return Step{}, false
 	}
-	if st := nextWithoutMirror(s); st.Kind != stepCreateMirror {
+	if st := nextWithoutMirror(s); st.Kind != StepCreateMirror {
 		// The worker may no longer take it, a mirror is on its way, ...
 		return st, true
 	}
@@ -140,25 +140,25 @@ func nextQueuedWithoutMirror(s jobState) (step, bool) {
 		// without jobferry's check) before the mirror was made.
 		return requeueStep(s, nil), true
 	case s.WorkerCluster == nil:
-		return step{Kind: stepNone, RequeueAfter: time.Second}, true
+		return Step{Kind: StepNone, RequeueAfter: time.Second}, true
 	}
 	ready := workload.CheckUpdate{State: kueue.CheckStateReady,
 		Message: fmt.Sprintf("placed on worker cluster %s (attempt %d)", s.Worker, jobstate.Attempt(job)),
 		Updates: workload.PlacementUpdates(q.PodSets, s.Worker, s.WorkerCluster.Spec.Scheduling)}
 	if ready.Unchanged(*q) {
 		// Kueue admits it next: its unsuspension reconciles the Job.
-		return step{Kind: stepNone}, true
+		return Step{Kind: StepNone}, true
 	}
 	return setCheck(s, ready), true
 }
 
 // setCheck is the step that gives jobferry's check the state u says,
 // unless the API server refused that write for the Job as it is now.
-func setCheck(s jobState, u workload.CheckUpdate) step {
-	if s.Blocked[writeCheck] {
-		return step{Kind: stepNone}
+func setCheck(s State, u workload.CheckUpdate) Step {
+	if s.Blocked[WriteCheck] {
+		return Step{Kind: StepNone}
 	}
-	return step{Kind: stepSetCheck, Check: u}
+	return Step{Kind: StepSetCheck, Check: u}
 }
 
 // drained: Kueue suspended the Job, its mirror is suspended too, and no pod
@@ -187,17 +187,17 @@ func uncounted(status batchv1.JobStatus) batchv1.JobStatus {
 
 // requeueStep lets the placement of a Job Kueue took the quota of go, with
 // its drained mirror m (nil when none was made).
-func requeueStep(s jobState, m *batchv1.Job) step {
-	return step{Kind: stepRequeue, Mirror: m, Why: fmt.Sprintf(
+func requeueStep(s State, m *batchv1.Job) Step {
+	return Step{Kind: StepRequeue, Mirror: m, Why: fmt.Sprintf(
 		"Kueue took back the quota of Workload %s (evicted or preempted); jobferry lets attempt %d on %s go and places the Job afresh once Kueue admits it again",
 		s.Queue.Workload, jobstate.Attempt(s.Job), s.Worker)}
 }
 
-// queuedWaiting: a queued Job not placed, for why.
-func queuedWaiting(q *workload.View, why string) waiting {
+// QueuedWaiting: a queued Job not placed, for why.
+func QueuedWaiting(q *workload.View, why string) Waiting {
 	where := "LocalQueue " + q.Queue
 	if q.Workload != "" {
 		where += " (Workload " + q.Workload + ")"
 	}
-	return waiting{ReasonQueued, fmt.Sprintf("queued in Kueue's %s: %s", where, why)}
+	return Waiting{ReasonQueued, fmt.Sprintf("queued in Kueue's %s: %s", where, why)}
 }

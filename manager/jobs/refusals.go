@@ -17,35 +17,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// A write jobferry makes for a manager Job, named for the Warning Event a
+// A Write jobferry makes for a manager Job, named for the Warning Event a
 // refusal gives (reason) and for what must change before it is tried again.
-type write struct {
-	// action names the write in the Event (events.k8s.io action).
-	action string
-	// reason is the Event reason when the API server refuses it.
-	reason string
-	// retryOnGeneration: only a new spec (generation) can make a refused
+type Write struct {
+	// Action names the write in the Event (events.k8s.io Action).
+	Action string
+	// Reason is the Event Reason when the API server refuses it.
+	Reason string
+	// RetryOnGeneration: only a new spec (generation) can make a refused
 	// write succeed; otherwise any change of the Job (resourceVersion) can.
-	retryOnGeneration bool
+	RetryOnGeneration bool
 }
 
 var (
-	writePlacement  = write{action: "Place", reason: "PlacementRejected"}
-	writeActivation = write{action: "Activate", reason: "ActivationRejected"}
-	writeNamespace  = write{action: "PrepareNamespace", reason: "NamespaceRejected"}
-	writeMirror     = write{action: "CreateMirror", reason: "MirrorRejected"}
+	WritePlacement  = Write{Action: "Place", Reason: "PlacementRejected"}
+	WriteActivation = Write{Action: "Activate", Reason: "ActivationRejected"}
+	WriteNamespace  = Write{Action: "PrepareNamespace", Reason: "NamespaceRejected"}
+	WriteMirror     = Write{Action: "CreateMirror", Reason: "MirrorRejected"}
 	// The mirror's spec follows the manager Job's spec, so only a new spec
 	// can turn a refused update into an accepted one.
-	writeMirrorSpec = write{action: "UpdateMirror", reason: "MirrorUpdateRejected", retryOnGeneration: true}
-	writeMirrorGone = write{action: "DeleteMirror", reason: "MirrorDeleteRejected"}
-	writeJob        = write{action: "Update", reason: "UpdateRejected"}
+	WriteMirrorSpec = Write{Action: "UpdateMirror", Reason: "MirrorUpdateRejected", RetryOnGeneration: true}
+	WriteMirrorGone = Write{Action: "DeleteMirror", Reason: "MirrorDeleteRejected"}
+	WriteJob        = Write{Action: "Update", Reason: "UpdateRejected"}
 	// Not writes, but notices given once per version of the Job: its
 	// jobferry state is not jobferry's; a mirror its state does not account
 	// for exists on a worker.
-	noticeUntrusted = write{action: "Verify", reason: ReasonUntrustedState}
-	noticeStray     = write{action: "Dispatch", reason: ReasonStrayMirror}
-	// noticeOverBudget: the Job holds more than jobferry keeps of one.
-	noticeOverBudget = write{action: "Admit", reason: ReasonOverBudget}
+	NoticeUntrusted = Write{Action: "Verify", Reason: ReasonUntrustedState}
+	NoticeStray     = Write{Action: "Dispatch", Reason: ReasonStrayMirror}
+	// NoticeOverBudget: the Job holds more than jobferry keeps of one.
+	NoticeOverBudget = Write{Action: "Admit", Reason: ReasonOverBudget}
 )
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights
@@ -104,7 +104,7 @@ func apiMessage(err error) string {
 // Job to change, a forbidden one for forbiddenRetry. Conflicts retry quietly;
 // anything else is returned, with what failed, for the work queue's back-off.
 // what describes the request ("creating the mirror"), where the API server.
-func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w write, what, where string, err error) (reconcile.Result, error) {
+func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w Write, what, where string, err error) (reconcile.Result, error) {
 	kind := classify(err)
 	switch kind {
 	case conflict:
@@ -112,18 +112,18 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w write, 
 	case transient:
 		return reconcile.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
-	logf.FromContext(ctx).Info("write refused", "action", w.action, "what", what, "cluster", where, "error", err.Error())
+	logf.FromContext(ctx).Info("write refused", "action", w.Action, "what", what, "cluster", where, "error", err.Error())
 	if kind == forbidden {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.reason, w.action,
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 			"%s refused %s as forbidden: %s; retrying when the rights change, at the latest in %s", where, what, apiMessage(err), forbiddenRetry)
 		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
 	}
 	r.refusals.remember(job, w)
 	until := "the Job changes"
-	if w.retryOnGeneration {
+	if w.RetryOnGeneration {
 		until = "the Job's spec changes"
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.reason, w.action,
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 		"%s rejected %s: %s; not retried until %s", where, what, apiMessage(err), until)
 	return reconcile.Result{}, nil
 }
@@ -145,8 +145,8 @@ func newRefusalMemo() *refusalMemo {
 
 // versionFor identifies the Job as a refused write saw it; the UID tells a
 // Job from a later one of the same name.
-func versionFor(job *batchv1.Job, w write) string {
-	if w.retryOnGeneration {
+func versionFor(job *batchv1.Job, w Write) string {
+	if w.RetryOnGeneration {
 		return string(job.UID) + "/generation/" + strconv.FormatInt(job.Generation, 10)
 	}
 	return resourceVersionOf(job, job.ResourceVersion)
@@ -156,21 +156,21 @@ func resourceVersionOf(job *batchv1.Job, rv string) string {
 	return string(job.UID) + "/resourceVersion/" + rv
 }
 
-func (m *refusalMemo) remember(job *batchv1.Job, w write) {
+func (m *refusalMemo) remember(job *batchv1.Job, w Write) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := client.ObjectKeyFromObject(job)
 	if m.byJob[key] == nil {
 		m.byJob[key] = map[string]string{}
 	}
-	m.byJob[key][w.action] = versionFor(job, w)
+	m.byJob[key][w.Action] = versionFor(job, w)
 }
 
 // blocked reports whether w was rejected for the Job as it is now.
-func (m *refusalMemo) blocked(job *batchv1.Job, w write) bool {
+func (m *refusalMemo) blocked(job *batchv1.Job, w Write) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v, ok := m.byJob[client.ObjectKeyFromObject(job)][w.action]
+	v, ok := m.byJob[client.ObjectKeyFromObject(job)][w.Action]
 	return ok && v == versionFor(job, w)
 }
 

@@ -56,8 +56,8 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "waits-" + name}, Spec: rec.Spec}
 			job.Spec.ManagedBy = ptr.To(v1alpha1.ManagerManagedBy)
 			job.Spec.Suspend = ptr.To(true)
-			userSuspended := rec.Steps[0].Suspend
-			if !userSuspended {
+			UserSuspended := rec.Steps[0].Suspend
+			if !UserSuspended {
 				job.Annotations = map[string]string{v1alpha1.HeldForPlacementAnnotation: "true"}
 			}
 			job, err = c.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
@@ -65,18 +65,18 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			waits := []waiting{waitingForWorker(ReasonNoWorkerFits, "no worker fits"), waitingForWorker(ReasonNoWorkerFits, "no worker fits; w: needs 2 cpu"), waitingForMirror(ReasonWaitingForMirror, "w", "CreateMirror refused: forbidden")}
-			if userSuspended {
-				waits = []waiting{userSuspendedWaiting()}
+			waits := []Waiting{WaitingForWorker(ReasonNoWorkerFits, "no worker fits"), WaitingForWorker(ReasonNoWorkerFits, "no worker fits; w: needs 2 cpu"), WaitingForMirror(ReasonWaitingForMirror, "w", "CreateMirror refused: forbidden")}
+			if UserSuspended {
+				waits = []Waiting{UserSuspendedWaiting()}
 			}
 			for i, w := range waits {
-				status, changed := pendingStatus(job.Status, w, now.Add(time.Duration(i)*time.Second))
+				status, changed := PendingStatus(job.Status, w, now.Add(time.Duration(i)*time.Second))
 				if !changed {
-					t.Fatalf("waiting %d (%s) was not written", i, w.reason)
+					t.Fatalf("waiting %d (%s) was not written", i, w.Reason)
 				}
 				job.Status = status
 				if job, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
-					t.Fatalf("the API server rejected the waiting condition %s: %v", w.reason, err)
+					t.Fatalf("the API server rejected the waiting condition %s: %v", w.Reason, err)
 				}
 			}
 			for i, step := range rec.Steps {
@@ -115,11 +115,11 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job.Status, _ = pendingStatus(job.Status, waitingForWorker(ReasonNoWorkerFits, "no worker fits"), time.Now())
+			job.Status, _ = PendingStatus(job.Status, WaitingForWorker(ReasonNoWorkerFits, "no worker fits"), time.Now())
 			if job, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			job.Status = completedWithoutPods(job, time.Now())
+			job.Status = CompletedWithoutPods(job, time.Now())
 			if _, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 				t.Fatalf("the API server rejected the completion of a Job with nothing to run: %v", err)
 			}

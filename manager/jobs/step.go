@@ -23,10 +23,10 @@ import (
 	"github.com/jobferry/jobferry/mirror"
 )
 
-// jobState is everything one reconcile knows about a manager Job, read from
+// State is everything one reconcile knows about a manager Job, read from
 // caches before anything is decided (Kueue's workload.go reads a workload's
-// whole group the same way): nextStep decides from it alone.
-type jobState struct {
+// whole group the same way): Next decides from it alone.
+type State struct {
 	// Job is the manager Job; nil once it is gone.
 	Job *batchv1.Job
 	Now time.Time
@@ -38,7 +38,7 @@ type jobState struct {
 	// (set only when it is).
 	WorkerGoneSince time.Time
 	// Connection is the manager's connection to Worker.
-	Connection connectionState
+	Connection Connection
 	// Mirror is this installation's Job of the same name on Worker, from the
 	// worker's cache; nil when there is none (or the worker is down).
 	Mirror *batchv1.Job
@@ -75,7 +75,7 @@ type jobState struct {
 	Refusal *Refusal
 	// Blocked holds the writes the API server rejected for the Job as it is
 	// now (refusals.go): they are not tried again until it changes.
-	Blocked map[write]bool
+	Blocked map[Write]bool
 
 	// Untrusted names jobferry's annotations on the Job when they do not
 	// match their seal: state the manager did not write, or changed since
@@ -106,7 +106,7 @@ type jobState struct {
 	// the Job records and not created by this manager: the state is not the
 	// latest (removed, or an earlier one written back). Read for every
 	// unfinished Job.
-	Stray *strayMirror
+	Stray *StrayMirror
 	// RolledBackFrom is the higher attempt this manager saw the Job's state
 	// record before it recorded a lower one (an earlier state written back);
 	// 0 when it did not.
@@ -124,7 +124,7 @@ type jobState struct {
 	// namespace's existence): read before a mirror is created or a changed
 	// template carried to it, "" when it may.
 	WorkerRejects string
-	// KueueMode: the manager runs with Kueue (jobState.Queue may be set).
+	// KueueMode: the manager runs with Kueue (State.Queue may be set).
 	KueueMode bool
 	// RecordedQueue is the LocalQueue jobferry recorded, sealed, when it
 	// first saw the Job queued (v1alpha1.QueuedAnnotation); "" when none.
@@ -142,16 +142,16 @@ type Refusal struct {
 	Rule, Message string
 }
 
-// strayMirror is a mirror found on a worker that the Job's state does not
+// StrayMirror is a mirror found on a worker that the Job's state does not
 // account for.
-type strayMirror struct {
+type StrayMirror struct {
 	Worker  string
 	Attempt int
 	UID     types.UID
 }
 
-// connectionState is what the manager knows of its connection to a worker.
-type connectionState struct {
+// Connection is what the manager knows of its connection to a worker.
+type Connection struct {
 	Connected bool
 	// Namespaces, when set, are the only namespaces the credential may use.
 	Namespaces []string
@@ -177,8 +177,8 @@ func versionOrUnknown(v string) string {
 	return v
 }
 
-// stepConfig holds the settings nextStep applies.
-type stepConfig struct {
+// Config holds the settings Next applies.
+type Config struct {
 	Origin string
 	// ManagerID identifies this installation on the workers.
 	ManagerID string
@@ -197,117 +197,117 @@ type stepConfig struct {
 	DeleteFinishedMirrors bool
 }
 
-// stepKind names what a reconcile does next for a manager Job.
-type stepKind int
+// Kind names what a reconcile does next for a manager Job.
+type Kind int
 
 const (
-	// stepNone: nothing to do (maybe look again after RequeueAfter).
-	stepNone stepKind = iota
-	// stepFinalize: the Job is gone or being deleted: delete its mirror and
+	// StepNone: nothing to do (maybe look again after RequeueAfter).
+	StepNone Kind = iota
+	// StepFinalize: the Job is gone or being deleted: delete its mirror and
 	// let it go.
-	stepFinalize
-	// stepComplete: completions is 0; complete it on the manager.
-	stepComplete
-	// stepNotAllowed: the dispatch policy keeps it on the manager (Waiting).
-	stepNotAllowed
-	// stepShowWaiting: write Waiting into the Suspended condition.
-	stepShowWaiting
-	// stepPlace: choose a worker and record it (dispatch.Place).
-	stepPlace
-	// stepCreateMirror: create the mirror on the Job's worker.
-	stepCreateMirror
-	// stepNameConflict: a Job jobferry did not create holds the name on the
+	StepFinalize
+	// StepComplete: completions is 0; complete it on the manager.
+	StepComplete
+	// StepNotAllowed: the dispatch policy keeps it on the manager (Waiting).
+	StepNotAllowed
+	// StepShowWaiting: write Waiting into the Suspended condition.
+	StepShowWaiting
+	// StepPlace: choose a worker and record it (dispatch.Place).
+	StepPlace
+	// StepCreateMirror: create the mirror on the Job's worker.
+	StepCreateMirror
+	// StepNameConflict: a Job jobferry did not create holds the name on the
 	// worker; exclude the worker and place the Job again.
-	stepNameConflict
-	// stepRelease: the worker may not take the Job after all (Why); place it
+	StepNameConflict
+	// StepRelease: the worker may not take the Job after all (Why); place it
 	// again.
-	stepRelease
-	// stepFence: Mirror is of an earlier Job or attempt; delete it.
-	stepFence
-	// stepActivate: a Job placed by an earlier version, still held: inject
+	StepRelease
+	// StepFence: Mirror is of an earlier Job or attempt; delete it.
+	StepFence
+	// StepActivate: a Job placed by an earlier version, still held: inject
 	// the directives and unsuspend it.
-	stepActivate
-	// stepUpdateMirror: carry the manager Job's new spec (Changed) to its
+	StepActivate
+	// StepUpdateMirror: carry the manager Job's new spec (Changed) to its
 	// mirror (Mirror is the updated mirror).
-	stepUpdateMirror
-	// stepInvalidMirror: the new spec cannot become a mirror (Why).
-	stepInvalidMirror
-	// stepCopyStatus: write Status, translated from the mirror's.
-	stepCopyStatus
-	// stepDeleteMirror: the final status is copied; delete the mirror.
-	stepDeleteMirror
-	// stepWorkerLostWait: the worker is lost, and the Job asks to wait for it.
-	stepWorkerLostWait
-	// stepRedispatch: the worker is lost; place the Job elsewhere.
-	stepRedispatch
-	// stepUntrusted: jobferry's state on the Job is not its own (Why): do
+	StepUpdateMirror
+	// StepInvalidMirror: the new spec cannot become a mirror (Why).
+	StepInvalidMirror
+	// StepCopyStatus: write Status, translated from the mirror's.
+	StepCopyStatus
+	// StepDeleteMirror: the final status is copied; delete the mirror.
+	StepDeleteMirror
+	// StepWorkerLostWait: the worker is lost, and the Job asks to wait for it.
+	StepWorkerLostWait
+	// StepRedispatch: the worker is lost; place the Job elsewhere.
+	StepRedispatch
+	// StepUntrusted: jobferry's state on the Job is not its own (Why): do
 	// nothing for it, and say so once per version of the Job.
-	stepUntrusted
-	// stepOverBudget: the Job holds more than jobferry keeps of one (Why):
+	StepUntrusted
+	// StepOverBudget: the Job holds more than jobferry keeps of one (Why):
 	// do nothing for it, and say so once per version of the Job.
-	stepOverBudget
-	// stepRecord: write (and seal) jobferry's state: the UID of the mirror
+	StepOverBudget
+	// StepRecord: write (and seal) jobferry's state: the UID of the mirror
 	// just created (MirrorUID), or the unsealed state of an earlier manager.
-	stepRecord
-	// stepMirrorNotOurs: the Job holding the mirror's name and labels on the
+	StepRecord
+	// StepMirrorNotOurs: the Job holding the mirror's name and labels on the
 	// worker is not the one jobferry created (Why): its status is not
 	// copied, and the Job is dispatched again as a new attempt.
-	stepMirrorNotOurs
-	// stepMirrorGone: the mirror was deleted on the worker, not by jobferry
+	StepMirrorNotOurs
+	// StepMirrorGone: the mirror was deleted on the worker, not by jobferry
 	// (Why): the Job is dispatched again as a new attempt.
-	stepMirrorGone
-	// stepStray: a mirror of this Job that its state does not account for
+	StepMirrorGone
+	// StepStray: a mirror of this Job that its state does not account for
 	// runs on a worker (Why): nothing is placed or created meanwhile.
-	stepStray
-	// stepSetCheck: give jobferry's admission check on the queued Job's
+	StepStray
+	// StepSetCheck: give jobferry's admission check on the queued Job's
 	// Workload the state Check says (Ready with the placement, Retry).
-	stepSetCheck
-	// stepRequeue: Kueue took the queued Job's quota back and its mirror
+	StepSetCheck
+	// StepRequeue: Kueue took the queued Job's quota back and its mirror
 	// (Mirror, when there is one) has drained: delete it and let the
 	// placement go, so the Job is placed afresh when Kueue admits it again.
-	stepRequeue
+	StepRequeue
 )
 
-var stepNames = map[stepKind]string{
-	stepNone: "None", stepFinalize: "Finalize", stepComplete: "Complete", stepNotAllowed: "NotAllowed",
-	stepShowWaiting: "ShowWaiting", stepPlace: "Place", stepCreateMirror: "CreateMirror",
-	stepNameConflict: "NameConflict", stepRelease: "Release", stepFence: "Fence", stepActivate: "Activate",
-	stepUpdateMirror: "UpdateMirror", stepInvalidMirror: "InvalidMirror", stepCopyStatus: "CopyStatus",
-	stepDeleteMirror: "DeleteMirror", stepWorkerLostWait: "WorkerLostWait", stepRedispatch: "Redispatch",
-	stepUntrusted: "Untrusted", stepOverBudget: "OverBudget", stepRecord: "Record", stepMirrorNotOurs: "MirrorNotOurs", stepMirrorGone: "MirrorGone",
-	stepStray: "Stray", stepSetCheck: "SetCheck", stepRequeue: "Requeue",
+var stepNames = map[Kind]string{
+	StepNone: "None", StepFinalize: "Finalize", StepComplete: "Complete", StepNotAllowed: "NotAllowed",
+	StepShowWaiting: "ShowWaiting", StepPlace: "Place", StepCreateMirror: "CreateMirror",
+	StepNameConflict: "NameConflict", StepRelease: "Release", StepFence: "Fence", StepActivate: "Activate",
+	StepUpdateMirror: "UpdateMirror", StepInvalidMirror: "InvalidMirror", StepCopyStatus: "CopyStatus",
+	StepDeleteMirror: "DeleteMirror", StepWorkerLostWait: "WorkerLostWait", StepRedispatch: "Redispatch",
+	StepUntrusted: "Untrusted", StepOverBudget: "OverBudget", StepRecord: "Record", StepMirrorNotOurs: "MirrorNotOurs", StepMirrorGone: "MirrorGone",
+	StepStray: "Stray", StepSetCheck: "SetCheck", StepRequeue: "Requeue",
 }
 
-func (k stepKind) String() string { return stepNames[k] }
+func (k Kind) String() string { return stepNames[k] }
 
-// step is nextStep's decision: what to do, and what with.
-type step struct {
-	Kind stepKind
+// Step is Next's decision: what to do, and what with.
+type Step struct {
+	Kind Kind
 	// Why explains the step, for an Event or the Waiting message.
 	Why string
-	// Waiting is what stepShowWaiting and stepNotAllowed write.
-	Waiting waiting
-	// Status is what stepCopyStatus writes; Final when it finishes the Job.
+	// Waiting is what StepShowWaiting and StepNotAllowed write.
+	Waiting Waiting
+	// Status is what StepCopyStatus writes; Final when it finishes the Job.
 	Status batchv1.JobStatus
 	Final  bool
 	// Mirror is the mirror to fence or delete, or the updated one to write.
 	Mirror *batchv1.Job
-	// Changed names the spec fields stepUpdateMirror carries.
+	// Changed names the spec fields StepUpdateMirror carries.
 	Changed []string
-	// MirrorUID is what stepRecord records as the mirror's UID ("" to
+	// MirrorUID is what StepRecord records as the mirror's UID ("" to
 	// seal the state as it is).
 	MirrorUID types.UID
-	// RecordQueue is the LocalQueue stepRecord records the Job as queued
+	// RecordQueue is the LocalQueue StepRecord records the Job as queued
 	// in ("" to record none).
 	RecordQueue string
 	// Down is how long the worker has been disconnected.
 	Down time.Duration
 	// RequeueAfter, when set, is when to look at the Job again.
 	RequeueAfter time.Duration
-	// Check is what stepSetCheck writes on the queued Job's Workload.
+	// Check is what StepSetCheck writes on the queued Job's Workload.
 	Check workload.CheckUpdate
-	// EventReason, when set, is the reason of the Event stepStray and
-	// stepFence record (their usual one otherwise).
+	// EventReason, when set, is the reason of the Event StepStray and
+	// StepFence record (their usual one otherwise).
 	EventReason string
 	// InSync: the manager Job shows the mirror's status; a change seen
 	// before (the mirror's creation, its spec) left nothing to copy, so it
@@ -315,43 +315,43 @@ type step struct {
 	InSync bool
 }
 
-// ownMirror: a Job of the Job's name and current attempt with UID uid on
+// OwnMirror: a Job of the Job's name and current attempt with UID uid on
 // its worker is the mirror this manager created: the one whose UID it
 // recorded, or, none recorded, the one it created or one it adopts
 // (AdoptMirror).
-func ownMirror(s jobState, uid types.UID) bool {
+func OwnMirror(s State, uid types.UID) bool {
 	return uid == s.MirrorUID || (s.MirrorUID == "" && (uid == s.CreatedMirrorUID || s.AdoptMirror))
 }
 
-// nextStep decides what to do next for one manager Job, from what was read
+// Next decides what to do next for one manager Job, from what was read
 // about it. It is pure: the reconciler reads, calls it, writes what it says,
 // and asks again with what it wrote.
-func nextStep(s jobState, cfg stepConfig) step {
+func Next(s State, cfg Config) Step {
 	job := s.Job
 	if job == nil || job.DeletionTimestamp != nil {
-		return step{Kind: stepFinalize}
+		return Step{Kind: StepFinalize}
 	}
 	if s.OverBudget != "" {
-		if s.Blocked[noticeOverBudget] {
-			return step{Kind: stepNone}
+		if s.Blocked[NoticeOverBudget] {
+			return Step{Kind: StepNone}
 		}
-		return step{Kind: stepOverBudget, Why: fmt.Sprintf(
+		return Step{Kind: StepOverBudget, Why: fmt.Sprintf(
 			"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
 				"until it holds less; delete the Job to stop it", s.OverBudget)}
 	}
 	if len(s.Untrusted) > 0 {
 		// Whatever the annotations say, they are not jobferry's decisions:
 		// acting on them could run the Job where it may not run, or twice.
-		if s.Blocked[noticeUntrusted] {
-			return step{Kind: stepNone}
+		if s.Blocked[NoticeUntrusted] {
+			return Step{Kind: StepNone}
 		}
-		return step{Kind: stepUntrusted, Why: fmt.Sprintf(
+		return Step{Kind: StepUntrusted, Why: fmt.Sprintf(
 			"jobferry's state on this Job (annotations %s) was not written by jobferry's manager, or was changed since: "+
 				"jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
 				"until what jobferry wrote is restored; delete the Job to stop it", strings.Join(s.Untrusted, ", "))}
 	}
 	if s.Legacy {
-		return step{Kind: stepRecord}
+		return Step{Kind: StepRecord}
 	}
 	if s.Stray != nil {
 		// Acting on state older than a mirror says could run the Job twice
@@ -362,10 +362,10 @@ func nextStep(s jobState, cfg stepConfig) step {
 		// The later attempt's mirror may run on a worker out of sight.
 		return rolledBackStep(s)
 	}
-	if s.Queue != nil && s.RecordedQueue == "" && !s.Blocked[writeJob] {
+	if s.Queue != nil && s.RecordedQueue == "" && !s.Blocked[WriteJob] {
 		// Recorded before anything else: once seen queued, the Job is
 		// dispatched only through Kueue, whatever happens to its label.
-		return step{Kind: stepRecord, RecordQueue: s.Queue.Queue}
+		return Step{Kind: StepRecord, RecordQueue: s.Queue.Queue}
 	}
 	if st, ok := nextLeftTheQueue(s); ok {
 		return st
@@ -383,9 +383,9 @@ func nextStep(s jobState, cfg stepConfig) step {
 		// worker was lost, came back and was chosen again). It is fenced:
 		// deleted, its status never copied.
 		if m.DeletionTimestamp != nil {
-			return step{Kind: stepNone, RequeueAfter: time.Second}
+			return Step{Kind: StepNone, RequeueAfter: time.Second}
 		}
-		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second}
+		return Step{Kind: StepFence, Mirror: m, RequeueAfter: time.Second}
 	}
 	if m == nil && s.Queue != nil {
 		if st, ok := nextQueuedWithoutMirror(s); ok {
@@ -398,23 +398,23 @@ func nextStep(s jobState, cfg stepConfig) step {
 	if s.MirrorOverBudget && m.UID == s.MirrorUID {
 		// Its identity only (readState reads the mirror whole, and did
 		// not get it): nothing to compare or copy from; look again.
-		return step{Kind: stepNone, RequeueAfter: time.Second}
+		return Step{Kind: StepNone, RequeueAfter: time.Second}
 	}
 	if m.UID != s.MirrorUID {
-		if ownMirror(s, m.UID) {
-			return step{Kind: stepRecord, MirrorUID: m.UID}
+		if OwnMirror(s, m.UID) {
+			return Step{Kind: StepRecord, MirrorUID: m.UID}
 		}
 		// Its labels are anyone's to write who may create Jobs in that
 		// namespace; its UID is the worker's own.
-		return step{Kind: stepMirrorNotOurs, Why: fmt.Sprintf(
+		return Step{Kind: StepMirrorNotOurs, Why: fmt.Sprintf(
 			"the Job %s/%s on %s carries this Job's mirror labels (attempt %d) but is not the mirror jobferry created (UID %s, not %s): "+
 				"its status is not copied, and this Job is dispatched again as attempt %d",
 			m.Namespace, m.Name, s.Worker, mirror.Attempt(m), m.UID, recordedOrNone(s.MirrorUID), jobstate.Attempt(job)+1)}
 	}
-	if activates(s) {
-		return step{Kind: stepActivate}
+	if Activates(s) {
+		return Step{Kind: StepActivate}
 	}
-	if !jobstatus.Finished(m.Status) && !isFinished(job) && !s.Blocked[writeMirrorSpec] {
+	if !jobstatus.Finished(m.Status) && !IsFinished(job) && !s.Blocked[WriteMirrorSpec] {
 		if st, ok := nextMirrorSpec(s, cfg); ok {
 			return st
 		}
@@ -424,10 +424,10 @@ func nextStep(s jobState, cfg stepConfig) step {
 		// Copied, the Job would be kept as its identity only and no
 		// longer acted on: a Job controller writes no such status, only
 		// whoever else may write the mirror's.
-		if s.Blocked[noticeOverBudget] {
-			return step{Kind: stepNone, RequeueAfter: time.Minute}
+		if s.Blocked[NoticeOverBudget] {
+			return Step{Kind: StepNone, RequeueAfter: time.Minute}
 		}
-		return step{Kind: stepOverBudget, RequeueAfter: time.Minute, Why: fmt.Sprintf(
+		return Step{Kind: StepOverBudget, RequeueAfter: time.Minute, Why: fmt.Sprintf(
 			"the status of its mirror on %s holds more than jobferry keeps of a Job's: %s; it is not copied", s.Worker, over)}
 	}
 	if !equality.Semantic.DeepEqual(desired, job.Status) {
@@ -435,25 +435,25 @@ func nextStep(s jobState, cfg stepConfig) step {
 		if wait := batchWait(s, cfg); !final && wait > 0 {
 			// Changes of a running mirror (pods created, ready) go out
 			// together, like upstream's batched Job status updates.
-			return step{Kind: stepNone, RequeueAfter: wait}
+			return Step{Kind: StepNone, RequeueAfter: wait}
 		}
-		return step{Kind: stepCopyStatus, Status: desired, Final: final}
+		return Step{Kind: StepCopyStatus, Status: desired, Final: final}
 	}
-	if jobstatus.Finished(m.Status) && isFinished(job) && cfg.DeleteFinishedMirrors {
-		return step{Kind: stepDeleteMirror, Mirror: m, InSync: true}
+	if jobstatus.Finished(m.Status) && IsFinished(job) && cfg.DeleteFinishedMirrors {
+		return Step{Kind: StepDeleteMirror, Mirror: m, InSync: true}
 	}
 	if s.Queue != nil && drained(job, m) && !s.Queue.Admitted {
 		return requeueStep(s, m)
 	}
-	return step{Kind: stepNone, InSync: true}
+	return Step{Kind: StepNone, InSync: true}
 }
 
 // leftTheQueue: the manager runs with Kueue, the Job was seen queued, and
 // it no longer names a LocalQueue (its label was removed: Kueue lets a
 // suspended Job's be). Kueue no longer admits it, and jobferry never
 // dispatches it outside Kueue.
-func leftTheQueue(s jobState) bool {
-	return s.KueueMode && s.RecordedQueue != "" && s.Queue == nil && !nothingToRun(s.Job)
+func leftTheQueue(s State) bool {
+	return s.KueueMode && s.RecordedQueue != "" && s.Queue == nil && !NothingToRun(s.Job)
 }
 
 // queueHolds: Kueue has not admitted the Job's pods as they would run if
@@ -461,7 +461,7 @@ func leftTheQueue(s jobState) bool {
 // and could no longer evict it), or its Workload is not admitted or being
 // evicted (Kueue keeps Admitted while it evicts). Its tenant's
 // unsuspension or growth is then not carried to the mirror.
-func queueHolds(s jobState) bool {
+func queueHolds(s State) bool {
 	return leftTheQueue(s) || (s.Queue != nil && (!s.Queue.Admitted || s.Queue.Evicted))
 }
 
@@ -481,13 +481,13 @@ func heldBack(desired, m *batchv1.Job) *batchv1.Job {
 // nextLeftTheQueue: a Job that left the queue waits for its label, unless
 // its mirror runs already (Kueue admitted it before): that one goes on, its
 // status copied, and is never unsuspended by jobferry (activates).
-func nextLeftTheQueue(s jobState) (step, bool) {
-	if !leftTheQueue(s) || isFinished(s.Job) || s.Mirror != nil || (s.Worker != "" && !s.Connection.Connected) {
+func nextLeftTheQueue(s State) (Step, bool) {
+	if !leftTheQueue(s) || IsFinished(s.Job) || s.Mirror != nil || (s.Worker != "" && !s.Connection.Connected) {
 		// A mirror that runs (or may: its worker is down) goes on as
 		// any; it is never unsuspended or grown (queueHolds).
-		return step{}, false
+		return Step{}, false
 	}
-	return step{Kind: stepShowWaiting, Waiting: waiting{ReasonQueueLabelRemoved, fmt.Sprintf(
+	return Step{Kind: StepShowWaiting, Waiting: Waiting{ReasonQueueLabelRemoved, fmt.Sprintf(
 		"this Job was queued in Kueue's LocalQueue %s and its label %s was removed: Kueue no longer admits it, and jobferry dispatches it only through Kueue; "+
 			"set the label again (%s=%s) to queue it", s.RecordedQueue, v1alpha1.KueueQueueNameLabel, v1alpha1.KueueQueueNameLabel, s.RecordedQueue)}}, true
 }
@@ -497,57 +497,57 @@ func nextLeftTheQueue(s jobState) (step, bool) {
 // a user sees it as soon as the worker shows it; once it copies many, each
 // Job's change waits out the batch period from its first change, and the
 // changes that follow within it go in the same write.
-func batchWait(s jobState, cfg stepConfig) time.Duration {
+func batchWait(s State, cfg Config) time.Duration {
 	if s.MirrorChangeSeen.IsZero() || s.QuietCopying {
 		return 0
 	}
 	return cfg.StatusBatchPeriod - s.Now.Sub(s.MirrorChangeSeen)
 }
 
-func nextUnplaced(s jobState) step {
+func nextUnplaced(s State) Step {
 	job := s.Job
 	switch {
-	case isFinished(job):
-		return step{Kind: stepNone}
-	case nothingToRun(job):
-		if s.Blocked[writeJob] {
-			return step{Kind: stepNone}
+	case IsFinished(job):
+		return Step{Kind: StepNone}
+	case NothingToRun(job):
+		if s.Blocked[WriteJob] {
+			return Step{Kind: StepNone}
 		}
-		return step{Kind: stepComplete}
+		return Step{Kind: StepComplete}
 	case s.Refusal != nil:
 		// Looked at again in a minute: an administrator may opt the
 		// namespace in meanwhile.
-		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+		return Step{Kind: StepNotAllowed, RequeueAfter: time.Minute, Waiting: Waiting{ReasonNotAllowed,
 			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
-	case s.Queue == nil && userSuspended(job):
+	case s.Queue == nil && UserSuspended(job):
 		// A queued Job is suspended by Kueue, not by its user.
-		return step{Kind: stepShowWaiting, Waiting: userSuspendedWaiting()}
-	case s.Blocked[writePlacement]:
+		return Step{Kind: StepShowWaiting, Waiting: UserSuspendedWaiting()}
+	case s.Blocked[WritePlacement]:
 		// The user was told; the same write would be rejected again.
-		return step{Kind: stepNone}
+		return Step{Kind: StepNone}
 	case s.Queue != nil:
 		return nextQueuedUnplaced(s)
 	}
-	return step{Kind: stepPlace}
+	return Step{Kind: StepPlace}
 }
 
 // strayStep: a mirror of the Job that its state does not account for runs
 // on a worker (its state was removed or rolled back to an earlier
 // attempt's; only a mirror whose attempt the manager sealed counts):
 // placing it again, or acting on the earlier attempt, could run it twice.
-func strayStep(s jobState, cfg stepConfig) step {
+func strayStep(s State, cfg Config) Step {
 	if m := s.Mirror; m != nil && m.DeletionTimestamp == nil && mirror.IsMirrorOf(m, cfg.Origin, s.Job.UID) && mirror.Attempt(m) < s.Stray.Attempt {
 		// The earlier attempt's mirror the state points at: jobferry
 		// gave that attempt up when it dispatched the later one, so it
 		// must not run beside it.
-		return step{Kind: stepFence, Mirror: m, RequeueAfter: time.Second, EventReason: ReasonStrayMirror, Why: fmt.Sprintf(
+		return Step{Kind: StepFence, Mirror: m, RequeueAfter: time.Second, EventReason: ReasonStrayMirror, Why: fmt.Sprintf(
 			"its mirror of attempt %d on %s was deleted: a mirror of a later attempt (%d, on %s) exists, so jobferry had given attempt %d up; jobferry's state on this Job was rolled back",
 			mirror.Attempt(m), s.Worker, s.Stray.Attempt, s.Stray.Worker, mirror.Attempt(m))}
 	}
-	if s.Blocked[noticeStray] {
-		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
+	if s.Blocked[NoticeStray] {
+		return Step{Kind: StepNone, RequeueAfter: 30 * time.Second}
 	}
-	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
+	return Step{Kind: StepStray, RequeueAfter: 30 * time.Second, Why: fmt.Sprintf(
 		"a mirror of this Job (attempt %d, UID %s) exists on %s though the Job records attempt %d: jobferry's state on the Job was removed "+
 			"or rolled back to an earlier attempt's; jobferry does not act on this Job "+
 			"(nothing is placed, created, updated or deleted for it on a worker, and no status is copied) while that Job exists",
@@ -558,11 +558,11 @@ func strayStep(s jobState, cfg stepConfig) step {
 // manager saw it record: an earlier state written back. Its later attempt's
 // mirror may run on a worker that is not connected; acting on the earlier
 // state could run the Job twice.
-func rolledBackStep(s jobState) step {
-	if s.Blocked[noticeStray] {
-		return step{Kind: stepNone, RequeueAfter: 30 * time.Second}
+func rolledBackStep(s State) Step {
+	if s.Blocked[NoticeStray] {
+		return Step{Kind: StepNone, RequeueAfter: 30 * time.Second}
 	}
-	return step{Kind: stepStray, RequeueAfter: 30 * time.Second, EventReason: ReasonStateRolledBack, Why: fmt.Sprintf(
+	return Step{Kind: StepStray, RequeueAfter: 30 * time.Second, EventReason: ReasonStateRolledBack, Why: fmt.Sprintf(
 		"jobferry's state on this Job records attempt %d, but this manager saw it record attempt %d: an earlier state was written back; "+
 			"jobferry does not act on this Job (nothing is placed, created, updated or deleted for it on a worker, and no status is copied): "+
 			"attempt %d's mirror may still run; delete the Job to stop it",
@@ -577,75 +577,75 @@ func recordedOrNone(uid types.UID) string {
 	return string(uid)
 }
 
-func nextWithoutMirror(s jobState) step {
+func nextWithoutMirror(s State) Step {
 	job := s.Job
 	switch {
-	case isFinished(job) || s.WroteFinished:
+	case IsFinished(job) || s.WroteFinished:
 		// The finished mirror is deleted already.
-		return step{Kind: stepNone}
+		return Step{Kind: StepNone}
 	case s.MirrorExpected && s.MirrorUID == "" && s.CreatedMirrorUID != "":
 		// Recorded at once, not when the worker's cache shows it.
-		return step{Kind: stepRecord, MirrorUID: s.CreatedMirrorUID}
+		return Step{Kind: StepRecord, MirrorUID: s.CreatedMirrorUID}
 	case s.MirrorExpected:
 		// Its add event reconciles the Job again; creating it again would
 		// only be refused as existing.
-		return step{Kind: stepNone, RequeueAfter: 5 * time.Second}
+		return Step{Kind: StepNone, RequeueAfter: 5 * time.Second}
 	case s.MirrorUID != "" && s.HiddenMirror != nil && s.HiddenMirror.DeletionTimestamp != nil:
 		// Fenced, or deleted by someone: gone once its finalizers are
 		// (each look is a read from the worker: not every second).
-		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
+		return Step{Kind: StepNone, RequeueAfter: 10 * time.Second}
 	case s.MirrorUID != "" && s.HiddenMirror != nil:
 		// Still running, and out of the cache's sight (so of fencing's and
 		// the orphan collector's): deleted first, so that the next attempt
 		// does not run beside it.
-		return step{Kind: stepFence, Mirror: s.HiddenMirror, RequeueAfter: time.Second, Why: fmt.Sprintf(
+		return Step{Kind: StepFence, Mirror: s.HiddenMirror, RequeueAfter: time.Second, Why: fmt.Sprintf(
 			"its mirror on %s (UID %s) is no longer seen as jobferry's there (its labels were changed, or its namespace holds more Jobs that look like jobferry's than the manager keeps): it is deleted, and this Job dispatched again",
 			s.Worker, s.MirrorUID)}
 	case s.MirrorUID != "" && s.MirrorFenced:
-		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
+		return Step{Kind: StepMirrorGone, Why: fmt.Sprintf(
 			"its mirror on %s (UID %s), deleted by jobferry as no longer seen as jobferry's there, is gone: this Job is dispatched again as attempt %d",
 			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
 	case s.MirrorUID != "":
 		// jobferry created it and did not delete it (a manager that deletes
 		// a mirror either moves the Job on or finished it).
-		return step{Kind: stepMirrorGone, Why: fmt.Sprintf(
+		return Step{Kind: StepMirrorGone, Why: fmt.Sprintf(
 			"its mirror on %s (UID %s) was deleted there, not by jobferry (by someone on the worker, or with its namespace): this Job is dispatched again as attempt %d",
 			s.Worker, s.MirrorUID, jobstate.Attempt(job)+1)}
 	case s.Refusal != nil:
 		// The policy holds at every mirror create, however the Job came to
 		// be placed.
-		return step{Kind: stepNotAllowed, RequeueAfter: time.Minute, Waiting: waiting{ReasonNotAllowed,
+		return Step{Kind: StepNotAllowed, RequeueAfter: time.Minute, Waiting: Waiting{ReasonNotAllowed,
 			fmt.Sprintf("jobferry does not dispatch this Job (rule: %s): %s", s.Refusal.Rule, s.Refusal.Message)}}
 	case s.PodsRefused != "":
 		// Its template changed since it was placed, and its namespace
 		// refuses the new pods.
-		return step{Kind: stepShowWaiting, RequeueAfter: podsRecheck, Waiting: waitingForMirror(ReasonPodsNotAdmitted, s.Worker,
+		return Step{Kind: StepShowWaiting, RequeueAfter: PodsRecheck, Waiting: WaitingForMirror(ReasonPodsNotAdmitted, s.Worker,
 			"namespace %s of this cluster does not admit its pods, so jobferry does not create its mirror: %s", job.Namespace, s.PodsRefused)}
 	case s.Foreign != nil:
-		return step{Kind: stepNameConflict, Why: fmt.Sprintf(
+		return Step{Kind: StepNameConflict, Why: fmt.Sprintf(
 			"a Job %s/%s not created by jobferry exists on %s; it is left untouched and this Job is placed elsewhere", job.Namespace, job.Name, s.Worker)}
 	case !s.Connection.MayUse:
 		// The WorkerCluster's namespaces changed since the placement.
-		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
+		return Step{Kind: StepRelease, Why: fmt.Sprintf("worker cluster %s takes Jobs from namespaces %s only (spec.namespaces); the Job is placed again",
 			s.Worker, strings.Join(s.Connection.Namespaces, ", "))}
 	case s.Connection.MirrorsForbidden != "":
-		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
+		return Step{Kind: StepRelease, Why: fmt.Sprintf("worker cluster %s: %s; the Job is placed again (see the WorkerCluster's %s condition)",
 			s.Worker, s.Connection.MirrorsForbidden, v1alpha1.ConditionAuthorized)}
 	case s.WorkerRejects != "":
-		return step{Kind: stepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
-	case s.Blocked[writeMirror] || s.Blocked[writeNamespace]:
-		return step{Kind: stepNone}
+		return Step{Kind: StepRelease, Why: fmt.Sprintf("worker cluster %s may no longer take this Job: %s; the Job is placed again", s.Worker, s.WorkerRejects)}
+	case s.Blocked[WriteMirror] || s.Blocked[WriteNamespace]:
+		return Step{Kind: StepNone}
 	case s.WorkerCluster == nil:
 		// Deleted since the placement; its connection goes with it.
-		return step{Kind: stepNone, RequeueAfter: time.Second}
+		return Step{Kind: StepNone, RequeueAfter: time.Second}
 	}
-	return step{Kind: stepCreateMirror}
+	return Step{Kind: StepCreateMirror}
 }
 
 // nextMirrorSpec: the user changed the running manager Job's spec
 // (parallelism, completions, deadline, suspend, ...; see mirror.SpecUpdate)
 // and the mirror must follow.
-func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
+func nextMirrorSpec(s State, cfg Config) (Step, bool) {
 	// SpecUpdate compares the pod template only while the mirror's may
 	// change; otherwise the manager Job's spec as it is will do, and the
 	// mirror is not built on every status change.
@@ -654,11 +654,11 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	// API server refuses is one to say, not one to drop (below).
 	if mirror.TemplateMutable(s.Mirror, true) {
 		if s.WorkerCluster == nil {
-			return step{}, false
+			return Step{}, false
 		}
 		var err error
-		if desired, err = desiredMirror(s.Job, activates(s), s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
-			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
+		if desired, err = DesiredMirror(s.Job, Activates(s), s.WorkerCluster, cfg.Origin, cfg.ManagerID); err != nil {
+			return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("cannot carry the new spec to the mirror on %s: %v", s.Worker, err)}, true
 		}
 	}
 	if queueHolds(s) {
@@ -666,16 +666,16 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 	}
 	updated, changed := mirror.SpecUpdate(desired, s.Mirror, true)
 	if len(changed) == 0 {
-		return step{}, false
+		return Step{}, false
 	}
 	if slices.Contains(changed, "template") && !mirror.TemplateMutable(s.Mirror, s.Connection.StartedTemplatesMutable) {
 		// Resumed with the template it has, the mirror would run other
 		// pods than the Job now asks for: it stays as it is, saying why.
-		return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: Kubernetes %s there lets the template of a Job that has started change only from v1.36 (feature gate MutableSchedulingDirectivesForSuspendedJobs); change it back, or delete the Job and create it again",
+		return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: Kubernetes %s there lets the template of a Job that has started change only from v1.36 (feature gate MutableSchedulingDirectivesForSuspendedJobs); change it back, or delete the Job and create it again",
 			s.Worker, versionOrUnknown(s.Connection.KubernetesVersion))}, true
 	}
 	if s.GrowthRefused != "" && (slices.Contains(changed, "parallelism") || slices.Contains(changed, "completions")) {
-		return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the Job's new parallelism is not carried to the mirror on %s: %s; lower it, or change the Job again once the quota has room",
+		return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("the Job's new parallelism is not carried to the mirror on %s: %s; lower it, or change the Job again once the quota has room",
 			s.Worker, s.GrowthRefused)}, true
 	}
 	if slices.Contains(changed, "template") {
@@ -684,16 +684,16 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 		// before it reaches the worker.
 		switch {
 		case s.Refusal != nil:
-			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: jobferry does not dispatch it (rule: %s): %s",
+			return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: jobferry does not dispatch it (rule: %s): %s",
 				s.Worker, s.Refusal.Rule, s.Refusal.Message)}, true
 		case s.PodsRefused != "":
-			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: namespace %s of this cluster does not admit its pods: %s",
+			return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: namespace %s of this cluster does not admit its pods: %s",
 				s.Worker, s.Job.Namespace, s.PodsRefused)}, true
 		case s.WorkerRejects != "":
-			return step{Kind: stepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: %s", s.Worker, s.WorkerRejects)}, true
+			return Step{Kind: StepInvalidMirror, Why: fmt.Sprintf("the changed pod template is not carried to the mirror on %s: %s", s.Worker, s.WorkerRejects)}, true
 		}
 	}
-	return step{Kind: stepUpdateMirror, Mirror: updated, Changed: changed}, true
+	return Step{Kind: StepUpdateMirror, Mirror: updated, Changed: changed}, true
 }
 
 // nextWorkerDown decides for a Job whose worker is not connected: nothing
@@ -702,12 +702,12 @@ func nextMirrorSpec(s jobState, cfg stepConfig) (step, bool) {
 // unless the Job asked to wait for its worker. The mirror left on the lost
 // worker is fenced: its status is never read again, and the collector
 // deletes it when the worker returns.
-func nextWorkerDown(s jobState, cfg stepConfig) step {
+func nextWorkerDown(s State, cfg Config) Step {
 	job := s.Job
-	if isFinished(job) {
+	if IsFinished(job) {
 		// Only the finished mirror is left to delete: the Job is looked at
 		// again when its worker reconnects (workers.Pool).
-		return step{Kind: stepNone}
+		return Step{Kind: StepNone}
 	}
 	down, why := time.Duration(0), workerNotConnected
 	cond := &metav1.Condition{}
@@ -725,10 +725,10 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		// the Secret is wrong): its mirrors may well run, so the Job waits
 		// for the connection, however long, rather than run twice.
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
-			return step{Kind: stepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
+			return Step{Kind: StepShowWaiting, RequeueAfter: 10 * time.Second, Waiting: WaitingForMirror(ReasonWorkerNotConnected, s.Worker,
 				"%s (%s: %s); the Job waits for the connection rather than run elsewhere, as its mirror may run there", workerNotConnected, cond.Reason, cond.Message)}
 		}
-		return step{Kind: stepNone, RequeueAfter: 10 * time.Second}
+		return Step{Kind: StepNone, RequeueAfter: 10 * time.Second}
 	default:
 		down = s.Now.Sub(cond.LastTransitionTime.Time)
 	}
@@ -736,26 +736,26 @@ func nextWorkerDown(s jobState, cfg stepConfig) step {
 		requeue := min(cfg.WorkerLostTimeout-down+time.Second, 10*time.Second)
 		if job.Status.StartTime == nil && job.Status.Active == 0 {
 			// Placed, but nothing ran yet: say what it waits for.
-			return step{Kind: stepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: waitingForMirror(ReasonWorkerNotConnected, s.Worker,
+			return Step{Kind: StepShowWaiting, RequeueAfter: requeue, Down: down, Waiting: WaitingForMirror(ReasonWorkerNotConnected, s.Worker,
 				"%s; after %s it is placed elsewhere", why, cfg.WorkerLostTimeout)}
 		}
-		return step{Kind: stepNone, RequeueAfter: requeue, Down: down}
+		return Step{Kind: StepNone, RequeueAfter: requeue, Down: down}
 	}
 	if job.Annotations[v1alpha1.OnWorkerLostAnnotation] == v1alpha1.OnWorkerLostWait {
-		return step{Kind: stepWorkerLostWait, Down: down, RequeueAfter: time.Minute, Why: fmt.Sprintf(
+		return Step{Kind: StepWorkerLostWait, Down: down, RequeueAfter: time.Minute, Why: fmt.Sprintf(
 			"worker %s has been unreachable for %s; this Job asks to wait for it (%s: %s) and is not run elsewhere",
 			s.Worker, down.Round(time.Second), v1alpha1.OnWorkerLostAnnotation, v1alpha1.OnWorkerLostWait)}
 	}
-	return step{Kind: stepRedispatch, Down: down, Why: fmt.Sprintf(
+	return Step{Kind: StepRedispatch, Down: down, Why: fmt.Sprintf(
 		"worker %s has been unreachable for %s; dispatching attempt %d elsewhere (the mirror left there is deleted when it returns)",
 		s.Worker, down.Round(time.Second), jobstate.Attempt(job)+1)}
 }
 
-// desiredMirror is the mirror of the manager Job as it is now, for the
+// DesiredMirror is the mirror of the manager Job as it is now, for the
 // worker wc: what the mirror is created as and kept in step with. activate:
 // the Job is held only to wait for placement (activates), so the mirror
 // runs.
-func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
+func DesiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, origin, manager string) (*batchv1.Job, error) {
 	id := mirror.Identity{Origin: origin, UID: job.UID, Attempt: max(jobstate.Attempt(job), 1), Manager: manager}
 	m, err := mirror.Build(jobstate.Without(job), id, wc.Spec.JobController, &wc.Spec.Scheduling)
 	if err != nil {
@@ -776,7 +776,7 @@ func desiredMirror(job *batchv1.Job, activate bool, wc *v1alpha1.WorkerCluster, 
 	return m, nil
 }
 
-// activates: the Job is held by the webhook only to wait for placement, so
+// Activates: the Job is held by the webhook only to wait for placement, so
 // jobferry unsuspends it once placed — unless Kueue queues it: then Kueue
 // alone unsuspends it.
-func activates(s jobState) bool { return needsActivation(s.Job) && s.Queue == nil && !leftTheQueue(s) }
+func Activates(s State) bool { return NeedsActivation(s.Job) && s.Queue == nil && !leftTheQueue(s) }

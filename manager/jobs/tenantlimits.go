@@ -46,14 +46,14 @@ func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenant
 	return r.PodAdmission.Admit(ctx, job)
 }
 
-// podsNotAdmitted is the waiting a refusal of the Job's pods gives it.
-func podsNotAdmitted(namespace, refused string) waiting {
-	return waitingForWorker(ReasonPodsNotAdmitted, "namespace %s of this cluster does not admit its pods, so jobferry does not dispatch it: %s", namespace, refused)
+// PodsNotAdmitted is the waiting a refusal of the Job's pods gives it.
+func PodsNotAdmitted(namespace, refused string) Waiting {
+	return WaitingForWorker(ReasonPodsNotAdmitted, "namespace %s of this cluster does not admit its pods, so jobferry does not dispatch it: %s", namespace, refused)
 }
 
-// podsRecheck is how soon a Job whose pods were refused is asked about
+// PodsRecheck is how soon a Job whose pods were refused is asked about
 // again: the namespace's LimitRanges and policies are not watched.
-const podsRecheck = time.Minute
+const PodsRecheck = time.Minute
 
 // quotaRecheck is how soon a Job a full quota held back is looked at again
 // when no Job of its namespace finishing wakes it first (quotaWaiters).
@@ -170,12 +170,12 @@ func kueueBound(kueueMode bool, job *batchv1.Job, trusted bool) bool {
 // finished on its worker, or gone with the Job finished. Only while the
 // worker is not connected does the Job's own status decide.
 func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool {
-	if nothingToRun(job) {
+	if NothingToRun(job) {
 		return true
 	}
 	conn := r.conn(job.Annotations[v1alpha1.WorkerAnnotation])
 	if conn == nil || !conn.Connected() {
-		return isFinished(job)
+		return IsFinished(job)
 	}
 	m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(job))
 	switch {
@@ -184,7 +184,7 @@ func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool 
 	case m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID):
 		return jobstatus.Finished(m.Status)
 	}
-	return isFinished(job)
+	return IsFinished(job)
 }
 
 // sealedCharge is what a placed Job's pods charge: what was sealed on it
@@ -314,7 +314,7 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			before, ok1 := managercache.JobWithoutTemplate(old)
 			after, ok2 := managercache.JobWithoutTemplate(obj)
-			if ok1 && ok2 && !isFinished(&before) && isFinished(&after) {
+			if ok1 && ok2 && !IsFinished(&before) && IsFinished(&after) {
 				freed(obj)
 			}
 		},

@@ -63,8 +63,8 @@ func TestPodsTheNamespaceRefusesAreNotDispatched(t *testing.T) {
 	if got := h.events(); strings.Join(got, ",") != ReasonPodsNotAdmitted {
 		t.Errorf("events %v, want %s", got, ReasonPodsNotAdmitted)
 	}
-	if result.RequeueAfter != podsRecheck {
-		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, podsRecheck)
+	if result.RequeueAfter != PodsRecheck {
+		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, PodsRecheck)
 	}
 	// The same refusal again writes nothing and tells no one twice.
 	h.reconcile(t)
@@ -282,7 +282,7 @@ func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 	if err := h.manager.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if !isFinished(h.job(t)) {
+	if !IsFinished(h.job(t)) {
 		t.Fatal("the forged status does not read finished")
 	}
 	got := h.nextJob(t)

@@ -64,32 +64,32 @@ const (
 // workerNotConnected is how a Waiting message says the worker is down.
 const workerNotConnected = "the worker cluster is not connected"
 
-// waiting says why a manager Job without a mirror does not run.
-type waiting struct {
-	reason, message string
+// Waiting says why a manager Job without a mirror does not run.
+type Waiting struct {
+	Reason, Message string
 }
 
-func userSuspendedWaiting() waiting { return waiting{reasonJobSuspended, "Job suspended"} }
+func UserSuspendedWaiting() Waiting { return Waiting{reasonJobSuspended, "Job suspended"} }
 
-// waitingForWorker: not placed yet, for reason (ReasonNoWorkerFits,
+// WaitingForWorker: not placed yet, for reason (ReasonNoWorkerFits,
 // ReasonInvalidClusterSelector, ReasonWaitingForWorker).
-func waitingForWorker(reason, format string, args ...any) waiting {
-	return waiting{reason, "waiting to be dispatched to a worker cluster: " + fmt.Sprintf(format, args...)}
+func WaitingForWorker(reason, format string, args ...any) Waiting {
+	return Waiting{reason, "waiting to be dispatched to a worker cluster: " + fmt.Sprintf(format, args...)}
 }
 
-// waitingForMirror: placed on worker, its mirror not created yet for
+// WaitingForMirror: placed on worker, its mirror not created yet for
 // reason (ReasonWorkerNotConnected, ReasonWaitingForMirror).
-func waitingForMirror(reason, worker, format string, args ...any) waiting {
-	return waiting{reason, fmt.Sprintf("placed on worker cluster %s; ", worker) + fmt.Sprintf(format, args...)}
+func WaitingForMirror(reason, worker, format string, args ...any) Waiting {
+	return Waiting{reason, fmt.Sprintf("placed on worker cluster %s; ", worker) + fmt.Sprintf(format, args...)}
 }
 
-// pendingStatus returns status with a True Suspended condition saying why the
+// PendingStatus returns status with a True Suspended condition saying why the
 // Job waits, and whether that is worth a write: a new reason or message is
 // (the messages carry no figures that change by themselves: "no worker fits"
 // says which resource is short, the Event how much). Nothing else of
 // the status changes, so every Job status validation rule that held still
 // holds (Suspended is not among the conditions the API server guards).
-func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.JobStatus, bool) {
+func PendingStatus(status batchv1.JobStatus, w Waiting, now time.Time) (batchv1.JobStatus, bool) {
 	out := *status.DeepCopy()
 	for i := range out.Conditions {
 		c := &out.Conditions[i]
@@ -97,16 +97,16 @@ func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.
 			continue
 		}
 		switch {
-		case c.Status == corev1.ConditionTrue && c.Reason == w.reason && c.Message == w.message:
+		case c.Status == corev1.ConditionTrue && c.Reason == w.Reason && c.Message == w.Message:
 			return status, false
 		case c.Status != corev1.ConditionTrue:
 			c.LastTransitionTime = metav1.NewTime(now)
 		}
-		c.Status, c.Reason, c.Message, c.LastProbeTime = corev1.ConditionTrue, w.reason, w.message, metav1.NewTime(now)
+		c.Status, c.Reason, c.Message, c.LastProbeTime = corev1.ConditionTrue, w.Reason, w.Message, metav1.NewTime(now)
 		return out, true
 	}
 	out.Conditions = append(out.Conditions, batchv1.JobCondition{
-		Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: w.reason, Message: w.message,
+		Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: w.Reason, Message: w.Message,
 		LastProbeTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
 	})
 	return out, true
@@ -114,23 +114,23 @@ func pendingStatus(status batchv1.JobStatus, w waiting, now time.Time) (batchv1.
 
 // showWaiting writes why the Job waits onto its status, unless it is finished
 // or already says so. The Job object is updated with what was written.
-func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w waiting) error {
+func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w Waiting) error {
 	_, err := r.updateWaiting(ctx, job, w)
 	return err
 }
 
 // updateWaiting is showWaiting, reporting whether it wrote.
-func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w waiting) (bool, error) {
-	if isFinished(job) {
+func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w Waiting) (bool, error) {
+	if IsFinished(job) {
 		return false, nil
 	}
-	status, changed := pendingStatus(job.Status, w, r.Clock.Now())
+	status, changed := PendingStatus(job.Status, w, r.Clock.Now())
 	if !changed {
 		return false, nil
 	}
 	updated, err := r.writeStatus(ctx, job, status)
 	if err != nil {
-		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.reason, err)
+		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.Reason, err)
 	}
 	r.refusals.followOwnWrite(job, updated.ResourceVersion)
 	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
@@ -139,7 +139,7 @@ func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w w
 
 // Reasons of jobferry_jobs_waiting: why an unfinished manager Job does not
 // run, read back from the reason of the condition jobferry wrote on it
-// (jobWaiting).
+// (JobWaiting).
 const (
 	waitingUserSuspended   = "user_suspended"
 	waitingNotAllowed      = "not_allowed"
@@ -188,12 +188,12 @@ var waitingByReason = map[string]string{
 	ReasonQuotaExceeded:          waitingQuotaExceeded,
 }
 
-// jobWaiting says why an unfinished manager Job does not run ("" when it
+// JobWaiting says why an unfinished manager Job does not run ("" when it
 // runs, or is finished): its worker is lost (workerDown), or the reason of
 // the Suspended condition jobferry (or the worker, for a suspended mirror)
 // wrote says why.
-func jobWaiting(job *batchv1.Job, workerDown bool) string {
-	if isFinished(job) {
+func JobWaiting(job *batchv1.Job, workerDown bool) string {
+	if IsFinished(job) {
 		return ""
 	}
 	if workerDown {

@@ -16,10 +16,10 @@ func TestPendingStatus(t *testing.T) {
 	suspended := func(status corev1.ConditionStatus, reason, message string, transition, probe time.Duration) batchv1.JobCondition {
 		return batchv1.JobCondition{Type: batchv1.JobSuspended, Status: status, Reason: reason, Message: message, LastTransitionTime: at(transition), LastProbeTime: at(probe)}
 	}
-	noFit := waiting{ReasonNoWorkerFits, "no worker fits"}
+	noFit := Waiting{ReasonNoWorkerFits, "no worker fits"}
 	cases := map[string]struct {
 		status      batchv1.JobStatus
-		w           waiting
+		w           Waiting
 		now         time.Duration
 		want        []batchv1.JobCondition
 		wantChanged bool
@@ -52,7 +52,7 @@ func TestPendingStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.status.DeepCopy()
-			got, changed := pendingStatus(tc.status, tc.w, t0.Add(tc.now))
+			got, changed := PendingStatus(tc.status, tc.w, t0.Add(tc.now))
 			if changed != tc.wantChanged {
 				t.Errorf("changed = %t, want %t", changed, tc.wantChanged)
 			}

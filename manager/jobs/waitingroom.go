@@ -163,11 +163,11 @@ func toWake(shapes []waitingShape, lookup func(types.NamespacedName) *batchv1.Jo
 		workers := withAssumed(shape.Workers, woken)
 		for _, key := range shape.Jobs {
 			job := lookup(key)
-			if job == nil || job.Annotations[v1alpha1.WorkerAnnotation] != "" || isFinished(job) {
+			if job == nil || job.Annotations[v1alpha1.WorkerAnnotation] != "" || IsFinished(job) {
 				drop = append(drop, key)
 				continue
 			}
-			decision, err := dispatch.Place(asUserWroteIt(job), workers)
+			decision, err := dispatch.Place(AsUserWroteIt(job), workers)
 			if err != nil || !decision.Placed() {
 				break
 			}

@@ -49,12 +49,12 @@ func keysOf(jobs ...*batchv1.Job) []types.NamespacedName {
 func TestToWake(t *testing.T) {
 	small1, small2, small3 := waitingJob("small-1", 3*time.Minute, "1"), waitingJob("small-2", 2*time.Minute, "1"), waitingJob("small-3", time.Minute, "1")
 	big := waitingJob("big", 4*time.Minute, "6")
-	placedJob := waitingJob("placed", 5*time.Minute, "1")
-	placedJob.Annotations[v1alpha1.WorkerAnnotation] = "w1"
+	PlacedJob := waitingJob("placed", 5*time.Minute, "1")
+	PlacedJob.Annotations[v1alpha1.WorkerAnnotation] = "w1"
 	finished := waitingJob("finished", 5*time.Minute, "1")
 	complete(finished)
 	all := map[types.NamespacedName]*batchv1.Job{}
-	for _, j := range []*batchv1.Job{small1, small2, small3, big, placedJob, finished} {
+	for _, j := range []*batchv1.Job{small1, small2, small3, big, PlacedJob, finished} {
 		all[client.ObjectKeyFromObject(j)] = j
 	}
 	lookup := func(key types.NamespacedName) *batchv1.Job { return all[key] }
@@ -114,10 +114,10 @@ func TestToWake(t *testing.T) {
 		},
 		{
 			name: "Jobs gone, placed or finished meanwhile are dropped, and the next one looked at",
-			shapes: []waitingShape{{Jobs: append([]types.NamespacedName{gone}, keysOf(placedJob, finished, small1)...),
+			shapes: []waitingShape{{Jobs: append([]types.NamespacedName{gone}, keysOf(PlacedJob, finished, small1)...),
 				Workers: []dispatch.Worker{workerWithFree("w1", "1")}}},
 			wake: keysOf(small1),
-			drop: append([]types.NamespacedName{gone}, keysOf(placedJob, finished)...),
+			drop: append([]types.NamespacedName{gone}, keysOf(PlacedJob, finished)...),
 		},
 	}
 	for _, tc := range cases {

@@ -103,7 +103,7 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.Worker) {
 		return nil
 	}
-	if isFinished(job) {
+	if IsFinished(job) {
 		r.warned.forget(key)
 		return nil
 	}

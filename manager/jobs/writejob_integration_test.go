@@ -35,7 +35,7 @@ func startAPIServer(t *testing.T) client.Client {
 	return c
 }
 
-// writeJob, on a real kube-apiserver: the placement (annotations and the
+// WriteJob, on a real kube-apiserver: the placement (annotations and the
 // worker's directives in the pod template) lands sealed and leaves the rest
 // of the template as it was; releasing the Job removes what placing added;
 // and a write from a Job as read before someone else's change is refused
@@ -64,7 +64,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	placed, err := placedJob(read, "worker-1", v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}})
+	placed, err := PlacedJob(read, "worker-1", v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 		t.Errorf("the written Job holds resourceVersion %s, the server %s", placed.ResourceVersion, got.ResourceVersion)
 	}
 
-	released := releasedJob(got)
+	released := ReleasedJob(got)
 	if err := r.writeJob(ctx, got, released); err != nil {
 		t.Fatalf("writing the release: %v", err)
 	}
