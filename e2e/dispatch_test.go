@@ -27,7 +27,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // workerRecorder watches one namespace on every worker and remembers, per
@@ -257,7 +257,7 @@ func assertDispatchMetrics(t *testing.T, metrics map[string]*dto.MetricFamily, m
 		t.Errorf("jobferry_build_info{component=manager} = %v (present %v), want 1", v, ok)
 	}
 	// One series per reason, at 0 when no Job waits for it.
-	reasons := managerjobs.WaitingReasons()
+	reasons := policy.WaitingReasons()
 	var have []string
 	for _, m := range metrics["jobferry_jobs_waiting"].GetMetric() {
 		have = append(have, labelValue(m, "reason"))

@@ -33,7 +33,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	managerworkers "github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -508,7 +508,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != managerjobs.ReasonNoWorkerFits ||
+		if c := suspendedCondition(waiting); waiting.Annotations[v1alpha1.WorkerAnnotation] != "" || c == nil || c.Reason != policy.ReasonNoWorkerFits ||
 			!strings.Contains(c.Message, "worker-1: a Job "+ns+"/clash not created by jobferry exists there") {
 			t.Errorf("after worker-2's capacity changed: placed on %q, Suspended condition %+v; want it waiting, unplaced, for the name held on worker-1",
 				waiting.Annotations[v1alpha1.WorkerAnnotation], c)

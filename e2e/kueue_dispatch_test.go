@@ -28,7 +28,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
@@ -235,7 +235,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		}
 		waiting := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "saying no worker can run it", func(j *batchv1.Job) bool {
 			c := hasCondition(j, batchv1.JobSuspended)
-			return c != nil && c.Reason == jobs.ReasonNoWorkerCanRun && strings.Contains(c.Message, "needs 20 cpu at once")
+			return c != nil && c.Reason == policy.ReasonNoWorkerCanRun && strings.Contains(c.Message, "needs 20 cpu at once")
 		})
 		if w := waiting.Annotations[v1alpha1.WorkerAnnotation]; w != "" || !ptr.Deref(waiting.Spec.Suspend, false) {
 			t.Errorf("a rejected Job is placed on %q or not suspended (%v)", w, waiting.Spec.Suspend)
@@ -343,7 +343,7 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		}
 		waiting := pollJob(ctx, t, k.manager, ns, job.Name, time.Minute, "waiting for its queue label", func(j *batchv1.Job) bool {
 			c := hasCondition(j, batchv1.JobSuspended)
-			return c != nil && c.Reason == jobs.ReasonQueueLabelRemoved
+			return c != nil && c.Reason == policy.ReasonQueueLabelRemoved
 		})
 		if w := waiting.Annotations[v1alpha1.WorkerAnnotation]; w != "" || !ptr.Deref(waiting.Spec.Suspend, false) {
 			t.Errorf("the Job whose label was removed is placed on %q or unsuspended (%v)", w, waiting.Spec.Suspend)

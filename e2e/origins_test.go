@@ -17,7 +17,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // Two managers, on two manager clusters, both left with the default origin,
@@ -89,7 +89,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	managerB := managerID(ctx, t, b.managerClient, devenv.SystemNamespace)
-	event := waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonUnschedulable, time.Minute,
+	event := waitEvent(ctx, t, b.manager, ns, "shared", policy.ReasonUnschedulable, time.Minute,
 		"namespace "+ns+" there was created by another jobferry manager ("+managerA+") and its administrator has not accepted this manager's Jobs in it")
 	t.Logf("manager B's Job of the same name: %s: %s", event.Reason, event.Message)
 	if _, err := a.workers["worker-1"].CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
@@ -98,7 +98,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 	}
 	// Looked at again within namespaceRecheck (30 s) and the namespace
 	// read's reuse (10 s).
-	event = waitEvent(ctx, t, b.manager, ns, "shared", managerjobs.ReasonNameConflict, 90*time.Second, "not created by jobferry exists on worker-1")
+	event = waitEvent(ctx, t, b.manager, ns, "shared", policy.ReasonNameConflict, 90*time.Second, "not created by jobferry exists on worker-1")
 	t.Logf("once B's Jobs are accepted there: %s: %s", event.Reason, event.Message)
 	now, err := a.workers["worker-1"].BatchV1().Jobs(ns).Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil || string(now.UID) != mirrorUIDA || now.DeletionTimestamp != nil {
@@ -108,7 +108,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 		t.Errorf("manager B deleted %v mirrors on worker-1 as orphans", got)
 	}
 	job, err := a.manager.BatchV1().Jobs(ns).Get(ctx, "shared", metav1.GetOptions{})
-	if err != nil || job.Status.Active != 1 || strings.Contains(eventReasons(ctx, t, a.manager, ns, "shared"), managerjobs.ReasonMirrorDeleted) {
+	if err != nil || job.Status.Active != 1 || strings.Contains(eventReasons(ctx, t, a.manager, ns, "shared"), policy.ReasonMirrorDeleted) {
 		t.Errorf("manager A's Job: active %d, events %s (%v)", job.Status.Active, eventReasons(ctx, t, a.manager, ns, "shared"), err)
 	}
 }

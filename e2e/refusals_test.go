@@ -27,7 +27,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // limitedWorker registers worker-2's API server once more, as WorkerCluster
@@ -201,11 +201,11 @@ func TestWorkerCredentialWithoutRights(t *testing.T) {
 	}
 	rejected := waitEvent(ctx, t, d.manager, ns, revoked.Name, "MirrorRejected", 30*time.Second, "forbidden", "cannot create resource \"jobs\"")
 	t.Logf("MirrorRejected: %s", rejected.Message)
-	waitEvent(ctx, t, d.manager, ns, revoked.Name, managerjobs.ReasonMissingRights, 30*time.Second, "may not create jobs.batch")
+	waitEvent(ctx, t, d.manager, ns, revoked.Name, policy.ReasonMissingRights, 30*time.Second, "may not create jobs.batch")
 	limited.authorized(ctx, t, d, metav1.ConditionFalse)
 	pollJob(ctx, t, d.manager, ns, revoked.Name, 30*time.Second, "released and waiting", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return j.Annotations[v1alpha1.WorkerAnnotation] == "" && c != nil && c.Reason == managerjobs.ReasonNoWorkerFits
+		return j.Annotations[v1alpha1.WorkerAnnotation] == "" && c != nil && c.Reason == policy.ReasonNoWorkerFits
 	})
 	limited.grant(ctx, t, allRules()...)
 	pollJob(ctx, t, d.manager, ns, revoked.Name, time.Minute, "Complete once granted again", func(j *batchv1.Job) bool {
@@ -292,7 +292,7 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 	t.Logf("PlacementRejected: %s", rejected.Message)
 	pollJob(ctx, t, d.manager, ns, big.Name, 10*time.Second, "waiting, saying the placement was refused", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return c != nil && c.Reason == managerjobs.ReasonWaitingForWorker && strings.Contains(c.Message, "was refused")
+		return c != nil && c.Reason == policy.ReasonWaitingForWorker && strings.Contains(c.Message, "was refused")
 	})
 	// Other Jobs come and go meanwhile, so capacity summaries change and
 	// every unplaced Job is looked at again.
@@ -338,7 +338,7 @@ func TestRefusedWritesShowOnTheJob(t *testing.T) {
 	waitEvent(ctx, t, d.manager, ns, refusedJob.Name, "MirrorRejected", 30*time.Second, refusal)
 	pollJob(ctx, t, d.manager, ns, refusedJob.Name, 10*time.Second, "waiting for its mirror, saying why", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return c != nil && c.Reason == managerjobs.ReasonWaitingForMirror && strings.Contains(c.Message, refusal)
+		return c != nil && c.Reason == policy.ReasonWaitingForMirror && strings.Contains(c.Message, refusal)
 	})
 	if got := kubectlStatus(ctx, t, d.Manager.KubeconfigPath, ns, refusedJob.Name); got != "Suspended" {
 		t.Errorf("kubectl get job shows %s for a Job whose mirror was refused", got)

@@ -23,7 +23,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/manager/admission"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 const (
@@ -197,7 +197,7 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	if _, err := alice.BatchV1().Jobs("team-c").Create(ctx, weaker, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	placed := waitEvent(ctx, t, d.manager, "team-c", weaker.Name, managerjobs.ReasonDispatched, 30*time.Second,
+	placed := waitEvent(ctx, t, d.manager, "team-c", weaker.Name, policy.ReasonDispatched, 30*time.Second,
 		"placed on worker-2", `worker-1: its namespace team-c enforces PodSecurity "baseline:latest", weaker than "restricted:latest" on the manager`)
 	t.Logf("Dispatched: %s", placed.Message)
 	pollJob(ctx, t, d.manager, "team-c", weaker.Name, time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
@@ -234,11 +234,11 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		if err != nil {
 			t.Fatalf("creating %s/%s without the webhook: %v", ns, job.Name, err)
 		}
-		event := waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonNotAllowed, 30*time.Second, "rule: "+slipped[ns])
+		event := waitEvent(ctx, t, d.manager, ns, job.Name, policy.ReasonNotAllowed, 30*time.Second, "rule: "+slipped[ns])
 		t.Logf("%s/%s: %s: %s", ns, job.Name, event.Reason, event.Message)
 		got := pollJob(ctx, t, d.manager, ns, job.Name, 10*time.Second, "showing why it is not dispatched", func(j *batchv1.Job) bool {
 			c := suspendedCondition(j)
-			return c != nil && c.Reason == managerjobs.ReasonNotAllowed
+			return c != nil && c.Reason == policy.ReasonNotAllowed
 		})
 		if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" || created == nil {
 			t.Errorf("%s/%s was dispatched to %s", ns, job.Name, w)
@@ -257,7 +257,7 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating an oversized Job without the webhook: %v", err)
 	}
-	event := waitEvent(ctx, t, d.manager, "team-a", oversized.Name, managerjobs.ReasonOverBudget, 30*time.Second,
+	event := waitEvent(ctx, t, d.manager, "team-a", oversized.Name, policy.ReasonOverBudget, 30*time.Second,
 		"this Job holds more than jobferry keeps of one: spec.template.spec.tolerations takes", "over its budget of 2048 entries and 128 KiB", "jobferry does not act on it")
 	t.Logf("team-a/%s: %s: %s", oversized.Name, event.Reason, event.Message)
 	jobs["team-a-oversized"] = oversized

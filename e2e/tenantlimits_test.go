@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // A tenant's limits on the manager cross to the workers (issue 45, item 2),
@@ -58,12 +58,12 @@ func TestTenantLimitsCrossToWorkers(t *testing.T) {
 		want := "maximum cpu usage per Container is 1, but limit is 2"
 		job := pollJob(ctx, t, d.manager, "team-limits", "too-big", time.Minute, "waiting, its pods refused", func(j *batchv1.Job) bool {
 			c := hasCondition(j, batchv1.JobSuspended)
-			return c != nil && c.Reason == jobs.ReasonPodsNotAdmitted && containsAll(c.Message, want)
+			return c != nil && c.Reason == policy.ReasonPodsNotAdmitted && containsAll(c.Message, want)
 		})
 		if w := job.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
 			t.Errorf("placed on %s", w)
 		}
-		e := waitEvent(ctx, t, d.manager, "team-limits", "too-big", jobs.ReasonPodsNotAdmitted, 30*time.Second, "namespace team-limits of this cluster does not admit its pods", want)
+		e := waitEvent(ctx, t, d.manager, "team-limits", "too-big", policy.ReasonPodsNotAdmitted, 30*time.Second, "namespace team-limits of this cluster does not admit its pods", want)
 		t.Logf("condition: %s", hasCondition(job, batchv1.JobSuspended).Message)
 		t.Logf("Event %s: %s", e.Reason, e.Message)
 		for name, w := range d.workers {
@@ -133,7 +133,7 @@ func TestTenantLimitsCrossToWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range events.Items {
-				if e.Reason == jobs.ReasonQuotaExceeded && containsAll(e.Message, "ResourceQuota two-pods in namespace team-quota: pods would be 3, over its hard limit of 2") {
+				if e.Reason == policy.ReasonQuotaExceeded && containsAll(e.Message, "ResourceQuota two-pods in namespace team-quota: pods would be 3, over its hard limit of 2") {
 					if !found {
 						t.Logf("Event on %s %s: %s", name, e.Reason, e.Message)
 					}

@@ -25,7 +25,7 @@ import (
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // Issue 23: only jobferry writes jobferry's state. These tests act as the
@@ -189,7 +189,7 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 	if err := updateAnnotations(ctx, alice, ns, "running", func(a map[string]string) { a[v1alpha1.WorkerAnnotation] = "worker-2" }); err != nil {
 		t.Fatal(err)
 	}
-	event := waitEvent(ctx, t, d.manager, ns, "running", managerjobs.ReasonUntrustedState, 30*time.Second,
+	event := waitEvent(ctx, t, d.manager, ns, "running", policy.ReasonUntrustedState, 30*time.Second,
 		"annotations jobferry.dev/worker", "was not written by jobferry's manager", "does not act on it")
 	t.Logf("moved by its tenant: %s: %s", event.Reason, event.Message)
 	if uid := mirrorUID(ctx, t, d.workers["worker-2"], ns, "running"); uid != "" {
@@ -216,7 +216,7 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 	if _, err := alice.BatchV1().Jobs(ns).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	event = waitEvent(ctx, t, d.manager, ns, "forged", managerjobs.ReasonUntrustedState, 30*time.Second, "jobferry.dev/worker", "jobferry.dev/dispatch-attempt")
+	event = waitEvent(ctx, t, d.manager, ns, "forged", policy.ReasonUntrustedState, 30*time.Second, "jobferry.dev/worker", "jobferry.dev/dispatch-attempt")
 	t.Logf("placed by its tenant: %s: %s", event.Reason, event.Message)
 	for name, w := range d.workers {
 		if uid := mirrorUID(ctx, t, w, ns, "forged"); uid != "" {
@@ -235,7 +235,7 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 	if err := updateAnnotations(ctx, alice, ns, "rerun", func(a map[string]string) { a[v1alpha1.DispatchAttemptAnnotation] = "2" }); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(ctx, t, d.manager, ns, "rerun", managerjobs.ReasonUntrustedState, 30*time.Second, "jobferry.dev/dispatch-attempt")
+	waitEvent(ctx, t, d.manager, ns, "rerun", policy.ReasonUntrustedState, 30*time.Second, "jobferry.dev/dispatch-attempt")
 	if uid := mirrorUID(ctx, t, d.workers["worker-2"], ns, "rerun"); uid != mirror {
 		t.Errorf("the running mirror was replaced (%q, was %s): the Job ran again", uid, mirror)
 	}
@@ -259,7 +259,7 @@ func TestTenantCannotWriteJobferrysState(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	event = waitEvent(ctx, t, d.manager, ns, "stripped", managerjobs.ReasonStrayMirror, 30*time.Second, "exists on worker-1", "records attempt 0")
+	event = waitEvent(ctx, t, d.manager, ns, "stripped", policy.ReasonStrayMirror, 30*time.Second, "exists on worker-1", "records attempt 0")
 	t.Logf("stripped by its tenant: %s: %s", event.Reason, event.Message)
 	if uid := mirrorUID(ctx, t, d.workers["worker-2"], ns, "stripped"); uid != "" {
 		t.Errorf("the Job stripped of its state was dispatched again to worker-2: it runs twice")
@@ -383,7 +383,7 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 		t.Errorf("bob's Job was taken for the mirror: %v", redispatched.Annotations)
 	}
 	reasons := eventReasons(ctx, t, d.manager, ns, "warned")
-	if !strings.Contains(reasons, managerjobs.ReasonMirrorNotOurs) && !strings.Contains(reasons, managerjobs.ReasonMirrorDeleted) {
+	if !strings.Contains(reasons, policy.ReasonMirrorNotOurs) && !strings.Contains(reasons, policy.ReasonMirrorDeleted) {
 		t.Errorf("Events %s say nothing of the mirror's replacement", reasons)
 	}
 	t.Logf("the mirror replaced on the worker: %s; dispatched again to %s, mirror %s (bob's %s)", reasons,
@@ -403,7 +403,7 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	if err := bob.BatchV1().Jobs(ns).Delete(ctx, "deleted", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
-	event := waitEvent(ctx, t, d.manager, ns, "deleted", managerjobs.ReasonMirrorDeleted, 30*time.Second, "was deleted there, not by jobferry", "attempt 2")
+	event := waitEvent(ctx, t, d.manager, ns, "deleted", policy.ReasonMirrorDeleted, 30*time.Second, "was deleted there, not by jobferry", "attempt 2")
 	t.Logf("%s: %s", event.Reason, event.Message)
 	done := pollJob(ctx, t, d.manager, ns, "deleted", 2*time.Minute, "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete) != nil })
 	if done.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
@@ -424,7 +424,7 @@ func TestWorkerNamespaceUserCannotMisleadTheManager(t *testing.T) {
 	if err := worker1.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	event = waitEvent(ctx, t, d.manager, ns, "gone", managerjobs.ReasonMirrorDeleted, time.Minute, "was deleted there")
+	event = waitEvent(ctx, t, d.manager, ns, "gone", policy.ReasonMirrorDeleted, time.Minute, "was deleted there")
 	t.Logf("%s: %s", event.Reason, event.Message)
 	again := pollJob(ctx, t, d.manager, ns, "gone", time.Minute, "running again", func(j *batchv1.Job) bool {
 		return j.Annotations[v1alpha1.DispatchAttemptAnnotation] == "2" && j.Annotations[v1alpha1.MirrorUIDAnnotation] != "" && j.Status.Active == 1
@@ -483,7 +483,7 @@ func TestTemplateChangesHoldToPodSecurity(t *testing.T) {
 	})
 	const apparmor = "container.apparmor.security.beta.kubernetes.io/main"
 	patch(`{"spec":{"template":{"metadata":{"annotations":{"` + apparmor + `":"unconfined"}}}}}`)
-	event := waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonInvalidMirror, 30*time.Second,
+	event := waitEvent(ctx, t, d.manager, ns, job.Name, policy.ReasonInvalidMirror, 30*time.Second,
 		"the changed pod template is not carried to the mirror on worker-1", "rule: Pod Security", `violates PodSecurity "baseline:latest"`, "AppArmor")
 	t.Logf("%s: %s", event.Reason, event.Message)
 	m, err := d.workers["worker-1"].BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
@@ -552,12 +552,12 @@ func TestReplayedSealAcrossWorkerLossRunsNothingTwice(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("writing the attempt-1 state back: %v", err)
 	}
-	e := waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonStrayMirror, time.Minute, "exists on "+second, "records attempt 1")
+	e := waitEvent(ctx, t, d.manager, ns, job.Name, policy.ReasonStrayMirror, time.Minute, "exists on "+second, "records attempt 1")
 	t.Logf("%s: %s", e.Reason, e.Message)
 
 	restart()
 	waitConnected(ctx, t, d, first, metav1.ConditionTrue)
-	e = waitEvent(ctx, t, d.manager, ns, job.Name, managerjobs.ReasonStrayMirror, 2*time.Minute,
+	e = waitEvent(ctx, t, d.manager, ns, job.Name, policy.ReasonStrayMirror, 2*time.Minute,
 		"its mirror of attempt 1 on "+first+" was deleted: a mirror of a later attempt (2, on "+second+") exists")
 	t.Logf("%s: %s", e.Reason, e.Message)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -23,7 +23,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // TestUpgradeWithJobsInFlight installs the previous release
@@ -300,7 +300,7 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		if e.Reason == managerjobs.ReasonUntrustedState || e.Reason == managerjobs.ReasonMirrorNotOurs {
+		if e.Reason == policy.ReasonUntrustedState || e.Reason == policy.ReasonMirrorNotOurs {
 			t.Errorf("%s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/jobferry/jobferry/dispatch/dispatchtest"
 	"github.com/jobferry/jobferry/e2e/devenv"
 	"github.com/jobferry/jobferry/e2e/localcluster"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // TestMixedKubernetesMinors runs jobferry across Kubernetes minors: a
@@ -254,7 +254,7 @@ func fieldWaitsForNewerWorker(ctx context.Context, t *testing.T, d *dispatchEnv,
 	oldVersion := "v" + versions["worker-1"].String()
 	held := pollJob(ctx, t, d.manager, ns, job.Name, 30*time.Second, "waiting, naming the old worker's version", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return c != nil && c.Reason == managerjobs.ReasonNoWorkerFits && strings.Contains(c.Message, oldVersion)
+		return c != nil && c.Reason == policy.ReasonNoWorkerFits && strings.Contains(c.Message, oldVersion)
 	})
 	msg := suspendedCondition(held).Message
 	t.Logf("the version-aware refusal: %s", msg)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	managerjobs "github.com/jobferry/jobferry/manager/jobs"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // A Job that waits for a worker says so: `kubectl get job` shows it
@@ -42,7 +42,7 @@ func waitingJobSaysWhy(t *testing.T, d *dispatchEnv, workerName string) {
 	}
 	held := pollJob(ctx, t, d.manager, ns, job.Name, 30*time.Second, "Suspended=True, waiting for a worker", func(j *batchv1.Job) bool {
 		c := suspendedCondition(j)
-		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == managerjobs.ReasonNoWorkerFits
+		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == policy.ReasonNoWorkerFits
 	})
 	t.Logf("waiting: %s", suspendedCondition(held).Message)
 	if msg := suspendedCondition(held).Message; !containsAll(msg, "no worker fits", "cluster selector", "worker-1", "worker-2") {
@@ -74,7 +74,7 @@ func waitingJobSaysWhy(t *testing.T, d *dispatchEnv, workerName string) {
 	t.Logf("condition sequence on the manager: %v", seen)
 	// Watched from creation: no conditions, waiting, then only the mirror's
 	// (whose intermediate states the copy may or may not catch).
-	waitingState := "[Suspended=True/" + managerjobs.ReasonNoWorkerFits + "]"
+	waitingState := "[Suspended=True/" + policy.ReasonNoWorkerFits + "]"
 	if len(seen) < 3 || seen[0] != "[]" || seen[1] != waitingState {
 		t.Errorf("the manager Job went through %v, want [] then %s then the mirror's conditions", seen, waitingState)
 	}

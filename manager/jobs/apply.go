@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -14,8 +15,8 @@ import (
 // readState read, Next's decision and the reconcile's memo.
 type applyScope struct {
 	key  types.NamespacedName
-	s    State
-	st   Step
+	s    policy.State
+	st   policy.Step
 	memo *stepMemo
 }
 
@@ -39,37 +40,37 @@ type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reco
 // stepHandlers are the handlers of every kind of step, each in the file of
 // its concern: notices here, placement writes in applyplacement.go, mirror
 // writes in applymirror.go, Kueue's check in applyqueue.go.
-var stepHandlers = map[Kind]stepHandler{
-	StepNone:           (*JobReconciler).applyNone,
-	StepFinalize:       (*JobReconciler).applyFinalize,
-	StepNotAllowed:     (*JobReconciler).applyNotAllowed,
-	StepShowWaiting:    (*JobReconciler).applyShowWaiting,
-	StepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
-	StepUntrusted:      (*JobReconciler).applyUntrusted,
-	StepOverBudget:     (*JobReconciler).applyOverBudget,
-	StepStray:          (*JobReconciler).applyStray,
-	StepComplete:       (*JobReconciler).applyComplete,
-	StepPlace:          (*JobReconciler).applyPlace,
-	StepActivate:       (*JobReconciler).applyActivate,
-	StepRecord:         (*JobReconciler).applyRecord,
-	StepNameConflict:   (*JobReconciler).applyNameConflict,
-	StepRelease:        (*JobReconciler).applyRelease,
-	StepRedispatch:     (*JobReconciler).applyRedispatch,
-	StepMirrorNotOurs:  (*JobReconciler).applyMirrorReplaced,
-	StepMirrorGone:     (*JobReconciler).applyMirrorReplaced,
-	StepCreateMirror:   (*JobReconciler).applyCreateMirror,
-	StepFence:          (*JobReconciler).applyFence,
-	StepUpdateMirror:   (*JobReconciler).applyUpdateMirror,
-	StepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
-	StepCopyStatus:     (*JobReconciler).applyCopyStatus,
-	StepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
-	StepSetCheck:       (*JobReconciler).applySetCheck,
-	StepRequeue:        (*JobReconciler).applyRequeue,
+var stepHandlers = map[policy.Kind]stepHandler{
+	policy.StepNone:           (*JobReconciler).applyNone,
+	policy.StepFinalize:       (*JobReconciler).applyFinalize,
+	policy.StepNotAllowed:     (*JobReconciler).applyNotAllowed,
+	policy.StepShowWaiting:    (*JobReconciler).applyShowWaiting,
+	policy.StepWorkerLostWait: (*JobReconciler).applyWorkerLostWait,
+	policy.StepUntrusted:      (*JobReconciler).applyUntrusted,
+	policy.StepOverBudget:     (*JobReconciler).applyOverBudget,
+	policy.StepStray:          (*JobReconciler).applyStray,
+	policy.StepComplete:       (*JobReconciler).applyComplete,
+	policy.StepPlace:          (*JobReconciler).applyPlace,
+	policy.StepActivate:       (*JobReconciler).applyActivate,
+	policy.StepRecord:         (*JobReconciler).applyRecord,
+	policy.StepNameConflict:   (*JobReconciler).applyNameConflict,
+	policy.StepRelease:        (*JobReconciler).applyRelease,
+	policy.StepRedispatch:     (*JobReconciler).applyRedispatch,
+	policy.StepMirrorNotOurs:  (*JobReconciler).applyMirrorReplaced,
+	policy.StepMirrorGone:     (*JobReconciler).applyMirrorReplaced,
+	policy.StepCreateMirror:   (*JobReconciler).applyCreateMirror,
+	policy.StepFence:          (*JobReconciler).applyFence,
+	policy.StepUpdateMirror:   (*JobReconciler).applyUpdateMirror,
+	policy.StepInvalidMirror:  (*JobReconciler).applyInvalidMirror,
+	policy.StepCopyStatus:     (*JobReconciler).applyCopyStatus,
+	policy.StepDeleteMirror:   (*JobReconciler).applyDeleteMirror,
+	policy.StepSetCheck:       (*JobReconciler).applySetCheck,
+	policy.StepRequeue:        (*JobReconciler).applyRequeue,
 }
 
 // apply does what Next decided, and says whether the reconcile goes on
 // with the next step.
-func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s State, st Step, memo *stepMemo) (reconcile.Result, bool, error) {
+func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s policy.State, st policy.Step, memo *stepMemo) (reconcile.Result, bool, error) {
 	if st.InSync {
 		r.observed.take(key)
 	}
@@ -82,7 +83,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s S
 
 // applyNone: nothing to write; a finished Job's assumed capacity ends.
 func (r *JobReconciler) applyNone(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	if job := a.s.Job; job != nil && a.s.Worker != "" && (IsFinished(job) || a.s.WroteFinished) {
+	if job := a.s.Job; job != nil && a.s.Worker != "" && (policy.IsFinished(job) || a.s.WroteFinished) {
 		r.assume.forget(job.UID)
 	}
 	return a.done(nil)
@@ -97,7 +98,7 @@ func (r *JobReconciler) applyFinalize(ctx context.Context, a applyScope) (reconc
 func (r *JobReconciler) applyNotAllowed(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	wrote, err := r.updateWaiting(ctx, a.s.Job, a.st.Waiting)
 	if wrote {
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonNotAllowed, "Place", "%s", a.st.Waiting.Message)
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonNotAllowed, "Place", "%s", a.st.Waiting.Message)
 	}
 	return a.done(err)
 }
@@ -107,36 +108,36 @@ func (r *JobReconciler) applyShowWaiting(ctx context.Context, a applyScope) (rec
 }
 
 func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
 	return a.done(nil)
 }
 
 // applyUntrusted says, once per version of the Job, that its jobferry
 // state is not jobferry's; nothing else is done with it.
 func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, NoticeUntrusted)
+	r.refusals.remember(a.s.Job, policy.NoticeUntrusted)
 	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, NoticeUntrusted.Reason, NoticeUntrusted.Action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeUntrusted.Reason, policy.NoticeUntrusted.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
 // applyOverBudget says, once per version of the Job, that it holds more
 // than jobferry keeps of one; nothing else is done with it.
 func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, NoticeOverBudget)
+	r.refusals.remember(a.s.Job, policy.NoticeOverBudget)
 	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.st.Why)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, NoticeOverBudget.Reason, NoticeOverBudget.Action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeOverBudget.Reason, policy.NoticeOverBudget.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
 // applyStray says, once per version of the Job, that a mirror its state
 // does not account for runs on a worker.
 func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, NoticeStray)
-	reason := NoticeStray.Reason
+	r.refusals.remember(a.s.Job, policy.NoticeStray)
+	reason := policy.NoticeStray.Reason
 	if a.st.EventReason != "" {
 		reason = a.st.EventReason
 	}
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, NoticeStray.Action, "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, policy.NoticeStray.Action, "%s", a.st.Why)
 	return a.done(nil)
 }

@@ -21,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/workers"
@@ -45,12 +46,12 @@ func (r *JobReconciler) applyCreateMirror(ctx context.Context, a applyScope) (re
 // applyFence deletes the mirror of an attempt a later one replaced.
 func (r *JobReconciler) applyFence(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
 	if a.st.Why != "" {
 		// A mirror fenced for a reason the user should hear (hidden, or of
 		// an attempt jobferry had given up), said after the delete.
-		reason := ReasonMirrorHidden
+		reason := policy.ReasonMirrorHidden
 		if a.st.EventReason != "" {
 			reason = a.st.EventReason
 		}
@@ -66,8 +67,8 @@ func (r *JobReconciler) applyUpdateMirror(ctx context.Context, a applyScope) (re
 // applyInvalidMirror says, once per spec of the Job, why its change is not
 // carried to the mirror.
 func (r *JobReconciler) applyInvalidMirror(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, WriteMirrorSpec)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, WriteMirrorSpec.Action, "%s", a.st.Why)
+	r.refusals.remember(a.s.Job, policy.WriteMirrorSpec)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, policy.WriteMirrorSpec.Action, "%s", a.st.Why)
 	return a.next()
 }
 
@@ -86,7 +87,7 @@ func (r *JobReconciler) applyCopyStatus(ctx context.Context, a applyScope) (reco
 // finished one, when asked), then lets the Job go.
 func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
 	r.assume.forget(a.s.Job.UID)
 	return a.done(r.removeFinalizer(ctx, a.s.Job))
@@ -100,7 +101,7 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 // a mirror of a new attempt, and always after recording it on the Job; and
 // only one whose attempt it sealed (v1alpha1.AttemptSealLabel) counts, so a
 // Job someone made with a mirror's labels holds nothing up.
-func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*StrayMirror, error) {
+func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*policy.StrayMirror, error) {
 	key := client.ObjectKeyFromObject(job)
 	recorded, recordedUID := jobstate.Attempt(job), types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
 	for _, worker := range r.Workers.Names() {
@@ -131,7 +132,7 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealK
 		if live.UID != job.UID || jobstate.Attempt(live) >= mirror.Attempt(m) {
 			return nil, nil
 		}
-		return &StrayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
+		return &policy.StrayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
 	}
 	return nil, nil
 }
@@ -180,7 +181,7 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 // createMirror creates the mirror on the Job's worker (and its namespace,
 // when the manager may create namespaces there). A same-named Job that is
 // not ours is handed back to Next as Foreign.
-func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMemo) (created bool, result reconcile.Result, err error) {
+func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, memo *stepMemo) (created bool, result reconcile.Result, err error) {
 	job, worker := s.Job, s.Worker
 	conn := r.conn(worker)
 	if conn == nil {
@@ -194,7 +195,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMem
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
 		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
-			result, err := r.mirrorRefused(ctx, job, WriteNamespace, "preparing namespace "+job.Namespace, worker, err)
+			result, err := r.mirrorRefused(ctx, job, policy.WriteNamespace, "preparing namespace "+job.Namespace, worker, err)
 			return false, result, err
 		}
 	}
@@ -207,10 +208,10 @@ func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMem
 		// brings the news, and the mirror is built from the new spec.
 		return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	m, err := DesiredMirror(whole, Activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
+	m, err := policy.DesiredMirror(whole, policy.Activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
 	if err != nil {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
 	key, err := r.Keys.Key(ctx)
 	if err != nil {
@@ -232,7 +233,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMem
 			// A stale attempt the cache does not show yet: fenced, as the
 			// next step would once it does.
 			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
-				result, err := r.refused(ctx, job, WriteMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
+				result, err := r.refused(ctx, job, policy.WriteMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
 				return false, result, err
 			}
 			return false, reconcile.Result{RequeueAfter: time.Second}, nil
@@ -247,12 +248,12 @@ func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMem
 		// with it): read, and created, again on the next try.
 		conn.ForgetNamespace(job.Namespace)
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
-		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker,
+		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
-		result, err := r.mirrorRefused(ctx, job, WriteMirror, "creating the mirror", worker, err)
+		result, err := r.mirrorRefused(ctx, job, policy.WriteMirror, "creating the mirror", worker, err)
 		return false, result, err
 	}
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
@@ -267,7 +268,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s State, memo *stepMem
 	if placement == "" {
 		placement = "placed on " + worker
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, policy.ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
 	// The mirror's status comes with its first event; the Suspended
 	// condition the Job may show while it waited is replaced then.
 	return true, reconcile.Result{}, nil
@@ -287,9 +288,9 @@ var errForeign = errors.New("a Job not created by jobferry holds the name")
 // mirror yet: on the Job (Event and Suspended condition), and, when the
 // worker refused it as forbidden, by checking the worker's rights at once, so
 // that a credential lacking them releases the Job for another worker.
-func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w Write, what, worker string, err error) (reconcile.Result, error) {
+func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w policy.Write, what, worker string, err error) (reconcile.Result, error) {
 	if reported(err) {
-		if werr := r.showWaiting(ctx, job, WaitingForMirror(ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
+		if werr := r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "%s was refused: %s", what, apiMessage(err))); werr != nil {
 			return reconcile.Result{}, werr
 		}
 	}
@@ -306,7 +307,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w W
 // updateMirror carries what the user changed on the running manager Job to
 // its mirror (nextMirrorSpec decided what, from cached, the mirror as the
 // cache keeps it: see slimMirror).
-func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st Step) (reconcile.Result, error) {
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st policy.Step) (reconcile.Result, error) {
 	conn := r.conn(worker)
 	if conn == nil {
 		return reconcile.Result{Requeue: true}, nil
@@ -318,7 +319,7 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 			return reconcile.Result{}, err
 		}
 		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
-			return r.refused(ctx, job, WriteNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
+			return r.refused(ctx, job, policy.WriteNamespace, "preparing namespace "+job.Namespace, workerAPI(worker), err)
 		}
 	}
 	err := updateFromCache(ctx, conn, cached, st.Mirror)
@@ -329,21 +330,21 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 		if classify(err) == forbidden {
 			r.Workers.RecheckRights(ctx, worker)
 		}
-		return r.refused(ctx, job, WriteMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
+		return r.refused(ctx, job, policy.WriteMirrorSpec, "carrying "+strings.Join(st.Changed, ", ")+" to the mirror", workerAPI(worker), err)
 	}
 	changed := st.Changed
 	if slices.Contains(changed, "suspend") {
 		// KEP-2232: the worker deletes or recreates the pods and reports
 		// Suspended and startTime, which the status copy brings back.
-		reason, verb := ReasonMirrorResumed, "resumed"
+		reason, verb := policy.ReasonMirrorResumed, "resumed"
 		if ptr.Deref(st.Mirror.Spec.Suspend, false) {
-			reason, verb = ReasonMirrorSuspended, "suspended"
+			reason, verb = policy.ReasonMirrorSuspended, "suspended"
 		}
 		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", worker, verb)
 		changed = slices.DeleteFunc(slices.Clone(changed), func(f string) bool { return f == "suspend" })
 	}
 	if len(changed) > 0 {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonMirrorUpdated, WriteMirrorSpec.Action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, policy.ReasonMirrorUpdated, policy.WriteMirrorSpec.Action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
 	}
 	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil
@@ -454,7 +455,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		for _, field := range mirror.RejectedFields(err) {
 			metrics.StatusWriteRejected.WithLabelValues(field).Inc()
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
 		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
 		return errRejectedCopy
 	default:

@@ -23,6 +23,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
@@ -38,7 +39,7 @@ import (
 // applyComplete completes a Job of zero completions without a worker.
 func (r *JobReconciler) applyComplete(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.completeWithoutPods(ctx, a.s.Job); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "completing the Job (completions is 0)", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "completing the Job (completions is 0)", managerAPI, err))
 	}
 	return a.done(nil)
 }
@@ -50,7 +51,7 @@ func (r *JobReconciler) applyPlace(ctx context.Context, a applyScope) (reconcile
 
 func (r *JobReconciler) applyActivate(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.activate(ctx, a.s.Job, a.s.WorkerCluster); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteActivation, "injecting "+a.s.Worker+"'s directives and unsuspending the Job", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteActivation, "injecting "+a.s.Worker+"'s directives and unsuspending the Job", managerAPI, err))
 	}
 	return a.next()
 }
@@ -66,7 +67,7 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 		log.Info("adopting the unrecorded mirror of the Job's attempt", "job", a.key, "worker", a.s.Worker, "mirror", a.st.MirrorUID, "why", a.s.AdoptWhy)
 	}
 	if err := r.record(ctx, a.s.Job, a.st.MirrorUID, a.st.RecordQueue); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "recording jobferry's state on the Job", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "recording jobferry's state on the Job", managerAPI, err))
 	}
 	return a.next()
 }
@@ -76,13 +77,13 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	job, worker := a.s.Job, a.s.Worker
 	metrics.DispatchTotal.WithLabelValues(worker, "conflict").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNameConflict, "Dispatch", "%s", a.st.Why)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonNameConflict, "Dispatch", "%s", a.st.Why)
 	a.memo.foreign = nil
 	exclude := func(updated *batchv1.Job) {
 		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(dispatch.ExcludedWorkers(job), worker), ",")
 	}
 	if err := r.release(ctx, job, worker, exclude); err != nil {
-		return stop(r.refused(ctx, job, WriteJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))
+		return stop(r.refused(ctx, job, policy.WriteJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))
 	}
 	return a.next()
 }
@@ -90,31 +91,31 @@ func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (re
 // applyRelease places the Job again: its worker may no longer take it.
 func (r *JobReconciler) applyRelease(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "releasing the placement on "+a.s.Worker, managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "releasing the placement on "+a.s.Worker, managerAPI, err))
 	}
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonMissingRights, "Dispatch", "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonMissingRights, "Dispatch", "%s", a.st.Why)
 	return a.next()
 }
 
 // applyRedispatch places the Job again: its worker is lost.
 func (r *JobReconciler) applyRedispatch(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "lost").Inc()
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
 	return a.next()
 }
 
 // applyMirrorReplaced places the Job again as a new attempt: its mirror was
 // deleted on the worker, or replaced by a Job jobferry did not create.
 func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	reason, result := ReasonMirrorNotOurs, "not_ours"
-	if a.st.Kind == StepMirrorGone {
-		reason, result = ReasonMirrorDeleted, "deleted"
+	reason, result := policy.ReasonMirrorNotOurs, "not_ours"
+	if a.st.Kind == policy.StepMirrorGone {
+		reason, result = policy.ReasonMirrorDeleted, "deleted"
 	}
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "dispatching the Job again", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "dispatching the Job again", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
@@ -196,29 +197,6 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
 }
 
-// namespaceRecheck is how soon a Job a worker's namespace kept off that
-// worker is placed again: jobferry watches no worker's namespaces, so
-// nothing else says when its administrator accepts the manager's Jobs in
-// one, creates it, or changes its Pod Security level (and reads of it are
-// reused for up to workers' namespaceTTL).
-const namespaceRecheck = 30 * time.Second
-
-// keptOffByNamespace: the workers that could run the Job all rejected it
-// for its namespace there, and nothing else (a Job some worker turned down
-// for capacity is looked at again as capacity frees, namespaces and all).
-func keptOffByNamespace(d dispatch.Decision) bool {
-	byNamespace := false
-	for _, code := range d.Codes {
-		switch code {
-		case dispatch.ReasonNamespaceMissing, dispatch.ReasonNamespaceNotAccepted, dispatch.ReasonPodSecurity, dispatch.ReasonNamespaceUnreadable:
-			byNamespace = true
-		case dispatch.ReasonInsufficientCapacity, dispatch.ReasonNoCapacitySummary:
-			return false
-		}
-	}
-	return byNamespace
-}
-
 // notAccepted says why a worker's namespace this manager did not create
 // takes no mirror, and how its administrator accepts the manager's Jobs
 // there.
@@ -250,11 +228,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, reconcile.Result{}, err
 	}
 	if pods.Refused != "" {
-		return false, reconcile.Result{RequeueAfter: PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
+		return false, reconcile.Result{RequeueAfter: policy.PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
 	}
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.waiting.pass()
-	asWritten := AsUserWroteIt(job)
+	asWritten := policy.AsUserWroteIt(job)
 	if len(pods.Admitted.Containers)+len(pods.Admitted.InitContainers) > 0 {
 		// Placed as its pods will run: with what admission gave them.
 		asWritten = asWritten.DeepCopy()
@@ -271,9 +249,9 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	if quota != nil {
 		r.quotaWaiting.add(client.ObjectKeyFromObject(job))
-		wrote, err := r.updateWaiting(ctx, job, WaitingForWorker(ReasonQuotaExceeded, "%s", quota.Gist))
+		wrote, err := r.updateWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonQuotaExceeded, "%s", quota.Gist))
 		if wrote {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonQuotaExceeded, "Place", "%s", quota.Message)
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonQuotaExceeded, "Place", "%s", quota.Message)
 		}
 		return false, reconcile.Result{RequeueAfter: quotaRecheck}, err
 	}
@@ -282,8 +260,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
 	}
 	if invalid != nil {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Place", "%v", invalid)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, WaitingForWorker(ReasonInvalidClusterSelector, "%v", invalid))
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidSelector, "Place", "%v", invalid)
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonInvalidClusterSelector, "%v", invalid))
 	}
 	if !decision.Placed() && q != nil && q.Check != "" && never != "" {
 		return false, reconcile.Result{}, r.reject(ctx, job, *q, never)
@@ -298,16 +276,16 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 			r.wakeWaiting()
 		}
 		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
-		if keptOffByNamespace(decision) {
-			retry.RequeueAfter = namespaceRecheck
+		if policy.KeptOffByNamespace(decision) {
+			retry.RequeueAfter = policy.NamespaceRecheck
 		}
 		// The condition says the gist (no free amounts, which change with
 		// every capacity summary); the Event, with the figures, goes with a
 		// change of it, not with every retry: under load every capacity
 		// change retries every waiting Job.
-		wrote, err := r.updateWaiting(ctx, job, WaitingForWorker(ReasonNoWorkerFits, "%s", decision.Gist()))
+		wrote, err := r.updateWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonNoWorkerFits, "%s", decision.Gist()))
 		if wrote {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonUnschedulable, "Place", "%s", decision.Summary())
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonUnschedulable, "Place", "%s", decision.Summary())
 		}
 		return false, retry, err
 	}
@@ -319,12 +297,12 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	var updated *batchv1.Job
 	if q != nil {
-		updated = PlacedQueuedJob(job, decision.Worker)
+		updated = policy.PlacedQueuedJob(job, decision.Worker)
 	} else {
-		updated, err = PlacedJob(job, decision.Worker, wc.Spec.Scheduling)
+		updated, err = policy.PlacedJob(job, decision.Worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
-		err = WithAdmittedPods(updated, pods.Admitted)
+		err = policy.WithAdmittedPods(updated, pods.Admitted)
 	}
 	if err == nil {
 		err = r.writeJob(ctx, job, updated)
@@ -333,11 +311,11 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		r.assume.forget(job.UID)
 		r.charging.forget(job.UID)
 		if reported(err) {
-			if werr := r.showWaiting(ctx, job, WaitingForWorker(ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+			if werr := r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
 			}
 		}
-		result, err := r.refused(ctx, job, WritePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		result, err := r.refused(ctx, job, policy.WritePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
 		return false, result, err
 	}
 	*job = *updated
@@ -388,18 +366,18 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 // Rejected (Kueue gives its quota back rather than hold it for a Job that
 // cannot run), or the Job waits, looked at again after PodsRecheck.
 func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *workload.View, refused string) error {
-	w := PodsNotAdmitted(job.Namespace, refused)
+	w := policy.PodsNotAdmitted(job.Namespace, refused)
 	if q != nil && q.Check != "" {
 		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: w.Message}); err != nil {
 			return err
 		}
 		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
 		return r.showWaiting(ctx, job, w)
 	}
 	wrote, err := r.updateWaiting(ctx, job, w)
 	if wrote {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonPodsNotAdmitted, "Place", "%s", w.Message)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s", w.Message)
 	}
 	return err
 }
@@ -413,8 +391,8 @@ func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload
 		return err
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonNoWorkerCanRun, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", message, q.Check, q.Workload)
-	return r.showWaiting(ctx, job, WaitingForWorker(ReasonNoWorkerCanRun, "%s", message))
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonNoWorkerCanRun, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", message, q.Check, q.Workload)
+	return r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonNoWorkerCanRun, "%s", message))
 }
 
 // workerViews describes every WorkerCluster for placement of a Job from the
@@ -494,7 +472,7 @@ func withoutCapacity(wc *v1alpha1.WorkerCluster) *v1alpha1.WorkerCluster {
 // (ReleasedJob); change, when set, edits the Job in the same write. The Job
 // object is updated with what was written.
 func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker string, change func(*batchv1.Job)) error {
-	updated := ReleasedJob(job)
+	updated := policy.ReleasedJob(job)
 	if change != nil {
 		change(updated)
 	}
@@ -525,16 +503,6 @@ func (r *JobReconciler) record(ctx context.Context, job *batchv1.Job, mirrorUID 
 	return nil
 }
 
-// NeedsActivation: placed and mirrored, but still held by the webhook.
-func NeedsActivation(job *batchv1.Job) bool {
-	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
-}
-
-// UserSuspended: suspended by its user rather than held for placement.
-func UserSuspended(job *batchv1.Job) bool {
-	return ptr.Deref(job.Spec.Suspend, false) && !NeedsActivation(job)
-}
-
 // activate injects the worker's directives into a Job that was placed but
 // is still held (placed by an earlier version, which unsuspended after
 // creating the mirror) and unsuspends it, in one update.
@@ -542,7 +510,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 	if wc == nil {
 		return fmt.Errorf("WorkerCluster %s is gone", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
-	updated, err := ActivatedJob(job, wc.Name, wc.Spec.Scheduling)
+	updated, err := policy.ActivatedJob(job, wc.Name, wc.Spec.Scheduling)
 	if err != nil {
 		return err
 	}
@@ -550,5 +518,26 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
 	}
 	*job = *updated
+	return nil
+}
+
+// completeWithoutPods finishes a Job with nothing to run as upstream would:
+// a Job held only for placement is first released (the user did not ask for
+// it to be suspended, so it starts and completes), then its status is written.
+func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job) error {
+	if policy.NeedsActivation(job) {
+		updated := job.DeepCopy()
+		updated.Spec.Suspend = ptr.To(false)
+		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
+		if err := r.writeJob(ctx, job, updated); err != nil {
+			return fmt.Errorf("releasing a Job with nothing to run: %w", err)
+		}
+		job = updated
+	}
+	updated, err := r.writeStatus(ctx, job, policy.CompletedWithoutPods(job, r.Clock.Now()))
+	if err != nil {
+		return fmt.Errorf("completing a Job with nothing to run: %w", err)
+	}
+	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/queue/workload"
 )
@@ -25,8 +26,6 @@ type Queue interface {
 	SetCheck(ctx context.Context, namespace string, v workload.View, u workload.CheckUpdate) error
 }
 
-var WriteCheck = Write{Action: "SetAdmissionCheck", Reason: ReasonCheckRejected}
-
 // applySetCheck gives jobferry's check on the Workload the state the step
 // says; a Ready check carries the placement's reasons when this reconcile
 // made it. Kueue's answer (admission, eviction) reconciles the Job again.
@@ -36,11 +35,11 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 		update.Message = a.memo.placement
 	}
 	if err := r.Queue.SetCheck(ctx, a.s.Job.Namespace, *a.s.Queue, update); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
 	}
 	r.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
 	if update.State == kueue.CheckStateRetry {
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
+		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, policy.ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
 	}
 	return a.done(nil)
 }
@@ -50,13 +49,13 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 func (r *JobReconciler) applyRequeue(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if m := a.st.Mirror; m != nil {
 		if err := r.deleteMirror(ctx, a.s.Worker, m); err != nil {
-			return stop(r.refused(ctx, a.s.Job, WriteMirrorGone, "deleting the mirror Kueue's eviction drained", workerAPI(a.s.Worker), err))
+			return stop(r.refused(ctx, a.s.Job, policy.WriteMirrorGone, "deleting the mirror Kueue's eviction drained", workerAPI(a.s.Worker), err))
 		}
 	}
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
-		return stop(r.refused(ctx, a.s.Job, WriteJob, "letting the placement on "+a.s.Worker+" go", managerAPI, err))
+		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "letting the placement on "+a.s.Worker+" go", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "requeued").Inc()
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, ReasonRequeued, "Requeue", "%s", a.st.Why)
+	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, policy.ReasonRequeued, "Requeue", "%s", a.st.Why)
 	return a.next()
 }

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 )
 
 // Two managers with one origin on one worker: the other's mirror of a Job
@@ -35,7 +37,7 @@ func TestAnotherInstallationsMirrorIsLeftAlone(t *testing.T) {
 	}
 	// This manager's Job of the same name, placed on w1, is not given their
 	// mirror's place: placed on w2, theirs left.
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	for range 3 {
 		h.reconcile(t)
 	}
@@ -45,7 +47,7 @@ func TestAnotherInstallationsMirrorIsLeftAlone(t *testing.T) {
 	if m := h.mirror(t, "w2"); m == nil || m.Labels[v1alpha1.ManagerIDLabel] != "manager-a" {
 		t.Errorf("this manager's Job has no mirror of its own on w2: %v", m)
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonNameConflict+","+ReasonDispatched {
-		t.Errorf("events %s, want %s then %s", got, ReasonNameConflict, ReasonDispatched)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonNameConflict+","+policy.ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, policy.ReasonNameConflict, policy.ReasonDispatched)
 	}
 }

@@ -38,63 +38,13 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/eventnote"
-	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
-)
-
-// Event reasons on manager Jobs.
-const (
-	// ReasonDispatched: placed on a worker, and its mirror created there.
-	ReasonDispatched         = "Dispatched"
-	ReasonUnschedulable      = "Unschedulable"
-	ReasonInvalidSelector    = "InvalidClusterSelector"
-	ReasonNameConflict       = "NameConflict"
-	ReasonStatusRejected     = "StatusRejected"
-	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
-	ReasonMirrorSuspended    = "MirrorSuspended"
-	ReasonMirrorResumed      = "MirrorResumed"
-	ReasonMirrorUpdated      = "MirrorUpdated"
-	ReasonWorkerLost         = "WorkerLost"
-	ReasonMissingRights      = "WorkerMissingRights"
-	ReasonInvalidMirror      = "InvalidMirror"
-	// ReasonUntrustedState: jobferry's annotations on the Job are not what
-	// its manager wrote; nothing is done for the Job.
-	ReasonUntrustedState = "UntrustedState"
-	// ReasonStrayMirror: a mirror of the Job that its state does not
-	// account for runs on a worker; nothing is dispatched meanwhile.
-	ReasonStrayMirror = "StrayMirror"
-	// ReasonStateRolledBack: the Job's state records a lower attempt than
-	// this manager saw it record; nothing is dispatched meanwhile.
-	ReasonStateRolledBack = "StateRolledBack"
-	// ReasonOverBudget: the Job holds more than jobferry keeps of one
-	// (managercache.OverBudget); nothing is done for it.
-	ReasonOverBudget = "OverBudget"
-	// ReasonMirrorNotOurs: the Job in the mirror's place on the worker is
-	// not the one jobferry created; the Job is dispatched again.
-	ReasonMirrorNotOurs = "MirrorReplacedOnWorker"
-	// ReasonMirrorDeleted: the mirror was deleted on the worker; the Job is
-	// dispatched again.
-	ReasonMirrorDeleted = "MirrorDeletedOnWorker"
-	// ReasonMirrorHidden: the mirror is still on the worker but no longer
-	// seen as jobferry's there; it was deleted, and the Job is dispatched
-	// again.
-	ReasonMirrorHidden = "MirrorHiddenOnWorker"
-	// ReasonNotAllowed: the dispatch policy refuses the Job (a namespace
-	// not opted in, a reserved one, pods its Pod Security level forbids):
-	// it reached jobferry while the webhook did not check it.
-	ReasonNotAllowed = "DispatchNotAllowed"
-	// ReasonRequeued: Kueue took the queued Job's quota back (evicted or
-	// preempted it); its mirror drained, its placement went, and it is
-	// placed afresh when Kueue admits it again.
-	ReasonRequeued = "Requeued"
-	// ReasonCheckRejected: the API server refused jobferry's write of its
-	// admission check on the queued Job's Workload.
-	ReasonCheckRejected = "AdmissionCheckRejected"
 )
 
 // managerAPI names the manager cluster's API server in Events.
@@ -375,7 +325,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		st := Next(s, r.stepConfig())
+		st := policy.Next(s, r.stepConfig())
 		logf.FromContext(ctx).V(2).Info("step", "step", st.Kind.String(), "worker", s.Worker)
 		result, more, err := r.apply(ctx, req.NamespacedName, s, st, &memo)
 		if err != nil || !more {
@@ -411,15 +361,15 @@ type stepMemo struct {
 	foreign *batchv1.Job
 }
 
-func (r *JobReconciler) stepConfig() Config {
-	return Config{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
+func (r *JobReconciler) stepConfig() policy.Config {
+	return policy.Config{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
 }
 
 // readState reads, from caches, what Next decides on: the Job (nil when
 // gone), its worker's connection, WorkerCluster and mirror, and what this
 // manager remembers of it.
-func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (State, error) {
-	s := State{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
+func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (policy.State, error) {
+	s := policy.State{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
 	if job == nil {
 		return s, nil
 	}
@@ -427,8 +377,8 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err != nil {
 		return s, err
 	}
-	s.Blocked = map[Write]bool{}
-	for _, w := range []Write{WritePlacement, WriteMirror, WriteNamespace, WriteMirrorSpec, WriteJob, WriteCheck, NoticeUntrusted, NoticeStray, NoticeOverBudget} {
+	s.Blocked = map[policy.Write]bool{}
+	for _, w := range policy.Writes() {
 		if r.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
@@ -460,7 +410,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	// before the key (their managers recorded no UIDs). An attempt this
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere
-	unfinished := !IsFinished(job) && !NothingToRun(job)
+	unfinished := !policy.IsFinished(job) && !policy.NothingToRun(job)
 	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
 		// The cache may lag this manager's own write of the higher
 		// attempt: the Job as its API server holds it has the last word.
@@ -504,7 +454,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if conn == nil || !conn.Connected() {
 		return s, nil
 	}
-	s.Connection = Connection{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
+	s.Connection = policy.Connection{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
 		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
 	if missing := conn.MissingRights(); !workers.MayCreateMirrors(missing, job.Namespace) {
 		s.Connection.MirrorsForbidden = workers.MissingMessage(missing)
@@ -516,7 +466,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	if err != nil {
 		return s, err
 	}
-	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && OwnMirror(s, m.UID) {
+	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && policy.OwnMirror(s, m.UID) {
 		// The mirror this manager created (or adopts, as Next does),
 		// over what the worker's cache keeps of a Job: read whole from
 		// the worker, kept by none. Any other Job the cache keeps so is
@@ -582,11 +532,11 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 }
 
 // refusalOf is the dispatch policy's refusal as Next reads it.
-func refusalOf(r *admission.Refusal) *Refusal {
+func refusalOf(r *admission.Refusal) *policy.Refusal {
 	if r == nil {
 		return nil
 	}
-	return &Refusal{Rule: r.Rule, Message: r.Message}
+	return &policy.Refusal{Rule: r.Rule, Message: r.Message}
 }
 
 // adoptable says whether m, a mirror of the Job's attempt whose UID nothing
@@ -795,5 +745,3 @@ type Workers interface {
 	// worker, before placement.
 	ReadNamespaces(ctx context.Context, ns string)
 }
-
-func IsFinished(job *batchv1.Job) bool { return jobstatus.Finished(job.Status) }

@@ -23,6 +23,8 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/admission"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 	"github.com/jobferry/jobferry/mirror"
@@ -43,11 +45,11 @@ type jobsHarness struct {
 
 func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 	t.Helper()
-	h := &jobsHarness{clock: clocktesting.NewFakeClock(stepNow), recorder: events.NewFakeRecorder(100), workers: workerstest.NewPool(nil)}
+	h := &jobsHarness{clock: clocktesting.NewFakeClock(policytest.Now), recorder: events.NewFakeRecorder(100), workers: workerstest.NewPool(nil)}
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{v1alpha1.DispatchNamespaceLabel: "enabled"}}}}
 	for _, w := range workers {
 		objs = append(objs, &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: w}, Status: v1alpha1.WorkerClusterStatus{
-			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected, LastTransitionTime: metav1.NewTime(stepNow.Add(-time.Hour))}}}})
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected, LastTransitionTime: metav1.NewTime(policytest.Now.Add(-time.Hour))}}}})
 		h.workers.Conns[w] = workerstest.NewConn("jobferry")
 	}
 	h.manager = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).
@@ -83,7 +85,7 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		t.Fatal(err)
 	}
 	h.r = &JobReconciler{
-		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Origin: "jobferry", ManagerID: testStepConfig.ManagerID, Policy: policy, Clock: h.clock, Keys: testKey,
+		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Origin: "jobferry", ManagerID: policytest.Config.ManagerID, Policy: policy, Clock: h.clock, Keys: testKey,
 		CapacitySettle:    2 * time.Second,
 		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
 		Workers: h.workers,
@@ -156,22 +158,22 @@ func (h *jobsHarness) events() []string {
 
 func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 
 	// The worker's cache shows the mirror only after the reconciles that
 	// the placement's own update events cause.
 	h.workers.Conns["w1"].Lags = true
 	h.reconcile(t)
 	job := h.job(t)
-	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || NeedsActivation(job) {
+	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" || ptr.Deref(job.Spec.Suspend, true) || policy.NeedsActivation(job) {
 		t.Fatalf("after the first reconcile: annotations %v, suspend %v; want placed on w1 and unsuspended", job.Annotations, job.Spec.Suspend)
 	}
 	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)
 	if err != nil || !mirror.IsMirrorOf(m, "jobferry", job.UID) || ptr.Deref(m.Spec.Suspend, true) {
 		t.Fatalf("mirror %v: want a running mirror of the Job on w1", m)
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonDispatched {
-		t.Errorf("events %v, want one %s", got, ReasonDispatched)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonDispatched {
+		t.Errorf("events %v, want one %s", got, policy.ReasonDispatched)
 	}
 	if h.jobWrites.Load() != 2 || h.statusWrites.Load() != 0 {
 		t.Errorf("manager writes: %d of the Job, %d of its status; want the update that places, injects and unsuspends, and the one that records the mirror's UID", h.jobWrites.Load(), h.statusWrites.Load())
@@ -209,7 +211,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	for range quietCopies {
 		h.r.copies.wrote(h.clock.Now())
 	}
-	h.report(t, "w1", running)
+	h.report(t, "w1", policytest.Running)
 	h.clock.Step(2 * time.Second)
 	h.workers.CapacityChanged("w1")
 	if assumed := h.r.assume.assumed("w1"); len(assumed) != 0 {
@@ -230,7 +232,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 
 	// It completes: the final status is copied at once; the mirror stays
 	// (with its pods and logs) until the manager Job is deleted.
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
 	job = h.job(t)
 	if !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
@@ -252,12 +254,12 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	h.r.DeleteFinishedMirrors = true
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	if h.mirror(t, "w1") == nil {
 		t.Fatal("no mirror on w1")
 	}
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
 	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("status %+v, want Complete", job.Status)
@@ -273,7 +275,7 @@ func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	if err := h.workers.Conns["w1"].API.Create(context.Background(), foreign); err != nil {
 		t.Fatal(err)
 	}
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	job := h.job(t)
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w2" || job.Annotations[v1alpha1.ExcludedWorkersAnnotation] != "w1" {
@@ -285,14 +287,14 @@ func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	if j, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey); err != nil || j.UID != "someone-else" || j.Labels[v1alpha1.OriginLabel] != "" {
 		t.Errorf("the Job on w1 that is not jobferry's was touched: %v, %v", j, err)
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonNameConflict+","+ReasonDispatched {
-		t.Errorf("events %s, want %s then %s", got, ReasonNameConflict, ReasonDispatched)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonNameConflict+","+policy.ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, policy.ReasonNameConflict, policy.ReasonDispatched)
 	}
 }
 
 func TestJobReconcilerDeletesTheMirrorOfADeletedJob(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	if h.mirror(t, "w1") == nil {
 		t.Fatal("no mirror")
@@ -309,9 +311,9 @@ func TestJobReconcilerDeletesTheMirrorOfADeletedJob(t *testing.T) {
 func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
 	h.workers.Conns["w2"].Down = true
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
-	h.report(t, "w1", running)
+	h.report(t, "w1", policytest.Running)
 	h.clock.Step(time.Second)
 	h.reconcile(t)
 	if h.job(t).Status.Active != 1 {
@@ -342,17 +344,17 @@ func TestJobReconcilerRedispatchesFromALostWorker(t *testing.T) {
 	if m := h.mirror(t, "w2"); m == nil || mirror.Attempt(m) != 2 {
 		t.Errorf("mirror on w2: %v, want attempt 2", m)
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonWorkerLost+","+ReasonDispatched {
-		t.Errorf("events %s, want %s then %s", got, ReasonWorkerLost, ReasonDispatched)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonWorkerLost+","+policy.ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, policy.ReasonWorkerLost, policy.ReasonDispatched)
 	}
-	if job.Status.StartTime == nil || !job.Status.StartTime.Time.Equal(stepNow.Add(-time.Minute)) {
+	if job.Status.StartTime == nil || !job.Status.StartTime.Time.Equal(policytest.Now.Add(-time.Minute)) {
 		t.Errorf("the start time of the first attempt was lost: %+v", job.Status)
 	}
 }
 
 func TestJobReconcilerCarriesSuspendToTheMirror(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	job := h.job(t)
 	job.Spec.Suspend = ptr.To(true)
@@ -364,8 +366,8 @@ func TestJobReconcilerCarriesSuspendToTheMirror(t *testing.T) {
 	if m := h.mirror(t, "w1"); !ptr.Deref(m.Spec.Suspend, false) {
 		t.Errorf("the mirror was not suspended")
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonMirrorSuspended {
-		t.Errorf("events %s, want %s", got, ReasonMirrorSuspended)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonMirrorSuspended {
+		t.Errorf("events %s, want %s", got, policy.ReasonMirrorSuspended)
 	}
 }
 
@@ -376,4 +378,4 @@ func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.K
 
 // testKey seals the state of the unit tests' Jobs; it was made long before
 // any of them.
-var testKey = fixedKey{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: stepNow.Add(-24 * time.Hour)}
+var testKey = fixedKey{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: policytest.Now.Add(-24 * time.Hour)}

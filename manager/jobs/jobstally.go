@@ -8,6 +8,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/managercache"
 )
 
@@ -46,7 +47,7 @@ func jobsKeyOf(obj any) (jobsKey, bool) {
 		return jobsKey{}, false
 	}
 	return jobsKey{worker: job.Annotations[v1alpha1.WorkerAnnotation], phase: jobstatus.Phase(job.Status),
-		waiting: JobWaiting(&job, false), unfinished: !IsFinished(&job)}, true
+		waiting: policy.JobWaiting(&job, false), unfinished: !policy.IsFinished(&job)}, true
 }
 
 // move takes a Job out of the counts of before and into those of after;

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // unregisteredWorker is the worker label of Jobs placed on a worker no
@@ -41,7 +42,7 @@ func NewJobsCollector(tally *jobsTally, synced func() bool, reader client.Reader
 			"Manager Jobs by worker (empty while unplaced, "+unregisteredWorker+" for a name no WorkerCluster has) and phase (Pending, Running, Succeeded, Failed).",
 			[]string{"worker", "phase"}, nil),
 		waiting: prometheus.NewDesc("jobferry_jobs_waiting",
-			"Unfinished manager Jobs that do not run, by reason: "+strings.Join(waitingReasons, ", ")+".",
+			"Unfinished manager Jobs that do not run, by reason: "+strings.Join(policy.WaitingReasons(), ", ")+".",
 			[]string{"reason"}, nil),
 	}
 }
@@ -68,7 +69,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ worker, phase string }
 	counts := map[key]int{}
 	waiting := map[string]int{}
-	for _, reason := range waitingReasons {
+	for _, reason := range policy.WaitingReasons() {
 		waiting[reason] = 0
 	}
 	for k, n := range c.tally.snapshot() {
@@ -80,7 +81,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		reason := k.waiting
 		if k.unfinished && k.worker != "" && !c.connected(k.worker) {
 			// As JobWaiting says of a Job whose worker is down.
-			reason = waitingWorkerLost
+			reason = policy.WaitingWorkerLost
 		}
 		if reason != "" {
 			waiting[reason] += n

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"k8s.io/utils/ptr"
 )
 
@@ -11,7 +12,7 @@ import (
 // the rest of it, which the cache never held, as it was.
 func TestUpdateFromCache(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	ctx := context.Background()
 	w := h.workers.Conns["w1"]

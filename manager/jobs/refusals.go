@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,37 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-)
-
-// A Write jobferry makes for a manager Job, named for the Warning Event a
-// refusal gives (reason) and for what must change before it is tried again.
-type Write struct {
-	// Action names the write in the Event (events.k8s.io Action).
-	Action string
-	// Reason is the Event Reason when the API server refuses it.
-	Reason string
-	// RetryOnGeneration: only a new spec (generation) can make a refused
-	// write succeed; otherwise any change of the Job (resourceVersion) can.
-	RetryOnGeneration bool
-}
-
-var (
-	WritePlacement  = Write{Action: "Place", Reason: "PlacementRejected"}
-	WriteActivation = Write{Action: "Activate", Reason: "ActivationRejected"}
-	WriteNamespace  = Write{Action: "PrepareNamespace", Reason: "NamespaceRejected"}
-	WriteMirror     = Write{Action: "CreateMirror", Reason: "MirrorRejected"}
-	// The mirror's spec follows the manager Job's spec, so only a new spec
-	// can turn a refused update into an accepted one.
-	WriteMirrorSpec = Write{Action: "UpdateMirror", Reason: "MirrorUpdateRejected", RetryOnGeneration: true}
-	WriteMirrorGone = Write{Action: "DeleteMirror", Reason: "MirrorDeleteRejected"}
-	WriteJob        = Write{Action: "Update", Reason: "UpdateRejected"}
-	// Not writes, but notices given once per version of the Job: its
-	// jobferry state is not jobferry's; a mirror its state does not account
-	// for exists on a worker.
-	NoticeUntrusted = Write{Action: "Verify", Reason: ReasonUntrustedState}
-	NoticeStray     = Write{Action: "Dispatch", Reason: ReasonStrayMirror}
-	// NoticeOverBudget: the Job holds more than jobferry keeps of one.
-	NoticeOverBudget = Write{Action: "Admit", Reason: ReasonOverBudget}
 )
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights
@@ -104,7 +74,7 @@ func apiMessage(err error) string {
 // Job to change, a forbidden one for forbiddenRetry. Conflicts retry quietly;
 // anything else is returned, with what failed, for the work queue's back-off.
 // what describes the request ("creating the mirror"), where the API server.
-func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w Write, what, where string, err error) (reconcile.Result, error) {
+func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.Write, what, where string, err error) (reconcile.Result, error) {
 	kind := classify(err)
 	switch kind {
 	case conflict:
@@ -145,7 +115,7 @@ func newRefusalMemo() *refusalMemo {
 
 // versionFor identifies the Job as a refused write saw it; the UID tells a
 // Job from a later one of the same name.
-func versionFor(job *batchv1.Job, w Write) string {
+func versionFor(job *batchv1.Job, w policy.Write) string {
 	if w.RetryOnGeneration {
 		return string(job.UID) + "/generation/" + strconv.FormatInt(job.Generation, 10)
 	}
@@ -156,7 +126,7 @@ func resourceVersionOf(job *batchv1.Job, rv string) string {
 	return string(job.UID) + "/resourceVersion/" + rv
 }
 
-func (m *refusalMemo) remember(job *batchv1.Job, w Write) {
+func (m *refusalMemo) remember(job *batchv1.Job, w policy.Write) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := client.ObjectKeyFromObject(job)
@@ -167,7 +137,7 @@ func (m *refusalMemo) remember(job *batchv1.Job, w Write) {
 }
 
 // blocked reports whether w was rejected for the Job as it is now.
-func (m *refusalMemo) blocked(job *batchv1.Job, w Write) bool {
+func (m *refusalMemo) blocked(job *batchv1.Job, w policy.Write) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.byJob[client.ObjectKeyFromObject(job)][w.Action]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,48 +50,48 @@ func TestClassify(t *testing.T) {
 func TestRefusalMemo(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "uid-1", ResourceVersion: "10", Generation: 1}}
 	memo := newRefusalMemo()
-	if memo.blocked(job, WritePlacement) {
+	if memo.blocked(job, policy.WritePlacement) {
 		t.Fatal("blocked before any refusal")
 	}
-	memo.remember(job, WritePlacement)
-	memo.remember(job, WriteMirrorSpec)
-	if !memo.blocked(job, WritePlacement) || !memo.blocked(job, WriteMirrorSpec) {
+	memo.remember(job, policy.WritePlacement)
+	memo.remember(job, policy.WriteMirrorSpec)
+	if !memo.blocked(job, policy.WritePlacement) || !memo.blocked(job, policy.WriteMirrorSpec) {
 		t.Fatal("not blocked right after the refusals")
 	}
-	if memo.blocked(job, WriteMirror) {
+	if memo.blocked(job, policy.WriteMirror) {
 		t.Error("a write that was not refused is blocked")
 	}
 
 	// jobferry's own status write keeps the placement refusal in force.
 	memo.followOwnWrite(job, "11")
 	job.ResourceVersion = "11"
-	if !memo.blocked(job, WritePlacement) {
+	if !memo.blocked(job, policy.WritePlacement) {
 		t.Error("the placement is retried after jobferry's own status write")
 	}
 
 	// A user's change (new resourceVersion, same spec) retries the placement
 	// but not the spec update, which waits for a new generation.
 	job.ResourceVersion = "12"
-	if memo.blocked(job, WritePlacement) {
+	if memo.blocked(job, policy.WritePlacement) {
 		t.Error("the placement stays blocked after the Job changed")
 	}
-	if !memo.blocked(job, WriteMirrorSpec) {
+	if !memo.blocked(job, policy.WriteMirrorSpec) {
 		t.Error("the spec update is retried without a new spec")
 	}
 	job.Generation = 2
-	if memo.blocked(job, WriteMirrorSpec) {
+	if memo.blocked(job, policy.WriteMirrorSpec) {
 		t.Error("the spec update stays blocked after a new spec")
 	}
 
 	// A later Job of the same name starts clean, and forget drops all.
-	memo.remember(job, WriteMirrorSpec)
+	memo.remember(job, policy.WriteMirrorSpec)
 	again := job.DeepCopy()
 	again.UID = types.UID("uid-2")
-	if memo.blocked(again, WriteMirrorSpec) {
+	if memo.blocked(again, policy.WriteMirrorSpec) {
 		t.Error("a new Job of the same name inherits a refusal")
 	}
 	memo.forget(types.NamespacedName{Namespace: "ns", Name: "j"})
-	if memo.blocked(job, WriteMirrorSpec) {
+	if memo.blocked(job, policy.WriteMirrorSpec) {
 		t.Error("still blocked after forget")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/internal/statusrecording"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -65,12 +66,12 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			waits := []Waiting{WaitingForWorker(ReasonNoWorkerFits, "no worker fits"), WaitingForWorker(ReasonNoWorkerFits, "no worker fits; w: needs 2 cpu"), WaitingForMirror(ReasonWaitingForMirror, "w", "CreateMirror refused: forbidden")}
+			waits := []policy.Waiting{policy.WaitingForWorker(policy.ReasonNoWorkerFits, "no worker fits"), policy.WaitingForWorker(policy.ReasonNoWorkerFits, "no worker fits; w: needs 2 cpu"), policy.WaitingForMirror(policy.ReasonWaitingForMirror, "w", "CreateMirror refused: forbidden")}
 			if UserSuspended {
-				waits = []Waiting{UserSuspendedWaiting()}
+				waits = []policy.Waiting{policy.UserSuspendedWaiting()}
 			}
 			for i, w := range waits {
-				status, changed := PendingStatus(job.Status, w, now.Add(time.Duration(i)*time.Second))
+				status, changed := policy.PendingStatus(job.Status, w, now.Add(time.Duration(i)*time.Second))
 				if !changed {
 					t.Fatalf("waiting %d (%s) was not written", i, w.Reason)
 				}
@@ -93,7 +94,7 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 					t.Fatalf("step %d: the API server rejected the copied status: %v", i, err)
 				}
 				if i == 0 && !step.Suspend {
-					if cond := suspendedOf(job); cond != nil && cond.Reason == ReasonNoWorkerFits {
+					if cond := suspendedOf(job); cond != nil && cond.Reason == policy.ReasonNoWorkerFits {
 						t.Errorf("the waiting condition survived the first copy from the mirror: %+v", cond)
 					}
 				}
@@ -115,11 +116,11 @@ func TestIntegrationManagerStatusWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job.Status, _ = PendingStatus(job.Status, WaitingForWorker(ReasonNoWorkerFits, "no worker fits"), time.Now())
+			job.Status, _ = policy.PendingStatus(job.Status, policy.WaitingForWorker(policy.ReasonNoWorkerFits, "no worker fits"), time.Now())
 			if job, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			job.Status = CompletedWithoutPods(job, time.Now())
+			job.Status = policy.CompletedWithoutPods(job, time.Now())
 			if _, err = c.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
 				t.Fatalf("the API server rejected the completion of a Job with nothing to run: %v", err)
 			}

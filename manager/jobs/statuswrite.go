@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,4 +53,29 @@ func statusPatch(before *batchv1.Job, status batchv1.JobStatus) ([]byte, error) 
 		"metadata": map[string]any{"resourceVersion": before.ResourceVersion},
 		"status":   json.RawMessage(diff),
 	})
+}
+
+// showWaiting writes why the Job waits onto its status, unless it is finished
+// or already says so. The Job object is updated with what was written.
+func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w policy.Waiting) error {
+	_, err := r.updateWaiting(ctx, job, w)
+	return err
+}
+
+// updateWaiting is showWaiting, reporting whether it wrote.
+func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w policy.Waiting) (bool, error) {
+	if policy.IsFinished(job) {
+		return false, nil
+	}
+	status, changed := policy.PendingStatus(job.Status, w, r.Clock.Now())
+	if !changed {
+		return false, nil
+	}
+	updated, err := r.writeStatus(ctx, job, status)
+	if err != nil {
+		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.Reason, err)
+	}
+	r.refusals.followOwnWrite(job, updated.ResourceVersion)
+	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
+	return true, nil
 }

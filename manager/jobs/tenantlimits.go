@@ -16,6 +16,7 @@ import (
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue/workload"
@@ -45,15 +46,6 @@ func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenant
 	}
 	return r.PodAdmission.Admit(ctx, job)
 }
-
-// PodsNotAdmitted is the waiting a refusal of the Job's pods gives it.
-func PodsNotAdmitted(namespace, refused string) Waiting {
-	return WaitingForWorker(ReasonPodsNotAdmitted, "namespace %s of this cluster does not admit its pods, so jobferry does not dispatch it: %s", namespace, refused)
-}
-
-// PodsRecheck is how soon a Job whose pods were refused is asked about
-// again: the namespace's LimitRanges and policies are not watched.
-const PodsRecheck = time.Minute
 
 // quotaRecheck is how soon a Job a full quota held back is looked at again
 // when no Job of its namespace finishing wakes it first (quotaWaiters).
@@ -170,12 +162,12 @@ func kueueBound(kueueMode bool, job *batchv1.Job, trusted bool) bool {
 // finished on its worker, or gone with the Job finished. Only while the
 // worker is not connected does the Job's own status decide.
 func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool {
-	if NothingToRun(job) {
+	if policy.NothingToRun(job) {
 		return true
 	}
 	conn := r.conn(job.Annotations[v1alpha1.WorkerAnnotation])
 	if conn == nil || !conn.Connected() {
-		return IsFinished(job)
+		return policy.IsFinished(job)
 	}
 	m, err := conn.Mirror(ctx, client.ObjectKeyFromObject(job))
 	switch {
@@ -184,7 +176,7 @@ func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool 
 	case m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID):
 		return jobstatus.Finished(m.Status)
 	}
-	return IsFinished(job)
+	return policy.IsFinished(job)
 }
 
 // sealedCharge is what a placed Job's pods charge: what was sealed on it
@@ -314,7 +306,7 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			before, ok1 := managercache.JobWithoutTemplate(old)
 			after, ok2 := managercache.JobWithoutTemplate(obj)
-			if ok1 && ok2 && !IsFinished(&before) && IsFinished(&after) {
+			if ok1 && ok2 && !policy.IsFinished(&before) && policy.IsFinished(&after) {
 				freed(obj)
 			}
 		},

@@ -16,6 +16,8 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 )
@@ -47,7 +49,7 @@ func TestPodsTheNamespaceRefusesAreNotDispatched(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	const refused = `pods "train-x7k2p" is forbidden: maximum cpu usage per Container is 2, but limit is 4`
 	h.r.PodAdmission = &admitter{verdict: func(*batchv1.Job) tenantlimits.PodVerdict { return tenantlimits.PodVerdict{Refused: refused} }}
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	result := h.reconcile(t)
 	if m := h.mirror(t, "w1"); m != nil || h.workers.Conns["w1"].Creates.Load() != 0 {
 		t.Fatal("a mirror was created for pods the namespace refuses")
@@ -57,14 +59,14 @@ func TestPodsTheNamespaceRefusesAreNotDispatched(t *testing.T) {
 		t.Errorf("placed on %s", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
 	c := suspendedWith(t, job)
-	if c.Reason != ReasonPodsNotAdmitted || !strings.Contains(c.Message, "namespace team-a of this cluster does not admit its pods") || !strings.Contains(c.Message, refused) {
+	if c.Reason != policy.ReasonPodsNotAdmitted || !strings.Contains(c.Message, "namespace team-a of this cluster does not admit its pods") || !strings.Contains(c.Message, refused) {
 		t.Errorf("condition %s: %s", c.Reason, c.Message)
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonPodsNotAdmitted {
-		t.Errorf("events %v, want %s", got, ReasonPodsNotAdmitted)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonPodsNotAdmitted {
+		t.Errorf("events %v, want %s", got, policy.ReasonPodsNotAdmitted)
 	}
-	if result.RequeueAfter != PodsRecheck {
-		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, PodsRecheck)
+	if result.RequeueAfter != policy.PodsRecheck {
+		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, policy.PodsRecheck)
 	}
 	// The same refusal again writes nothing and tells no one twice.
 	h.reconcile(t)
@@ -86,7 +88,7 @@ func TestMirrorRunsWithWhatTheNamespaceAdmitted(t *testing.T) {
 		pod.Spec.Containers[0].Resources = defaults
 		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, pod)}
 	}}
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)
 	if err != nil {
@@ -127,7 +129,7 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 	keys := make([]types.NamespacedName, 3)
 	for i := range keys {
 		keys[i] = types.NamespacedName{Namespace: "team-a", Name: "train-" + string(rune('0'+i))}
-		h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = keys[i].Name, types.UID("uid-"+keys[i].Name) }))
+		h.create(t, policytest.Job(func(j *batchv1.Job) { j.Name, j.UID = keys[i].Name, types.UID("uid-"+keys[i].Name) }))
 	}
 	run := func(key types.NamespacedName) reconcile.Result {
 		t.Helper()
@@ -159,11 +161,11 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 	}
 	c := suspendedWith(t, third)
 	want := "ResourceQuota two-pods in namespace team-a has no room for this Job's pods beside the namespace's dispatched unfinished Jobs (pods, hard limit 2)"
-	if c.Reason != ReasonQuotaExceeded || !strings.Contains(c.Message, want) {
-		t.Errorf("condition %s: %s; want %s saying %q", c.Reason, c.Message, ReasonQuotaExceeded, want)
+	if c.Reason != policy.ReasonQuotaExceeded || !strings.Contains(c.Message, want) {
+		t.Errorf("condition %s: %s; want %s saying %q", c.Reason, c.Message, policy.ReasonQuotaExceeded, want)
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonQuotaExceeded {
-		t.Errorf("events %v, want %s", got, ReasonQuotaExceeded)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonQuotaExceeded {
+		t.Errorf("events %v, want %s", got, policy.ReasonQuotaExceeded)
 	}
 	// Looked at again with nothing changed: no write, no second Event.
 	writes := h.statusWrites.Load()
@@ -184,7 +186,7 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 	if err != nil || m == nil {
 		t.Fatalf("mirror of %s: %v", keys[0].Name, err)
 	}
-	complete(m)
+	policytest.Complete(m)
 	if err := conn.API.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +215,7 @@ func quotaHarness(t *testing.T, hard corev1.ResourceList) *jobsHarness {
 // that left it.
 func (h *jobsHarness) nextJob(t *testing.T) *batchv1.Job {
 	t.Helper()
-	h.create(t, stepJob(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
+	h.create(t, policytest.Job(func(j *batchv1.Job) { j.Name, j.UID = "next", "uid-next" }))
 	next := types.NamespacedName{Namespace: "team-a", Name: "next"}
 	h.reconcileKey(t, next)
 	got := &batchv1.Job{}
@@ -236,7 +238,7 @@ func (h *jobsHarness) reconcileKey(t *testing.T, key types.NamespacedName) {
 func TestParallelismGrownPastTheQuotaIsNotCarried(t *testing.T) {
 	h := quotaHarness(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")})
 	ctx := context.Background()
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	job := h.job(t)
 	if job.Annotations[v1alpha1.WorkerAnnotation] != "w1" {
@@ -255,8 +257,8 @@ func TestParallelismGrownPastTheQuotaIsNotCarried(t *testing.T) {
 	if p := ptr.Deref(m.Spec.Parallelism, 0); p != 1 {
 		t.Errorf("the mirror runs parallelism %d, want 1: the growth to 50 is past the quota of 2 pods", p)
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonInvalidMirror {
-		t.Errorf("events %v, want %s", got, ReasonInvalidMirror)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonInvalidMirror {
+		t.Errorf("events %v, want %s", got, policy.ReasonInvalidMirror)
 	}
 
 	// The next Job of the namespace sees the grown Job as it is now.
@@ -271,10 +273,10 @@ func TestParallelismGrownPastTheQuotaIsNotCarried(t *testing.T) {
 func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 	h := quotaHarness(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})
 	ctx := context.Background()
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	job := h.job(t)
-	at := metav1.NewTime(stepNow)
+	at := metav1.NewTime(policytest.Now)
 	job.Status.StartTime = &at
 	job.Status.Conditions = append(job.Status.Conditions,
 		batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: at},
@@ -282,15 +284,15 @@ func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 	if err := h.manager.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if !IsFinished(h.job(t)) {
+	if !policy.IsFinished(h.job(t)) {
 		t.Fatal("the forged status does not read finished")
 	}
 	got := h.nextJob(t)
 	if w := got.Annotations[v1alpha1.WorkerAnnotation]; w != "" {
 		t.Errorf("placed on %s while the Job marked Failed by its tenant still runs its mirror", w)
 	}
-	if c := suspendedWith(t, got); c.Reason != ReasonQuotaExceeded {
-		t.Errorf("condition %s: %s, want %s", c.Reason, c.Message, ReasonQuotaExceeded)
+	if c := suspendedWith(t, got); c.Reason != policy.ReasonQuotaExceeded {
+		t.Errorf("condition %s: %s, want %s", c.Reason, c.Message, policy.ReasonQuotaExceeded)
 	}
 }
 
@@ -299,8 +301,8 @@ func TestAForgedFinishedStatusDoesNotFreeTheQuota(t *testing.T) {
 // that its state's seal does not cover (forged where the state policy is
 // missing) keeps it in the namespace's quota.
 func TestOnlyASealedQueueRecordLeavesTheQuotaToKueue(t *testing.T) {
-	recorded := stepJob(func(j *batchv1.Job) { j.Annotations[v1alpha1.QueuedAnnotation] = "team" })
-	labelled := stepJob(queued)
+	recorded := policytest.Job(func(j *batchv1.Job) { j.Annotations[v1alpha1.QueuedAnnotation] = "team" })
+	labelled := policytest.Job(policytest.Queued)
 	for name, tc := range map[string]struct {
 		job              *batchv1.Job
 		kueueMode, trust bool

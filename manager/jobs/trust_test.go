@@ -18,6 +18,8 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
@@ -32,9 +34,9 @@ import (
 // running there.
 func runningOn(t *testing.T, h *jobsHarness, worker string) *batchv1.Job {
 	t.Helper()
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
-	h.report(t, worker, running)
+	h.report(t, worker, policytest.Running)
 	h.clock.Step(time.Second)
 	h.reconcile(t)
 	job := h.job(t)
@@ -72,12 +74,12 @@ func TestTenantMovingARunningJobMovesNothing(t *testing.T) {
 	if now := h.mirror(t, "w1"); now == nil || now.UID != m.UID {
 		t.Errorf("the mirror on w1 was touched: %v", now)
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonUntrustedState {
-		t.Errorf("events %v, want one %s (the second reconcile of the same version says nothing more)", got, ReasonUntrustedState)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonUntrustedState {
+		t.Errorf("events %v, want one %s (the second reconcile of the same version says nothing more)", got, policy.ReasonUntrustedState)
 	}
 	// What jobferry wrote, restored: the Job goes on.
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations[v1alpha1.WorkerAnnotation] = "w1" })
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
 	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("after the restore the final status was not copied: %+v", job.Status)
@@ -98,8 +100,8 @@ func TestTenantRaisingTheAttemptRestartsNothing(t *testing.T) {
 func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
 	h := newJobsHarness(t, "w1")
 	h.workers.Conns["w1"].Pools = nil // w1 has no room: only a forged placement would put the Job there
-	h.create(t, stepJob(func(j *batchv1.Job) {
-		j.CreationTimestamp = metav1.NewTime(stepNow)
+	h.create(t, policytest.Job(func(j *batchv1.Job) {
+		j.CreationTimestamp = metav1.NewTime(policytest.Now)
 		j.Annotations[v1alpha1.WorkerAnnotation] = "w1"
 		j.Annotations[v1alpha1.DispatchAttemptAnnotation] = "1"
 		j.Spec.Suspend = ptr.To(false)
@@ -109,8 +111,8 @@ func TestTenantPlacementAtCreationIsNotActedOn(t *testing.T) {
 	if m := h.mirror(t, "w1"); m != nil || h.workers.Conns["w1"].Creates.Load() != 0 {
 		t.Errorf("a mirror was created where the tenant placed the Job")
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonUntrustedState {
-		t.Errorf("events %v, want %s", got, ReasonUntrustedState)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonUntrustedState {
+		t.Errorf("events %v, want %s", got, policy.ReasonUntrustedState)
 	}
 }
 
@@ -130,8 +132,8 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 	if m := h.mirror(t, "w2"); m != nil || h.workers.Conns["w2"].Creates.Load() != 0 {
 		t.Errorf("the Job stripped of its state was dispatched again to w2")
 	}
-	if got := h.events(); strings.Join(got, ",") != ReasonStrayMirror {
-		t.Errorf("events %v, want %s", got, ReasonStrayMirror)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonStrayMirror {
+		t.Errorf("events %v, want %s", got, policy.ReasonStrayMirror)
 	}
 }
 
@@ -151,7 +153,7 @@ func lostToW2(t *testing.T, h *jobsHarness) {
 	}
 	h.clock.Step(16 * time.Minute)
 	h.reconcile(t)
-	h.report(t, "w2", running)
+	h.report(t, "w2", policytest.Running)
 	h.clock.Step(time.Second)
 	h.reconcile(t)
 }
@@ -180,12 +182,12 @@ func TestRolledBackStateIsNotActedOn(t *testing.T) {
 	h.r.attempts = attemptMemo{}
 	h.reconcile(t)
 	events := h.events()
-	if strings.Join(events, ",") != ReasonStrayMirror {
-		t.Errorf("events %v, want %s", events, ReasonStrayMirror)
+	if strings.Join(events, ",") != policy.ReasonStrayMirror {
+		t.Errorf("events %v, want %s", events, policy.ReasonStrayMirror)
 	}
 	// w1 back, its attempt-1 mirror finished: nothing of it is taken.
 	h.workers.Conns["w1"].Down = false
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.clock.Step(time.Minute)
 	h.reconcile(t)
 	job := h.job(t)
@@ -225,11 +227,11 @@ func TestStrayEvidenceIsSealed(t *testing.T) {
 		}
 		h.r.attempts = attemptMemo{}
 		h.reconcile(t)
-		if got := h.events(); slices.Contains(got, ReasonStrayMirror) {
+		if got := h.events(); slices.Contains(got, policy.ReasonStrayMirror) {
 			t.Errorf("a Job with the mirror's labels at attempt %d and seal %q was taken for a later attempt: events %v", 5+i, seal, got)
 		}
 	}
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
 	if job := h.job(t); !jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("the real mirror's final status was not copied: %+v", job.Status)
@@ -258,15 +260,15 @@ func TestMirrorReplacedOnTheWorkerIsNotCopied(t *testing.T) {
 	// A worker-namespace user deletes the mirror and creates a Job with its
 	// labels, reporting success.
 	replaceMirror(t, h, "w1")
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
 	job := h.job(t)
 	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Fatalf("the impostor's success was copied")
 	}
 	events := h.events()
-	if len(events) == 0 || events[0] != ReasonMirrorNotOurs {
-		t.Errorf("events %v, want %s first", events, ReasonMirrorNotOurs)
+	if len(events) == 0 || events[0] != policy.ReasonMirrorNotOurs {
+		t.Errorf("events %v, want %s first", events, policy.ReasonMirrorNotOurs)
 	}
 	if job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
 		t.Errorf("attempt %q, want the Job dispatched again as attempt 2", job.Annotations[v1alpha1.DispatchAttemptAnnotation])
@@ -287,8 +289,8 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	if now == nil || now.UID == m.UID || mirror.Attempt(now) != 2 || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
 		t.Errorf("after the deletion: mirror %v, Job attempt %q; want attempt 2 created anew", now, job.Annotations[v1alpha1.DispatchAttemptAnnotation])
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonMirrorDeleted+","+ReasonDispatched {
-		t.Errorf("events %s, want %s then %s", got, ReasonMirrorDeleted, ReasonDispatched)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonMirrorDeleted+","+policy.ReasonDispatched {
+		t.Errorf("events %s, want %s then %s", got, policy.ReasonMirrorDeleted, policy.ReasonDispatched)
 	}
 }
 
@@ -324,8 +326,8 @@ func TestMirrorHiddenOnTheWorkerIsFencedBeforeANewAttempt(t *testing.T) {
 	if now == nil || now.UID == m.UID || mirror.Attempt(now) != 2 || job.Annotations[v1alpha1.DispatchAttemptAnnotation] != "2" {
 		t.Errorf("after the fence: mirror %v, Job attempt %q; want attempt 2 created anew", now, job.Annotations[v1alpha1.DispatchAttemptAnnotation])
 	}
-	if got := strings.Join(h.events(), ","); got != ReasonMirrorHidden+","+ReasonMirrorDeleted+","+ReasonDispatched {
-		t.Errorf("events %s, want %s, %s, %s", got, ReasonMirrorHidden, ReasonMirrorDeleted, ReasonDispatched)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonMirrorHidden+","+policy.ReasonMirrorDeleted+","+policy.ReasonDispatched {
+		t.Errorf("events %s, want %s, %s, %s", got, policy.ReasonMirrorHidden, policy.ReasonMirrorDeleted, policy.ReasonDispatched)
 	}
 }
 
@@ -359,9 +361,9 @@ func TestJobWithTheNextAttemptsLabelsIsNotAdopted(t *testing.T) {
 	}
 	// Seen as not the mirror (or, by a cache that does not show it yet, as
 	// a Job of someone else's holding the name).
-	if got := strings.Join(h.events(), ","); !strings.HasPrefix(got, ReasonMirrorDeleted+",") ||
-		(!strings.Contains(got, ReasonMirrorNotOurs) && !strings.Contains(got, ReasonNameConflict)) {
-		t.Errorf("events %s: want %s, then %s or %s for the planted Job", got, ReasonMirrorDeleted, ReasonMirrorNotOurs, ReasonNameConflict)
+	if got := strings.Join(h.events(), ","); !strings.HasPrefix(got, policy.ReasonMirrorDeleted+",") ||
+		(!strings.Contains(got, policy.ReasonMirrorNotOurs) && !strings.Contains(got, policy.ReasonNameConflict)) {
+		t.Errorf("events %s: want %s, then %s or %s for the planted Job", got, policy.ReasonMirrorDeleted, policy.ReasonMirrorNotOurs, policy.ReasonNameConflict)
 	}
 	// The next attempt fences it (its labels say attempt 2), and runs a
 	// mirror of the manager's own.
@@ -382,7 +384,7 @@ func reportOverBudgetSuccess(t *testing.T, h *jobsHarness, worker string) string
 	t.Helper()
 	long := strings.Repeat("m", 20<<10)
 	h.report(t, worker, func(j *batchv1.Job) {
-		complete(j)
+		policytest.Complete(j)
 		j.Status.Conditions[1].Message = long
 	})
 	return long
@@ -418,8 +420,8 @@ func TestImpostorOverTheCacheBudgetIsNotCopied(t *testing.T) {
 	if jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Fatalf("the impostor's success was copied")
 	}
-	if events := h.events(); len(events) == 0 || events[0] != ReasonMirrorNotOurs {
-		t.Errorf("events %v, want %s first", events, ReasonMirrorNotOurs)
+	if events := h.events(); len(events) == 0 || events[0] != policy.ReasonMirrorNotOurs {
+		t.Errorf("events %v, want %s first", events, policy.ReasonMirrorNotOurs)
 	}
 }
 
@@ -501,10 +503,10 @@ func TestRollbackWhileTheLaterWorkerIsAwayIsNotActedOn(t *testing.T) {
 	h.workers.Conns["w2"].Down = true
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations = saved })
 	h.workers.Conns["w1"].Down = false
-	h.report(t, "w1", complete)
+	h.report(t, "w1", policytest.Complete)
 	h.reconcile(t)
-	if got := h.events(); strings.Join(got, ",") != ReasonStateRolledBack {
-		t.Errorf("events %v, want %s", got, ReasonStateRolledBack)
+	if got := h.events(); strings.Join(got, ",") != policy.ReasonStateRolledBack {
+		t.Errorf("events %v, want %s", got, policy.ReasonStateRolledBack)
 	}
 	if job := h.job(t); jobstatus.ConditionTrue(job.Status, batchv1.JobComplete) {
 		t.Errorf("the status of w1's attempt-1 mirror was copied to the rolled-back Job: %+v", job.Status)

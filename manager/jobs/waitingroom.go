@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/metrics"
 )
 
@@ -163,11 +164,11 @@ func toWake(shapes []waitingShape, lookup func(types.NamespacedName) *batchv1.Jo
 		workers := withAssumed(shape.Workers, woken)
 		for _, key := range shape.Jobs {
 			job := lookup(key)
-			if job == nil || job.Annotations[v1alpha1.WorkerAnnotation] != "" || IsFinished(job) {
+			if job == nil || job.Annotations[v1alpha1.WorkerAnnotation] != "" || policy.IsFinished(job) {
 				drop = append(drop, key)
 				continue
 			}
-			decision, err := dispatch.Place(AsUserWroteIt(job), workers)
+			decision, err := dispatch.Place(policy.AsUserWroteIt(job), workers)
 			if err != nil || !decision.Placed() {
 				break
 			}

@@ -16,14 +16,15 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 )
 
 // waitingJob is a held manager Job named name, created age ago, whose one
 // pod requests cpu.
 func waitingJob(name string, age time.Duration, cpu string) *batchv1.Job {
-	return stepJob(func(j *batchv1.Job) {
+	return policytest.Job(func(j *batchv1.Job) {
 		j.Name, j.UID = name, types.UID("uid-"+name)
-		j.CreationTimestamp = metav1.NewTime(stepNow.Add(-age))
+		j.CreationTimestamp = metav1.NewTime(policytest.Now.Add(-age))
 		j.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
 	})
 }
@@ -52,7 +53,7 @@ func TestToWake(t *testing.T) {
 	PlacedJob := waitingJob("placed", 5*time.Minute, "1")
 	PlacedJob.Annotations[v1alpha1.WorkerAnnotation] = "w1"
 	finished := waitingJob("finished", 5*time.Minute, "1")
-	complete(finished)
+	policytest.Complete(finished)
 	all := map[types.NamespacedName]*batchv1.Job{}
 	for _, j := range []*batchv1.Job{small1, small2, small3, big, PlacedJob, finished} {
 		all[client.ObjectKeyFromObject(j)] = j
@@ -175,7 +176,7 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	full := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
 	h.workers.Conns["w1"].Pools = []v1alpha1.NodePool{{Name: "general", Allocatable: full,
 		Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("110")}}}
-	h.create(t, stepJob(func(j *batchv1.Job) {
+	h.create(t, policytest.Job(func(j *batchv1.Job) {
 		j.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	}))
 	h.reconcile(t)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -177,7 +178,7 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 			if err := h.manager.Update(ctx, managerNS); err != nil {
 				t.Fatal(err)
 			}
-			h.create(t, stepJob())
+			h.create(t, policytest.Job())
 			h.reconcile(t)
 
 			got := &corev1.Namespace{}

@@ -20,6 +20,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/workers"
@@ -103,7 +104,7 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 	if verdict, _ := jobstate.Verify(job, sealKey); verdict != jobstate.Trusted || !currentAttempt(job, m, w.Worker) {
 		return nil
 	}
-	if IsFinished(job) {
+	if policy.IsFinished(job) {
 		r.warned.forget(key)
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
@@ -145,7 +146,7 @@ func warningOf(worker, kind, name, reason, message string) workers.Warning {
 // about a stale attempt or after the Job finished do not.
 func TestForwardWarning(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.create(t, stepJob())
+	h.create(t, policytest.Job())
 	h.reconcile(t)
 	h.events()
 	ctx := context.Background()
@@ -279,7 +280,7 @@ func TestForwardWarning(t *testing.T) {
 }
 
 func TestWarnedMemo(t *testing.T) {
-	clk := clocktesting.NewFakeClock(stepNow)
+	clk := clocktesting.NewFakeClock(policytest.Now)
 	m := newWarnedMemo(clk)
 	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
 	if m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningForward || m.admit(key, "uid-1", "Pod/p/FailedScheduling") != warningSkip {
@@ -298,7 +299,7 @@ func TestWarnedMemo(t *testing.T) {
 // A worker user who makes a pod name or reason per Event gets a burst
 // through, then one per period, then nothing but one notice.
 func TestWarnedMemoBounds(t *testing.T) {
-	clk := clocktesting.NewFakeClock(stepNow)
+	clk := clocktesting.NewFakeClock(policytest.Now)
 	m := newWarnedMemo(clk)
 	key := types.NamespacedName{Namespace: "team-a", Name: "train"}
 	forwarded, capped := 0, 0
@@ -340,7 +341,7 @@ func (m *warnedMemo) len() int {
 // namespace's are its own; a worker whose read timed out gets none for a
 // while.
 func TestWarnedMemoBoundsPodReads(t *testing.T) {
-	clk := clocktesting.NewFakeClock(stepNow)
+	clk := clocktesting.NewFakeClock(policytest.Now)
 	m := newWarnedMemo(clk)
 	for i := range podReadsBurst {
 		if !m.mayReadPod("w1", "team-a") {

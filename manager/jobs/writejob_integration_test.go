@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/e2e/testenv"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -64,7 +65,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	placed, err := PlacedJob(read, "worker-1", v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}})
+	placed, err := policy.PlacedJob(read, "worker-1", v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "general"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 		t.Errorf("the written Job holds resourceVersion %s, the server %s", placed.ResourceVersion, got.ResourceVersion)
 	}
 
-	released := ReleasedJob(got)
+	released := policy.ReleasedJob(got)
 	if err := r.writeJob(ctx, got, released); err != nil {
 		t.Fatalf("writing the release: %v", err)
 	}

@@ -1,7 +1,6 @@
-package jobs
+package policy
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -56,9 +55,9 @@ const (
 	// unfinished Jobs (the message names the quota and the resource); it
 	// is dispatched once enough of them finish.
 	ReasonQuotaExceeded = "QuotaExceeded"
-	// reasonJobSuspended is what kube-controller-manager writes on a Job its
+	// ReasonJobSuspended is what kube-controller-manager writes on a Job its
 	// user suspended; jobferry writes the same on one it never dispatched.
-	reasonJobSuspended = "JobSuspended"
+	ReasonJobSuspended = "JobSuspended"
 )
 
 // workerNotConnected is how a Waiting message says the worker is down.
@@ -69,7 +68,7 @@ type Waiting struct {
 	Reason, Message string
 }
 
-func UserSuspendedWaiting() Waiting { return Waiting{reasonJobSuspended, "Job suspended"} }
+func UserSuspendedWaiting() Waiting { return Waiting{ReasonJobSuspended, "Job suspended"} }
 
 // WaitingForWorker: not placed yet, for reason (ReasonNoWorkerFits,
 // ReasonInvalidClusterSelector, ReasonWaitingForWorker).
@@ -112,60 +111,35 @@ func PendingStatus(status batchv1.JobStatus, w Waiting, now time.Time) (batchv1.
 	return out, true
 }
 
-// showWaiting writes why the Job waits onto its status, unless it is finished
-// or already says so. The Job object is updated with what was written.
-func (r *JobReconciler) showWaiting(ctx context.Context, job *batchv1.Job, w Waiting) error {
-	_, err := r.updateWaiting(ctx, job, w)
-	return err
-}
-
-// updateWaiting is showWaiting, reporting whether it wrote.
-func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w Waiting) (bool, error) {
-	if IsFinished(job) {
-		return false, nil
-	}
-	status, changed := PendingStatus(job.Status, w, r.Clock.Now())
-	if !changed {
-		return false, nil
-	}
-	updated, err := r.writeStatus(ctx, job, status)
-	if err != nil {
-		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.Reason, err)
-	}
-	r.refusals.followOwnWrite(job, updated.ResourceVersion)
-	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
-	return true, nil
-}
-
 // Reasons of jobferry_jobs_waiting: why an unfinished manager Job does not
 // run, read back from the reason of the condition jobferry wrote on it
 // (JobWaiting).
 const (
-	waitingUserSuspended   = "user_suspended"
-	waitingNotAllowed      = "not_allowed"
-	waitingNoWorkerFits    = "no_worker_fits"
-	waitingInvalidSelector = "invalid_selector"
-	// waitingPlacementRefused: the manager's API server refused the write
+	WaitingUserSuspended   = "user_suspended"
+	WaitingNotAllowed      = "not_allowed"
+	WaitingNoWorkerFits    = "no_worker_fits"
+	WaitingInvalidSelector = "invalid_selector"
+	// WaitingPlacementRefused: the manager's API server refused the write
 	// that records the placement.
-	waitingPlacementRefused = "placement_refused"
-	// waitingWorkerLost: placed on a worker that is not connected now.
-	waitingWorkerLost = "worker_lost"
-	// waitingMirrorRefused: the worker refused the mirror (or its
+	WaitingPlacementRefused = "placement_refused"
+	// WaitingWorkerLost: placed on a worker that is not connected now.
+	WaitingWorkerLost = "worker_lost"
+	// WaitingMirrorRefused: the worker refused the mirror (or its
 	// namespace), or the mirror cannot be built.
-	waitingMirrorRefused = "mirror_refused"
-	// waitingQueued: queued in Kueue, not admitted yet.
-	waitingQueued = "queued"
-	// waitingNoWorkerCanRun: no worker could ever run it (Rejected).
-	waitingNoWorkerCanRun = "no_worker_can_run"
-	// waitingPodsNotAdmitted: its namespace refuses its pods.
-	waitingPodsNotAdmitted = "pods_not_admitted"
-	// waitingQuotaExceeded: its namespace's quota is full.
-	waitingQuotaExceeded = "quota_exceeded"
+	WaitingMirrorRefused = "mirror_refused"
+	// WaitingQueued: queued in Kueue, not admitted yet.
+	WaitingQueued = "queued"
+	// WaitingNoWorkerCanRun: no worker could ever run it (Rejected).
+	WaitingNoWorkerCanRun = "no_worker_can_run"
+	// WaitingPodsNotAdmitted: its namespace refuses its pods.
+	WaitingPodsNotAdmitted = "pods_not_admitted"
+	// WaitingQuotaExceeded: its namespace's quota is full.
+	WaitingQuotaExceeded = "quota_exceeded"
 )
 
-var waitingReasons = []string{waitingUserSuspended, waitingNotAllowed, waitingNoWorkerFits, waitingInvalidSelector,
-	waitingPlacementRefused, waitingWorkerLost, waitingMirrorRefused, waitingQueued, waitingNoWorkerCanRun,
-	waitingPodsNotAdmitted, waitingQuotaExceeded}
+var waitingReasons = []string{WaitingUserSuspended, WaitingNotAllowed, WaitingNoWorkerFits, WaitingInvalidSelector,
+	WaitingPlacementRefused, WaitingWorkerLost, WaitingMirrorRefused, WaitingQueued, WaitingNoWorkerCanRun,
+	WaitingPodsNotAdmitted, WaitingQuotaExceeded}
 
 // WaitingReasons are the reason label values of jobferry_jobs_waiting, one
 // series each (a copy).
@@ -174,18 +148,18 @@ func WaitingReasons() []string { return slices.Clone(waitingReasons) }
 // waitingByReason maps the reasons of the Suspended condition to the
 // metric's.
 var waitingByReason = map[string]string{
-	reasonJobSuspended:           waitingUserSuspended,
-	ReasonNotAllowed:             waitingNotAllowed,
-	ReasonNoWorkerFits:           waitingNoWorkerFits,
-	ReasonInvalidClusterSelector: waitingInvalidSelector,
-	ReasonWaitingForWorker:       waitingPlacementRefused,
-	ReasonWorkerNotConnected:     waitingWorkerLost,
-	ReasonWaitingForMirror:       waitingMirrorRefused,
-	ReasonQueued:                 waitingQueued,
-	ReasonQueueLabelRemoved:      waitingQueued,
-	ReasonNoWorkerCanRun:         waitingNoWorkerCanRun,
-	ReasonPodsNotAdmitted:        waitingPodsNotAdmitted,
-	ReasonQuotaExceeded:          waitingQuotaExceeded,
+	ReasonJobSuspended:           WaitingUserSuspended,
+	ReasonNotAllowed:             WaitingNotAllowed,
+	ReasonNoWorkerFits:           WaitingNoWorkerFits,
+	ReasonInvalidClusterSelector: WaitingInvalidSelector,
+	ReasonWaitingForWorker:       WaitingPlacementRefused,
+	ReasonWorkerNotConnected:     WaitingWorkerLost,
+	ReasonWaitingForMirror:       WaitingMirrorRefused,
+	ReasonQueued:                 WaitingQueued,
+	ReasonQueueLabelRemoved:      WaitingQueued,
+	ReasonNoWorkerCanRun:         WaitingNoWorkerCanRun,
+	ReasonPodsNotAdmitted:        WaitingPodsNotAdmitted,
+	ReasonQuotaExceeded:          WaitingQuotaExceeded,
 }
 
 // JobWaiting says why an unfinished manager Job does not run ("" when it
@@ -197,7 +171,7 @@ func JobWaiting(job *batchv1.Job, workerDown bool) string {
 		return ""
 	}
 	if workerDown {
-		return waitingWorkerLost
+		return WaitingWorkerLost
 	}
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
@@ -206,3 +180,12 @@ func JobWaiting(job *batchv1.Job, workerDown bool) string {
 	}
 	return ""
 }
+
+// PodsNotAdmitted is the waiting a refusal of the Job's pods gives it.
+func PodsNotAdmitted(namespace, refused string) Waiting {
+	return WaitingForWorker(ReasonPodsNotAdmitted, "namespace %s of this cluster does not admit its pods, so jobferry does not dispatch it: %s", namespace, refused)
+}
+
+// PodsRecheck is how soon a Job whose pods were refused is asked about
+// again: the namespace's LimitRanges and policies are not watched.
+const PodsRecheck = time.Minute

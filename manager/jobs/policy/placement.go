@@ -1,9 +1,10 @@
-package jobs
+package policy
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/directives"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/mirror"
@@ -164,4 +166,37 @@ func AsUserWroteIt(job *batchv1.Job) *batchv1.Job {
 	out := job.DeepCopy()
 	out.Spec.Template = WithScheduling(job.Spec.Template, UserScheduling(job))
 	return out
+}
+
+// NamespaceRecheck is how soon a Job a worker's namespace kept off that
+// worker is placed again: jobferry watches no worker's namespaces, so
+// nothing else says when its administrator accepts the manager's Jobs in
+// one, creates it, or changes its Pod Security level (and reads of it are
+// reused for up to workers' namespaceTTL).
+const NamespaceRecheck = 30 * time.Second
+
+// KeptOffByNamespace: the workers that could run the Job all rejected it
+// for its namespace there, and nothing else (a Job some worker turned down
+// for capacity is looked at again as capacity frees, namespaces and all).
+func KeptOffByNamespace(d dispatch.Decision) bool {
+	byNamespace := false
+	for _, code := range d.Codes {
+		switch code {
+		case dispatch.ReasonNamespaceMissing, dispatch.ReasonNamespaceNotAccepted, dispatch.ReasonPodSecurity, dispatch.ReasonNamespaceUnreadable:
+			byNamespace = true
+		case dispatch.ReasonInsufficientCapacity, dispatch.ReasonNoCapacitySummary:
+			return false
+		}
+	}
+	return byNamespace
+}
+
+// NeedsActivation: placed and mirrored, but still held by the webhook.
+func NeedsActivation(job *batchv1.Job) bool {
+	return job.Annotations[v1alpha1.HeldForPlacementAnnotation] == "true"
+}
+
+// UserSuspended: suspended by its user rather than held for placement.
+func UserSuspended(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && !NeedsActivation(job)
 }

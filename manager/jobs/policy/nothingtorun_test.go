@@ -1,4 +1,4 @@
-package jobs
+package policy_test
 
 import (
 	"testing"
@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 func TestCompletedWithoutPods(t *testing.T) {
@@ -25,7 +27,7 @@ func TestCompletedWithoutPods(t *testing.T) {
 	}
 	withStart := *upstream.DeepCopy()
 	withStart.StartTime = &at
-	waitingCond := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: ReasonNoWorkerFits}
+	waitingCond := batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: policy.ReasonNoWorkerFits}
 	cases := map[string]struct {
 		suspend bool
 		status  batchv1.JobStatus
@@ -40,16 +42,16 @@ func TestCompletedWithoutPods(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			job := &batchv1.Job{Spec: batchv1.JobSpec{Completions: ptr.To[int32](0), Suspend: ptr.To(tc.suspend)}, Status: tc.status}
-			if !NothingToRun(job) {
+			if !policy.NothingToRun(job) {
 				t.Fatal("NothingToRun = false for completions 0")
 			}
-			if diff := cmp.Diff(tc.want, CompletedWithoutPods(job, now)); diff != "" {
+			if diff := cmp.Diff(tc.want, policy.CompletedWithoutPods(job, now)); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 		})
 	}
 	for _, completions := range []*int32{nil, ptr.To[int32](1)} {
-		if job := (&batchv1.Job{Spec: batchv1.JobSpec{Completions: completions}}); NothingToRun(job) {
+		if job := (&batchv1.Job{Spec: batchv1.JobSpec{Completions: completions}}); policy.NothingToRun(job) {
 			t.Errorf("NothingToRun = true for completions %v", completions)
 		}
 	}

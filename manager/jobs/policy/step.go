@@ -1,8 +1,9 @@
-package jobs
+package policy
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -73,8 +74,9 @@ type State struct {
 	// Refusal is why the dispatch policy keeps an unplaced Job on the
 	// manager; nil when it may be dispatched.
 	Refusal *Refusal
-	// Blocked holds the writes the API server rejected for the Job as it is
-	// now (refusals.go): they are not tried again until it changes.
+	// Blocked holds the Writes the API server rejected for the Job as it is
+	// now (the reconciler looks up every one of Writes): no step that makes
+	// one is chosen until the Job changes.
 	Blocked map[Write]bool
 
 	// Untrusted names jobferry's annotations on the Job when they do not
@@ -280,6 +282,9 @@ var stepNames = map[Kind]string{
 
 func (k Kind) String() string { return stepNames[k] }
 
+// Kinds are the kinds of step Next can decide (a copy).
+func Kinds() []Kind { return slices.Collect(maps.Keys(stepNames)) }
+
 // Step is Next's decision: what to do, and what with.
 type Step struct {
 	Kind Kind
@@ -327,6 +332,18 @@ func OwnMirror(s State, uid types.UID) bool {
 // about it. It is pure: the reconciler reads, calls it, writes what it says,
 // and asks again with what it wrote.
 func Next(s State, cfg Config) Step {
+	st := next(s, cfg)
+	if blocked(s, st) {
+		// The API server refused one of its writes for the Job as it is
+		// (refusals are remembered per Write): not made again until the
+		// Job changes, as the refusal's Event says.
+		return Step{Kind: StepNone}
+	}
+	return st
+}
+
+// next is Next before refused writes are held back.
+func next(s State, cfg Config) Step {
 	job := s.Job
 	if job == nil || job.DeletionTimestamp != nil {
 		return Step{Kind: StepFinalize}
@@ -412,10 +429,13 @@ func Next(s State, cfg Config) Step {
 			m.Namespace, m.Name, s.Worker, mirror.Attempt(m), m.UID, recordedOrNone(s.MirrorUID), jobstate.Attempt(job)+1)}
 	}
 	if Activates(s) {
+		// Refused, the Job waits for a change: its suspension is
+		// jobferry's hold, not its user's, and must not reach the mirror.
 		return Step{Kind: StepActivate}
 	}
 	if !jobstatus.Finished(m.Status) && !IsFinished(job) && !s.Blocked[WriteMirrorSpec] {
-		if st, ok := nextMirrorSpec(s, cfg); ok {
+		// A spec update held back leaves the status to copy.
+		if st, ok := nextMirrorSpec(s, cfg); ok && !blocked(s, st) {
 			return st
 		}
 	}

@@ -1,16 +1,12 @@
-package jobs
+package policy
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
 // NothingToRun: a Job with completions 0 is complete before it starts.
@@ -51,25 +47,4 @@ func CompletedWithoutPods(job *batchv1.Job, now time.Time) batchv1.JobStatus {
 	out.Conditions = append(conditions, reached(batchv1.JobSuccessCriteriaMet), reached(batchv1.JobComplete))
 	out.CompletionTime = &at
 	return out
-}
-
-// completeWithoutPods finishes a Job with nothing to run as upstream would:
-// a Job held only for placement is first released (the user did not ask for
-// it to be suspended, so it starts and completes), then its status is written.
-func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job) error {
-	if NeedsActivation(job) {
-		updated := job.DeepCopy()
-		updated.Spec.Suspend = ptr.To(false)
-		delete(updated.Annotations, v1alpha1.HeldForPlacementAnnotation)
-		if err := r.writeJob(ctx, job, updated); err != nil {
-			return fmt.Errorf("releasing a Job with nothing to run: %w", err)
-		}
-		job = updated
-	}
-	updated, err := r.writeStatus(ctx, job, CompletedWithoutPods(job, r.Clock.Now()))
-	if err != nil {
-		return fmt.Errorf("completing a Job with nothing to run: %w", err)
-	}
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
-	return nil
 }
