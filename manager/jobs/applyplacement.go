@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -259,35 +258,24 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	for worker, code := range decision.Codes {
 		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
 	}
-	if invalid != nil {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidSelector, "Place", "%v", invalid)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonInvalidClusterSelector, "%v", invalid))
-	}
-	if !decision.Placed() && q != nil && q.Check != "" && never != "" {
-		return false, reconcile.Result{}, r.reject(ctx, job, *q, never)
-	}
-	if !decision.Placed() {
+	switch outcome := policy.Placement(decision, invalid, never, q); outcome.Kind {
+	case policy.PlacementInvalidSelector:
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+		return false, reconcile.Result{}, r.showWaiting(ctx, job, outcome.Waiting)
+	case policy.PlacementRejected:
+		return false, reconcile.Result{}, r.reject(ctx, job, *q, outcome)
+	case policy.PlacementWaits:
 		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
-		// gives it room; the requeue is a safety net, sooner where a
-		// worker's namespace kept it off (nothing watched says when that
-		// changes).
+		// gives it room; the requeue is a safety net.
 		if missed := r.waiting.add(asWritten, pass); missed {
 			r.wakeWaiting()
 		}
-		retry := reconcile.Result{RequeueAfter: 5 * time.Minute}
-		if policy.KeptOffByNamespace(decision) {
-			retry.RequeueAfter = policy.NamespaceRecheck
-		}
-		// The condition says the gist (no free amounts, which change with
-		// every capacity summary); the Event, with the figures, goes with a
-		// change of it, not with every retry: under load every capacity
-		// change retries every waiting Job.
-		wrote, err := r.updateWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonNoWorkerFits, "%s", decision.Gist()))
+		wrote, err := r.updateWaiting(ctx, job, outcome.Waiting)
 		if wrote {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonUnschedulable, "Place", "%s", decision.Summary())
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
 		}
-		return false, retry, err
+		return false, reconcile.Result{RequeueAfter: outcome.RequeueAfter}, err
 	}
 	wc, err := r.workerCluster(ctx, decision.Worker)
 	if err != nil {
@@ -382,17 +370,16 @@ func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *wo
 	return err
 }
 
-// reject sets jobferry's check on a queued Job's Workload Rejected, so
-// Kueue gives its quota back rather than hold it for a Job no worker could
-// ever run, says so on the Job, and tells its user why.
-func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload.View, why string) error {
-	message := "no worker cluster could ever run this Job as the workers are: " + why
-	if err := r.Queue.SetCheck(ctx, job.Namespace, q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: message}); err != nil {
+// reject turns jobferry's check on the queued Job's Workload Rejected (no
+// worker could ever run it: Kueue gives its quota back rather than hold it),
+// then says so on the Job.
+func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload.View, outcome policy.PlacementOutcome) error {
+	if err := r.Queue.SetCheck(ctx, job.Namespace, q, outcome.Check); err != nil {
 		return err
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonNoWorkerCanRun, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", message, q.Check, q.Workload)
-	return r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonNoWorkerCanRun, "%s", message))
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+	return r.showWaiting(ctx, job, outcome.Waiting)
 }
 
 // workerViews describes every WorkerCluster for placement of a Job from the
