@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -91,50 +90,6 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 	}
 	r.assume.forget(a.s.Job.UID)
 	return a.done(r.removeFinalizer(ctx, a.s.Job))
-}
-
-// strayMirror finds, on the connected workers, a mirror of the Job of a
-// later attempt than the Job records that this manager did not just create:
-// the Job's state does not account for it — it was removed, or rolled back
-// to an earlier attempt's (saved and written back: its seal still matches).
-// The mirrors are what says the attempt only grows: only jobferry creates
-// a mirror of a new attempt, and always after recording it on the Job; and
-// only one whose attempt it sealed (v1alpha1.AttemptSealLabel) counts, so a
-// Job someone made with a mirror's labels holds nothing up.
-func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealKey jobstate.Key) (*policy.StrayMirror, error) {
-	key := client.ObjectKeyFromObject(job)
-	recorded, recordedUID := jobstate.Attempt(job), types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
-	for _, worker := range r.Workers.Names() {
-		conn := r.conn(worker)
-		if conn == nil || !conn.Connected() || !conn.MayUse(job.Namespace) {
-			continue
-		}
-		m, err := conn.MirrorMeta(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		// The mirror the state records is the Job's, whatever a
-		// worker-namespace user made of its attempt label.
-		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
-			!jobstate.AttemptSealed(sealKey.Secret, m) {
-			continue
-		}
-		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
-			continue
-		}
-		// The manager cluster's cache may lag a write of the next attempt
-		// (another replica's, before a leader change): the Job as its API
-		// server holds it has the last word.
-		live := &batchv1.Job{}
-		if err := r.APIReader.Get(ctx, key, live); err != nil {
-			return nil, client.IgnoreNotFound(err)
-		}
-		if live.UID != job.UID || jobstate.Attempt(live) >= mirror.Attempt(m) {
-			return nil, nil
-		}
-		return &policy.StrayMirror{Worker: worker, Attempt: mirror.Attempt(m), UID: m.UID}, nil
-	}
-	return nil, nil
 }
 
 // adoptableNow: the Job found at the mirror's name after a refused create
@@ -419,17 +374,6 @@ func updateFromCache(ctx context.Context, conn workers.Conn, cached, updated *ba
 	}
 	*updated = *next
 	return nil
-}
-
-// mirrorExpectedFor is how long a mirror this manager created is trusted to
-// exist though the worker's cache does not show it yet.
-const mirrorExpectedFor = 30 * time.Second
-
-// mirrorExpected: this manager created the mirror of the Job's current
-// attempt less than mirrorExpectedFor ago.
-func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
-	rec, ok := r.attempts.of(job)
-	return ok && rec.mirrorUID != "" && now.Sub(rec.created) < mirrorExpectedFor
 }
 
 // copyStatus writes the status translated from the mirror's (desired).

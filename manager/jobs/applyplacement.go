@@ -9,10 +9,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,7 +19,6 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
-	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/metrics"
 	"github.com/jobferry/jobferry/manager/queue/workload"
@@ -119,81 +116,6 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
 	return a.next()
-}
-
-// admit reads the Job's namespace and applies the dispatch policy. The
-// webhook applies it at creation; this catches Jobs created while it was
-// down or not registered, namespaces changed since, and templates changed
-// since (while suspended): it holds at every placement, mirror create and
-// template carry, which is where readState asks.
-func (r *JobReconciler) admit(ctx context.Context, job *batchv1.Job) (*corev1.Namespace, *admission.Refusal, error) {
-	ns, err := r.namespaces().Get(ctx, job.Namespace)
-	if err != nil {
-		return nil, nil, err
-	}
-	_, refusal := r.Policy.Admit(job, ns)
-	return ns, refusal, nil
-}
-
-// workerRejects says why the Job's worker may not run its pods as they are
-// now ("" when it may): what placement checked that depends neither on free
-// capacity nor on the worker taking new Jobs (dispatch.Admits), the worker's
-// namespace included.
-func (r *JobReconciler) workerRejects(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, wc *v1alpha1.WorkerCluster, conn workers.Conn) (string, error) {
-	if !conn.MayUse(job.Namespace) {
-		return "", nil // Next releases it, saying why
-	}
-	view := dispatch.Worker{Name: wc.Name, Labels: wc.Labels, Connected: true, Namespaces: wc.Spec.Namespaces, Directives: wc.Spec.Scheduling,
-		Version: parsedVersion(conn), WorkerJobController: wc.Spec.JobController == v1alpha1.JobControllerWorker}
-	if capacity := conn.Capacity(ctx); capacity != nil {
-		view.Pools = capacity.Pools
-		if view.Pools == nil {
-			view.Pools = []v1alpha1.NodePool{}
-		}
-	}
-	verdict, err := r.workerNamespaceVerdict(ctx, ns, conn, wc.Name, job.Namespace)
-	if err != nil {
-		return "", err
-	}
-	view.Namespace = verdict
-	_, why := dispatch.Admits(job, view)
-	return why, nil
-}
-
-// workerNamespaceVerdict says why the worker's namespace of the Job's name
-// may not take its pods: someone else made it and did not accept this
-// manager's Jobs in it, it enforces a weaker Pod Security level than the
-// manager's namespace, it is missing and the manager may not create it, or
-// the credential may not read it (the worker's rights are checked again at
-// once). An error is one worth retrying.
-func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *corev1.Namespace, conn workers.Conn, worker, name string) (dispatch.NamespaceVerdict, error) {
-	workerNS, err := conn.Namespace(ctx, name)
-	switch {
-	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		r.Workers.RightsRefused(worker)
-		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceUnreadable, Why: fmt.Sprintf("its credential may not read namespace %s there: %s (see the WorkerCluster's %s condition)",
-			name, apiMessage(err), v1alpha1.ConditionAuthorized)}, nil
-	case err != nil:
-		return dispatch.NamespaceVerdict{}, err
-	}
-	// As the namespace will be when the mirror is written: jobferry creates
-	// it, or brings the labels of one it created in step, first.
-	rights := conn.NamespaceRights()
-	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights, slices.Contains(conn.AllowedNamespaces(), name))
-	switch plan.action {
-	case namespaceMissing:
-		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
-	case namespaceNotAccepted:
-		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceNotAccepted, Why: notAccepted(plan.namespace, r.ManagerID)}, nil
-	}
-	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
-	if why == "" {
-		return dispatch.NamespaceVerdict{}, nil
-	}
-	if plan.ours && rights.Create && !rights.Relabel {
-		why += fmt.Sprintf("; jobferry created it, but its credential there may not %s to bring its Pod Security labels in step with the manager's (the worker chart grants it with managerIdentity.allowNamespaceCreation)", workers.RelabelNamespacesRight)
-	}
-	return dispatch.NamespaceVerdict{Code: dispatch.ReasonPodSecurity, Why: why}, nil
 }
 
 // notAccepted says why a worker's namespace this manager did not create
@@ -424,25 +346,6 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		views = append(views, view)
 	}
 	return views, nil
-}
-
-// parsedVersion is the worker's Kubernetes version as placement compares
-// it, nil while it is not known.
-func parsedVersion(conn workers.Conn) *version.Version {
-	if v := conn.KubernetesVersion(); v != nil {
-		return v.Parsed
-	}
-	return nil
-}
-
-// workerCluster reads the WorkerCluster name from the cache as the Job
-// controller uses it: withoutCapacity, not a deep copy of the whole object.
-func (r *JobReconciler) workerCluster(ctx context.Context, name string) (*v1alpha1.WorkerCluster, error) {
-	cached := &v1alpha1.WorkerCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, cached, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	return withoutCapacity(cached), nil
 }
 
 // withoutCapacity is a copy of a WorkerCluster but for the capacity and

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -36,7 +35,6 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/eventnote"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
@@ -335,23 +333,6 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	return reconcile.Result{Requeue: true}, nil
 }
 
-// hiddenMirror reads the metadata of the Job at key from the worker's API
-// server and returns its identity if it is the recorded mirror (uid): one
-// the cache does not show (readState asks only then), so one read per
-// mirror lost, or per wait while it is being deleted.
-func hiddenMirror(ctx context.Context, conn workers.Conn, key types.NamespacedName, uid types.UID) (*batchv1.Job, error) {
-	job, err := conn.UncachedJobMeta(ctx, key)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the Job at the mirror's name on the worker: %w", err)
-	case job.UID != uid:
-		return nil, nil
-	}
-	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID, DeletionTimestamp: job.DeletionTimestamp}}, nil
-}
-
 // stepMemo carries what one step learned to the next steps of the same
 // reconcile.
 type stepMemo struct {
@@ -363,206 +344,6 @@ type stepMemo struct {
 
 func (r *JobReconciler) stepConfig() policy.Config {
 	return policy.Config{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
-}
-
-// readState reads, from caches, what Next decides on: the Job (nil when
-// gone), its worker's connection, WorkerCluster and mirror, and what this
-// manager remembers of it.
-func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName, job *batchv1.Job, memo *stepMemo) (policy.State, error) {
-	s := policy.State{Job: job, Now: r.Clock.Now(), Foreign: memo.foreign}
-	if job == nil {
-		return s, nil
-	}
-	sealKey, err := r.Keys.Key(ctx)
-	if err != nil {
-		return s, err
-	}
-	s.Blocked = map[policy.Write]bool{}
-	for _, w := range policy.Writes() {
-		if r.refusals.blocked(job, w) {
-			s.Blocked[w] = true
-		}
-	}
-	if why, over := managercache.OverBudgetOf(job); over {
-		// The cache keeps its identity only: nothing more to read.
-		s.OverBudget = why
-		return s, nil
-	}
-	switch verdict, names := jobstate.Verify(job, sealKey); verdict {
-	case jobstate.Tampered:
-		// Nothing more is read: nothing is decided from this state.
-		s.Untrusted = names
-		return s, nil
-	case jobstate.Legacy:
-		s.Legacy = true
-		return s, nil
-	}
-	s.KueueMode = r.Queue != nil
-	s.RecordedQueue = job.Annotations[v1alpha1.QueuedAnnotation]
-	s.WroteFinished = r.wroteFinished(job)
-	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
-	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
-	attempt, placedHere := r.attempts.of(job)
-	s.CreatedMirrorUID = attempt.mirrorUID
-	// A leader that took over from one that died between creating a mirror
-	// and recording its UID finds it unrecorded, of an attempt it did not
-	// place itself: it takes the one it finds, as it does for Jobs placed
-	// before the key (their managers recorded no UIDs). An attempt this
-	// manager placed has no mirror but the one it creates.
-	s.AdoptMirror = !placedHere
-	unfinished := !policy.IsFinished(job) && !policy.NothingToRun(job)
-	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
-		// The cache may lag this manager's own write of the higher
-		// attempt: the Job as its API server holds it has the last word.
-		if s.RolledBackFrom, err = r.rolledBack(ctx, job, highest); err != nil {
-			return s, err
-		}
-	}
-	if unfinished {
-		// Whatever the state says, on any worker it can see: a mirror of a
-		// later attempt than it records means it is not the latest.
-		if s.Stray, err = r.strayMirror(ctx, job, sealKey); err != nil {
-			return s, err
-		}
-	}
-	if r.Queue != nil && workload.QueueName(job) != "" && unfinished {
-		v, err := r.Queue.View(ctx, job)
-		if err != nil {
-			return s, err
-		}
-		v = r.checks.view(key, v)
-		s.Queue = &v
-	}
-	if s.Worker == "" {
-		if unfinished {
-			_, refusal, err := r.admit(ctx, job)
-			if err != nil {
-				return s, err
-			}
-			s.Refusal = refusalOf(refusal)
-		}
-		return s, nil
-	}
-	if wc, err := r.workerCluster(ctx, s.Worker); err == nil {
-		s.WorkerCluster = wc
-	} else if apierrors.IsNotFound(err) {
-		s.WorkerGoneSince = r.removed.since(s.Worker, r.Clock.Now())
-	} else {
-		return s, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
-	}
-	conn := r.conn(s.Worker)
-	if conn == nil || !conn.Connected() {
-		return s, nil
-	}
-	s.Connection = policy.Connection{Connected: true, Namespaces: conn.AllowedNamespaces(), MayUse: conn.MayUse(job.Namespace),
-		StartedTemplatesMutable: mirror.StartedTemplatesMutable(parsedVersion(conn))}
-	if missing := conn.MissingRights(); !workers.MayCreateMirrors(missing, job.Namespace) {
-		s.Connection.MirrorsForbidden = workers.MissingMessage(missing)
-	}
-	if v := conn.KubernetesVersion(); v != nil {
-		s.Connection.KubernetesVersion = v.GitVersion
-	}
-	m, err := conn.Mirror(ctx, key)
-	if err != nil {
-		return s, err
-	}
-	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && policy.OwnMirror(s, m.UID) {
-		// The mirror this manager created (or adopts, as Next does),
-		// over what the worker's cache keeps of a Job: read whole from
-		// the worker, kept by none. Any other Job the cache keeps so is
-		// decided on from its identity and labels alone, as Next
-		// does of a Job not its mirror.
-		if m, err = workers.WholeMirror(ctx, conn, r.Origin, key); err != nil {
-			return s, err
-		}
-	}
-	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !workers.MayDelete(m, r.ManagerID, conn.OriginShared()) {
-		// Another installation's mirror of the same name (or one that
-		// may be): not ours to fence, so a Job not ours holds the name.
-		s.Foreign, m = m, nil
-	}
-	if s.AdoptMirror && m != nil && m.UID != s.MirrorUID && m.UID != s.CreatedMirrorUID {
-		// Only a mirror whose attempt this manager sealed is adopted (or,
-		// for a Job older than the key, one its manager made unsealed): a
-		// Job someone made with the mirror's labels, in the window after
-		// a leader change, carries no such seal.
-		s.AdoptMirror, s.AdoptWhy = adoptable(job, m, sealKey)
-	}
-	s.Mirror = m
-	s.MirrorOverBudget = m != nil && workers.IsOverBudget(m)
-	s.MirrorExpected = m == nil && r.mirrorExpected(job, s.Now)
-	if m == nil && !s.MirrorExpected && s.MirrorUID != "" && unfinished {
-		// Before the Job is taken to have lost its mirror: is the mirror
-		// still there, out of the cache's sight?
-		if s.HiddenMirror, err = hiddenMirror(ctx, conn, key, s.MirrorUID); err != nil {
-			return s, err
-		}
-		s.MirrorFenced = s.HiddenMirror == nil && conn.DeletedMirrors().Recently(s.MirrorUID)
-	}
-	if m != nil && m.UID == s.MirrorUID {
-		r.attempts.forget(key)
-	}
-	s.MirrorChangeSeen = r.observed.since(key)
-	s.QuietCopying = r.copies.quiet(s.Now, r.StatusBatchPeriod)
-	if m != nil && unfinished && s.Queue == nil && dispatch.PodsAtOnce(job) > dispatch.PodsAtOnce(m) {
-		if s.GrowthRefused, err = r.growthRefused(ctx, job, m); err != nil {
-			return s, err
-		}
-	}
-	if !unfinished || s.WorkerCluster == nil || (m != nil && !mirror.TemplateMutable(m, true)) {
-		return s, nil
-	}
-	// A mirror may be created, or a changed template carried to it.
-	ns, refusal, err := r.admit(ctx, job)
-	if err != nil {
-		return s, err
-	}
-	s.Refusal = refusalOf(refusal)
-	if refusal == nil {
-		// Remembered for the Job's generation: the placement's verdict,
-		// unless the template changed since.
-		pods, err := r.admitPods(ctx, job)
-		if err != nil {
-			return s, err
-		}
-		s.PodsRefused = pods.Refused
-	}
-	s.WorkerRejects, err = r.workerRejects(ctx, job, ns, s.WorkerCluster, conn)
-	return s, err
-}
-
-// refusalOf is the dispatch policy's refusal as Next reads it.
-func refusalOf(r *admission.Refusal) *policy.Refusal {
-	if r == nil {
-		return nil
-	}
-	return &policy.Refusal{Rule: r.Rule, Message: r.Message}
-}
-
-// adoptable says whether m, a mirror of the Job's attempt whose UID nothing
-// recorded, may be taken as the one jobferry created, and why.
-func adoptable(job, m *batchv1.Job, key jobstate.Key) (bool, string) {
-	switch {
-	case jobstate.AttemptSealed(key.Secret, m):
-		return true, "its attempt seal verifies: created by an earlier leader, which did not record it"
-	case jobstate.PredatesKey(job, key):
-		return true, "the Job predates the seal key: created by an earlier manager, which recorded no mirror UIDs"
-	}
-	return false, ""
-}
-
-// rolledBack returns highest when the Job as its API server holds it still
-// records a lower attempt than this manager saw (0 when it does not, or
-// the Job is gone or another).
-func (r *JobReconciler) rolledBack(ctx context.Context, job *batchv1.Job, highest int) (int, error) {
-	live := &batchv1.Job{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
-		return 0, client.IgnoreNotFound(err)
-	}
-	if live.UID != job.UID || jobstate.Attempt(live) >= highest {
-		return 0, nil
-	}
-	return highest, nil
 }
 
 // WriteJob writes a manager Job changed from original (as read) to job,
@@ -651,12 +432,6 @@ func withoutWhatBothHold(before, after *batchv1.Job) (*batchv1.Job, *batchv1.Job
 		b.Spec.Template, a.Spec.Template = corev1.PodTemplateSpec{}, corev1.PodTemplateSpec{}
 	}
 	return &b, &a
-}
-
-// wroteFinished: this manager wrote the Job's finished status (which the
-// cache may not show yet).
-func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
-	return r.finished.has(job)
 }
 
 // finalize deletes the mirror of a manager Job that is gone or being

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
@@ -36,15 +35,6 @@ import (
 // (tenantlimits.PodAdmission).
 type PodAdmitter interface {
 	Admit(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error)
-}
-
-// admitPods asks the namespace whether it admits the Job's pods. Without a
-// PodAdmitter (unit tests) the template is taken as admitted.
-func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
-	if r.PodAdmission == nil {
-		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec})}, nil
-	}
-	return r.PodAdmission.Admit(ctx, job)
 }
 
 // quotaRecheck is how soon a Job a full quota held back is looked at again
@@ -73,28 +63,6 @@ func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, addi
 		charged = append(charged, *own)
 	}
 	return tenantlimits.QuotaRefuses(job.Namespace, quotas.Items, charged, adding), nil
-}
-
-// growthRefused says why the Job's namespace's quota has no room for the
-// pods its parallelism grew to since its mirror m was made ("" when there
-// is, or the namespace has no quota).
-func (r *JobReconciler) growthRefused(ctx context.Context, job, m *batchv1.Job) (string, error) {
-	key, err := r.Keys.Key(ctx)
-	if err != nil {
-		return "", err
-	}
-	verdict, _ := jobstate.Verify(job, key)
-	charge := sealedCharge(job, verdict == jobstate.Trusted)
-	running := dispatch.PodsAtOnce(m)
-	own := tenantlimits.Charged{QuotaCharge: charge, Pods: running}
-	adding := tenantlimits.Charged{QuotaCharge: charge, Pods: dispatch.PodsAtOnce(job) - running}
-	r.placeMu.Lock()
-	defer r.placeMu.Unlock()
-	refusal, err := r.quotaRefuses(ctx, job, adding, &own)
-	if err != nil || refusal == nil {
-		return "", err
-	}
-	return refusal.Message, nil
 }
 
 // chargedIn is what the Job's namespace's other dispatched Jobs charge to
