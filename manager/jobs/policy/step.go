@@ -412,6 +412,14 @@ func next(s State, cfg Config) Step {
 	if m == nil {
 		return nextWithoutMirror(s)
 	}
+	return nextWithMirror(s, cfg)
+}
+
+// nextWithMirror decides for a Job whose worker shows a Job in its
+// mirror's place, of its current attempt: recorded as its mirror, followed
+// (its spec) and copied (its status) — or not its own.
+func nextWithMirror(s State, cfg Config) Step {
+	job, m := s.Job, s.Mirror
 	if s.MirrorOverBudget && m.UID == s.MirrorUID {
 		// Its identity only (readState reads the mirror whole, and did
 		// not get it): nothing to compare or copy from; look again.
