@@ -14,7 +14,7 @@ import (
 // import.
 func TestImportArrowsPointOneWay(t *testing.T) {
 	const module = "github.com/jobferry/jobferry/"
-	controllers := []string{"manager/jobs", "manager/workercluster", "manager/orphans", "manager/admission"}
+	controllers := []string{"manager/jobs", "manager/workercluster", "manager/orphans", "manager/admission", "manager/warnings"}
 	forbidden := map[string][]string{
 		"dispatch":             {"manager"},
 		"mirror":               {"manager"},

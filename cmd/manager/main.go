@@ -50,6 +50,7 @@ import (
 	"github.com/jobferry/jobferry/manager/queue"
 	"github.com/jobferry/jobferry/manager/statekey"
 	"github.com/jobferry/jobferry/manager/tenantlimits"
+	"github.com/jobferry/jobferry/manager/warnings"
 	"github.com/jobferry/jobferry/manager/workercluster"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -401,7 +402,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 	// cache.
 	jobInformer, err := mgr.GetCache().GetInformer(context.Background(), &batchv1.Job{}, cache.BlockUntilSynced(false))
 	if err != nil {
-		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector: %w", err)
+		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector and the Warning forwarder: %w", err)
 	}
 	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: managerID, Keys: keys, Interval: c.gcInterval,
 		ManagerNamespaces:      admission.NamespaceReader{Cache: mgr.GetClient(), API: mgr.GetAPIReader()},
@@ -409,6 +410,10 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the orphan mirror collector: %w", err)
+	}
+	forwarder := &warnings.Forwarder{Client: mgr.GetClient(), Recorder: recorder, Workers: pool, Keys: keys, Jobs: jobInformer, Clock: clock.RealClock{}}
+	if err := forwarder.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("adding the forwarder of the workers' Warning Events: %w", err)
 	}
 	return nil
 }

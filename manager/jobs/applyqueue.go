@@ -14,7 +14,7 @@ import (
 	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
-// The steps of a Job Kueue queues (queuedstep.go): jobferry's admission
+// The steps of a Job Kueue queues (policy/queued.go): jobferry's admission
 // check on its Workload, and the placement let go when Kueue took the
 // quota back.
 

@@ -29,12 +29,10 @@ const jobEventBuffer = 4096
 // eventSources carry what the controller is told to where it acts on it:
 // jobs and mirrors feed the work queue — the Jobs to look at again, and
 // those whose mirror changed, ahead of the others (statusPriority); wake
-// asks for a wake-up of the Jobs in the waiting room; warnings carries the
-// workers' Warning Events to the forwarding loop (workerwarnings.go).
+// asks for a wake-up of the Jobs in the waiting room.
 type eventSources struct {
 	jobs, mirrors chan event.GenericEvent
 	wake          chan struct{}
-	warnings      chan workers.Warning
 }
 
 func newEventSources() eventSources {
@@ -42,8 +40,7 @@ func newEventSources() eventSources {
 		jobs:    make(chan event.GenericEvent, jobEventBuffer),
 		mirrors: make(chan event.GenericEvent, jobEventBuffer),
 		// One pending signal is enough: a wake-up reads everything afresh.
-		wake:     make(chan struct{}, 1),
-		warnings: make(chan workers.Warning, 1024),
+		wake: make(chan struct{}, 1),
 	}
 }
 
@@ -56,7 +53,6 @@ func (r *JobReconciler) subscribe() {
 		CapacityChanged:    r.capacityChanged,
 		WorkerReconciled:   r.workerReconciled,
 		PlacementsAffected: r.placementsAffected,
-		Warning:            r.warningSeen,
 	})
 }
 

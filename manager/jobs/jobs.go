@@ -64,13 +64,14 @@ func workerAPI(worker string) string { return "worker cluster " + worker + "'s A
 // before anything exists on the worker), creates its mirror, carries later
 // spec changes to the mirror, copies the mirror's status back, and deletes
 // the mirror once its final status is copied or the manager Job is gone.
-// What to do next is decided by Next (step.go), a pure function of what
-// the reconcile read; the reconciler reads, asks, writes (apply: one
+// What to do next is decided by policy.Next, a pure function of what the
+// reconcile read (reads.go); the reconciler reads, asks, writes (apply: one
 // handler per kind of step), and asks again. A Job with nothing to run it
-// completes itself (nothingtorun.go); one that waits shows why in its
-// Suspended condition (waitingcondition.go); a write the API server refuses
-// becomes a Warning Event on the Job (refusals.go). What it is told of the
-// workers arrives through its subscription to the pool (jobevents.go).
+// completes itself (policy.NothingToRun); one that waits shows why in its
+// Suspended condition (policy.Waiting); a write the API server refuses
+// becomes a Warning Event on the Job and is not made again until the Job
+// changes (refusals.go). What it is told of the workers arrives through
+// its subscription to the pool (jobevents.go).
 type JobReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -110,7 +111,7 @@ type JobReconciler struct {
 	CapacitySettle time.Duration
 	// Queue, when set, is Kueue on the manager cluster: a Job that names a
 	// LocalQueue runs when Kueue admits it, where jobferry places it
-	// (queuedstep.go). Nil: every Job is dispatched as soon as it fits.
+	// (policy/queued.go). Nil: every Job is dispatched as soon as it fits.
 	Queue Queue
 	// PodAdmission dry-runs a pod of each Job in its namespace before its
 	// first mirror (tenantlimits.PodAdmission); nil in unit tests, where
@@ -133,9 +134,6 @@ type JobReconciler struct {
 	// refusals remembers writes the API server rejected, so they are not
 	// retried until the Job changes.
 	refusals *refusalMemo
-	// warned remembers which worker Warning Events were forwarded to which
-	// Jobs, so each reason is forwarded once per pod (workerwarnings.go).
-	warned *warnedMemo
 	// removed: since when the WorkerClusters of Jobs placed on deleted
 	// workers are known to be gone.
 	removed removedWorkers
@@ -205,12 +203,8 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).Complete(r); err != nil {
 		return err
 	}
-	// Like the controller, the wake-up and the forwarding of the workers'
-	// Warning Events run on the leader only.
-	if err := mgr.Add(manager.RunnableFunc(r.wakeLoop)); err != nil {
-		return err
-	}
-	return mgr.Add(manager.RunnableFunc(r.forwardLoop))
+	// Like the controller, the wake-up runs on the leader only.
+	return mgr.Add(manager.RunnableFunc(r.wakeLoop))
 }
 
 // init completes the reconciler: its memories and event sources, its
@@ -220,7 +214,6 @@ func (r *JobReconciler) init() {
 	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
 	r.waiting = newWaitingRoom()
 	r.refusals = newRefusalMemo()
-	r.warned = newWarnedMemo(r.Clock)
 	r.events = newEventSources()
 	r.subscribe()
 }
@@ -312,7 +305,6 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 		job = nil
-		r.warned.forget(req.NamespacedName)
 	}
 	if job != nil && !v1alpha1.IsManagerJob(job) {
 		return reconcile.Result{}, nil

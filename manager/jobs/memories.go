@@ -12,9 +12,8 @@ import (
 
 // The manager's small in-process memories, typed, each with the methods
 // that say what it remembers. (The larger ones have files of their own:
-// attemptMemo in attempts.go, refusalMemo in refusals.go, warnedMemo in
-// workerwarnings.go, assumeCache in assume.go, waitingRoom in
-// waitingroom.go.) A restarted manager starts with them empty; each says
+// attemptMemo in attempts.go, refusalMemo in refusals.go, assumeCache in
+// assume.go, waitingRoom in waitingroom.go.) A restarted manager starts with them empty; each says
 // why that is safe.
 
 // finishedMemo remembers the Jobs whose finished status this manager wrote:

@@ -13,7 +13,7 @@
 //     under its own field manager so the other checks' entries are never
 //     touched (Queue.SetCheck, checkentry.go).
 //
-// The Job controller (package jobs) decides, in its nextStep, what a
+// The Job controller (package jobs) decides, in its policy.Next, what a
 // queued Job needs: placing it once Kueue reserved quota with the check
 // Pending, reporting the placement as the check Ready with the worker's
 // directives as pod set updates, creating the mirror once Kueue unsuspends

@@ -100,7 +100,7 @@ type Connection struct {
 	namespaceCache namespaceCache
 
 	// warnings is the watch of the worker's Warning Events, while the
-	// credential may (workerwarnings.go).
+	// credential may (package warnings).
 	warnings warningsWatch
 
 	// overBudget counts the objects its caches kept as their identity only

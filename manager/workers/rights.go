@@ -99,7 +99,7 @@ var CollectNamespacesRights = []Right{{Verb: "list", Resource: "namespaces"}, {V
 
 // warningEventsRights are optional too: with them the manager watches the
 // worker's Warning Events and forwards those of its mirrors and their pods
-// to the manager Jobs (workerwarnings.go); without them Jobs still run, and
+// to the manager Jobs (package warnings); without them Jobs still run, and
 // their worker-side failure reasons are seen only on the worker.
 func warningEventsRights(namespaces []string) []Right {
 	var out []Right

@@ -134,7 +134,7 @@ type State struct {
 	// Queue is the Job's Workload when Kueue queues it (it names a
 	// LocalQueue and the manager runs with Kueue); nil otherwise. Kueue
 	// then decides when the Job runs (it unsuspends and suspends it), and
-	// jobferry where (queuedstep.go).
+	// jobferry where (queued.go).
 	Queue *workload.View
 }
 

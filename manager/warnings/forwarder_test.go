@@ -1,4 +1,4 @@
-package jobs
+package warnings
 
 import (
 	"context"
@@ -12,14 +12,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
+	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/workers"
+	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
 
 func namedJob(name string, indexed bool) batchv1.Job {
@@ -145,14 +151,11 @@ func warningOf(worker, kind, name, reason, message string) workers.Warning {
 // Job once, naming the worker and the pod; Events about other Jobs' pods,
 // about a stale attempt or after the Job finished do not.
 func TestForwardWarning(t *testing.T) {
-	h := newJobsHarness(t, "w1")
-	h.create(t, policytest.Job())
-	h.reconcile(t)
-	h.events()
+	h := newForwarderHarness(t)
 	ctx := context.Background()
 	forward := func(w workers.Warning) []string {
 		t.Helper()
-		if err := h.r.forwardWarning(ctx, w); err != nil {
+		if err := h.f.forwardWarning(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -165,8 +168,7 @@ func TestForwardWarning(t *testing.T) {
 			}
 		}
 	}
-	mirrorUID := h.mirror(t, "w1").UID
-	worker := h.workers.Conns["w1"]
+	mirrorUID, worker := h.mirror.UID, h.worker
 	// The mirror's pods on the worker, as its Job controller makes them; and
 	// one a worker-namespace user made with a name like theirs.
 	pod := func(name string, controller types.UID) types.UID {
@@ -258,23 +260,21 @@ func TestForwardWarning(t *testing.T) {
 	// A stale attempt: the Job was placed again since.
 	job := h.job(t)
 	job.Annotations[v1alpha1.DispatchAttemptAnnotation] = "2"
-	if err := h.manager.Update(ctx, job); err != nil {
+	if err := h.manager.Update(ctx, jobstate.Sealed(job, testKey)); err != nil {
 		t.Fatal(err)
 	}
 	if got := forward(podWarning("train-x7k2p", x7k2p, "Failed", "from the old attempt")); len(got) != 0 {
 		t.Errorf("a stale attempt's pod: recorded %q", got)
 	}
-	if h.r.warned.len() != 1 {
-		t.Errorf("%d Jobs remembered, want 1", h.r.warned.len())
+	if h.f.warned.len() != 1 {
+		t.Errorf("%d Jobs remembered, want 1", h.f.warned.len())
 	}
-	// Deleted: the Job's memory goes with its reconcile.
+	// Deleted: the Job's memory goes with its deletion.
 	if err := h.manager.Delete(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.r.Reconcile(ctx, reconcile.Request{NamespacedName: trainKey}); err != nil {
-		t.Fatal(err)
-	}
-	if h.r.warned.len() != 0 {
+	h.jobs.handler.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-a/train", Obj: job})
+	if h.f.warned.len() != 0 {
 		t.Errorf("the deleted Job's forwarded reasons are still remembered")
 	}
 }
@@ -371,4 +371,61 @@ func TestWarnedMemoBoundsPodReads(t *testing.T) {
 	if !m.mayReadPod("w2", "team-c") {
 		t.Error("the worker's pod reads did not resume after the pause")
 	}
+}
+
+// testKey seals the test Job's state; fixedKey hands it out.
+var testKey = jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: policytest.Now.Add(-24 * time.Hour)}
+
+type fixedKey jobstate.Key
+
+func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
+
+// jobInformer hands the handler the Forwarder adds to the test.
+type jobInformer struct {
+	handler toolscache.ResourceEventHandler
+}
+
+func (i *jobInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.handler = h
+	return nil, nil
+}
+
+type forwarderHarness struct {
+	f        *Forwarder
+	manager  client.Client
+	recorder *events.FakeRecorder
+	jobs     *jobInformer
+	worker   *workerstest.Conn
+	mirror   *batchv1.Job
+}
+
+// newForwarderHarness is a Forwarder with manager Job team-a/train
+// dispatched to worker w1 (attempt 1), its mirror running there.
+func newForwarderHarness(t *testing.T) *forwarderHarness {
+	t.Helper()
+	job := policytest.Job(policytest.Placed, policytest.Running)
+	job.Annotations[v1alpha1.MirrorUIDAnnotation] = "mirror-uid"
+	m, err := policy.DesiredMirror(job, false, policytest.WorkerCluster(), policytest.Config.Origin, policytest.Config.ManagerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.UID = "mirror-uid"
+	h := &forwarderHarness{recorder: events.NewFakeRecorder(100), jobs: &jobInformer{}, worker: workerstest.NewConn(policytest.Config.Origin, m), mirror: m}
+	h.manager = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(jobstate.Sealed(job, testKey)).Build()
+	h.f = &Forwarder{Client: h.manager, Recorder: h.recorder, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": h.worker}),
+		Keys: fixedKey(testKey), Jobs: h.jobs, Clock: clocktesting.NewFakeClock(policytest.Now)}
+	if err := h.f.init(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// job reads the manager Job.
+func (h *forwarderHarness) job(t *testing.T) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := h.manager.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "train"}, job); err != nil {
+		t.Fatal(err)
+	}
+	return job
 }

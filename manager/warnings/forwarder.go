@@ -1,4 +1,4 @@
-package jobs
+package warnings
 
 import (
 	"context"
@@ -14,9 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/eventnote"
@@ -26,34 +29,92 @@ import (
 	"github.com/jobferry/jobferry/manager/workers"
 )
 
-// Why a mirror does not run is seen on its worker: the scheduler finds no
-// node (FailedScheduling), a kubelet cannot start a container, a pod is
-// evicted, the Job controller gives up. The manager watches each worker's
-// Warning Events (when its credential may: warningEventsRights) and records
-// those about its mirrors and their pods as Warning Events on the manager
-// Jobs, naming the worker and the pod, once per reason per pod, so
-// `kubectl describe job` on the manager says why. The decisions (whose pod
-// is it, is it still this Job's attempt, what does the Event say) are pure
-// functions; forwardWarning does the reads and the write.
+// Forwarder records the workers' Warning Events about jobferry's mirrors
+// and their pods on the manager Jobs (doc.go).
+type Forwarder struct {
+	// Client reads manager Jobs (the manager cluster's cache).
+	Client client.Reader
+	// Recorder records the forwarded Events on the manager Jobs.
+	Recorder events.EventRecorder
+	// Workers is the pool of connections: it tells the Forwarder of every
+	// Warning Event on a worker, and reads mirrors and pods there.
+	Workers Workers
+	// Keys gives the key that seals jobferry's state on manager Jobs: only
+	// a Job whose state verifies gets its mirror's Warnings.
+	Keys jobstate.KeySource
+	// Jobs is the manager cluster cache's Job informer: a deleted Job's
+	// memory goes with it.
+	Jobs  JobInformer
+	Clock clock.PassiveClock
 
-// warningSeen passes a worker's Warning Event on to the forwarding loop,
+	warned   *warnedMemo
+	warnings chan workers.Warning
+}
+
+// Workers is what the Forwarder uses of the pool of connections.
+type Workers interface {
+	Subscribe(workers.Handlers)
+	Conn(worker string) workers.Conn
+}
+
+// JobInformer is the part of the manager's Job informer the Forwarder
+// watches for deletions.
+type JobInformer interface {
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+}
+
+// warningBuffer is how many Warnings wait for the loop before the pool's
+// watch waits for it.
+const warningBuffer = 1024
+
+// SetupWithManager subscribes the Forwarder to the pool's Warnings and to
+// deletions of manager Jobs, and adds its loop, which runs on the leader
+// (whose pool alone watches the workers' Events).
+func (f *Forwarder) SetupWithManager(mgr manager.Manager) error {
+	if err := f.init(); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(f.loop))
+}
+
+// init makes the Forwarder's memory and subscribes it.
+func (f *Forwarder) init() error {
+	f.Recorder = eventnote.Bound(f.Recorder)
+	f.warned = newWarnedMemo(f.Clock)
+	f.warnings = make(chan workers.Warning, warningBuffer)
+	f.Workers.Subscribe(workers.Handlers{Warning: f.seen})
+	_, err := f.Jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if job, ok := obj.(metav1.Object); ok {
+			f.warned.forget(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()})
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("watching manager Job deletions for the Warning forwarder: %w", err)
+	}
+	return nil
+}
+
+// seen passes a worker's Warning Event on to the forwarding loop,
 // waiting rather than dropping one until ctx ends.
-func (r *JobReconciler) warningSeen(ctx context.Context, w workers.Warning) {
+func (f *Forwarder) seen(ctx context.Context, w workers.Warning) {
 	select {
-	case r.events.warnings <- w:
+	case f.warnings <- w:
 	case <-ctx.Done():
 	}
 }
 
-// forwardLoop forwards the workers' Warning Events, on the leader (whose
+// loop forwards the workers' Warning Events, on the leader (whose
 // pool alone connects to the workers).
-func (r *JobReconciler) forwardLoop(ctx context.Context) error {
+func (f *Forwarder) loop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case w := <-r.events.warnings:
-			if err := r.forwardWarning(ctx, w); err != nil {
+		case w := <-f.warnings:
+			if err := f.forwardWarning(ctx, w); err != nil {
 				logf.FromContext(ctx).Error(err, "forwarding a worker's Warning Event", "worker", w.Worker,
 					"event", w.Event.Namespace+"/"+w.Event.Name)
 			}
@@ -64,9 +125,9 @@ func (r *JobReconciler) forwardLoop(ctx context.Context) error {
 // forwardWarning records a worker's Warning Event on the manager Job whose
 // mirror (or a pod of it) it is about, the first time that pod or mirror
 // has that reason.
-func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) error {
+func (f *Forwarder) forwardWarning(ctx context.Context, w workers.Warning) error {
 	ev := w.Event
-	conn := r.Workers.Conn(w.Worker)
+	conn := f.Workers.Conn(w.Worker)
 	// Whoever created the Event had rights in its namespace, not in the
 	// one it names: it may speak only of that namespace's objects.
 	if conn == nil || !conn.Connected() || ev.Namespace == "" || ev.InvolvedObject.Namespace != ev.Namespace || !conn.MayUse(ev.Namespace) {
@@ -94,10 +155,10 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 	}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	job := &batchv1.Job{}
-	if err := r.Client.Get(ctx, key, job); err != nil {
+	if err := f.Client.Get(ctx, key, job); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	sealKey, err := r.Keys.Key(ctx)
+	sealKey, err := f.Keys.Key(ctx)
 	if err != nil {
 		return err
 	}
@@ -105,11 +166,11 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 		return nil
 	}
 	if policy.IsFinished(job) {
-		r.warned.forget(key)
+		f.warned.forget(key)
 		return nil
 	}
 	what := ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name + "/" + ev.Reason
-	if r.warned.done(key, job.UID, what) {
+	if f.warned.done(key, job.UID, what) {
 		return nil
 	}
 	// A pod's Warning goes only once the pod is read and is the Event's and
@@ -117,23 +178,23 @@ func (r *JobReconciler) forwardWarning(ctx context.Context, w workers.Warning) e
 	// pod reads of their own worker namespace, which are bounded (a Warning
 	// over them goes if the worker reports it again, as the scheduler's do).
 	if ev.InvolvedObject.Kind == "Pod" {
-		if !r.warned.mayReadPod(w.Worker, ev.Namespace) {
+		if !f.warned.mayReadPod(w.Worker, ev.Namespace) {
 			return nil
 		}
 		ours, err := mirrorsPod(ctx, conn, ev.InvolvedObject, m)
 		if errors.Is(err, context.DeadlineExceeded) {
-			r.warned.pausePodReads(w.Worker)
+			f.warned.pausePodReads(w.Worker)
 		}
 		if !ours {
 			return err
 		}
 	}
-	switch r.warned.admit(key, job.UID, what) {
+	switch f.warned.admit(key, job.UID, what) {
 	case warningForward:
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
+		f.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ev.Reason, warningAction(ev), "%s", forwardedNote(w.Worker, ev))
 		metrics.WarningsForwarded.WithLabelValues(w.Worker, ev.InvolvedObject.Kind).Inc()
 	case warningCapped:
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
+		f.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonWorkerWarningsCapped, "Run",
 			"worker %s reports more Warnings about this Job's mirror and pods than are recorded here (%d at most, one per %s): "+
 				"the rest are on the worker (kubectl jobferry describe job shows them)", w.Worker, maxWarnedPerJob, warnedEvery)
 	}
