@@ -44,6 +44,7 @@ import (
 	"github.com/jobferry/jobferry/manager/election"
 	"github.com/jobferry/jobferry/manager/inspection"
 	"github.com/jobferry/jobferry/manager/jobs"
+	jobpolicy "github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/metricsauth"
 	"github.com/jobferry/jobferry/manager/orphans"
@@ -376,11 +377,11 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 	}
 	jobReconciler := &jobs.JobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Workers: pool,
-		Origin: c.origin, ManagerID: managerID, Policy: policy, Clock: clock.RealClock{},
-		Keys:        keys,
-		Concurrency: c.jobSyncs, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch, DeleteFinishedMirrors: c.deleteFinished,
-		CapacitySettle: c.capacitySettle,
-		PodAdmission:   tenantlimits.NewPodAdmission(mgr.GetAPIReader(), mgr.GetClient(), clock.RealClock{}),
+		Policy: policy, Clock: clock.RealClock{}, Keys: keys,
+		Config: jobpolicy.Config{Origin: c.origin, ManagerID: managerID, WorkerLostTimeout: c.workerLost, StatusBatchPeriod: c.statusBatch,
+			DeleteFinishedMirrors: c.deleteFinished},
+		Concurrency: c.jobSyncs, CapacitySettle: c.capacitySettle,
+		PodAdmission: tenantlimits.NewPodAdmission(mgr.GetAPIReader(), mgr.GetClient(), clock.RealClock{}),
 	}
 	if c.kueue {
 		if err := queue.IndexWorkloads(context.Background(), mgr.GetFieldIndexer()); err != nil {

@@ -72,7 +72,7 @@ var stepHandlers = map[policy.Kind]stepHandler{
 // with the next step.
 func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s policy.State, st policy.Step, memo *stepMemo) (reconcile.Result, bool, error) {
 	if st.InSync {
-		r.observed.take(key)
+		r.memory.observed.take(key)
 	}
 	handle, ok := stepHandlers[st.Kind]
 	if !ok {
@@ -84,7 +84,7 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s p
 // applyNone: nothing to write; a finished Job's assumed capacity ends.
 func (r *JobReconciler) applyNone(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
 	if job := a.s.Job; job != nil && a.s.Worker != "" && (policy.IsFinished(job) || a.s.WroteFinished) {
-		r.assume.forget(job.UID)
+		r.placing.assume.forget(job.UID)
 	}
 	return a.done(nil)
 }
@@ -115,7 +115,7 @@ func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (re
 // applyUntrusted says, once per version of the Job, that its jobferry
 // state is not jobferry's; nothing else is done with it.
 func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, policy.NoticeUntrusted)
+	r.memory.refusals.remember(a.s.Job, policy.NoticeUntrusted)
 	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeUntrusted.Reason, policy.NoticeUntrusted.Action, "%s", a.st.Why)
 	return a.done(nil)
@@ -124,7 +124,7 @@ func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (recon
 // applyOverBudget says, once per version of the Job, that it holds more
 // than jobferry keeps of one; nothing else is done with it.
 func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, policy.NoticeOverBudget)
+	r.memory.refusals.remember(a.s.Job, policy.NoticeOverBudget)
 	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.st.Why)
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeOverBudget.Reason, policy.NoticeOverBudget.Action, "%s", a.st.Why)
 	return a.done(nil)
@@ -133,7 +133,7 @@ func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reco
 // applyStray says, once per version of the Job, that a mirror its state
 // does not account for runs on a worker.
 func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, policy.NoticeStray)
+	r.memory.refusals.remember(a.s.Job, policy.NoticeStray)
 	reason := policy.NoticeStray.Reason
 	if a.st.EventReason != "" {
 		reason = a.st.EventReason

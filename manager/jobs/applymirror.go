@@ -66,7 +66,7 @@ func (r *JobReconciler) applyUpdateMirror(ctx context.Context, a applyScope) (re
 // applyInvalidMirror says, once per spec of the Job, why its change is not
 // carried to the mirror.
 func (r *JobReconciler) applyInvalidMirror(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.refusals.remember(a.s.Job, policy.WriteMirrorSpec)
+	r.memory.refusals.remember(a.s.Job, policy.WriteMirrorSpec)
 	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, policy.WriteMirrorSpec.Action, "%s", a.st.Why)
 	return a.next()
 }
@@ -88,7 +88,7 @@ func (r *JobReconciler) applyDeleteMirror(ctx context.Context, a applyScope) (re
 	if err := r.deleteMirror(ctx, a.s.Worker, a.st.Mirror); err != nil {
 		return stop(r.refused(ctx, a.s.Job, policy.WriteMirrorGone, "deleting the mirror", workerAPI(a.s.Worker), err))
 	}
-	r.assume.forget(a.s.Job.UID)
+	r.placing.assume.forget(a.s.Job.UID)
 	return a.done(r.removeFinalizer(ctx, a.s.Job))
 }
 
@@ -113,7 +113,7 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 		if err != nil {
 			return err
 		}
-		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.ManagerID, conn.NamespaceRights(), slices.Contains(conn.AllowedNamespaces(), name))
+		plan := planWorkerNamespace(name, have, podSecurityLabels(managerNS), r.Config.ManagerID, conn.NamespaceRights(), slices.Contains(conn.AllowedNamespaces(), name))
 		switch plan.action {
 		case namespaceCreate:
 			created, err := conn.CreateNamespace(ctx, plan.namespace)
@@ -123,7 +123,7 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 		case namespaceRelabel:
 			return conn.RelabelNamespace(ctx, have, plan.namespace)
 		case namespaceNotAccepted:
-			return errors.New(notAccepted(plan.namespace, r.ManagerID))
+			return errors.New(notAccepted(plan.namespace, r.Config.ManagerID))
 		case namespaceMissing:
 			return fmt.Errorf("namespace %s is gone from the worker, and the manager does not create namespaces there", name)
 		default:
@@ -163,7 +163,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, memo *
 		// brings the news, and the mirror is built from the new spec.
 		return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	m, err := policy.DesiredMirror(whole, policy.Activates(s), s.WorkerCluster, r.Origin, r.ManagerID)
+	m, err := policy.DesiredMirror(whole, policy.Activates(s), s.WorkerCluster, r.Config.Origin, r.Config.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
@@ -179,12 +179,12 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, memo *
 		if getErr != nil {
 			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
 		}
-		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
+		if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
 			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || (s.AdoptMirror && adoptableNow(job, existing, key))) {
 			// Ours, created earlier; the cache has not caught up yet.
 			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
-		if mirror.IsMirrorOf(existing, r.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
+		if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
 			// A stale attempt the cache does not show yet: fenced, as the
 			// next step would once it does.
 			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
@@ -212,7 +212,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, memo *
 		return false, result, err
 	}
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
-	r.attempts.created(job, m.UID, r.Clock.Now())
+	r.memory.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
 	if attempt <= 1 && s.Queue == nil {
 		// A queued Job's wait is Kueue's (its own metrics measure it).
@@ -379,17 +379,17 @@ func updateFromCache(ctx context.Context, conn workers.Conn, cached, updated *ba
 // copyStatus writes the status translated from the mirror's (desired).
 func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
 	key := client.ObjectKeyFromObject(job)
-	observed, hadObserved := r.observed.take(key)
+	observed, hadObserved := r.memory.observed.take(key)
 	updated, err := r.writeStatus(ctx, job, desired)
 	switch {
 	case err == nil:
-		r.copies.wrote(r.Clock.Now())
+		r.memory.copies.wrote(r.Clock.Now())
 		metrics.StatusSyncTotal.WithLabelValues(worker, "written").Inc()
 		if hadObserved {
 			metrics.StatusSyncLag.Observe(r.Clock.Since(observed).Seconds())
 		}
 		if jobstatus.Finished(desired) {
-			r.finished.wrote(job)
+			r.memory.finished.wrote(job)
 		}
 		job.Status = updated.Status
 		job.ResourceVersion = updated.ResourceVersion
@@ -404,7 +404,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		return errRejectedCopy
 	default:
 		if hadObserved {
-			r.observed.seen(key, observed)
+			r.memory.observed.seen(key, observed)
 		}
 		result := "error"
 		if apierrors.IsConflict(err) {

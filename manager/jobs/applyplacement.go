@@ -152,7 +152,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, reconcile.Result{RequeueAfter: policy.PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
 	}
 	// A wake-up that starts from here on may not see this Job waiting yet.
-	pass := r.waiting.pass()
+	pass := r.placing.waiting.pass()
 	asWritten := policy.AsUserWroteIt(job)
 	if len(pods.Admitted.Containers)+len(pods.Admitted.InitContainers) > 0 {
 		// Placed as its pods will run: with what admission gave them.
@@ -169,14 +169,14 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, reconcile.Result{}, err
 	}
 	if quota != nil {
-		r.quotaWaiting.add(client.ObjectKeyFromObject(job))
+		r.placing.quotaWaiting.add(client.ObjectKeyFromObject(job))
 		wrote, err := r.updateWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonQuotaExceeded, "%s", quota.Gist))
 		if wrote {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonQuotaExceeded, "Place", "%s", quota.Message)
 		}
 		return false, reconcile.Result{RequeueAfter: quotaRecheck}, err
 	}
-	r.quotaWaiting.remove(client.ObjectKeyFromObject(job))
+	r.placing.quotaWaiting.remove(client.ObjectKeyFromObject(job))
 	for worker, code := range decision.Codes {
 		metrics.PlacementRejections.WithLabelValues(worker, code).Inc()
 	}
@@ -190,7 +190,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
 		// gives it room; the requeue is a safety net.
-		if missed := r.waiting.add(asWritten, pass); missed {
+		if missed := r.placing.waiting.add(asWritten, pass); missed {
 			r.wakeWaiting()
 		}
 		wrote, err := r.updateWaiting(ctx, job, outcome.Waiting)
@@ -201,8 +201,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	wc, err := r.workerCluster(ctx, decision.Worker)
 	if err != nil {
-		r.assume.forget(job.UID)
-		r.charging.forget(job.UID)
+		r.placing.assume.forget(job.UID)
+		r.placing.charging.forget(job.UID)
 		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
 	}
 	var updated *batchv1.Job
@@ -218,8 +218,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		err = r.writeJob(ctx, job, updated)
 	}
 	if err != nil {
-		r.assume.forget(job.UID)
-		r.charging.forget(job.UID)
+		r.placing.assume.forget(job.UID)
+		r.placing.charging.forget(job.UID)
 		if reported(err) {
 			if werr := r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
@@ -229,8 +229,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, result, err
 	}
 	*job = *updated
-	r.attempts.placed(job)
-	r.waiting.remove(client.ObjectKeyFromObject(job))
+	r.memory.attempts.placed(job)
+	r.placing.waiting.remove(client.ObjectKeyFromObject(job))
 	memo.placement = decision.Summary()
 	return true, reconcile.Result{}, nil
 }
@@ -246,8 +246,8 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 // ResourceQuotas: quota, when set, says which has no room for them, and
 // nothing is placed.
 func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1.Namespace, charge *tenantlimits.Charged) (decision dispatch.Decision, never string, invalid error, quota *tenantlimits.QuotaRefusal, err error) {
-	r.placeMu.Lock()
-	defer r.placeMu.Unlock()
+	r.placing.mu.Lock()
+	defer r.placing.mu.Unlock()
 	if charge != nil {
 		if quota, err = r.quotaRefuses(ctx, job, *charge, nil); err != nil || quota != nil {
 			return dispatch.Decision{}, "", nil, quota, err
@@ -261,9 +261,9 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 	switch {
 	case invalid != nil:
 	case decision.Placed():
-		r.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
+		r.placing.assume.assume(job.UID, client.ObjectKeyFromObject(job), decision.Worker, decision.Pool, decision.Request)
 		if charge != nil {
-			r.charging.add(job.UID, job.Namespace, *charge, r.Clock.Now())
+			r.placing.charging.add(job.UID, job.Namespace, *charge, r.Clock.Now())
 		}
 	default:
 		never = dispatch.NeverFits(job, workers)
@@ -319,7 +319,7 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		wc := &list.Items[i]
 		view := dispatch.Worker{
 			Name: wc.Name, Labels: maps.Clone(wc.Labels), Cordoned: wc.Spec.Cordoned, Namespaces: slices.Clone(wc.Spec.Namespaces),
-			Directives: *wc.Spec.Scheduling.DeepCopy(), Assumed: r.assume.assumed(wc.Name),
+			Directives: *wc.Spec.Scheduling.DeepCopy(), Assumed: r.placing.assume.assumed(wc.Name),
 			WorkerJobController: wc.Spec.JobController == v1alpha1.JobControllerWorker,
 		}
 		if conn := r.conn(wc.Name); conn != nil && conn.Connected() {
@@ -369,7 +369,7 @@ func (r *JobReconciler) release(ctx context.Context, job *batchv1.Job, worker st
 	if err := r.writeJob(ctx, job, updated); err != nil {
 		return err
 	}
-	r.assume.forget(job.UID)
+	r.placing.assume.forget(job.UID)
 	*job = *updated
 	return nil
 }

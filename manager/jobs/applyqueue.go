@@ -37,7 +37,7 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 	if err := r.Queue.SetCheck(ctx, a.s.Job.Namespace, *a.s.Queue, update); err != nil {
 		return stop(r.refused(ctx, a.s.Job, policy.WriteCheck, "setting admission check "+a.s.Queue.Check+" to "+string(update.State), managerAPI, err))
 	}
-	r.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
+	r.memory.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
 	if update.State == kueue.CheckStateRetry {
 		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, policy.ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
 	}

@@ -19,7 +19,7 @@ import (
 // and this manager's Job goes elsewhere.
 func TestAnotherInstallationsMirrorIsLeftAlone(t *testing.T) {
 	h := newJobsHarness(t, "w1", "w2")
-	h.r.ManagerID = "manager-a"
+	h.r.Config.ManagerID = "manager-a"
 	ctx := context.Background()
 	theirs := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", Labels: map[string]string{
 		v1alpha1.OriginLabel: "jobferry", v1alpha1.OriginUIDLabel: "their-job", v1alpha1.DispatchAttemptLabel: "1", v1alpha1.ManagerIDLabel: "manager-b",

@@ -64,7 +64,7 @@ func (r *JobReconciler) subscribe() {
 func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 	if ready := ptr.Deref(job.Status.Ready, 0); jobstatus.Finished(job.Status) || (job.Status.Active > 0 && ready == job.Status.Active) {
 		if uid := job.Labels[v1alpha1.OriginUIDLabel]; uid != "" {
-			r.assume.running(types.UID(uid))
+			r.placing.assume.running(types.UID(uid))
 		}
 	}
 	r.queueMirrorChange(types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, r.Clock.Now())
@@ -73,7 +73,7 @@ func (r *JobReconciler) mirrorChanged(worker string, job *batchv1.Job) {
 // queueMirrorChange asks for a look at the manager Job key ahead of the
 // others (the mirror source), its status copy's lag counted from seen.
 func (r *JobReconciler) queueMirrorChange(key types.NamespacedName, seen time.Time) {
-	r.observed.seen(key, seen)
+	r.memory.observed.seen(key, seen)
 	r.events.mirrors <- event.GenericEvent{Object: &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
 }
 
@@ -94,7 +94,7 @@ func (r *JobReconciler) mirrorsHeldBack(changes []workers.MirrorChange) {
 // capacityChanged: a worker's summary changed; what was assumed of it may
 // end, and waiting Jobs may fit.
 func (r *JobReconciler) capacityChanged(worker string) {
-	r.assume.capacitySeen(worker)
+	r.placing.assume.capacitySeen(worker)
 	r.wakeWaiting()
 }
 
@@ -103,7 +103,7 @@ func (r *JobReconciler) capacityChanged(worker string) {
 // give waiting Jobs room, and so may time, as this runs with every health
 // probe.
 func (r *JobReconciler) workerReconciled(worker string) {
-	r.removed.forget(worker)
+	r.memory.removed.forget(worker)
 	r.wakeWaiting()
 }
 

@@ -78,10 +78,6 @@ type JobReconciler struct {
 	// Workers are the connections to the worker clusters (workers.Pool),
 	// and what the Job controller is told of them.
 	Workers Workers
-	Origin  string
-	// ManagerID identifies this installation on the workers
-	// (installation.ID), on every mirror it creates.
-	ManagerID string
 	// Policy says which Jobs may be dispatched, and where (tenancy).
 	Policy *admission.DispatchPolicy
 	// Keys gives the key that seals jobferry's state on manager Jobs
@@ -92,20 +88,12 @@ type JobReconciler struct {
 	// not keep (a manager Job's whole pod template).
 	APIReader client.Reader
 	Clock     clock.Clock
+	// Config is what policy.Next applies: this installation's origin and
+	// ID on the workers, the worker-lost timeout, the status batch period,
+	// whether finished mirrors are deleted.
+	Config policy.Config
 	// Concurrency is the number of Jobs reconciled at once.
 	Concurrency int
-	// WorkerLostTimeout is how long a worker may stay disconnected before its
-	// unfinished Jobs are dispatched elsewhere.
-	WorkerLostTimeout time.Duration
-	// StatusBatchPeriod is how long changes of a running mirror are
-	// gathered into one status copy while other Jobs' changes wait to be
-	// copied; on a quiet manager, and for a final status, the copy goes at
-	// once.
-	StatusBatchPeriod time.Duration
-	// DeleteFinishedMirrors deletes finished mirrors once their final status
-	// is copied, rather than when their manager Job is deleted (see
-	// Config).
-	DeleteFinishedMirrors bool
 	// CapacitySettle is how long after a mirror's pods run a capacity
 	// summary is trusted to include them (see assumeCache).
 	CapacitySettle time.Duration
@@ -118,41 +106,28 @@ type JobReconciler struct {
 	// the template is taken as admitted.
 	PodAdmission PodAdmitter
 
-	// events carry what the pool tells the controller to its work queue,
-	// its wake-up and its forwarding loop (jobevents.go).
+	// events carry what the pool tells the controller to its work queue
+	// and its wake-up (jobevents.go).
 	events eventSources
+	// placing is what placement shares among the Jobs placed at once.
+	placing placing
+	// memory is what the controller remembers of the Jobs between
+	// reconciles (memories.go).
+	memory memory
+}
 
+// placing is what placement shares among the Jobs placed at once: the
+// requests and charges of Jobs placed moments ago, and the Jobs waiting
+// for room.
+type placing struct {
+	// mu serialises placement, so two Jobs never both take the same free
+	// capacity, nor the same room in a namespace's quota.
+	mu sync.Mutex
 	// assume holds what placed Jobs request until the workers' summaries
 	// show it: placement adds, mirrors running and summaries end it.
 	assume *assumeCache
 	// waiting holds the Jobs no worker had room for (waitingroom.go).
 	waiting *waitingRoom
-	// observed: when the mirror changes not copied yet were seen.
-	observed observedMemo
-	// copies: when the last status copies were written.
-	copies copyRate
-	// refusals remembers writes the API server rejected, so they are not
-	// retried until the Job changes.
-	refusals *refusalMemo
-	// removed: since when the WorkerClusters of Jobs placed on deleted
-	// workers are known to be gone.
-	removed removedWorkers
-	// finished: the Jobs whose finished status this manager wrote.
-	finished finishedMemo
-	// checks: what this manager last applied to the admission check of each
-	// queued Job's Workload, until the cache shows it.
-	checks checkMemo
-	// attempts remembers the attempts this manager placed and the mirrors
-	// it created for them until the worker's cache shows them recorded
-	// (like the expectations of upstream controllers): a reconcile in
-	// between must not create the mirror again, nor take someone else's Job
-	// for it.
-	attempts attemptMemo
-	// highest: the highest attempt seen of each Job's state.
-	highest highestAttempts
-	// placeMu serialises placement, so two Jobs never both take the same
-	// free capacity, nor the same room in a namespace's quota.
-	placeMu sync.Mutex
 	// charging: the quota charges of Jobs placed moments ago
 	// (tenantlimits.go).
 	charging chargesInFlight
@@ -211,9 +186,9 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // subscription to the pool.
 func (r *JobReconciler) init() {
 	r.Recorder = eventnote.Bound(r.Recorder)
-	r.assume = newAssumeCache(r.Clock, r.CapacitySettle)
-	r.waiting = newWaitingRoom()
-	r.refusals = newRefusalMemo()
+	r.placing.assume = newAssumeCache(r.Clock, r.CapacitySettle)
+	r.placing.waiting = newWaitingRoom()
+	r.memory.refusals = newRefusalMemo()
 	r.events = newEventSources()
 	r.subscribe()
 }
@@ -315,7 +290,7 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		st := policy.Next(s, r.stepConfig())
+		st := policy.Next(s, r.Config)
 		logf.FromContext(ctx).V(2).Info("step", "step", st.Kind.String(), "worker", s.Worker)
 		result, more, err := r.apply(ctx, req.NamespacedName, s, st, &memo)
 		if err != nil || !more {
@@ -332,10 +307,6 @@ type stepMemo struct {
 	placement string
 	// foreign is a same-named Job on the worker that jobferry did not create.
 	foreign *batchv1.Job
-}
-
-func (r *JobReconciler) stepConfig() policy.Config {
-	return policy.Config{Origin: r.Origin, ManagerID: r.ManagerID, WorkerLostTimeout: r.WorkerLostTimeout, StatusBatchPeriod: r.StatusBatchPeriod, DeleteFinishedMirrors: r.DeleteFinishedMirrors}
 }
 
 // WriteJob writes a manager Job changed from original (as read) to job,
@@ -431,15 +402,15 @@ func withoutWhatBothHold(before, after *batchv1.Job) (*batchv1.Job, *batchv1.Job
 // mirror of a Job deleted while its worker was unreachable is left to the
 // orphan collector, which deletes it once the worker is back.
 func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, job *batchv1.Job) error {
-	r.refusals.forget(key)
-	r.finished.forget(key)
-	r.checks.forget(key)
-	r.attempts.forget(key)
-	r.highest.forget(key)
-	r.waiting.remove(key)
-	r.observed.take(key)
+	r.memory.refusals.forget(key)
+	r.memory.finished.forget(key)
+	r.memory.checks.forget(key)
+	r.memory.attempts.forget(key)
+	r.memory.highest.forget(key)
+	r.placing.waiting.remove(key)
+	r.memory.observed.take(key)
 	if job == nil {
-		r.assume.forgetJob(key)
+		r.placing.assume.forgetJob(key)
 	}
 	for _, worker := range r.Workers.Names() {
 		conn := r.conn(worker)
@@ -452,8 +423,8 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 		}
 		// Every mirror of this installation with the Job's name is one of a
 		// Job that no longer exists, or of this one while it is deleted.
-		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID)) ||
-			(job == nil && !workers.MayDelete(m, r.ManagerID, conn.OriginShared())) {
+		if m == nil || m.DeletionTimestamp != nil || (job != nil && !mirror.IsMirrorOf(m, r.Config.Origin, job.UID)) ||
+			(job == nil && !workers.MayDelete(m, r.Config.ManagerID, conn.OriginShared())) {
 			continue
 		}
 		if _, err := workers.DeleteMirror(ctx, conn, worker, m); err != nil {
@@ -463,7 +434,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	if job == nil {
 		return nil
 	}
-	r.assume.forget(job.UID)
+	r.placing.assume.forget(job.UID)
 	return r.removeFinalizer(ctx, job)
 }
 

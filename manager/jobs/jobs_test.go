@@ -85,10 +85,10 @@ func newJobsHarness(t *testing.T, workers ...string) *jobsHarness {
 		t.Fatal(err)
 	}
 	h.r = &JobReconciler{
-		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Origin: "jobferry", ManagerID: policytest.Config.ManagerID, Policy: policy, Clock: h.clock, Keys: testKey,
-		CapacitySettle:    2 * time.Second,
-		WorkerLostTimeout: 15 * time.Minute, StatusBatchPeriod: time.Second,
-		Workers: h.workers,
+		Client: h.manager, APIReader: h.manager, Recorder: h.recorder, Policy: policy, Clock: h.clock, Keys: testKey,
+		Config:         policytest.Config,
+		CapacitySettle: 2 * time.Second,
+		Workers:        h.workers,
 	}
 	h.r.init()
 	return h
@@ -209,12 +209,12 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 	// once): the copy waits for the batch period, but the assumed capacity
 	// is released from the mirror's event already.
 	for range quietCopies {
-		h.r.copies.wrote(h.clock.Now())
+		h.r.memory.copies.wrote(h.clock.Now())
 	}
 	h.report(t, "w1", policytest.Running)
 	h.clock.Step(2 * time.Second)
 	h.workers.CapacityChanged("w1")
-	if assumed := h.r.assume.assumed("w1"); len(assumed) != 0 {
+	if assumed := h.r.placing.assume.assumed("w1"); len(assumed) != 0 {
 		t.Errorf("the running Job is still assumed on w1 after a summary: %v", assumed)
 	}
 	h.clock.Step(-2 * time.Second)
@@ -253,7 +253,7 @@ func TestJobReconcilerDispatchesAJob(t *testing.T) {
 
 func TestJobReconcilerDeletesFinishedMirrorsWhenAsked(t *testing.T) {
 	h := newJobsHarness(t, "w1")
-	h.r.DeleteFinishedMirrors = true
+	h.r.Config.DeleteFinishedMirrors = true
 	h.create(t, policytest.Job())
 	h.reconcile(t)
 	if h.mirror(t, "w1") == nil {

@@ -16,6 +16,34 @@ import (
 // assume.go, waitingRoom in waitingroom.go.) A restarted manager starts with them empty; each says
 // why that is safe.
 
+// memory is what the Job controller remembers of the Jobs between
+// reconciles, one typed store each.
+type memory struct {
+	// observed: when the mirror changes not copied yet were seen.
+	observed observedMemo
+	// copies: when the last status copies were written.
+	copies copyRate
+	// refusals remembers writes the API server rejected, so they are not
+	// retried until the Job changes.
+	refusals *refusalMemo
+	// removed: since when the WorkerClusters of Jobs placed on deleted
+	// workers are known to be gone.
+	removed removedWorkers
+	// finished: the Jobs whose finished status this manager wrote.
+	finished finishedMemo
+	// checks: what this manager last applied to the admission check of each
+	// queued Job's Workload, until the cache shows it.
+	checks checkMemo
+	// attempts remembers the attempts this manager placed and the mirrors
+	// it created for them until the worker's cache shows them recorded
+	// (like the expectations of upstream controllers): a reconcile in
+	// between must not create the mirror again, nor take someone else's Job
+	// for it.
+	attempts attemptMemo
+	// highest: the highest attempt seen of each Job's state.
+	highest highestAttempts
+}
+
 // finishedMemo remembers the Jobs whose finished status this manager wrote:
 // a reconcile on a cache that has not caught up with that write, once the
 // finished mirror is deleted, must not create the mirror again (the Job

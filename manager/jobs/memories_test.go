@@ -67,15 +67,15 @@ func TestObservedMemoKeepsTheOldestChange(t *testing.T) {
 func TestRemovedWorkersCountFromTheFirstLook(t *testing.T) {
 	h := newJobsHarness(t)
 	t0 := h.clock.Now()
-	if got := h.r.removed.since("w1", t0); !got.Equal(t0) {
+	if got := h.r.memory.removed.since("w1", t0); !got.Equal(t0) {
 		t.Fatalf("first look: %v, want %v", got, t0)
 	}
-	if got := h.r.removed.since("w1", t0.Add(time.Minute)); !got.Equal(t0) {
+	if got := h.r.memory.removed.since("w1", t0.Add(time.Minute)); !got.Equal(t0) {
 		t.Errorf("second look: %v, want the first look's %v", got, t0)
 	}
 	h.r.workerReconciled("w1")
 	later := t0.Add(time.Hour)
-	if got := h.r.removed.since("w1", later); !got.Equal(later) {
+	if got := h.r.memory.removed.since("w1", later); !got.Equal(later) {
 		t.Errorf("gone again after it was reconciled: %v, want %v", got, later)
 	}
 }
@@ -122,7 +122,7 @@ func TestMirrorsHeldBackAreQueuedAsMirrorChangesFromWhenSeen(t *testing.T) {
 			t.Fatalf("%v was not queued as a mirror change (jobs source: %d)", want, len(r.events.jobs))
 		}
 	}
-	if got := r.observed.since(a); !got.Equal(seen) {
+	if got := r.memory.observed.since(a); !got.Equal(seen) {
 		t.Errorf("lag of %v counted from %v; want %v", a, got, seen)
 	}
 }

@@ -58,7 +58,7 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 	}
 	s.Blocked = map[policy.Write]bool{}
 	for _, w := range policy.Writes() {
-		if r.refusals.blocked(job, w) {
+		if r.memory.refusals.blocked(job, w) {
 			s.Blocked[w] = true
 		}
 	}
@@ -123,7 +123,7 @@ func (r *JobReconciler) readRecords(ctx context.Context, s *policy.State, key ty
 	s.WroteFinished = r.wroteFinished(job)
 	s.Worker = job.Annotations[v1alpha1.WorkerAnnotation]
 	s.MirrorUID = types.UID(job.Annotations[v1alpha1.MirrorUIDAnnotation])
-	attempt, placedHere := r.attempts.of(job)
+	attempt, placedHere := r.memory.attempts.of(job)
 	s.CreatedMirrorUID = attempt.mirrorUID
 	// A leader that took over from one that died between creating a mirror
 	// and recording its UID finds it unrecorded, of an attempt it did not
@@ -132,7 +132,7 @@ func (r *JobReconciler) readRecords(ctx context.Context, s *policy.State, key ty
 	// manager placed has no mirror but the one it creates.
 	s.AdoptMirror = !placedHere
 	var err error
-	if highest := r.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
+	if highest := r.memory.highest.see(key, job.UID, jobstate.Attempt(job)); highest > jobstate.Attempt(job) && unfinished {
 		// The cache may lag this manager's own write of the higher
 		// attempt: the Job as its API server holds it has the last word.
 		if s.RolledBackFrom, err = r.rolledBack(ctx, job, highest); err != nil {
@@ -151,7 +151,7 @@ func (r *JobReconciler) readRecords(ctx context.Context, s *policy.State, key ty
 		if err != nil {
 			return err
 		}
-		v = r.checks.view(key, v)
+		v = r.memory.checks.view(key, v)
 		s.Queue = &v
 	}
 	return nil
@@ -163,7 +163,7 @@ func (r *JobReconciler) readWorker(ctx context.Context, s *policy.State) (worker
 	if wc, err := r.workerCluster(ctx, s.Worker); err == nil {
 		s.WorkerCluster = wc
 	} else if apierrors.IsNotFound(err) {
-		s.WorkerGoneSince = r.removed.since(s.Worker, r.Clock.Now())
+		s.WorkerGoneSince = r.memory.removed.since(s.Worker, r.Clock.Now())
 	} else {
 		return nil, fmt.Errorf("reading WorkerCluster %s: %w", s.Worker, err)
 	}
@@ -192,17 +192,17 @@ func (r *JobReconciler) readMirror(ctx context.Context, s *policy.State, key typ
 	if err != nil {
 		return err
 	}
-	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Origin, job.UID) && policy.OwnMirror(*s, m.UID) {
+	if m != nil && workers.IsOverBudget(m) && mirror.IsMirrorOf(m, r.Config.Origin, job.UID) && policy.OwnMirror(*s, m.UID) {
 		// The mirror this manager created (or adopts, as Next does),
 		// over what the worker's cache keeps of a Job: read whole from
 		// the worker, kept by none. Any other Job the cache keeps so is
 		// decided on from its identity and labels alone, as Next
 		// does of a Job not its mirror.
-		if m, err = workers.WholeMirror(ctx, conn, r.Origin, key); err != nil {
+		if m, err = workers.WholeMirror(ctx, conn, r.Config.Origin, key); err != nil {
 			return err
 		}
 	}
-	if m != nil && !mirror.IsMirrorOf(m, r.Origin, job.UID) && !workers.MayDelete(m, r.ManagerID, conn.OriginShared()) {
+	if m != nil && !mirror.IsMirrorOf(m, r.Config.Origin, job.UID) && !workers.MayDelete(m, r.Config.ManagerID, conn.OriginShared()) {
 		// Another installation's mirror of the same name (or one that
 		// may be): not ours to fence, so a Job not ours holds the name.
 		s.Foreign, m = m, nil
@@ -226,10 +226,10 @@ func (r *JobReconciler) readMirror(ctx context.Context, s *policy.State, key typ
 		s.MirrorFenced = s.HiddenMirror == nil && conn.DeletedMirrors().Recently(s.MirrorUID)
 	}
 	if m != nil && m.UID == s.MirrorUID {
-		r.attempts.forget(key)
+		r.memory.attempts.forget(key)
 	}
-	s.MirrorChangeSeen = r.observed.since(key)
-	s.QuietCopying = r.copies.quiet(s.Now, r.StatusBatchPeriod)
+	s.MirrorChangeSeen = r.memory.observed.since(key)
+	s.QuietCopying = r.memory.copies.quiet(s.Now, r.Config.StatusBatchPeriod)
 	if m != nil && unfinished && s.Queue == nil && dispatch.PodsAtOnce(job) > dispatch.PodsAtOnce(m) {
 		if s.GrowthRefused, err = r.growthRefused(ctx, job, m); err != nil {
 			return err
@@ -297,7 +297,7 @@ func (r *JobReconciler) rolledBack(ctx context.Context, job *batchv1.Job, highes
 // wroteFinished: this manager wrote the Job's finished status (which the
 // cache may not show yet).
 func (r *JobReconciler) wroteFinished(job *batchv1.Job) bool {
-	return r.finished.has(job)
+	return r.memory.finished.has(job)
 }
 
 // strayMirror finds, on the connected workers, a mirror of the Job of a
@@ -322,11 +322,11 @@ func (r *JobReconciler) strayMirror(ctx context.Context, job *batchv1.Job, sealK
 		}
 		// The mirror the state records is the Job's, whatever a
 		// worker-namespace user made of its attempt label.
-		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
+		if m == nil || m.DeletionTimestamp != nil || m.UID == recordedUID || !mirror.IsMirrorOf(m, r.Config.Origin, job.UID) || mirror.Attempt(m) <= recorded ||
 			!jobstate.AttemptSealed(sealKey.Secret, m) {
 			continue
 		}
-		if created, ok := r.attempts.of(job); ok && created.mirrorUID == m.UID {
+		if created, ok := r.memory.attempts.of(job); ok && created.mirrorUID == m.UID {
 			continue
 		}
 		// The manager cluster's cache may lag a write of the next attempt
@@ -351,7 +351,7 @@ const mirrorExpectedFor = 30 * time.Second
 // mirrorExpected: this manager created the mirror of the Job's current
 // attempt less than mirrorExpectedFor ago.
 func (r *JobReconciler) mirrorExpected(job *batchv1.Job, now time.Time) bool {
-	rec, ok := r.attempts.of(job)
+	rec, ok := r.memory.attempts.of(job)
 	return ok && rec.mirrorUID != "" && now.Sub(rec.created) < mirrorExpectedFor
 }
 
@@ -413,12 +413,12 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 	// As the namespace will be when the mirror is written: jobferry creates
 	// it, or brings the labels of one it created in step, first.
 	rights := conn.NamespaceRights()
-	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.ManagerID, rights, slices.Contains(conn.AllowedNamespaces(), name))
+	plan := planWorkerNamespace(name, workerNS, podSecurityLabels(managerNS), r.Config.ManagerID, rights, slices.Contains(conn.AllowedNamespaces(), name))
 	switch plan.action {
 	case namespaceMissing:
 		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceMissing, Why: fmt.Sprintf("namespace %s does not exist there, and the manager does not create namespaces there", name)}, nil
 	case namespaceNotAccepted:
-		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceNotAccepted, Why: notAccepted(plan.namespace, r.ManagerID)}, nil
+		return dispatch.NamespaceVerdict{Code: dispatch.ReasonNamespaceNotAccepted, Why: notAccepted(plan.namespace, r.Config.ManagerID)}, nil
 	}
 	why := r.Policy.WorkerNamespaceRejects(managerNS, plan.namespace)
 	if why == "" {
@@ -471,8 +471,8 @@ func (r *JobReconciler) growthRefused(ctx context.Context, job, m *batchv1.Job) 
 	running := dispatch.PodsAtOnce(m)
 	own := tenantlimits.Charged{QuotaCharge: charge, Pods: running}
 	adding := tenantlimits.Charged{QuotaCharge: charge, Pods: dispatch.PodsAtOnce(job) - running}
-	r.placeMu.Lock()
-	defer r.placeMu.Unlock()
+	r.placing.mu.Lock()
+	defer r.placing.mu.Unlock()
 	refusal, err := r.quotaRefuses(ctx, job, adding, &own)
 	if err != nil || refusal == nil {
 		return "", err

@@ -88,7 +88,7 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 			"%s refused %s as forbidden: %s; retrying when the rights change, at the latest in %s", where, what, apiMessage(err), forbiddenRetry)
 		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
 	}
-	r.refusals.remember(job, w)
+	r.memory.refusals.remember(job, w)
 	until := "the Job changes"
 	if w.RetryOnGeneration {
 		until = "the Job's spec changes"

@@ -75,7 +75,7 @@ func (r *JobReconciler) updateWaiting(ctx context.Context, job *batchv1.Job, w p
 	if err != nil {
 		return false, fmt.Errorf("writing why the Job waits (%s): %w", w.Reason, err)
 	}
-	r.refusals.followOwnWrite(job, updated.ResourceVersion)
+	r.memory.refusals.followOwnWrite(job, updated.ResourceVersion)
 	job.Status, job.ResourceVersion = updated.Status, updated.ResourceVersion
 	return true, nil
 }

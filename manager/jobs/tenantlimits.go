@@ -108,7 +108,7 @@ func (r *JobReconciler) chargedIn(ctx context.Context, job *batchv1.Job) ([]tena
 		}
 		charged = append(charged, tenantlimits.ChargedNow(j, sealedCharge(j, trusted)))
 	}
-	for uid, c := range r.charging.in(job.Namespace, r.Clock.Now()) {
+	for uid, c := range r.placing.charging.in(job.Namespace, r.Clock.Now()) {
 		if !placed[uid] && uid != job.UID {
 			charged = append(charged, c)
 		}
@@ -141,7 +141,7 @@ func (r *JobReconciler) chargeEnded(ctx context.Context, job *batchv1.Job) bool 
 	switch {
 	case err != nil:
 		return false
-	case m != nil && mirror.IsMirrorOf(m, r.Origin, job.UID):
+	case m != nil && mirror.IsMirrorOf(m, r.Config.Origin, job.UID):
 		return jobstatus.Finished(m.Status)
 	}
 	return policy.IsFinished(job)
@@ -260,7 +260,7 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 		}
 		// A finish the Job's tenant wrote frees nothing (chargeEnded reads
 		// the mirror); the waiters woken find that out and wait again.
-		if names := r.quotaWaiting.take(job.Namespace); len(names) > 0 {
+		if names := r.placing.quotaWaiting.take(job.Namespace); len(names) > 0 {
 			// Not on the informer's goroutine: the work queue's channel
 			// may be full.
 			go func() {
@@ -281,7 +281,7 @@ func (r *JobReconciler) quotaFreedHandler() toolscache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if job, ok := managercache.JobWithoutTemplate(obj); ok {
 				// A waiter deleted waits no more.
-				r.quotaWaiting.remove(types.NamespacedName{Namespace: job.Namespace, Name: job.Name})
+				r.placing.quotaWaiting.remove(types.NamespacedName{Namespace: job.Namespace, Name: job.Name})
 			}
 			freed(obj)
 		},

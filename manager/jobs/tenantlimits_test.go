@@ -176,7 +176,7 @@ func TestQuotaBoundsTheNamespacesDispatchedJobs(t *testing.T) {
 	if result.RequeueAfter != quotaRecheck {
 		t.Errorf("looked at again after %v, want %v", result.RequeueAfter, quotaRecheck)
 	}
-	if waiting := h.r.quotaWaiting.take("team-a"); len(waiting) != 1 || waiting[0] != keys[2].Name {
+	if waiting := h.r.placing.quotaWaiting.take("team-a"); len(waiting) != 1 || waiting[0] != keys[2].Name {
 		t.Errorf("quota waiters %v, want %s", waiting, keys[2].Name)
 	}
 

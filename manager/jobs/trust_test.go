@@ -127,7 +127,7 @@ func TestTenantRemovingTheStateDoesNotRunTheJobTwice(t *testing.T) {
 		}
 	})
 	// A manager that starts afresh remembers nothing of what it created.
-	h.r.attempts = attemptMemo{}
+	h.r.memory.attempts = attemptMemo{}
 	h.reconcile(t)
 	if m := h.mirror(t, "w2"); m != nil || h.workers.Conns["w2"].Creates.Load() != 0 {
 		t.Errorf("the Job stripped of its state was dispatched again to w2")
@@ -179,7 +179,7 @@ func TestRolledBackStateIsNotActedOn(t *testing.T) {
 
 	tamper(t, h, func(j *batchv1.Job) { j.Annotations = saved })
 	// A manager that starts afresh remembers nothing of what it created.
-	h.r.attempts = attemptMemo{}
+	h.r.memory.attempts = attemptMemo{}
 	h.reconcile(t)
 	events := h.events()
 	if strings.Join(events, ",") != policy.ReasonStrayMirror {
@@ -225,7 +225,7 @@ func TestStrayEvidenceIsSealed(t *testing.T) {
 		if err := h.workers.Conns["w2"].API.Create(ctx, fake); err != nil {
 			t.Fatal(err)
 		}
-		h.r.attempts = attemptMemo{}
+		h.r.memory.attempts = attemptMemo{}
 		h.reconcile(t)
 		if got := h.events(); slices.Contains(got, policy.ReasonStrayMirror) {
 			t.Errorf("a Job with the mirror's labels at attempt %d and seal %q was taken for a later attempt: events %v", 5+i, seal, got)
@@ -282,7 +282,7 @@ func TestMirrorDeletedOnTheWorkerIsANewAttempt(t *testing.T) {
 	if err := h.workers.Conns["w1"].API.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	h.r.attempts = attemptMemo{}
+	h.r.memory.attempts = attemptMemo{}
 	h.reconcile(t)
 	job := h.job(t)
 	now := h.mirror(t, "w1")
@@ -312,7 +312,7 @@ func TestMirrorHiddenOnTheWorkerIsFencedBeforeANewAttempt(t *testing.T) {
 	if err := w.API.Update(ctx, hidden); err != nil {
 		t.Fatal(err)
 	}
-	h.r.attempts = attemptMemo{}
+	h.r.memory.attempts = attemptMemo{}
 	h.reconcile(t)
 	if err := w.API.Get(ctx, trainKey, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the hidden mirror %s is still on the worker (%v)", m.UID, err)
@@ -475,7 +475,7 @@ func TestOnlyASealedMirrorIsAdopted(t *testing.T) {
 			if err := w.API.Create(ctx, found); err != nil {
 				t.Fatal(err)
 			}
-			h.r.attempts = attemptMemo{}
+			h.r.memory.attempts = attemptMemo{}
 			h.events()
 			h.reconcile(t)
 			recorded := h.job(t).Annotations[v1alpha1.MirrorUIDAnnotation]

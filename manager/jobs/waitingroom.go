@@ -218,7 +218,7 @@ func (r *JobReconciler) wakeLoop(ctx context.Context) error {
 // wake reads the waiting Jobs and the workers' room, asks toWake which fit
 // now, and enqueues those.
 func (r *JobReconciler) wake(ctx context.Context) error {
-	room := r.waiting
+	room := r.placing.waiting
 	queues := room.begin()
 	if len(queues) == 0 {
 		return nil
@@ -248,9 +248,9 @@ func (r *JobReconciler) wake(ctx context.Context) error {
 			return fmt.Errorf("reading waiting Job %s: %w", keys[0], err)
 		}
 		heads[keys[0]] = head
-		r.placeMu.Lock()
+		r.placing.mu.Lock()
 		workers, err := r.workerViews(ctx, head, ns)
-		r.placeMu.Unlock()
+		r.placing.mu.Unlock()
 		if err != nil {
 			return err
 		}

@@ -183,8 +183,8 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	if job := h.job(t); job.Annotations[v1alpha1.WorkerAnnotation] != "" {
 		t.Fatalf("placed on %s with no room", job.Annotations[v1alpha1.WorkerAnnotation])
 	}
-	if h.r.waiting.len() != 1 {
-		t.Fatalf("%d Jobs wait in the room, want the one that found no room", h.r.waiting.len())
+	if h.r.placing.waiting.len() != 1 {
+		t.Fatalf("%d Jobs wait in the room, want the one that found no room", h.r.placing.waiting.len())
 	}
 	ctx := context.Background()
 	// A summary without room wakes nothing.
@@ -214,7 +214,7 @@ func TestJobReconcilerWakesWaitingJobsWhenRoomFrees(t *testing.T) {
 	default:
 		t.Fatal("the waiting Job was not woken once room freed up")
 	}
-	if h.r.waiting.len() != 0 {
+	if h.r.placing.waiting.len() != 0 {
 		t.Errorf("a woken Job is still in the room")
 	}
 	h.reconcile(t)

@@ -164,7 +164,7 @@ func TestJobReconcilerKeepsItsWorkerNamespacesInStepWithPodSecurity(t *testing.T
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			h := newJobsHarness(t, "w1")
-			h.r.ManagerID = "m1"
+			h.r.Config.ManagerID = "m1"
 			w := h.workers.Conns["w1"]
 			w.NoRelabel = tc.noRelabel
 			if err := w.API.Create(ctx, tc.workerNS); err != nil {
