@@ -15,7 +15,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"

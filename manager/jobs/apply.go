@@ -4,38 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jobferry/jobferry/manager/jobs/policy"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
-
-// applyScope is what one step is applied with: the Job's key, the state
-// readState read, Next's decision and the reconcile's memo.
-type applyScope struct {
-	key  types.NamespacedName
-	s    policy.State
-	st   policy.Step
-	memo *stepMemo
-}
-
-// done ends the reconcile, looked at again when the step says.
-func (a applyScope) done(err error) (reconcile.Result, bool, error) {
-	return reconcile.Result{RequeueAfter: a.st.RequeueAfter}, false, err
-}
-
-// next goes on with the next step: the Job (or its mirror) changed.
-func (a applyScope) next() (reconcile.Result, bool, error) { return reconcile.Result{}, true, nil }
-
-// stop ends the reconcile with result.
-func stop(result reconcile.Result, err error) (reconcile.Result, bool, error) {
-	return result, false, err
-}
-
-// stepHandler applies one kind of step: the writes, Events, metrics and
-// memory updates it stands for.
-type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reconcile.Result, bool, error)
 
 // stepHandlers are the handlers of every kind of step, each in the file of
 // its concern: notices here, placement writes in applyplacement.go, mirror

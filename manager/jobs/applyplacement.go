@@ -118,19 +118,6 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 	return a.next()
 }
 
-// notAccepted says why a worker's namespace this manager did not create
-// takes no mirror, and how its administrator accepts the manager's Jobs
-// there.
-func notAccepted(ns *corev1.Namespace, managerID string) string {
-	made := "was not created by jobferry"
-	if other := ns.Labels[v1alpha1.ManagerIDLabel]; other != "" {
-		made = fmt.Sprintf("was created by another jobferry manager (%s)", other)
-	}
-	return fmt.Sprintf("namespace %s there %s and its administrator has not accepted this manager's Jobs in it "+
-		"(its ServiceAccounts, quota and policies may be another team's); to accept them: kubectl label namespace %s %s=%s, on the worker",
-		ns.Name, made, ns.Name, v1alpha1.AcceptsManagerLabel(managerID), v1alpha1.AcceptsManagerValue)
-}
-
 // place chooses a worker for the Job and records it, with the worker's
 // directives and the Job unsuspended, in one write (PlacedJob) — or, for a
 // Job Kueue queues (q), the placement alone (PlacedQueuedJob), and a Job no
@@ -346,16 +333,6 @@ func (r *JobReconciler) workerViews(ctx context.Context, job *batchv1.Job, ns *c
 		views = append(views, view)
 	}
 	return views, nil
-}
-
-// withoutCapacity is a copy of a WorkerCluster but for the capacity and
-// credential in its status, which the Job controller does not read (a
-// worker's capacity comes from its connection): copying the capacity's
-// pools with every reconcile of a placed Job was a tenth of what the
-// manager allocated while it dispatched.
-func withoutCapacity(wc *v1alpha1.WorkerCluster) *v1alpha1.WorkerCluster {
-	return &v1alpha1.WorkerCluster{TypeMeta: wc.TypeMeta, ObjectMeta: *wc.ObjectMeta.DeepCopy(), Spec: *wc.Spec.DeepCopy(),
-		Status: v1alpha1.WorkerClusterStatus{Conditions: slices.Clone(wc.Status.Conditions), DispatchedJobs: wc.Status.DispatchedJobs, RunningJobs: wc.Status.RunningJobs}}
 }
 
 // release undoes the placement of a Job on worker, so it is placed again

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -11,20 +10,11 @@ import (
 
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/metrics"
-	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // The steps of a Job Kueue queues (policy/queued.go): jobferry's admission
 // check on its Workload, and the placement let go when Kueue took the
 // quota back.
-
-// Queue is Kueue's side of the Jobs it queues (queue.Queue): their
-// Workloads, read from the manager's cache, and jobferry's admission check
-// on them.
-type Queue interface {
-	View(ctx context.Context, job *batchv1.Job) (workload.View, error)
-	SetCheck(ctx context.Context, namespace string, v workload.View, u workload.CheckUpdate) error
-}
 
 // applySetCheck gives jobferry's check on the Workload the state the step
 // says; a Ready check carries the placement's reasons when this reconcile

@@ -23,27 +23,6 @@ import (
 // of the manager Jobs to look at, those whose mirror changed ahead of the
 // others, and the wake-up of the Jobs waiting for room.
 
-// jobEventBuffer is how many keys wait for the work queue's source.
-const jobEventBuffer = 4096
-
-// eventSources carry what the controller is told to where it acts on it:
-// jobs and mirrors feed the work queue — the Jobs to look at again, and
-// those whose mirror changed, ahead of the others (statusPriority); wake
-// asks for a wake-up of the Jobs in the waiting room.
-type eventSources struct {
-	jobs, mirrors chan event.GenericEvent
-	wake          chan struct{}
-}
-
-func newEventSources() eventSources {
-	return eventSources{
-		jobs:    make(chan event.GenericEvent, jobEventBuffer),
-		mirrors: make(chan event.GenericEvent, jobEventBuffer),
-		// One pending signal is enough: a wake-up reads everything afresh.
-		wake: make(chan struct{}, 1),
-	}
-}
-
 // subscribe has the pool tell the Job controller what happens on the
 // workers.
 func (r *JobReconciler) subscribe() {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"k8s.io/utils/ptr"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 )
 
 // A change decided on the slim mirror reaches the worker's mirror and leaves

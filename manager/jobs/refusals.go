@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // forbiddenRetry is when a write refused as forbidden is tried again: rights
@@ -96,70 +93,4 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 		"%s rejected %s: %s; not retried until %s", where, what, apiMessage(err), until)
 	return reconcile.Result{}, nil
-}
-
-// refusalMemo remembers writes the API server rejected, per manager Job and
-// write, with the Job's resourceVersion (or generation) at the time, so the
-// same write is not made again until the Job changes — capacity changes
-// re-enqueue every unplaced Job, which would otherwise retry it each time.
-// Entries are keyed by namespace/name, so the Job's key alone (all a
-// reconcile of a deleted Job has) forgets them.
-type refusalMemo struct {
-	mu    sync.Mutex
-	byJob map[types.NamespacedName]map[string]string // Job -> action -> version
-}
-
-func newRefusalMemo() *refusalMemo {
-	return &refusalMemo{byJob: map[types.NamespacedName]map[string]string{}}
-}
-
-// versionFor identifies the Job as a refused write saw it; the UID tells a
-// Job from a later one of the same name.
-func versionFor(job *batchv1.Job, w policy.Write) string {
-	if w.RetryOnGeneration {
-		return string(job.UID) + "/generation/" + strconv.FormatInt(job.Generation, 10)
-	}
-	return resourceVersionOf(job, job.ResourceVersion)
-}
-
-func resourceVersionOf(job *batchv1.Job, rv string) string {
-	return string(job.UID) + "/resourceVersion/" + rv
-}
-
-func (m *refusalMemo) remember(job *batchv1.Job, w policy.Write) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := client.ObjectKeyFromObject(job)
-	if m.byJob[key] == nil {
-		m.byJob[key] = map[string]string{}
-	}
-	m.byJob[key][w.Action] = versionFor(job, w)
-}
-
-// blocked reports whether w was rejected for the Job as it is now.
-func (m *refusalMemo) blocked(job *batchv1.Job, w policy.Write) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.byJob[client.ObjectKeyFromObject(job)][w.Action]
-	return ok && v == versionFor(job, w)
-}
-
-// followOwnWrite keeps refusals in force across jobferry's own status write
-// (saying why the Job waits), which changes the resourceVersion but nothing
-// a refused write depends on.
-func (m *refusalMemo) followOwnWrite(job *batchv1.Job, newVersion string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := client.ObjectKeyFromObject(job)
-	for action, v := range m.byJob[key] {
-		if v == resourceVersionOf(job, job.ResourceVersion) {
-			m.byJob[key][action] = resourceVersionOf(job, newVersion)
-		}
-	}
-}
-
-func (m *refusalMemo) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.byJob, key)
 }

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 func TestClassify(t *testing.T) {

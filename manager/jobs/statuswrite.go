@@ -6,11 +6,12 @@ import (
 	"fmt"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/jobferry/jobferry/manager/jobs/policy"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 
 // writeStatus writes status as the status of the Job read as job, locked to

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,12 +29,6 @@ import (
 // unfinished Jobs. Kueue's quota bounds a queued Job instead.
 
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=list;watch
-
-// PodAdmitter dry-runs a pod of a Job in its namespace
-// (tenantlimits.PodAdmission).
-type PodAdmitter interface {
-	Admit(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error)
-}
 
 // quotaRecheck is how soon a Job a full quota held back is looked at again
 // when no Job of its namespace finishing wakes it first (quotaWaiters).
@@ -162,92 +155,6 @@ func sealedCharge(job *batchv1.Job, trusted bool) v1alpha1.QuotaCharge {
 		}
 	}
 	return tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec}).Charge
-}
-
-// chargesInFlight remembers the charges of Jobs placed moments ago, under
-// placeMu, until the cache shows them placed (or a minute passed): the
-// next placement in the namespace must count them.
-type chargesInFlight struct {
-	mu    sync.Mutex
-	byJob map[types.UID]inFlight
-}
-
-type inFlight struct {
-	namespace string
-	charge    tenantlimits.Charged
-	at        time.Time
-}
-
-func (c *chargesInFlight) add(uid types.UID, namespace string, charge tenantlimits.Charged, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byJob == nil {
-		c.byJob = map[types.UID]inFlight{}
-	}
-	c.byJob[uid] = inFlight{namespace: namespace, charge: charge, at: now}
-}
-
-func (c *chargesInFlight) forget(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.byJob, uid)
-}
-
-// in is the charges in flight in namespace; older ones are dropped.
-func (c *chargesInFlight) in(namespace string, now time.Time) map[types.UID]tenantlimits.Charged {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[types.UID]tenantlimits.Charged{}
-	for uid, f := range c.byJob {
-		switch {
-		case now.Sub(f.at) > time.Minute:
-			delete(c.byJob, uid)
-		case f.namespace == namespace:
-			out[uid] = f.charge
-		}
-	}
-	return out
-}
-
-// quotaWaiters are the Jobs a full quota holds back, by namespace: a Job
-// of the namespace that finishes or goes wakes them all (each is placed
-// again, in the order the work queue takes them).
-type quotaWaiters struct {
-	mu          sync.Mutex
-	byNamespace map[string]map[string]bool
-}
-
-func (q *quotaWaiters) add(key types.NamespacedName) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.byNamespace == nil {
-		q.byNamespace = map[string]map[string]bool{}
-	}
-	if q.byNamespace[key.Namespace] == nil {
-		q.byNamespace[key.Namespace] = map[string]bool{}
-	}
-	q.byNamespace[key.Namespace][key.Name] = true
-}
-
-func (q *quotaWaiters) remove(key types.NamespacedName) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.byNamespace[key.Namespace], key.Name)
-	if len(q.byNamespace[key.Namespace]) == 0 {
-		delete(q.byNamespace, key.Namespace)
-	}
-}
-
-// take removes and returns the namespace's waiters.
-func (q *quotaWaiters) take(namespace string) []string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out []string
-	for name := range q.byNamespace[namespace] {
-		out = append(out, name)
-	}
-	delete(q.byNamespace, namespace)
-	return out
 }
 
 // quotaFreedHandler wakes a namespace's quota waiters when one of its

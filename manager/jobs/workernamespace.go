@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,4 +130,17 @@ func podSecurityLabels(ns *corev1.Namespace) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// notAccepted says why a worker's namespace this manager did not create
+// takes no mirror, and how its administrator accepts the manager's Jobs
+// there.
+func notAccepted(ns *corev1.Namespace, managerID string) string {
+	made := "was not created by jobferry"
+	if other := ns.Labels[v1alpha1.ManagerIDLabel]; other != "" {
+		made = fmt.Sprintf("was created by another jobferry manager (%s)", other)
+	}
+	return fmt.Sprintf("namespace %s there %s and its administrator has not accepted this manager's Jobs in it "+
+		"(its ServiceAccounts, quota and policies may be another team's); to accept them: kubectl label namespace %s %s=%s, on the worker",
+		ns.Name, made, ns.Name, v1alpha1.AcceptsManagerLabel(managerID), v1alpha1.AcceptsManagerValue)
 }

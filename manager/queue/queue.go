@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jobferry/jobferry/manager/queue/workload"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // RBAC of the Job controller's reads and write of Workloads (generated into

@@ -79,8 +79,3 @@ var makes = map[Kind][]Write{
 
 // Makes are the Writes a step of kind k makes (a copy).
 func Makes(k Kind) []Write { return slices.Clone(makes[k]) }
-
-// blocked: a Write the step makes was refused for the Job as it is.
-func blocked(s State, st Step) bool {
-	return slices.ContainsFunc(makes[st.Kind], func(w Write) bool { return s.Blocked[w] })
-}
