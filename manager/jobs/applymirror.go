@@ -35,11 +35,20 @@ import (
 // next step, at once, and a same-named Job found instead goes to the next
 // step as Foreign.
 func (r *JobReconciler) applyCreateMirror(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	created, result, err := r.createMirror(ctx, a.s, a.memo)
-	if errors.Is(err, errForeign) {
+	out, result, err := r.createMirror(ctx, a.s, a.memo.placement)
+	if out.foreign != nil {
+		a.memo.foreign = out.foreign
 		return a.next()
 	}
-	return result, created && err == nil, err
+	return result, out.created && err == nil, err
+}
+
+// createOutcome is what an attempt to create the mirror came to, beside
+// the reconcile's result: the mirror created, or a same-named Job found
+// that jobferry did not create.
+type createOutcome struct {
+	created bool
+	foreign *batchv1.Job
 }
 
 // applyFence deletes the mirror of an attempt a later one replaced.
@@ -135,98 +144,112 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 
 // createMirror creates the mirror on the Job's worker (and its namespace,
 // when the manager may create namespaces there). A same-named Job that is
-// not ours is handed back to Next as Foreign.
-func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, memo *stepMemo) (created bool, result reconcile.Result, err error) {
+// not ours is handed back (to Next, as Foreign). placement explains the
+// placement made in this reconcile, for the Dispatched Event.
+func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placement string) (createOutcome, reconcile.Result, error) {
 	job, worker := s.Job, s.Worker
 	conn := r.conn(worker)
 	if conn == nil {
-		return false, reconcile.Result{Requeue: true}, nil
+		return createOutcome{}, reconcile.Result{Requeue: true}, nil
 	}
 	if conn.NamespaceRights().Create {
 		ns, err := r.namespaces().Get(ctx, job.Namespace)
 		if err != nil {
-			return false, reconcile.Result{}, err
+			return createOutcome{}, reconcile.Result{}, err
 		}
 		// The worker's Pod Security admission holds the mirror's pods to
 		// the manager namespace's levels.
 		if err := r.prepareWorkerNamespace(ctx, conn, ns, job.Namespace); err != nil {
 			result, err := r.mirrorRefused(ctx, job, policy.WriteNamespace, "preparing namespace "+job.Namespace, worker, err)
-			return false, result, err
+			return createOutcome{}, result, err
 		}
 	}
 	whole, err := r.withStoredTemplate(ctx, job)
 	if err != nil {
-		return false, reconcile.Result{}, err
+		return createOutcome{}, reconcile.Result{}, err
 	}
 	if whole == nil {
 		// Its spec changed since it was read, or it is gone: the cache
 		// brings the news, and the mirror is built from the new spec.
-		return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		return createOutcome{}, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	m, err := policy.DesiredMirror(whole, policy.Activates(s), s.WorkerCluster, r.Config.Origin, r.Config.ManagerID)
 	if err != nil {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
-		return false, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
+		return createOutcome{}, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
 	key, err := r.Keys.Key(ctx)
 	if err != nil {
-		return false, reconcile.Result{}, err
+		return createOutcome{}, reconcile.Result{}, err
 	}
 	m.Labels[v1alpha1.AttemptSealLabel] = jobstate.AttemptSeal(key.Secret, job.UID, mirror.Attempt(m))
 	err = conn.Client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
-		existing, getErr := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))
-		if getErr != nil {
-			return false, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, getErr)
-		}
-		if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
-			(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || (s.AdoptMirror && adoptableNow(job, existing, key))) {
-			// Ours, created earlier; the cache has not caught up yet.
-			return false, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
-			// A stale attempt the cache does not show yet: fenced, as the
-			// next step would once it does.
-			if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
-				result, err := r.refused(ctx, job, policy.WriteMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
-				return false, result, err
-			}
-			return false, reconcile.Result{RequeueAfter: time.Second}, nil
-		}
-		// Whatever its labels say: a Job jobferry did not create (or its
-		// copy, made in the moment before this create).
-		memo.foreign = existing
-		return false, reconcile.Result{}, errForeign
+		return r.mirrorExists(ctx, s, m, key)
 	}
 	if namespaceGone(err) {
 		// Deleted on the worker since the manager last saw it (its mirrors
 		// with it): read, and created, again on the next try.
 		conn.ForgetNamespace(job.Namespace)
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
-		return false, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker,
+		return createOutcome{}, reconcile.Result{RequeueAfter: 2 * time.Second}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker,
 			"its namespace %s there is gone or being deleted; the mirror is created once jobferry has created it again (or, where it may not create namespaces, once someone has)", job.Namespace))
 	}
 	if err != nil {
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		result, err := r.mirrorRefused(ctx, job, policy.WriteMirror, "creating the mirror", worker, err)
-		return false, result, err
+		return createOutcome{}, result, err
 	}
+	r.mirrorCreated(job, m, worker, s.Queue != nil, placement)
+	return createOutcome{created: true}, reconcile.Result{}, nil
+}
+
+// mirrorExists decides about the Job that holds the mirror's name on the
+// worker, found when the create was refused as existing: the mirror
+// created earlier (the cache has not caught up), a stale attempt (fenced),
+// or a Job jobferry did not create (handed back as foreign).
+func (r *JobReconciler) mirrorExists(ctx context.Context, s policy.State, m *batchv1.Job, key jobstate.Key) (createOutcome, reconcile.Result, error) {
+	job, worker, conn := s.Job, s.Worker, r.conn(s.Worker)
+	existing, err := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))
+	if err != nil {
+		return createOutcome{}, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, err)
+	}
+	if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) == mirror.Attempt(m) &&
+		(existing.UID == s.MirrorUID || existing.UID == s.CreatedMirrorUID || (s.AdoptMirror && adoptableNow(job, existing, key))) {
+		// Ours, created earlier; the cache has not caught up yet.
+		return createOutcome{}, reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	if mirror.IsMirrorOf(existing, r.Config.Origin, job.UID) && mirror.Attempt(existing) < mirror.Attempt(m) {
+		// A stale attempt the cache does not show yet: fenced, as the
+		// next step would once it does.
+		if _, err := workers.DeleteMirror(ctx, conn, worker, existing); err != nil {
+			result, err := r.refused(ctx, job, policy.WriteMirrorGone, "deleting the mirror of an earlier attempt", workerAPI(worker), err)
+			return createOutcome{}, result, err
+		}
+		return createOutcome{}, reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	// Whatever its labels say: a Job jobferry did not create (or its copy,
+	// made in the moment before this create).
+	return createOutcome{foreign: existing}, reconcile.Result{}, nil
+}
+
+// mirrorCreated counts and announces a mirror just created, and remembers
+// it until the Job records it. One Event per dispatch: where, why there,
+// and the mirror made.
+func (r *JobReconciler) mirrorCreated(job, m *batchv1.Job, worker string, queued bool, placement string) {
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
 	r.memory.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
-	if attempt <= 1 && s.Queue == nil {
+	if attempt <= 1 && !queued {
 		// A queued Job's wait is Kueue's (its own metrics measure it).
 		metrics.DispatchDuration.Observe(r.Clock.Since(job.CreationTimestamp.Time).Seconds())
 	}
-	// One Event per dispatch: where, why there, and the mirror made.
-	placement := memo.placement
 	if placement == "" {
 		placement = "placed on " + worker
 	}
 	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, policy.ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
 	// The mirror's status comes with its first event; the Suspended
 	// condition the Job may show while it waited is replaced then.
-	return true, reconcile.Result{}, nil
 }
 
 // namespaceGone: a create was refused because its namespace does not exist,
@@ -235,9 +258,6 @@ func namespaceGone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
-// errForeign: creating the mirror found a same-named Job jobferry did not
-// create (stepMemo.foreign); Next decides what follows.
-var errForeign = errors.New("a Job not created by jobferry holds the name")
 
 // mirrorRefused reports a refused write on the worker for a Job that has no
 // mirror yet: on the Job (Event and Suspended condition), and, when the

@@ -186,20 +186,34 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		}
 		return false, reconcile.Result{RequeueAfter: outcome.RequeueAfter}, err
 	}
-	wc, err := r.workerCluster(ctx, decision.Worker)
+	placed, result, err = r.recordPlacement(ctx, job, q != nil, decision.Worker, pods.Admitted)
+	if placed {
+		memo.placement = decision.Summary()
+	}
+	return placed, result, err
+}
+
+// recordPlacement records the placement on worker in one write of the Job:
+// with the worker's directives and the Job unsuspended (PlacedJob), or,
+// queued, the placement alone (PlacedQueuedJob); with the resources its
+// namespace's admission gave its pods. What decide assumed goes when the
+// write fails; a refusal is said on the Job, and job is the Job as
+// written.
+func (r *JobReconciler) recordPlacement(ctx context.Context, job *batchv1.Job, queued bool, worker string, admitted v1alpha1.AdmittedPods) (bool, reconcile.Result, error) {
+	wc, err := r.workerCluster(ctx, worker)
 	if err != nil {
 		r.placing.assume.forget(job.UID)
 		r.placing.charging.forget(job.UID)
-		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", decision.Worker, err)
+		return false, reconcile.Result{}, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
 	var updated *batchv1.Job
-	if q != nil {
-		updated = policy.PlacedQueuedJob(job, decision.Worker)
+	if queued {
+		updated = policy.PlacedQueuedJob(job, worker)
 	} else {
-		updated, err = policy.PlacedJob(job, decision.Worker, wc.Spec.Scheduling)
+		updated, err = policy.PlacedJob(job, worker, wc.Spec.Scheduling)
 	}
 	if err == nil {
-		err = policy.WithAdmittedPods(updated, pods.Admitted)
+		err = policy.WithAdmittedPods(updated, admitted)
 	}
 	if err == nil {
 		err = r.writeJob(ctx, job, updated)
@@ -208,17 +222,16 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		r.placing.assume.forget(job.UID)
 		r.placing.charging.forget(job.UID)
 		if reported(err) {
-			if werr := r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonWaitingForWorker, "recording the placement on %s was refused: %s", decision.Worker, apiMessage(err))); werr != nil {
+			if werr := r.showWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonWaitingForWorker, "recording the placement on %s was refused: %s", worker, apiMessage(err))); werr != nil {
 				return false, reconcile.Result{}, werr
 			}
 		}
-		result, err := r.refused(ctx, job, policy.WritePlacement, "recording the placement on "+decision.Worker, managerAPI, err)
+		result, err := r.refused(ctx, job, policy.WritePlacement, "recording the placement on "+worker, managerAPI, err)
 		return false, result, err
 	}
 	*job = *updated
 	r.memory.attempts.placed(job)
 	r.placing.waiting.remove(client.ObjectKeyFromObject(job))
-	memo.placement = decision.Summary()
 	return true, reconcile.Result{}, nil
 }
 
