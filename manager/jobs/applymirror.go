@@ -258,7 +258,6 @@ func namespaceGone(err error) bool {
 	return apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
-
 // mirrorRefused reports a refused write on the worker for a Job that has no
 // mirror yet: on the Job (Event and Suspended condition), and, when the
 // worker refused it as forbidden, by checking the worker's rights at once, so
