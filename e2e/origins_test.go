@@ -96,7 +96,7 @@ func TestTwoManagersWithOneOriginShareAWorker(t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"`+v1alpha1.AcceptsManagerLabel(managerB)+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Looked at again within namespaceRecheck (30 s) and the namespace
+	// Looked at again within policy.NamespaceRecheck (30 s) and the namespace
 	// read's reuse (10 s).
 	event = waitEvent(ctx, t, b.manager, ns, "shared", policy.ReasonNameConflict, 90*time.Second, "not created by jobferry exists on worker-1")
 	t.Logf("once B's Jobs are accepted there: %s: %s", event.Reason, event.Message)

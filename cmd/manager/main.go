@@ -62,7 +62,7 @@ import (
 // election lease (and its Event); updating a kubeconfig Secret when the
 // manager renews a worker's token (manager/workers/credential.go); creating the
 // Secret of the key that seals jobferry's state on manager Jobs, the first
-// time (manager/jobs/statekey.go). Writing the certificate Secret and the webhook
+// time (manager/statekey). Writing the certificate Secret and the webhook
 // configurations' caBundle, when the manager rotates the certificate, is
 // granted by the chart for exactly those objects.
 // +kubebuilder:rbac:groups="",namespace=jobferry-system,resources=secrets,verbs=list;watch;create;update

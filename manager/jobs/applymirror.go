@@ -185,7 +185,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 	m.Labels[v1alpha1.AttemptSealLabel] = jobstate.AttemptSeal(key.Secret, job.UID, mirror.Attempt(m))
 	err = conn.Client().Create(ctx, m)
 	if apierrors.IsAlreadyExists(err) {
-		return r.mirrorExists(ctx, s, m, key)
+		return r.mirrorExists(ctx, s, conn, m, key)
 	}
 	if namespaceGone(err) {
 		// Deleted on the worker since the manager last saw it (its mirrors
@@ -208,8 +208,8 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 // worker, found when the create was refused as existing: the mirror
 // created earlier (the cache has not caught up), a stale attempt (fenced),
 // or a Job jobferry did not create (handed back as foreign).
-func (r *JobReconciler) mirrorExists(ctx context.Context, s policy.State, m *batchv1.Job, key jobstate.Key) (createOutcome, reconcile.Result, error) {
-	job, worker, conn := s.Job, s.Worker, r.conn(s.Worker)
+func (r *JobReconciler) mirrorExists(ctx context.Context, s policy.State, conn workers.Conn, m *batchv1.Job, key jobstate.Key) (createOutcome, reconcile.Result, error) {
+	job, worker := s.Job, s.Worker
 	existing, err := conn.UncachedJob(ctx, client.ObjectKeyFromObject(m))
 	if err != nil {
 		return createOutcome{}, reconcile.Result{}, fmt.Errorf("reading the Job %s/%s that exists on %s: %w", m.Namespace, m.Name, worker, err)
@@ -279,8 +279,8 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w p
 }
 
 // updateMirror carries what the user changed on the running manager Job to
-// its mirror (nextMirrorSpec decided what, from cached, the mirror as the
-// cache keeps it: see slimMirror).
+// its mirror (policy.Next decided what, from cached, the mirror as the
+// worker's cache keeps it).
 func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st policy.Step) (reconcile.Result, error) {
 	conn := r.conn(worker)
 	if conn == nil {

@@ -15,7 +15,7 @@ import (
 
 // The manager's small in-process memories, typed, each with the methods
 // that say what it remembers. (The larger ones have files of their own:
-// attemptMemo in attempts.go, refusalMemo in refusals.go, assumeCache in
+// attemptMemo in attempts.go, refusalMemo below, assumeCache in
 // assume.go, waitingRoom in waitingroom.go.) A restarted manager starts with them empty; each says
 // why that is safe.
 

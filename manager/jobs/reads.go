@@ -30,7 +30,7 @@ import (
 // server and returns its identity if it is the recorded mirror (uid): one
 // the cache does not show (readState asks only then), so one read per
 // mirror lost, or per wait while it is being deleted.
-func hiddenMirror(ctx context.Context, conn workers.Conn, key types.NamespacedName, uid types.UID) (*batchv1.Job, error) {
+func hiddenMirror(ctx context.Context, conn workers.MirrorReader, key types.NamespacedName, uid types.UID) (*batchv1.Job, error) {
 	job, err := conn.UncachedJobMeta(ctx, key)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -433,7 +433,7 @@ func (r *JobReconciler) workerNamespaceVerdict(ctx context.Context, managerNS *c
 
 // parsedVersion is the worker's Kubernetes version as placement compares
 // it, nil while it is not known.
-func parsedVersion(conn workers.Conn) *version.Version {
+func parsedVersion(conn workers.ConnState) *version.Version {
 	if v := conn.KubernetesVersion(); v != nil {
 		return v.Parsed
 	}

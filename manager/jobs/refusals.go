@@ -68,7 +68,8 @@ func apiMessage(err error) string {
 // refused turns a failed write into what the user sees and when it is tried
 // again: a Warning Event with the API server's message for a refusal that
 // retrying alone cannot fix, and no hot loop — a rejected write waits for the
-// Job to change, a forbidden one for forbiddenRetry. Conflicts retry quietly;
+// Job to change (or its Write's RetryAfter), a forbidden one for
+// forbiddenRetry. Conflicts retry quietly;
 // anything else is returned, with what failed, for the work queue's back-off.
 // what describes the request ("creating the mirror"), where the API server.
 func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.Write, what, where string, err error) (reconcile.Result, error) {
@@ -84,6 +85,13 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 			"%s refused %s as forbidden: %s; retrying when the rights change, at the latest in %s", where, what, apiMessage(err), forbiddenRetry)
 		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
+	}
+	if w.RetryAfter > 0 {
+		// Nothing on the Job can make it acceptable, and giving it up
+		// could leave a stale attempt running: tried again after a while.
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
+			"%s rejected %s: %s; retrying in %s", where, what, apiMessage(err), w.RetryAfter)
+		return reconcile.Result{RequeueAfter: w.RetryAfter}, nil
 	}
 	r.memory.refusals.remember(job, w)
 	until := "the Job changes"

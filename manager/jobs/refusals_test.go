@@ -1,8 +1,10 @@
 package jobs
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
@@ -94,5 +97,34 @@ func TestRefusalMemo(t *testing.T) {
 	memo.forget(types.NamespacedName{Namespace: "ns", Name: "j"})
 	if memo.blocked(job, policy.WriteMirrorSpec) {
 		t.Error("still blocked after forget")
+	}
+}
+
+// A rejected mirror deletion is tried again after a while, and said so: it
+// is not held back until the Job changes (nothing on the Job could make it
+// acceptable, and a stale attempt's mirror must not be given up). Other
+// rejected writes are.
+func TestRefusedWithRetryAfterIsNotHeldBack(t *testing.T) {
+	recorder := events.NewFakeRecorder(10)
+	r := &JobReconciler{Recorder: recorder}
+	r.memory.refusals = newRefusalMemo()
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "uid-1", ResourceVersion: "10"}}
+	rejected := apierrors.NewBadRequest("deletes of this Job are not allowed")
+	result, err := r.refused(context.Background(), job, policy.WriteMirrorGone, "deleting the mirror", "worker cluster w1's API server", rejected)
+	if err != nil || result.RequeueAfter != policy.WriteMirrorGone.RetryAfter || policy.WriteMirrorGone.RetryAfter == 0 {
+		t.Errorf("refused = %+v, %v; want a retry after %s", result, err, policy.WriteMirrorGone.RetryAfter)
+	}
+	if r.memory.refusals.blocked(job, policy.WriteMirrorGone) {
+		t.Error("the rejected mirror deletion is held back until the Job changes")
+	}
+	if e := <-recorder.Events; !strings.Contains(e, "MirrorDeleteRejected") || !strings.Contains(e, "retrying in 1m0s") {
+		t.Errorf("Event %q does not say the deletion is tried again", e)
+	}
+	result, err = r.refused(context.Background(), job, policy.WritePlacement, "recording the placement", "the manager cluster's API server", rejected)
+	if err != nil || result.RequeueAfter != 0 || !r.memory.refusals.blocked(job, policy.WritePlacement) {
+		t.Errorf("a rejected placement: %+v, %v, blocked %t; want it held back until the Job changes", result, err, r.memory.refusals.blocked(job, policy.WritePlacement))
+	}
+	if e := <-recorder.Events; !strings.Contains(e, "not retried until the Job changes") {
+		t.Errorf("Event %q does not say the placement waits for a change", e)
 	}
 }

@@ -210,7 +210,7 @@ const ReasonWorkerWarningsCapped = "WorkerWarningsCapped"
 // to put in an Event), with m as its controller (a pod merely named or
 // labelled like m's is not). A pod gone, or one the credential may not
 // read, is not; only other errors are returned.
-func mirrorsPod(ctx context.Context, conn workers.Conn, about corev1.ObjectReference, m *batchv1.Job) (bool, error) {
+func mirrorsPod(ctx context.Context, conn workers.MirrorReader, about corev1.ObjectReference, m *batchv1.Job) (bool, error) {
 	// Warnings are forwarded one at a time: a worker that does not answer
 	// holds the others up for podReadTimeout, then its pod reads pause
 	// (pausePodReads).
@@ -235,7 +235,7 @@ func podOfMirror(pod *metav1.PartialObjectMetadata, about corev1.ObjectReference
 // candidateMirrors reads the mirrors that could own a pod of that name:
 // those named as its name says (candidateMirrorNames), one cache read each;
 // when the name may have been cut short, every mirror in the namespace.
-func candidateMirrors(ctx context.Context, conn workers.Conn, ns, pod string) ([]batchv1.Job, error) {
+func candidateMirrors(ctx context.Context, conn workers.MirrorReader, ns, pod string) ([]batchv1.Job, error) {
 	names, cut := candidateMirrorNames(pod)
 	if cut {
 		return conn.Mirrors(ctx, ns)

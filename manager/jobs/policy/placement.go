@@ -68,7 +68,7 @@ func WithPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 // (mirror.TemplateMutable) as the manager takes it: the pinned minor's
 // (v1.36). A manager cluster before v1.36 refuses the change for a Job that
 // has started (one placed again after its worker was lost or Kueue evicted
-// it), a refused write as any other (refusals.go): a known limit of a
+// it), a refused write as any other (package jobs, refusals.go): a known limit of a
 // manager cluster on an older minor (docs/compatibility.md).
 const managerStartedTemplatesMutable = true
 

@@ -448,5 +448,5 @@ func Activates(s State) bool { return NeedsActivation(s.Job) && s.Queue == nil &
 
 // blocked: a Write the step makes was refused for the Job as it is.
 func blocked(s State, st Step) bool {
-	return slices.ContainsFunc(makes[st.Kind], func(w Write) bool { return s.Blocked[w] })
+	return slices.ContainsFunc(Makes(st), func(w Write) bool { return s.Blocked[w] })
 }

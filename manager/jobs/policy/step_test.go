@@ -596,7 +596,7 @@ func TestNextStep(t *testing.T) {
 			state: policy.State{Job: policytest.Job(policytest.Placed, policytest.Complete), Now: policytest.Now, Worker: "w1", WorkerCluster: policytest.WorkerCluster(policytest.DisconnectedFor(time.Hour))},
 			want:  policy.StepNone, checks: []check{wantRequeue(0)},
 		},
-		// Queued by Kueue (queuedstep.go).
+		// Queued by Kueue (queued.go).
 		"queued, no Workload yet: waits for Kueue to make it": {
 			state: policytest.QueuedState(policytest.Job(policytest.Queued), nil), want: policy.StepNone,
 		},

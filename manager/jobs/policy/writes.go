@@ -1,6 +1,9 @@
 package policy
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // A Write jobferry makes for a manager Job (or a notice it gives about
 // one), named for the Warning Event a refusal gives and for what must
@@ -15,6 +18,12 @@ type Write struct {
 	// RetryOnGeneration: only a new spec (generation) can make a refused
 	// write succeed; otherwise any change of the Job (resourceVersion) can.
 	RetryOnGeneration bool
+	// RetryAfter, when set, is when a rejected write is tried again,
+	// whether or not the Job changed: it is not held back. For the
+	// deletion of a mirror, which nothing on the manager Job can make
+	// acceptable, and which fences a stale attempt: given up on, the
+	// attempt could run beside the next.
+	RetryAfter time.Duration
 }
 
 // Every Write, declared once here through declare: the reconciler looks
@@ -28,7 +37,7 @@ var (
 	// The mirror's spec follows the manager Job's spec, so only a new spec
 	// can turn a refused update into an accepted one.
 	WriteMirrorSpec = declare(Write{Action: "UpdateMirror", Reason: "MirrorUpdateRejected", RetryOnGeneration: true})
-	WriteMirrorGone = declare(Write{Action: "DeleteMirror", Reason: "MirrorDeleteRejected"})
+	WriteMirrorGone = declare(Write{Action: "DeleteMirror", Reason: "MirrorDeleteRejected", RetryAfter: time.Minute})
 	WriteJob        = declare(Write{Action: "Update", Reason: "UpdateRejected"})
 	// WriteCheck: jobferry's admission check on a queued Job's Workload.
 	WriteCheck = declare(Write{Action: "SetAdmissionCheck", Reason: ReasonCheckRejected})
@@ -49,7 +58,8 @@ func declare(w Write) Write {
 }
 
 // Writes are every Write declared (a copy): the ones whose refusal the
-// reconciler looks up for a Job before Next decides.
+// reconciler looks up for a Job before Next decides (a Write with
+// RetryAfter is never remembered as refused).
 func Writes() []Write { return slices.Clone(declared) }
 
 // makes names the Writes a step of each kind makes (its handler's): Next
@@ -67,7 +77,7 @@ var makes = map[Kind][]Write{
 	// Creating a mirror prepares its namespace and may delete the mirror
 	// of an earlier attempt first.
 	StepCreateMirror: {WriteNamespace, WriteMirror, WriteMirrorGone},
-	StepUpdateMirror: {WriteNamespace, WriteMirrorSpec},
+	StepUpdateMirror: {WriteMirrorSpec},
 	StepFence:        {WriteMirrorGone},
 	StepDeleteMirror: {WriteMirrorGone},
 	StepRequeue:      {WriteMirrorGone, WriteJob},
@@ -77,5 +87,13 @@ var makes = map[Kind][]Write{
 	StepOverBudget:   {NoticeOverBudget},
 }
 
-// Makes are the Writes a step of kind k makes (a copy).
-func Makes(k Kind) []Write { return slices.Clone(makes[k]) }
+// Makes are the Writes a step makes: its kind's, and for a mirror update
+// that changes the pod template, the preparation of the worker namespace
+// (held to the manager namespace's Pod Security levels).
+func Makes(st Step) []Write {
+	out := slices.Clone(makes[st.Kind])
+	if st.Kind == StepUpdateMirror && slices.Contains(st.Changed, "template") {
+		out = append(out, WriteNamespace)
+	}
+	return out
+}
