@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobferry/jobferry/e2e/chaos"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/chaos"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // A short chaos run: a few hundred Jobs of every shape through three workers

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // conformanceSide is one of the two controllers under comparison, with the

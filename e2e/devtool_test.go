@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // `jobferry-dev up` works from outside the checkout, without

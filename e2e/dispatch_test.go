@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/devtools/devenv"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 

@@ -25,9 +25,9 @@ import (
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/follow"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/follow"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // inspectedPods and inspectedPodBytes: the Job the tenant inspects, and

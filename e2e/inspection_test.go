@@ -29,8 +29,8 @@ import (
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/follow"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/follow"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // inspectionAPIService is the chart's APIService of the inspection API.

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // helperEnv makes the test binary start a cluster, print its processes as one

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
+	"github.com/jobferry/jobferry/devtools/devenv"
 )
 
 // A kubeconfig Secret that is garbage, skips TLS verification or runs an

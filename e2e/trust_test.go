@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 )

@@ -21,10 +21,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/dispatch/dispatchtest"
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/localcluster"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 )
 

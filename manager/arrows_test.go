@@ -77,7 +77,8 @@ func TestImportArrowsPointOneWay(t *testing.T) {
 }
 
 // The binaries users run take Kueue's API types only, never its controllers
-// or their dependencies (issue 25: Kueue runs beside the manager, not in it).
+// or their dependencies (issue 25: Kueue runs beside the manager, not in it),
+// and never the development tooling.
 func TestBinariesLinkOnlyKueueAPIs(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../cmd/manager", "../cmd/worker", "../cmd/kubectl-jobferry").CombinedOutput()
 	if err != nil {
@@ -90,6 +91,12 @@ func TestBinariesLinkOnlyKueueAPIs(t *testing.T) {
 	for _, dep := range deps {
 		if strings.HasPrefix(dep, "sigs.k8s.io/kueue/") && !strings.HasPrefix(dep, "sigs.k8s.io/kueue/apis/") {
 			t.Errorf("a binary links %s", dep)
+		}
+		// Nor the development tooling or the test harness.
+		for _, harness := range []string{"github.com/jobferry/jobferry/devtools", "github.com/jobferry/jobferry/e2e"} {
+			if dep == harness || strings.HasPrefix(dep, harness+"/") {
+				t.Errorf("a binary links %s", dep)
+			}
 		}
 	}
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobferry/jobferry/e2e/bench"
-	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/e2e/simworker"
+	"github.com/jobferry/jobferry/devtools/bench"
+	"github.com/jobferry/jobferry/devtools/localcluster"
+	"github.com/jobferry/jobferry/devtools/simworker"
 )
 
 func newBenchCommand() *cobra.Command {

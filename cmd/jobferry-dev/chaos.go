@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobferry/jobferry/e2e/chaos"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/chaos"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 func newChaosCommand() *cobra.Command {

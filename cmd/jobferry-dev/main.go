@@ -1,7 +1,7 @@
 // Command jobferry-dev runs jobferry's local development environment: a
 // manager cluster and worker clusters as local processes (up, down,
 // status) and the demo. It serves development only and may use the test
-// harness (e2e/localcluster); what users run against real clusters is the
+// harness (devtools/localcluster); what users run against real clusters is the
 // kubectl plugin, cmd/kubectl-jobferry, which must not.
 package main
 
@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 func main() {

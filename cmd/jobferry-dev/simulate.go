@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/jobferry/jobferry/e2e/bench"
-	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/e2e/simworker"
+	"github.com/jobferry/jobferry/devtools/bench"
+	"github.com/jobferry/jobferry/devtools/localcluster"
+	"github.com/jobferry/jobferry/devtools/simworker"
 )
 
 // newSimulateCommand runs the simulator of the bench's simulated workers as

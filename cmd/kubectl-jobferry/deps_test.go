@@ -18,7 +18,7 @@ func TestPluginLinksNeitherControllersNorTestHarness(t *testing.T) {
 		t.Fatalf("go list -deps listed only %d packages: %q", len(deps), deps)
 	}
 	for _, dep := range deps {
-		for _, forbidden := range []string{"github.com/jobferry/jobferry/e2e", "github.com/jobferry/jobferry/manager", "github.com/jobferry/jobferry/worker"} {
+		for _, forbidden := range []string{"github.com/jobferry/jobferry/e2e", "github.com/jobferry/jobferry/devtools", "github.com/jobferry/jobferry/manager", "github.com/jobferry/jobferry/worker"} {
 			if dep == forbidden || strings.HasPrefix(dep, forbidden+"/") {
 				t.Errorf("kubectl-jobferry links %s", dep)
 			}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // busyboxApplets are the commands the busybox image links to busybox: what

@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // A release published to a real registry (Distribution, TLS from its own

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100

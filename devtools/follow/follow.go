@@ -24,9 +24,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/e2e/simworker"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
+	"github.com/jobferry/jobferry/devtools/simworker"
 )
 
 // Rules are what a tenant who follows logs may do in its namespace on the

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // FaultKind is one kind of fault in the nemesis's catalogue.

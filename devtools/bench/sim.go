@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobferry/jobferry/e2e/devenv"
-	"github.com/jobferry/jobferry/e2e/localcluster"
-	"github.com/jobferry/jobferry/e2e/simworker"
+	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
+	"github.com/jobferry/jobferry/devtools/simworker"
 )
 
 // Simulation runs the bench on simulated workers (package simworker):

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/follow"
+	"github.com/jobferry/jobferry/devtools/follow"
 )
 
 // InspectionLoad is what tenants do to the inspection API during a

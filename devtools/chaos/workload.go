@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // Shape is one kind of Job the workload sends, as users send them.
@@ -41,7 +41,7 @@ const (
 // ShapeLabel carries a Job's shape (reports count Jobs by it).
 const ShapeLabel = "chaos.jobferry.dev/shape"
 
-// KWOK's stages read these (e2e/localcluster/stages.yaml).
+// KWOK's stages read these (devtools/localcluster/stages.yaml).
 const (
 	runForAnnotation       = "pod-complete.stage.kwok.x-k8s.io/delay"
 	failingIndexAnnotation = "pod-index-failed.stage.jobferry.dev/index"

@@ -12,7 +12,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/jobferry/jobferry/e2e/localcluster"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // PreviousRelease is the release hack/previous-release names: a commit of
