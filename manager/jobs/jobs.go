@@ -54,7 +54,7 @@ func (r *JobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("getting the manager Job informer for jobferry_jobs: %w", err)
 	}
 	tally := newJobsTally()
-	counting, err := jobInformer.AddEventHandler(tally.handler())
+	counting, err := jobInformer.AddEventHandler(tally.Handler())
 	if err != nil {
 		return fmt.Errorf("counting the manager Jobs for jobferry_jobs: %w", err)
 	}

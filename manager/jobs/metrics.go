@@ -72,7 +72,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, reason := range policy.WaitingReasons() {
 		waiting[reason] = 0
 	}
-	for k, n := range c.tally.snapshot() {
+	for k, n := range c.tally.Snapshot() {
 		label := k.worker
 		if k.worker != "" && !registered[k.worker] {
 			label = unregisteredWorker

@@ -39,7 +39,7 @@ func TestJobsCollectorCountsWaitingJobs(t *testing.T) {
 	// The cache's events: each Job added, one of them first as it was
 	// before it ran, and a Job deleted.
 	tally := newJobsTally()
-	events := tally.handler()
+	events := tally.Handler()
 	for _, j := range jobs {
 		events.OnAdd(j, true)
 	}

@@ -81,7 +81,7 @@ func (gc *Collector) SetupWithManager(mgr ctrl.Manager) error { return mgr.Add(g
 // (on the leader only) and collects nothing before it has seen them all.
 func (gc *Collector) Start(ctx context.Context) error {
 	live := newLiveJobs()
-	registration, err := gc.Jobs.AddEventHandler(live.handler())
+	registration, err := gc.Jobs.AddEventHandler(live.Handler())
 	if err != nil {
 		return fmt.Errorf("following the manager's Jobs for garbage collection: %w", err)
 	}
@@ -101,21 +101,21 @@ func (gc *Collector) Start(ctx context.Context) error {
 		defer ticker.Stop()
 		tick = ticker.C
 	}
-	gc.collectAll(ctx, live.attempt)
+	gc.collectAll(ctx, live.Get)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case worker := <-gc.Connected:
-			gc.collect(ctx, worker, live.attempt)
+			gc.collect(ctx, worker, live.Get)
 		case <-tick:
-			gc.collectAll(ctx, live.attempt)
+			gc.collectAll(ctx, live.Get)
 		}
 	}
 }
 
 // liveAttempt is the place and dispatch attempt of the manager Job with a
-// UID, false when no such Job is live (liveJobs.attempt).
+// UID, false when no such Job is live (liveJobs.Get).
 type liveAttempt func(types.UID) (liveJob, bool)
 
 // collectAll collects on every worker.

@@ -126,16 +126,16 @@ func TestOrphans(t *testing.T) {
 func liveOf(jobs ...batchv1.Job) liveAttempt {
 	live := newLiveJobs()
 	for i := range jobs {
-		live.set(&jobs[i])
+		live.Set(&jobs[i])
 	}
-	return live.attempt
+	return live.Get
 }
 
 // The memory follows each Job: its attempt while live, nothing once it is
 // being deleted or gone (a tombstone included).
 func TestLiveJobsFollowTheJobsEvents(t *testing.T) {
 	live := newLiveJobs()
-	h := live.handler()
+	h := live.Handler()
 	j1, j2 := gcJob("u1", 1), gcJob("u2", 1)
 	h.OnAdd(&j1, true)
 	h.OnAdd(&j2, true)
@@ -144,15 +144,15 @@ func TestLiveJobsFollowTheJobsEvents(t *testing.T) {
 	deleting := gcJob("u2", 1)
 	deleting.DeletionTimestamp = &metav1.Time{}
 	h.OnUpdate(&j2, &deleting)
-	if a, ok := live.attempt("u1"); !ok || a.attempt != 2 || a.key.Name != "job-u1" {
+	if a, ok := live.Get("u1"); !ok || a.attempt != 2 || a.key.Name != "job-u1" {
 		t.Errorf("u1: %+v, live %t; want job-u1 at attempt 2, live", a, ok)
 	}
-	if _, ok := live.attempt("u2"); ok {
+	if _, ok := live.Get("u2"); ok {
 		t.Error("u2, being deleted, is still live")
 	}
 	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "team-a/job-u1", Obj: &again})
-	if _, ok := live.attempt("u1"); ok || len(live.attempts) != 0 {
-		t.Errorf("after the deletes the memory keeps %v", live.attempts)
+	if _, ok := live.Get("u1"); ok || live.Len() != 0 {
+		t.Errorf("after the deletes the memory keeps %d Jobs", live.Len())
 	}
 }
 

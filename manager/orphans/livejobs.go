@@ -1,8 +1,6 @@
 package orphans
 
 import (
-	"sync"
-
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -20,17 +18,15 @@ type JobInformer interface {
 
 // liveJobs is the collector's memory of the manager's Jobs: the dispatch
 // attempt (jobstate.Attempt) of each one not being deleted, by UID, kept
-// from the cache's Job events. A collection looks mirrors up in it instead
-// of listing every manager Job: at 100,000 Jobs that list copied 130 MB
-// every collection and was a tenth of all the manager allocated.
+// from the cache's Job events (managercache.Index). A collection looks
+// mirrors up in it instead of listing every manager Job: at 100,000 Jobs
+// that list copied 130 MB every collection and was a tenth of all the
+// manager allocated.
 //
 // It holds one entry per cached Job, and is complete only once its
 // registration has synced (every Job in the cache when it registered
 // delivered): before, a missing Job would be taken for a gone one.
-type liveJobs struct {
-	mu       sync.RWMutex
-	attempts map[types.UID]liveJob
-}
+type liveJobs = managercache.Index[liveJob]
 
 // liveJob is what the collector remembers of a live manager Job: where it
 // is (its mirrors have its namespace and name; the strings are the
@@ -41,32 +37,10 @@ type liveJob struct {
 }
 
 func newLiveJobs() *liveJobs {
-	return &liveJobs{attempts: map[types.UID]liveJob{}}
-}
-
-// attempt is the live Job's place and dispatch attempt; false when no
-// such Job is live (gone, or being deleted).
-func (l *liveJobs) attempt(uid types.UID) (liveJob, bool) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	a, ok := l.attempts[uid]
-	return a, ok
-}
-
-// set records the Job as it is now.
-func (l *liveJobs) set(obj any) {
-	job, ok := managercache.JobWithoutTemplate(obj)
-	if !ok {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	attempt, live := liveAttemptOf(&job)
-	if !live {
-		delete(l.attempts, job.UID)
-		return
-	}
-	l.attempts[job.UID] = liveJob{key: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, attempt: attempt}
+	return managercache.NewIndex(func(job *batchv1.Job) (liveJob, bool) {
+		attempt, live := liveAttemptOf(job)
+		return liveJob{key: types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, attempt: attempt}, live
+	})
 }
 
 // liveAttemptOf is the Job's dispatch attempt; false when it is being
@@ -76,24 +50,4 @@ func liveAttemptOf(job *batchv1.Job) (int, bool) {
 		return 0, false
 	}
 	return jobstate.Attempt(job), true
-}
-
-// remove forgets a deleted Job.
-func (l *liveJobs) remove(obj any) {
-	job, ok := managercache.JobWithoutTemplate(obj)
-	if !ok {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.attempts, job.UID)
-}
-
-// handler keeps l from the informer's events.
-func (l *liveJobs) handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    l.set,
-		UpdateFunc: func(_, obj any) { l.set(obj) },
-		DeleteFunc: l.remove,
-	}
 }

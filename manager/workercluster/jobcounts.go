@@ -3,6 +3,7 @@ package workercluster
 import (
 	"context"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -29,7 +30,15 @@ type jobCounts struct {
 // Job.
 func countsOf(obj client.Object) jobCounts {
 	job, ok := managercache.JobWithoutTemplate(obj)
-	if !ok || !v1alpha1.IsManagerJob(&job) {
+	if !ok {
+		return jobCounts{}
+	}
+	return countsOfJob(&job)
+}
+
+// countsOfJob is what a Job adds: none for anything but a manager Job.
+func countsOfJob(job *batchv1.Job) jobCounts {
+	if !v1alpha1.IsManagerJob(job) {
 		return jobCounts{}
 	}
 	return jobCounts{worker: job.Annotations[v1alpha1.WorkerAnnotation], unfinished: !jobstatus.Finished(job.Status), active: job.Status.Active > 0}
@@ -52,7 +61,7 @@ var _ handler.EventHandler = jobCountsHandler{}
 
 func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	c := countsOf(e.Object)
-	h.tally.move(jobCounts{}, c)
+	h.tally.Move(nil, e.Object)
 	h.refresh(ctx, q, c)
 }
 
@@ -61,7 +70,7 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 	if before == after {
 		return
 	}
-	h.tally.move(before, after)
+	h.tally.Move(e.ObjectOld, e.ObjectNew)
 	h.refresh(ctx, q, before)
 	if after.worker != before.worker {
 		h.refresh(ctx, q, after)
@@ -70,7 +79,7 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 
 func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	c := countsOf(e.Object)
-	h.tally.move(c, jobCounts{})
+	h.tally.Move(e.Object, nil)
 	h.refresh(ctx, q, c)
 }
 

@@ -214,7 +214,7 @@ func (r *Reconciler) workerFacts(ctx context.Context, wc *v1alpha1.WorkerCluster
 		f.capacity = conn.Capacity(ctx).DeepCopy()
 		f.credential, f.credentialCondition, f.credentialAfter = r.Pool.KeepCredential(ctx, wc, conn)
 	}
-	counts := r.tally.counts(wc.Name)
+	counts := countsIn(r.tally, wc.Name)
 	f.dispatched, f.running = counts.dispatched, counts.running
 	return f, nil
 }

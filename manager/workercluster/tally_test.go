@@ -42,15 +42,19 @@ func TestJobTallyFollowsEachJobsEvents(t *testing.T) {
 		s.do()
 		got := map[string]workerCounts{}
 		for _, w := range []string{"w1", "w2"} {
-			if c := h.tally.counts(w); c != (workerCounts{}) {
+			if c := countsIn(h.tally, w); c != (workerCounts{}) {
 				got[w] = c
 			}
 		}
 		if diff := cmp.Diff(s.want, got, cmp.AllowUnexported(workerCounts{})); diff != "" {
 			t.Fatalf("after %q, counts (-want +got):\n%s", s.name, diff)
 		}
-		if len(h.tally.byWorker) != len(s.want) {
-			t.Fatalf("after %q, the tally keeps %d workers, want %d: %v", s.name, len(h.tally.byWorker), len(s.want), h.tally.byWorker)
+		kept := map[string]bool{}
+		for k := range h.tally.Snapshot() {
+			kept[k.worker] = true
+		}
+		if len(kept) != len(s.want) {
+			t.Fatalf("after %q, the tally keeps %d workers, want %d: %v", s.name, len(kept), len(s.want), h.tally.Snapshot())
 		}
 	}
 }
