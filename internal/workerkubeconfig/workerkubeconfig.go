@@ -5,12 +5,17 @@
 package workerkubeconfig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -78,4 +83,26 @@ func Reason(err error) string {
 		return kerr.Reason
 	}
 	return v1alpha1.ReasonInvalidKubeConfig
+}
+
+// FromSecret reads the kubeconfig of worker wc from the Secret its
+// WorkerCluster names, in namespace: its bytes, or why there are none, as
+// the reason and message of the WorkerCluster's Connected condition
+// (SecretNotFound, SecretUnreadable, KubeConfigKeyMissing). The manager's
+// pool and its inspection API read a worker's Secret this one way.
+func FromSecret(ctx context.Context, reader client.Reader, namespace string, wc *v1alpha1.WorkerCluster) ([]byte, *Error) {
+	ref := wc.Spec.KubeConfig.SecretRef
+	key := ref.KeyOrDefault()
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: v1alpha1.ReasonSecretNotFound, Message: fmt.Sprintf("Secret %s/%s not found", namespace, ref.Name)}
+		}
+		return nil, &Error{Reason: v1alpha1.ReasonSecretUnreadable, Message: fmt.Sprintf("reading Secret %s/%s: %v", namespace, ref.Name, err)}
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigKeyMissing, Message: fmt.Sprintf("Secret %s/%s has no key %q", namespace, ref.Name, key)}
+	}
+	return data, nil
 }

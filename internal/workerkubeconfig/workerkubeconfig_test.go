@@ -1,11 +1,17 @@
 package workerkubeconfig
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
@@ -66,6 +72,37 @@ func TestRESTConfig(t *testing.T) {
 			var kerr *Error
 			if !errors.As(err, &kerr) || kerr.Reason != tc.reason || kerr.Message == "" {
 				t.Errorf("got %v, want reason %s with a message", err, tc.reason)
+			}
+		})
+	}
+}
+
+// FromSecret says why a worker has no kubeconfig with the reason its
+// Connected condition takes.
+func TestFromSecret(t *testing.T) {
+	wc := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1"},
+		Spec: v1alpha1.WorkerClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyRef{Name: "w1-kubeconfig"}}}}
+	secret := func(data map[string][]byte) client.Object {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "jobferry-system", Name: "w1-kubeconfig"}, Data: data}
+	}
+	cases := map[string]struct {
+		objs       []client.Object
+		wantReason string
+		want       string
+	}{
+		"no Secret":          {wantReason: v1alpha1.ReasonSecretNotFound},
+		"no kubeconfig key":  {objs: []client.Object{secret(map[string][]byte{"other": []byte("x")})}, wantReason: v1alpha1.ReasonKubeConfigKeyMissing},
+		"the kubeconfig key": {objs: []client.Object{secret(map[string][]byte{wc.Spec.KubeConfig.SecretRef.KeyOrDefault(): []byte("apiVersion: v1")})}, want: "apiVersion: v1"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			reader := fake.NewClientBuilder().WithObjects(tc.objs...).Build()
+			data, refused := FromSecret(context.Background(), reader, "jobferry-system", wc)
+			switch {
+			case tc.wantReason != "" && (refused == nil || refused.Reason != tc.wantReason || !strings.Contains(refused.Message, "jobferry-system/w1-kubeconfig")):
+				t.Errorf("refused %+v, want reason %s naming the Secret", refused, tc.wantReason)
+			case tc.wantReason == "" && (refused != nil || string(data) != tc.want):
+				t.Errorf("FromSecret = %q, %+v; want %q", data, refused, tc.want)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -52,14 +51,15 @@ func (w *workerClients) client(ctx context.Context, worker string) (*workerread.
 		return nil, fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
-	secret := &corev1.Secret{}
-	if err := w.reader.Get(ctx, types.NamespacedName{Namespace: w.namespace, Name: ref.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, unreachable{fmt.Errorf("the kubeconfig Secret %s/%s of worker %s is missing", w.namespace, ref.Name, worker)}
-		}
-		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s of worker %s: %w", w.namespace, ref.Name, worker, err)
+	data, refused := workerkubeconfig.FromSecret(ctx, w.reader, w.namespace, wc)
+	switch {
+	case refused == nil:
+	case refused.Reason == v1alpha1.ReasonSecretUnreadable:
+		return nil, fmt.Errorf("the kubeconfig of worker %s: %s", worker, refused.Message)
+	default:
+		return nil, unreachable{fmt.Errorf("the kubeconfig of worker %s: %s", worker, refused.Message)}
 	}
-	cfg, err := workerkubeconfig.RESTConfig(secret.Data[ref.KeyOrDefault()])
+	cfg, err := workerkubeconfig.RESTConfig(data)
 	if err != nil {
 		return nil, unreachable{fmt.Errorf("the kubeconfig of worker %s (Secret %s/%s): %w", worker, w.namespace, ref.Name, err)}
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -197,16 +196,9 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
 	key := ref.KeyOrDefault()
-	secret := &corev1.Secret{}
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return notConnected(v1alpha1.ReasonSecretNotFound, "Secret %s/%s not found", p.Namespace, ref.Name)
-		}
-		return notConnected(v1alpha1.ReasonSecretUnreadable, "reading Secret %s/%s: %v", p.Namespace, ref.Name, err)
-	}
-	data, ok := secret.Data[key]
-	if !ok {
-		return notConnected(v1alpha1.ReasonKubeConfigKeyMissing, "Secret %s/%s has no key %q", p.Namespace, ref.Name, key)
+	data, refused := workerkubeconfig.FromSecret(ctx, p.Client, p.Namespace, wc)
+	if refused != nil {
+		return notConnected(refused.Reason, "%s", refused.Message)
 	}
 	// The connection is rebuilt when the kubeconfig or the namespaces the
 	// manager may use there change (they scope the cache); a new token for
