@@ -82,18 +82,46 @@ const (
 	StepRequeue
 )
 
-var stepNames = map[Kind]string{
-	StepNone: "None", StepFinalize: "Finalize", StepComplete: "Complete", StepNotAllowed: "NotAllowed",
-	StepShowWaiting: "ShowWaiting", StepPlace: "Place", StepCreateMirror: "CreateMirror",
-	StepNameConflict: "NameConflict", StepRelease: "Release", StepFence: "Fence", StepActivate: "Activate",
-	StepUpdateMirror: "UpdateMirror", StepInvalidMirror: "InvalidMirror", StepCopyStatus: "CopyStatus",
-	StepDeleteMirror: "DeleteMirror", StepWorkerLostWait: "WorkerLostWait", StepRedispatch: "Redispatch",
-	StepUntrusted: "Untrusted", StepOverBudget: "OverBudget", StepRecord: "Record", StepMirrorNotOurs: "MirrorNotOurs", StepMirrorGone: "MirrorGone",
-	StepStray: "Stray", StepSetCheck: "SetCheck", StepRequeue: "Requeue",
+// kinds declares every kind of step once: its name, and the Writes a step
+// of it makes (its handler's, in package jobs): Next chooses no step one of
+// whose Writes is blocked (State.Blocked). A new kind is its constant
+// above, its row here, the case of Next that decides it (step.go) and its
+// handler (package jobs, apply.go).
+var kinds = map[Kind]struct {
+	name  string
+	makes []Write
+}{
+	StepNone:        {name: "None"},
+	StepFinalize:    {name: "Finalize"},
+	StepComplete:    {name: "Complete", makes: []Write{WriteJob}},
+	StepNotAllowed:  {name: "NotAllowed"},
+	StepShowWaiting: {name: "ShowWaiting"},
+	StepPlace:       {name: "Place", makes: []Write{WritePlacement}},
+	// Creating a mirror prepares its namespace and may delete the mirror
+	// of an earlier attempt first.
+	StepCreateMirror:   {name: "CreateMirror", makes: []Write{WriteNamespace, WriteMirror, WriteMirrorGone}},
+	StepNameConflict:   {name: "NameConflict", makes: []Write{WriteJob}},
+	StepRelease:        {name: "Release", makes: []Write{WriteJob}},
+	StepFence:          {name: "Fence", makes: []Write{WriteMirrorGone}},
+	StepActivate:       {name: "Activate", makes: []Write{WriteActivation}},
+	StepUpdateMirror:   {name: "UpdateMirror", makes: []Write{WriteMirrorSpec}},
+	StepInvalidMirror:  {name: "InvalidMirror"},
+	StepCopyStatus:     {name: "CopyStatus"},
+	StepDeleteMirror:   {name: "DeleteMirror", makes: []Write{WriteMirrorGone}},
+	StepWorkerLostWait: {name: "WorkerLostWait"},
+	StepRedispatch:     {name: "Redispatch", makes: []Write{WriteJob}},
+	StepUntrusted:      {name: "Untrusted", makes: []Write{NoticeUntrusted}},
+	StepOverBudget:     {name: "OverBudget", makes: []Write{NoticeOverBudget}},
+	StepRecord:         {name: "Record", makes: []Write{WriteJob}},
+	StepMirrorNotOurs:  {name: "MirrorNotOurs", makes: []Write{WriteJob}},
+	StepMirrorGone:     {name: "MirrorGone", makes: []Write{WriteJob}},
+	StepStray:          {name: "Stray", makes: []Write{NoticeStray}},
+	StepSetCheck:       {name: "SetCheck", makes: []Write{WriteCheck}},
+	StepRequeue:        {name: "Requeue", makes: []Write{WriteMirrorGone, WriteJob}},
 }
 
 // Kinds are the kinds of step Next can decide (a copy).
-func Kinds() []Kind { return slices.Collect(maps.Keys(stepNames)) }
+func Kinds() []Kind { return slices.Collect(maps.Keys(kinds)) }
 
 // Step is Next's decision: what to do, and what with.
 type Step struct {
@@ -130,4 +158,4 @@ type Step struct {
 	InSync bool
 }
 
-func (k Kind) String() string { return stepNames[k] }
+func (k Kind) String() string { return kinds[k].name }

@@ -62,36 +62,11 @@ func declare(w Write) Write {
 // RetryAfter is never remembered as refused).
 func Writes() []Write { return slices.Clone(declared) }
 
-// makes names the Writes a step of each kind makes (its handler's): Next
-// chooses no step one of whose Writes is blocked (State.Blocked).
-var makes = map[Kind][]Write{
-	StepComplete:      {WriteJob},
-	StepPlace:         {WritePlacement},
-	StepActivate:      {WriteActivation},
-	StepRecord:        {WriteJob},
-	StepNameConflict:  {WriteJob},
-	StepRelease:       {WriteJob},
-	StepRedispatch:    {WriteJob},
-	StepMirrorNotOurs: {WriteJob},
-	StepMirrorGone:    {WriteJob},
-	// Creating a mirror prepares its namespace and may delete the mirror
-	// of an earlier attempt first.
-	StepCreateMirror: {WriteNamespace, WriteMirror, WriteMirrorGone},
-	StepUpdateMirror: {WriteMirrorSpec},
-	StepFence:        {WriteMirrorGone},
-	StepDeleteMirror: {WriteMirrorGone},
-	StepRequeue:      {WriteMirrorGone, WriteJob},
-	StepSetCheck:     {WriteCheck},
-	StepUntrusted:    {NoticeUntrusted},
-	StepStray:        {NoticeStray},
-	StepOverBudget:   {NoticeOverBudget},
-}
-
 // Makes are the Writes a step makes: its kind's, and for a mirror update
 // that changes the pod template, the preparation of the worker namespace
 // (held to the manager namespace's Pod Security levels).
 func Makes(st Step) []Write {
-	out := slices.Clone(makes[st.Kind])
+	out := slices.Clone(kinds[st.Kind].makes)
 	if st.Kind == StepUpdateMirror && slices.Contains(st.Changed, "template") {
 		out = append(out, WriteNamespace)
 	}
