@@ -138,6 +138,22 @@ type config struct {
 // wrong and why.
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var c config
+	raw := defineFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	return c, finishFlags(&c, raw)
+}
+
+// rawFlags are the flags that become a config's fields only once parsed and
+// checked (finishFlags).
+type rawFlags struct {
+	dispatchNS, reservedNS, extraDNSNames *string
+}
+
+// defineFlags defines the manager's flags on fs, each writing into c.
+func defineFlags(fs *flag.FlagSet, c *config) rawFlags {
+	var raw rawFlags
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "address the Go profiler (/debug/pprof/) binds to, for profiling under load; 0 disables it")
@@ -175,13 +191,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.certSecret, "webhook-cert-secret", "", "Secret in --namespace holding the serving certificate of the webhooks (and of the metrics endpoint with --metrics-secure); empty: the files in --webhook-cert-dir")
 	fs.BoolVar(&c.certRotation, "webhook-cert-rotation", false, "issue and rotate the certificate in --webhook-cert-secret, and put its CA into the webhook configurations; false: cert-manager (or someone) writes the Secret")
 	fs.StringVar(&c.webhookService, "webhook-service", "", "DNS name of the Service in front of the webhooks (name.namespace.svc), for the rotated certificate")
-	extraDNSNames := fs.String("webhook-cert-extra-dns-names", "", "comma-separated further DNS names for the rotated certificate (the metrics Service)")
+	raw.extraDNSNames = fs.String("webhook-cert-extra-dns-names", "", "comma-separated further DNS names for the rotated certificate (the metrics Service)")
 	fs.StringVar(&c.mutatingName, "mutating-webhook-configuration", "jobferry-opt-in", "MutatingWebhookConfiguration whose caBundle the rotation keeps")
 	fs.StringVar(&c.validatingName, "validating-webhook-configuration", "jobferry-validate", "ValidatingWebhookConfiguration whose caBundle the rotation keeps")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with the certificate of --webhook-cert-secret")
 	fs.BoolVar(&c.metricsAuthorize, "metrics-authorize", false, "serve metrics only to callers whose bearer token this cluster's API server authenticates and allows to get the non-resource URL /metrics (TokenReview, SubjectAccessReview); needs --metrics-secure")
-	dispatchNS := fs.String("dispatch-namespace-selector", admission.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
-	reservedNS := fs.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
+	raw.dispatchNS = fs.String("dispatch-namespace-selector", admission.DefaultDispatchNamespaceSelector, "label selector of the namespaces whose Jobs are dispatched (the opt-in webhook's registration must select the same namespaces)")
+	raw.reservedNS = fs.String("reserved-namespaces", admission.DefaultReservedNamespaces, "comma-separated namespaces never dispatched from or to, besides kube-system, kube-public, kube-node-lease and --namespace (default: the workers' jobferry namespace)")
 	fs.Float64Var(&c.renewThreshold, "credential-renewal-threshold", workers.DefaultRenewalThreshold, "fraction of a worker token's lifetime after which the manager renews it (TokenRequest for its ServiceAccount on the worker) and writes the new token into the kubeconfig Secret; between 0 and 1")
 	fs.BoolVar(&c.allowWeakerPSA, "allow-weaker-worker-pod-security", false, "let Jobs go to a worker whose namespace of the same name enforces a weaker Pod Security level than the manager's")
 	fs.StringVar(&c.stateKeySecret, "state-key-secret", statekey.DefaultSecret, "Secret in --namespace holding the key that seals jobferry's state on manager Jobs; the leader creates it when missing (never change or share it: Jobs created after it whose state does not match their seal are not acted on)")
@@ -198,43 +214,45 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.inspection.MaxLineBytes, "inspection-log-max-line-bytes", c.inspection.MaxLineBytes, "the longest log line passed on whole; a longer one is cut, and marked")
 	fs.DurationVar(&c.inspection.FollowFor, "inspection-log-follow-limit", c.inspection.FollowFor, "how long a followed log streams at most (it ends sooner when its pods end)")
 	fs.Int64Var(&c.inspection.MaxLogBytes, "inspection-log-max-bytes", c.inspection.MaxLogBytes, "the most bytes one log request returns")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
+	return raw
+}
 
+// finishFlags checks the parsed flags and derives the config's fields that
+// need more than a flag's value.
+func finishFlags(c *config, raw rawFlags) error {
 	var err error
 	switch {
 	case c.jobSyncs < 1:
-		return c, fmt.Errorf("--concurrent-job-syncs must be at least 1, not %d", c.jobSyncs)
+		return fmt.Errorf("--concurrent-job-syncs must be at least 1, not %d", c.jobSyncs)
 	case c.workerNamespaceGrace < 0:
-		return c, fmt.Errorf("--worker-namespace-grace must not be negative, got %s", c.workerNamespaceGrace)
+		return fmt.Errorf("--worker-namespace-grace must not be negative, got %s", c.workerNamespaceGrace)
 	case c.renewThreshold <= 0 || c.renewThreshold >= 1:
-		return c, fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
+		return fmt.Errorf("--credential-renewal-threshold must be between 0 and 1 (a fraction of the token's lifetime), got %v", c.renewThreshold)
 	case (c.certRotation || c.metricsSecure) && c.certSecret == "":
-		return c, errors.New("--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
+		return errors.New("--webhook-cert-rotation and --metrics-secure need --webhook-cert-secret")
 	case c.metricsAuthorize && !c.metricsSecure:
-		return c, errors.New("--metrics-authorize needs --metrics-secure: a bearer token is not sent in the clear")
+		return errors.New("--metrics-authorize needs --metrics-secure: a bearer token is not sent in the clear")
 	case c.inspection.RequestsPerSecond <= 0 || c.inspection.Burst < 1 || c.inspection.StreamsPerCaller < 1 || c.inspection.FollowFor <= 0 || c.inspection.MaxLogBytes < 1 ||
 		c.inspection.MaxStreams < 1 || c.inspection.MaxDescribes < 1 || c.inspection.MaxLineBytes < 64 || c.inspectionWorkerQPS <= 0 || c.inspectionBurst < 1:
-		return c, errors.New("the --inspection-* limits must be positive (--inspection-log-max-line-bytes at least 64)")
+		return errors.New("the --inspection-* limits must be positive (--inspection-log-max-line-bytes at least 64)")
 	}
-	if c.dispatchNamespaces, err = labels.Parse(*dispatchNS); err != nil {
-		return c, fmt.Errorf("--dispatch-namespace-selector %q: %w", *dispatchNS, err)
+	if c.dispatchNamespaces, err = labels.Parse(*raw.dispatchNS); err != nil {
+		return fmt.Errorf("--dispatch-namespace-selector %q: %w", *raw.dispatchNS, err)
 	}
 	if c.dispatchNamespaces.Empty() {
-		return c, errors.New("--dispatch-namespace-selector must select something: an empty selector would dispatch from every namespace")
+		return errors.New("--dispatch-namespace-selector must select something: an empty selector would dispatch from every namespace")
 	}
-	for _, name := range append(strings.Split(*reservedNS, ","), c.namespace) {
+	for _, name := range append(strings.Split(*raw.reservedNS, ","), c.namespace) {
 		if name = strings.TrimSpace(name); name != "" {
 			c.reserved = append(c.reserved, name)
 		}
 	}
-	for _, name := range append([]string{c.webhookService}, strings.Split(*extraDNSNames, ",")...) {
+	for _, name := range append([]string{c.webhookService}, strings.Split(*raw.extraDNSNames, ",")...) {
 		if name = strings.TrimSpace(name); name != "" {
 			c.certDNSNames = append(c.certDNSNames, name)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // run wires the manager's parts together and runs them until ctx ends: the
