@@ -90,51 +90,16 @@ before it expires. Running join again replaces the token; nothing else changes.`
 }
 
 func (j *joinOptions) run(ctx context.Context, o *options, worker string) error {
-	if errs := validation.IsDNS1123Subdomain(worker); len(errs) > 0 {
-		return fmt.Errorf("WORKER %q is not a valid WorkerCluster name: %s", worker, strings.Join(errs, "; "))
-	}
-	if j.tokenLifetime < 10*time.Minute {
-		return fmt.Errorf("--token-lifetime %s is shorter than the 10m the TokenRequest API issues", j.tokenLifetime)
-	}
-	if j.jobController != "" && j.jobController != string(v1alpha1.JobControllerBuiltin) && j.jobController != string(v1alpha1.JobControllerWorker) {
-		return fmt.Errorf("--job-controller must be %s or %s, got %q", v1alpha1.JobControllerBuiltin, v1alpha1.JobControllerWorker, j.jobController)
+	if err := j.check(worker); err != nil {
+		return err
 	}
 	if j.managerContext != "" {
 		*o.flags.Context = j.managerContext
 	}
-	target, err := j.workerTarget(o)
+	target, workerKube, sa, err := j.readWorker(ctx, o)
 	if err != nil {
 		return err
 	}
-	workerKube, err := kubernetes.NewForConfig(target.config)
-	if err != nil {
-		return err
-	}
-	// The chart installs the ClusterCapacity API with the worker binary; a
-	// ServiceAccount of the same name alone (the manager chart's, on a
-	// manager cluster) is no worker.
-	if !hasClusterCapacity(workerKube) {
-		return fmt.Errorf("the jobferry-worker chart is not installed on context %s: it serves no ClusterCapacity API (%s); install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`",
-			j.workerContext, v1alpha1.GroupVersion, j.workerNamespace)
-	}
-	sa, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).Get(ctx, j.serviceAccount, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the jobferry-worker chart is not installed in namespace %s of context %s: it has no ServiceAccount %s (install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`, or name another with --worker-namespace / --service-account)",
-			j.workerNamespace, j.workerContext, j.serviceAccount, j.workerNamespace)
-	case err != nil:
-		return fmt.Errorf("reading ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
-	}
-	if target.caData == nil {
-		// A context that trusts the system's CAs: the manager needs the CA
-		// inline; the cluster publishes it in every namespace.
-		root, err := workerKube.CoreV1().ConfigMaps(j.workerNamespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-		if err != nil || root.Data["ca.crt"] == "" {
-			return fmt.Errorf("context %s names no CA for its server and ConfigMap %s/kube-root-ca.crt could not be read (%v): the manager accepts only kubeconfigs with the CA inline", j.workerContext, j.workerNamespace, err)
-		}
-		target.caData = []byte(root.Data["ca.crt"])
-	}
-
 	m, err := o.manager()
 	if err != nil {
 		return err
@@ -153,15 +118,9 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 		fmt.Fprintln(o.streams.ErrOut, "Warning: "+warning)
 	}
 
-	token, expires := dryRunToken, time.Time{}
-	if !j.dryRun {
-		issued, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).CreateToken(ctx, j.serviceAccount, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(j.tokenLifetime / time.Second))},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("a token for ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
-		}
-		token, expires = issued.Status.Token, issued.Status.ExpirationTimestamp.Time
+	token, expires, err := j.token(ctx, workerKube)
+	if err != nil {
+		return err
 	}
 	kubeconfig, err := workerKubeconfig(worker, target.server, target.caData, j.serviceAccount, token)
 	if err != nil {
@@ -196,6 +155,73 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 		return nil
 	}
 	return waitJoined(ctx, out, m.client, worker, j.wait)
+}
+
+// check refuses a worker name and flags that cannot make a worker.
+func (j *joinOptions) check(worker string) error {
+	if errs := validation.IsDNS1123Subdomain(worker); len(errs) > 0 {
+		return fmt.Errorf("WORKER %q is not a valid WorkerCluster name: %s", worker, strings.Join(errs, "; "))
+	}
+	if j.tokenLifetime < 10*time.Minute {
+		return fmt.Errorf("--token-lifetime %s is shorter than the 10m the TokenRequest API issues", j.tokenLifetime)
+	}
+	if j.jobController != "" && j.jobController != string(v1alpha1.JobControllerBuiltin) && j.jobController != string(v1alpha1.JobControllerWorker) {
+		return fmt.Errorf("--job-controller must be %s or %s, got %q", v1alpha1.JobControllerBuiltin, v1alpha1.JobControllerWorker, j.jobController)
+	}
+	return nil
+}
+
+// readWorker reads what joining takes of the worker: its address and CA,
+// and the ServiceAccount of its chart that the manager acts as.
+func (j *joinOptions) readWorker(ctx context.Context, o *options) (*workerTarget, kubernetes.Interface, *corev1.ServiceAccount, error) {
+	target, err := j.workerTarget(o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	workerKube, err := kubernetes.NewForConfig(target.config)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The chart installs the ClusterCapacity API with the worker binary; a
+	// ServiceAccount of the same name alone (the manager chart's, on a
+	// manager cluster) is no worker.
+	if !hasClusterCapacity(workerKube) {
+		return nil, nil, nil, fmt.Errorf("the jobferry-worker chart is not installed on context %s: it serves no ClusterCapacity API (%s); install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`",
+			j.workerContext, v1alpha1.GroupVersion, j.workerNamespace)
+	}
+	sa, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).Get(ctx, j.serviceAccount, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil, nil, fmt.Errorf("the jobferry-worker chart is not installed in namespace %s of context %s: it has no ServiceAccount %s (install it with `helm install jobferry-worker charts/jobferry-worker -n %s --create-namespace`, or name another with --worker-namespace / --service-account)",
+			j.workerNamespace, j.workerContext, j.serviceAccount, j.workerNamespace)
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("reading ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
+	}
+	if target.caData == nil {
+		// A context that trusts the system's CAs: the manager needs the CA
+		// inline; the cluster publishes it in every namespace.
+		root, err := workerKube.CoreV1().ConfigMaps(j.workerNamespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		if err != nil || root.Data["ca.crt"] == "" {
+			return nil, nil, nil, fmt.Errorf("context %s names no CA for its server and ConfigMap %s/kube-root-ca.crt could not be read (%v): the manager accepts only kubeconfigs with the CA inline", j.workerContext, j.workerNamespace, err)
+		}
+		target.caData = []byte(root.Data["ca.crt"])
+	}
+	return target, workerKube, sa, nil
+}
+
+// token mints the token the manager acts with on the worker (a dry run's
+// placeholder for none).
+func (j *joinOptions) token(ctx context.Context, workerKube kubernetes.Interface) (string, time.Time, error) {
+	if j.dryRun {
+		return dryRunToken, time.Time{}, nil
+	}
+	issued, err := workerKube.CoreV1().ServiceAccounts(j.workerNamespace).CreateToken(ctx, j.serviceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(j.tokenLifetime / time.Second))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("a token for ServiceAccount %s/%s on context %s: %w", j.workerNamespace, j.serviceAccount, j.workerContext, err)
+	}
+	return issued.Status.Token, issued.Status.ExpirationTimestamp.Time, nil
 }
 
 // hasClusterCapacity reports whether the cluster serves the ClusterCapacity
