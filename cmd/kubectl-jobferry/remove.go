@@ -139,6 +139,18 @@ func (r *removeOptions) run(ctx context.Context, o *options, out io.Writer, work
 			return fmt.Errorf("a mirror started on %s after the wait found none:\n%sNothing was deleted; %s stays cordoned; run remove again", worker, waitingFor(worker, nil, running), worker)
 		}
 	}
+	if err := deleteWorker(ctx, m, out, o.systemNamespace, worker, secret, shared); err != nil {
+		return err
+	}
+	fmt.Fprint(out, left.String())
+	return nil
+}
+
+// deleteWorker deletes the cordoned WorkerCluster, unless uncordoned
+// meanwhile, and its kubeconfig Secret, unless another WorkerCluster uses it
+// (shared).
+func deleteWorker(ctx context.Context, m *managerClients, out io.Writer, namespace, worker, secret, shared string) error {
+	wc := &v1alpha1.WorkerCluster{}
 	// Uncordoned meanwhile (by someone else): it is in use again.
 	if err := m.client.Get(ctx, client.ObjectKey{Name: worker}, wc); err != nil {
 		return fmt.Errorf("reading WorkerCluster %s: %w", worker, err)
@@ -153,20 +165,19 @@ func (r *removeOptions) run(ctx context.Context, o *options, out io.Writer, work
 	switch {
 	case secret == "":
 	case shared != "":
-		fmt.Fprintf(out, "secret/%s kept in %s: WorkerCluster %s uses it too\n", secret, o.systemNamespace, shared)
+		fmt.Fprintf(out, "secret/%s kept in %s: WorkerCluster %s uses it too\n", secret, namespace, shared)
 	default:
 		s := &corev1.Secret{}
-		s.Namespace, s.Name = o.systemNamespace, secret
+		s.Namespace, s.Name = namespace, secret
 		switch err := m.client.Delete(ctx, s); {
 		case apierrors.IsNotFound(err):
-			fmt.Fprintf(out, "secret/%s was already gone from %s\n", secret, o.systemNamespace)
+			fmt.Fprintf(out, "secret/%s was already gone from %s\n", secret, namespace)
 		case err != nil:
-			return fmt.Errorf("deleting the kubeconfig Secret %s/%s of worker %s (its WorkerCluster is deleted): %w", o.systemNamespace, secret, worker, err)
+			return fmt.Errorf("deleting the kubeconfig Secret %s/%s of worker %s (its WorkerCluster is deleted): %w", namespace, secret, worker, err)
 		default:
-			fmt.Fprintf(out, "secret/%s deleted from %s\n", secret, o.systemNamespace)
+			fmt.Fprintf(out, "secret/%s deleted from %s\n", secret, namespace)
 		}
 	}
-	fmt.Fprint(out, left.String())
 	return nil
 }
 
