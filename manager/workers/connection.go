@@ -179,27 +179,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		}
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
 	}
-	c, err := cluster.New(requests, func(o *cluster.Options) {
-		o.Scheme = scheme
-		// No managedFields: nothing reads them, and the worker's Job
-		// controller adds an entry with each status write it makes.
-		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName), Transform: capacityTransform(overBudget)},
-		}}
-		// Mirrors have a cache of their own (mirrorCache); a read of Jobs
-		// through the client must not start a second one of every Job.
-		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&batchv1.Job{}}}
-		o.Cache.DefaultWatchErrorHandler = watchFailed
-		if len(namespaces) > 0 {
-			// Namespaced objects in these namespaces only, should one
-			// be cached here (mirrors are in mirrorCache, which does
-			// the same); the credential may list nothing else.
-			o.Cache.DefaultNamespaces = map[string]cache.Config{}
-			for _, ns := range namespaces {
-				o.Cache.DefaultNamespaces[ns] = cache.Config{}
-			}
-		}
-	})
+	c, err := cluster.New(requests, clusterOptions(scheme, namespaces, overBudget, watchFailed))
 	if err != nil {
 		return nil, fmt.Errorf("building client for worker %s: %w", name, err)
 	}
@@ -225,41 +205,7 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = ctx, cancel
-	onJob := func(obj any, listed bool) {
-		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if m, ok := obj.(*cachedMirror); ok {
-			job := m.view()
-			h.mirrorChanged(name, &job, listed)
-		}
-	}
-	if err := mirrors.addHandler(toolscache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    onJob,
-		UpdateFunc: func(_, obj any) { onJob(obj, false) },
-		DeleteFunc: func(obj any) { onJob(obj, false) },
-	}); err != nil {
-		cancel()
-		return nil, err
-	}
-	capacity, err := c.GetCache().GetInformer(ctx, &v1alpha1.ClusterCapacity{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	onCapacity := func(obj any, deleted bool) {
-		if cc, ok := obj.(*v1alpha1.ClusterCapacity); ok && !deleted {
-			r.capacity.Store(&cc.Status)
-		} else {
-			r.capacity.Store(nil)
-		}
-		h.capacityChanged(name)
-	}
-	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { onCapacity(obj, false) },
-		UpdateFunc: func(_, obj any) { onCapacity(obj, false) },
-		DeleteFunc: func(obj any) { onCapacity(obj, true) },
-	}); err != nil {
+	if err := r.follow(ctx, mirrors, c, h); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -277,6 +223,73 @@ func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, o
 		}
 	}()
 	return r, nil
+}
+
+// clusterOptions are the options of a worker's cluster (its client, and a
+// cache of its capacity summary: mirrors have a cache of their own).
+func clusterOptions(scheme *runtime.Scheme, namespaces []string, overBudget *overBudgetTally, watchFailed toolscache.WatchErrorHandlerWithContext) func(*cluster.Options) {
+	return func(o *cluster.Options) {
+		o.Scheme = scheme
+		// No managedFields: nothing reads them, and the worker's Job
+		// controller adds an entry with each status write it makes.
+		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.ClusterCapacity{}: {Field: fields.OneTermEqualSelector("metadata.name", v1alpha1.ClusterCapacityName), Transform: capacityTransform(overBudget)},
+		}}
+		// Mirrors have a cache of their own (mirrorCache); a read of Jobs
+		// through the client must not start a second one of every Job.
+		o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&batchv1.Job{}}}
+		o.Cache.DefaultWatchErrorHandler = watchFailed
+		if len(namespaces) > 0 {
+			// Namespaced objects in these namespaces only, should one
+			// be cached here (mirrors are in mirrorCache, which does
+			// the same); the credential may list nothing else.
+			o.Cache.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range namespaces {
+				o.Cache.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	}
+}
+
+// follow has the connection tell the pool of every change of a mirror and
+// of the worker's capacity summary.
+func (c *Connection) follow(ctx context.Context, mirrors *mirrorCache, cl cluster.Cluster, h connHandlers) error {
+	onJob := func(obj any, listed bool) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if m, ok := obj.(*cachedMirror); ok {
+			job := m.view()
+			h.mirrorChanged(c.name, &job, listed)
+		}
+	}
+	if err := mirrors.addHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    onJob,
+		UpdateFunc: func(_, obj any) { onJob(obj, false) },
+		DeleteFunc: func(obj any) { onJob(obj, false) },
+	}); err != nil {
+		return err
+	}
+	capacity, err := cl.GetCache().GetInformer(ctx, &v1alpha1.ClusterCapacity{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	onCapacity := func(obj any, deleted bool) {
+		if cc, ok := obj.(*v1alpha1.ClusterCapacity); ok && !deleted {
+			c.capacity.Store(&cc.Status)
+		} else {
+			c.capacity.Store(nil)
+		}
+		h.capacityChanged(c.name)
+	}
+	if _, err := capacity.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { onCapacity(obj, false) },
+		UpdateFunc: func(_, obj any) { onCapacity(obj, false) },
+		DeleteFunc: func(obj any) { onCapacity(obj, true) },
+	}); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (c *Connection) stop() { c.cancel() }

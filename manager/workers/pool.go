@@ -195,7 +195,6 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 		return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	ref := wc.Spec.KubeConfig.SecretRef
-	key := ref.KeyOrDefault()
 	data, refused := workerkubeconfig.FromSecret(ctx, p.Client, p.Namespace, wc)
 	if refused != nil {
 		return notConnected(refused.Reason, "%s", refused.Message)
@@ -222,35 +221,10 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 		conn = nil
 	}
 	if conn == nil || conn.kubeconfigHash != hash {
-		cfg, err := workerkubeconfig.RESTConfig(data)
-		if err != nil {
-			return notConnected(workerkubeconfig.Reason(err), "Secret %s/%s, key %s: %v", p.Namespace, ref.Name, key, err)
+		var reason, message string
+		if conn, reason, message = p.dial(ctx, wc, data, hash); conn == nil {
+			return notConnected(reason, "%s", message)
 		}
-		cfg.QPS, cfg.Burst = p.QPS, p.Burst
-		cfg.UserAgent = "jobferry-manager/" + p.Origin
-		swappable := &swappableToken{}
-		swappable.install(cfg)
-		worker := wc.Name
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
-		conn, err = newConnection(wc.Name, cfg, swappable, hash, p.Origin, p.ManagerID, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
-			mirrorChanged:   p.mirrorChanged,
-			capacityChanged: p.capacityChanged,
-			synced:          p.reconcileWorker,
-			cacheFailed:     p.reconcileWorker,
-			unanswered:      p.reconcileWorker,
-		})
-		if err != nil {
-			// Building the cache asks the server for its API resources: a
-			// server that answers 401 there refuses the credential, and
-			// answers — its mirrors may well run, so it must not count
-			// towards the worker-lost timeout.
-			if apierrors.IsUnauthorized(err) {
-				return notConnected(v1alpha1.ReasonCredentialRejected, "%s", credentialRejected(cfg.Host, p.Namespace, ref.Name, wc.Name))
-			}
-			return notConnected(v1alpha1.ReasonUnreachable, "%s: %v", cfg.Host, err)
-		}
-		p.replace(wc.Name, conn)
-		logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
 	}
 	probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -269,6 +243,43 @@ func (p *Pool) Connect(ctx context.Context, wc *v1alpha1.WorkerCluster) (metav1.
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionConnected, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConnected,
 		Message: fmt.Sprintf("connected to %s", conn.config.Host)}, conn
+}
+
+// dial builds the connection to the worker from its kubeconfig (data) and
+// puts it in the pool; nil, with the Connected reason and message, when it
+// cannot.
+func (p *Pool) dial(ctx context.Context, wc *v1alpha1.WorkerCluster, data []byte, hash string) (*Connection, string, string) {
+	ref := wc.Spec.KubeConfig.SecretRef
+	cfg, err := workerkubeconfig.RESTConfig(data)
+	if err != nil {
+		return nil, workerkubeconfig.Reason(err), fmt.Sprintf("Secret %s/%s, key %s: %v", p.Namespace, ref.Name, ref.KeyOrDefault(), err)
+	}
+	cfg.QPS, cfg.Burst = p.QPS, p.Burst
+	cfg.UserAgent = "jobferry-manager/" + p.Origin
+	swappable := &swappableToken{}
+	swappable.install(cfg)
+	worker := wc.Name
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
+	conn, err := newConnection(wc.Name, cfg, swappable, hash, p.Origin, p.ManagerID, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
+		mirrorChanged:   p.mirrorChanged,
+		capacityChanged: p.capacityChanged,
+		synced:          p.reconcileWorker,
+		cacheFailed:     p.reconcileWorker,
+		unanswered:      p.reconcileWorker,
+	})
+	if err != nil {
+		// Building the cache asks the server for its API resources: a
+		// server that answers 401 there refuses the credential, and
+		// answers — its mirrors may well run, so it must not count
+		// towards the worker-lost timeout.
+		if apierrors.IsUnauthorized(err) {
+			return nil, v1alpha1.ReasonCredentialRejected, credentialRejected(cfg.Host, p.Namespace, ref.Name, wc.Name)
+		}
+		return nil, v1alpha1.ReasonUnreachable, fmt.Sprintf("%s: %v", cfg.Host, err)
+	}
+	p.replace(wc.Name, conn)
+	logf.FromContext(ctx).Info("connecting to worker", "worker", wc.Name, "server", cfg.Host)
+	return conn, "", ""
 }
 
 // credentialRejected is the Connected message of a worker whose API server
