@@ -142,7 +142,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	return c, finishFlags(&c, raw)
+	err := finishFlags(&c, raw)
+	return c, err
 }
 
 // rawFlags are the flags that become a config's fields only once parsed and

@@ -18,8 +18,8 @@ import (
 // A cluster starts in phases, each a method of starting, in the style of
 // cluster-api's phased reconcilers: the PKI and kubeconfig, etcd, the API
 // server, the controllers, the nodes, and the readiness that ends it. Each
-// phase reads what the ones before it left in starting and waits for what it
-// started before the next begins.
+// phase reads what the ones before it left in starting; the controllers'
+// health is awaited with the nodes' (KWOK's), before the nodes register.
 func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	s := &starting{Cluster: c, ctx: ctx, spec: spec, opts: opts, files: layout{dir: opts.Dir}}
 	phases := []struct {
@@ -35,7 +35,7 @@ func (c *Cluster) start(ctx context.Context, spec Spec, opts Options) error {
 	}
 	for _, phase := range phases {
 		if err := phase.run(); err != nil {
-			return fmt.Errorf("starting cluster %s: %s: %w", c.Name, phase.name, err)
+			return fmt.Errorf("%s: %w", phase.name, err)
 		}
 		if s.apiServerOnly() && phase.name == "API server" {
 			s.progress("ready, an API server only (kubeconfig %s)", c.KubeconfigPath)

@@ -55,9 +55,9 @@ func (w *workerClients) client(ctx context.Context, worker string) (*workerread.
 	switch {
 	case refused == nil:
 	case refused.Reason == v1alpha1.ReasonSecretUnreadable:
-		return nil, fmt.Errorf("the kubeconfig of worker %s: %s", worker, refused.Message)
+		return nil, fmt.Errorf("the kubeconfig of worker %s: %w", worker, refused)
 	default:
-		return nil, unreachable{fmt.Errorf("the kubeconfig of worker %s: %s", worker, refused.Message)}
+		return nil, unreachable{fmt.Errorf("the kubeconfig of worker %s: %w", worker, refused)}
 	}
 	cfg, err := workerkubeconfig.RESTConfig(data)
 	if err != nil {

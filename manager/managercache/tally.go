@@ -64,11 +64,15 @@ func (t *Tally[K]) Move(before, after any) {
 	}
 }
 
-// Count is how many Jobs have key k now.
-func (t *Tally[K]) Count(k K) int {
+// Count is how many Jobs have each key now, read at one moment.
+func (t *Tally[K]) Count(keys ...K) []int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.counts[k]
+	out := make([]int, len(keys))
+	for i, k := range keys {
+		out[i] = t.counts[k]
+	}
+	return out
 }
 
 // Snapshot is a copy of the counts now.

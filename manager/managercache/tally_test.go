@@ -27,7 +27,7 @@ func TestTallyMovesEachJobAndKeepsNoZero(t *testing.T) {
 	h.OnAdd(a, true)
 	h.OnAdd(b, true)
 	h.OnAdd(tallyJob("unplaced", ""), true)
-	if tally.Count("w1") != 2 || tally.Count("") != 0 {
+	if n := tally.Count("w1", ""); n[0] != 2 || n[1] != 0 {
 		t.Fatalf("counts %v, want w1: 2 and nothing for an unplaced Job", tally.Snapshot())
 	}
 	moved := tallyJob("a", "w2")

@@ -17,9 +17,9 @@ import (
 	"github.com/jobferry/jobferry/manager/managercache"
 )
 
-// jobCounts is what a manager Job adds to its worker's DISPATCHED and
-// RUNNING columns (jobTally): the worker it is placed on, whether it is
-// unfinished, whether a pod of it is active.
+// jobCounts is what the tally counts a manager Job by (jobTally; countsIn
+// adds up a worker's DISPATCHED and RUNNING columns): the worker it is
+// placed on, whether it is unfinished, whether a pod of it is active.
 type jobCounts struct {
 	worker             string
 	unfinished, active bool

@@ -29,7 +29,7 @@ func newJobTally() *jobTally {
 
 // countsIn are worker's columns in the tally now.
 func countsIn(t *jobTally, worker string) workerCounts {
-	running := t.Count(jobCounts{worker: worker, unfinished: true, active: true})
-	idle := t.Count(jobCounts{worker: worker, unfinished: true})
+	n := t.Count(jobCounts{worker: worker, unfinished: true, active: true}, jobCounts{worker: worker, unfinished: true})
+	running, idle := n[0], n[1]
 	return workerCounts{dispatched: int32(running + idle), running: int32(running)}
 }
