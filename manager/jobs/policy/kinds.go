@@ -159,3 +159,14 @@ type Step struct {
 }
 
 func (k Kind) String() string { return kinds[k].name }
+
+// Makes are the Writes a step makes: its kind's, and for a mirror update
+// that changes the pod template, the preparation of the worker namespace
+// (held to the manager namespace's Pod Security levels).
+func Makes(st Step) []Write {
+	out := slices.Clone(kinds[st.Kind].makes)
+	if st.Kind == StepUpdateMirror && slices.Contains(st.Changed, "template") {
+		out = append(out, WriteNamespace)
+	}
+	return out
+}

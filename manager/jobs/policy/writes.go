@@ -61,14 +61,3 @@ func declare(w Write) Write {
 // reconciler looks up for a Job before Next decides (a Write with
 // RetryAfter is never remembered as refused).
 func Writes() []Write { return slices.Clone(declared) }
-
-// Makes are the Writes a step makes: its kind's, and for a mirror update
-// that changes the pod template, the preparation of the worker namespace
-// (held to the manager namespace's Pod Security levels).
-func Makes(st Step) []Write {
-	out := slices.Clone(kinds[st.Kind].makes)
-	if st.Kind == StepUpdateMirror && slices.Contains(st.Changed, "template") {
-		out = append(out, WriteNamespace)
-	}
-	return out
-}
