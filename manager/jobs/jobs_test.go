@@ -26,6 +26,7 @@ import (
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/jobstate/jobstatetest"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -371,11 +372,6 @@ func TestJobReconcilerCarriesSuspendToTheMirror(t *testing.T) {
 	}
 }
 
-// fixedKey is a key source holding one key.
-type fixedKey jobstate.Key
-
-func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
-
 // testKey seals the state of the unit tests' Jobs; it was made long before
 // any of them.
-var testKey = fixedKey{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: policytest.Now.Add(-24 * time.Hour)}
+var testKey = jobstatetest.Key{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: policytest.Now.Add(-24 * time.Hour)}

@@ -20,6 +20,7 @@ import (
 	"github.com/jobferry/jobferry/e2e/testenv"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/jobstate/jobstatetest"
 	"github.com/jobferry/jobferry/mirror"
 )
 
@@ -46,7 +47,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef")}
-	r := &JobReconciler{Client: c, Keys: fixedKey(key)}
+	r := &JobReconciler{Client: c, Keys: jobstatetest.Key(key)}
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "placed",

@@ -21,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/jobstate/jobstatetest"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
 
@@ -45,12 +46,8 @@ func gcJob(uid string, attempt int) batchv1.Job {
 	return *jobstate.Sealed(&job, testKey)
 }
 
-// testKey seals the test Jobs' state; fixedKey hands it out.
+// testKey seals the test Jobs' state (jobstatetest.Key hands it out).
 var testKey = jobstate.Key{Secret: []byte("test key"), Since: time.Unix(0, 0)}
-
-type fixedKey jobstate.Key
-
-func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
 
 func TestOrphans(t *testing.T) {
 	deleting := func(j batchv1.Job) batchv1.Job {
@@ -221,7 +218,7 @@ func TestOrphanCollectorCollects(t *testing.T) {
 	sameName := gcJob("u5", 1)
 	sameName.UID = "u5-again"
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(&cached, &sameName).Build()
-	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1", Keys: fixedKey(testKey)}
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up, "w2": down}), ManagerID: "m1", Keys: jobstatetest.Key(testKey)}
 	gc.collectAll(ctx, liveOf(gcJob("u1", 1)))
 	names := func(c *workerstest.Conn) []string {
 		var list batchv1.JobList
@@ -257,7 +254,7 @@ func TestOrphanCollectorActsOnlyOnSealedAttempts(t *testing.T) {
 	cached := []client.Object{ptr.To(gcJob("u1", 2)), &raised}
 	up := workerstest.NewConn("jobferry", &replaced, &running)
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(cached...).Build()
-	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up}), ManagerID: "m1", Keys: fixedKey(testKey)}
+	gc := &Collector{Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": up}), ManagerID: "m1", Keys: jobstatetest.Key(testKey)}
 	gc.collectAll(ctx, liveOf(gcJob("u1", 2), raised))
 	if err := up.API.Get(ctx, client.ObjectKeyFromObject(&replaced), &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the mirror of attempt 1, replaced by a sealed attempt 2: %v, want it deleted", err)
@@ -279,7 +276,7 @@ func TestOrphanCollectorCollectsReconnectedWorkers(t *testing.T) {
 	connected := make(chan string, 1)
 	jobs := &fakeJobInformer{jobs: []batchv1.Job{gcJob("u0", 1)}}
 	manager := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
-	gc := &Collector{Jobs: jobs, Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Keys: fixedKey(testKey), Connected: connected}
+	gc := &Collector{Jobs: jobs, Client: manager, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": w1}), ManagerID: "m1", Keys: jobstatetest.Key(testKey), Connected: connected}
 	done := make(chan error, 1)
 	go func() { done <- gc.Start(ctx) }()
 	gone := func(m batchv1.Job) func(context.Context) (bool, error) {

@@ -24,6 +24,7 @@ import (
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/jobstate"
+	"github.com/jobferry/jobferry/manager/jobstate/jobstatetest"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/manager/workers/workerstest"
 )
@@ -373,12 +374,8 @@ func TestWarnedMemoBoundsPodReads(t *testing.T) {
 	}
 }
 
-// testKey seals the test Job's state; fixedKey hands it out.
+// testKey seals the test Job's state (jobstatetest.Key hands it out).
 var testKey = jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef"), Since: policytest.Now.Add(-24 * time.Hour)}
-
-type fixedKey jobstate.Key
-
-func (f fixedKey) Key(context.Context) (jobstate.Key, error) { return jobstate.Key(f), nil }
 
 // jobInformer hands the handler the Forwarder adds to the test.
 type jobInformer struct {
@@ -413,7 +410,7 @@ func newForwarderHarness(t *testing.T) *forwarderHarness {
 	h := &forwarderHarness{recorder: events.NewFakeRecorder(100), jobs: &jobInformer{}, worker: workerstest.NewConn(policytest.Config.Origin, m), mirror: m}
 	h.manager = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(jobstate.Sealed(job, testKey)).Build()
 	h.f = &Forwarder{Client: h.manager, Recorder: h.recorder, Workers: workerstest.NewPool(map[string]*workerstest.Conn{"w1": h.worker}),
-		Keys: fixedKey(testKey), Jobs: h.jobs, Clock: clocktesting.NewFakeClock(policytest.Now)}
+		Keys: jobstatetest.Key(testKey), Jobs: h.jobs, Clock: clocktesting.NewFakeClock(policytest.Now)}
 	if err := h.f.init(); err != nil {
 		t.Fatal(err)
 	}
