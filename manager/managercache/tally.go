@@ -49,6 +49,12 @@ func (t *Tally[K]) KeyOf(obj any) (K, bool) {
 func (t *Tally[K]) Move(before, after any) {
 	from, counted := t.KeyOf(before)
 	to, counts := t.KeyOf(after)
+	t.MoveKey(from, counted, to, counts)
+}
+
+// MoveKey is Move for a caller that has the keys already (counted, counts:
+// whether the old and the new object are counted).
+func (t *Tally[K]) MoveKey(from K, counted bool, to K, counts bool) {
 	if counted && counts && from == to {
 		return
 	}

@@ -61,7 +61,7 @@ var _ handler.EventHandler = jobCountsHandler{}
 
 func (h jobCountsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	c := countsOf(e.Object)
-	h.tally.Move(nil, e.Object)
+	h.tally.MoveKey(jobCounts{}, false, c, c.counted())
 	h.refresh(ctx, q, c)
 }
 
@@ -70,7 +70,8 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 	if before == after {
 		return
 	}
-	h.tally.Move(e.ObjectOld, e.ObjectNew)
+	// The keys read once: every Job event of the manager comes here.
+	h.tally.MoveKey(before, before.counted(), after, after.counted())
 	h.refresh(ctx, q, before)
 	if after.worker != before.worker {
 		h.refresh(ctx, q, after)
@@ -79,7 +80,7 @@ func (h jobCountsHandler) Update(ctx context.Context, e event.UpdateEvent, q wor
 
 func (h jobCountsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	c := countsOf(e.Object)
-	h.tally.Move(e.Object, nil)
+	h.tally.MoveKey(c, c.counted(), jobCounts{}, false)
 	h.refresh(ctx, q, c)
 }
 

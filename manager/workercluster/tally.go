@@ -23,9 +23,12 @@ type workerCounts struct {
 func newJobTally() *jobTally {
 	return managercache.NewTally(func(job *batchv1.Job) (jobCounts, bool) {
 		c := countsOfJob(job)
-		return c, c.worker != "" && c.unfinished
+		return c, c.counted()
 	})
 }
+
+// counted: the Job is in its worker's columns (placed, unfinished).
+func (c jobCounts) counted() bool { return c.worker != "" && c.unfinished }
 
 // countsIn are worker's columns in the tally now.
 func countsIn(t *jobTally, worker string) workerCounts {
