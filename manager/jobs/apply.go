@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +44,9 @@ var stepHandlers = map[policy.Kind]stepHandler{
 	policy.StepRequeue:        (*JobReconciler).applyRequeue,
 }
 
-// apply does what Next decided, and says whether the reconcile goes on
-// with the next step.
+// apply does what Next decided, emits the Events the step said when none of
+// its writes failed, and says whether the reconcile goes on with the next
+// step.
 func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s policy.State, st policy.Step, memo *stepMemo) (reconcile.Result, bool, error) {
 	if st.InSync {
 		r.memory.observed.take(key)
@@ -53,7 +55,14 @@ func (r *JobReconciler) apply(ctx context.Context, key types.NamespacedName, s p
 	if !ok {
 		return reconcile.Result{}, false, fmt.Errorf("no handler for step %s", st.Kind)
 	}
-	return handle(r, ctx, applyScope{key: key, s: s, st: st, memo: memo})
+	var tell announcements
+	result, more, err := handle(r, ctx, applyScope{key: key, s: s, st: st, memo: memo, tell: &tell})
+	tell.emit(r.Recorder, err != nil)
+	if errors.Is(err, errRefused) {
+		// Said and retried as refused decided.
+		return result, false, nil
+	}
+	return result, more, err
 }
 
 // applyNone: nothing to write; a finished Job's assumed capacity ends.
@@ -73,7 +82,7 @@ func (r *JobReconciler) applyFinalize(ctx context.Context, a applyScope) (reconc
 func (r *JobReconciler) applyNotAllowed(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	wrote, err := r.updateWaiting(ctx, a.s.Job, a.st.Waiting)
 	if wrote {
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonNotAllowed, "Place", "%s", a.st.Waiting.Message)
+		a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.ReasonNotAllowed, "Place", "%s", a.st.Waiting.Message)
 	}
 	return a.done(err)
 }
@@ -83,7 +92,7 @@ func (r *JobReconciler) applyShowWaiting(ctx context.Context, a applyScope) (rec
 }
 
 func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
 	return a.done(nil)
 }
 
@@ -92,7 +101,7 @@ func (r *JobReconciler) applyWorkerLostWait(_ context.Context, a applyScope) (re
 func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	r.memory.refusals.remember(a.s.Job, policy.NoticeUntrusted)
 	logf.FromContext(ctx).Info("not acting on a Job whose jobferry state is not jobferry's", "annotations", a.s.Untrusted)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeUntrusted.Reason, policy.NoticeUntrusted.Action, "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.NoticeUntrusted.Reason, policy.NoticeUntrusted.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
@@ -101,7 +110,7 @@ func (r *JobReconciler) applyUntrusted(ctx context.Context, a applyScope) (recon
 func (r *JobReconciler) applyOverBudget(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	r.memory.refusals.remember(a.s.Job, policy.NoticeOverBudget)
 	logf.FromContext(ctx).Info("not acting on a Job over the cache's budget", "why", a.st.Why)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.NoticeOverBudget.Reason, policy.NoticeOverBudget.Action, "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.NoticeOverBudget.Reason, policy.NoticeOverBudget.Action, "%s", a.st.Why)
 	return a.done(nil)
 }
 
@@ -113,6 +122,6 @@ func (r *JobReconciler) applyStray(_ context.Context, a applyScope) (reconcile.R
 	if a.st.EventReason != "" {
 		reason = a.st.EventReason
 	}
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, policy.NoticeStray.Action, "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, reason, policy.NoticeStray.Action, "%s", a.st.Why)
 	return a.done(nil)
 }

@@ -35,7 +35,7 @@ import (
 // next step, at once, and a same-named Job found instead goes to the next
 // step as Foreign.
 func (r *JobReconciler) applyCreateMirror(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	out, result, err := r.createMirror(ctx, a.s, a.memo.placement)
+	out, result, err := r.createMirror(ctx, a.s, a.memo.placement, a.tell)
 	if out.foreign != nil {
 		a.memo.foreign = out.foreign
 		return a.next()
@@ -63,25 +63,25 @@ func (r *JobReconciler) applyFence(ctx context.Context, a applyScope) (reconcile
 		if a.st.EventReason != "" {
 			reason = a.st.EventReason
 		}
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Fence", "%s", a.st.Why)
+		a.tell.say(a.s.Job, corev1.EventTypeWarning, reason, "Fence", "%s", a.st.Why)
 	}
 	return a.done(nil)
 }
 
 func (r *JobReconciler) applyUpdateMirror(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	return stop(r.updateMirror(ctx, a.s.Job, a.s.Worker, a.s.Mirror, a.st))
+	return stop(r.updateMirror(ctx, a.s.Job, a.s.Worker, a.s.Mirror, a.st, a.tell))
 }
 
 // applyInvalidMirror says, once per spec of the Job, why its change is not
 // carried to the mirror.
 func (r *JobReconciler) applyInvalidMirror(_ context.Context, a applyScope) (reconcile.Result, bool, error) {
 	r.memory.refusals.remember(a.s.Job, policy.WriteMirrorSpec)
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, policy.WriteMirrorSpec.Action, "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.ReasonInvalidMirror, policy.WriteMirrorSpec.Action, "%s", a.st.Why)
 	return a.next()
 }
 
 func (r *JobReconciler) applyCopyStatus(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	err := r.copyStatus(ctx, a.s.Job, a.st.Status, a.s.Worker)
+	err := r.copyStatus(ctx, a.s.Job, a.st.Status, a.s.Worker, a.tell)
 	switch {
 	case errors.Is(err, errRejectedCopy):
 		return a.done(nil)
@@ -146,7 +146,7 @@ func (r *JobReconciler) prepareWorkerNamespace(ctx context.Context, conn workers
 // when the manager may create namespaces there). A same-named Job that is
 // not ours is handed back (to Next, as Foreign). placement explains the
 // placement made in this reconcile, for the Dispatched Event.
-func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placement string) (createOutcome, reconcile.Result, error) {
+func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placement string, tell *announcements) (createOutcome, reconcile.Result, error) {
 	job, worker := s.Job, s.Worker
 	conn := r.conn(worker)
 	if conn == nil {
@@ -175,7 +175,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 	}
 	m, err := policy.DesiredMirror(whole, policy.Activates(s), s.WorkerCluster, r.Config.Origin, r.Config.ManagerID)
 	if err != nil {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
+		tell.say(job, corev1.EventTypeWarning, policy.ReasonInvalidMirror, "CreateMirror", "cannot build the mirror for %s: %v", worker, err)
 		return createOutcome{}, reconcile.Result{}, r.showWaiting(ctx, job, policy.WaitingForMirror(policy.ReasonWaitingForMirror, worker, "cannot build its mirror: %v", err))
 	}
 	key, err := r.Keys.Key(ctx)
@@ -200,7 +200,7 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 		result, err := r.mirrorRefused(ctx, job, policy.WriteMirror, "creating the mirror", worker, err)
 		return createOutcome{}, result, err
 	}
-	r.mirrorCreated(job, m, worker, s.Queue != nil, placement)
+	r.mirrorCreated(job, m, worker, s.Queue != nil, placement, tell)
 	return createOutcome{created: true}, reconcile.Result{}, nil
 }
 
@@ -236,7 +236,7 @@ func (r *JobReconciler) mirrorExists(ctx context.Context, s policy.State, conn w
 // mirrorCreated counts and announces a mirror just created, and remembers
 // it until the Job records it. One Event per dispatch: where, why there,
 // and the mirror made.
-func (r *JobReconciler) mirrorCreated(job, m *batchv1.Job, worker string, queued bool, placement string) {
+func (r *JobReconciler) mirrorCreated(job, m *batchv1.Job, worker string, queued bool, placement string, tell *announcements) {
 	metrics.DispatchTotal.WithLabelValues(worker, "created").Inc()
 	r.memory.attempts.created(job, m.UID, r.Clock.Now())
 	attempt := max(jobstate.Attempt(job), 1)
@@ -247,7 +247,7 @@ func (r *JobReconciler) mirrorCreated(job, m *batchv1.Job, worker string, queued
 	if placement == "" {
 		placement = "placed on " + worker
 	}
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, policy.ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
+	tell.say(job, corev1.EventTypeNormal, policy.ReasonDispatched, "Dispatch", "%s; created its mirror there (attempt %d)", placement, attempt)
 	// The mirror's status comes with its first event; the Suspended
 	// condition the Job may show while it waited is replaced then.
 }
@@ -272,7 +272,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w p
 	if classify(err) == forbidden {
 		if missing := r.Workers.RecheckRights(ctx, worker); len(missing) > 0 {
 			// The next step releases the Job for another worker.
-			return reconcile.Result{Requeue: true}, nil
+			return reconcile.Result{Requeue: true}, rerr
 		}
 	}
 	return result, rerr
@@ -281,7 +281,7 @@ func (r *JobReconciler) mirrorRefused(ctx context.Context, job *batchv1.Job, w p
 // updateMirror carries what the user changed on the running manager Job to
 // its mirror (policy.Next decided what, from cached, the mirror as the
 // worker's cache keeps it).
-func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st policy.Step) (reconcile.Result, error) {
+func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, worker string, cached *batchv1.Job, st policy.Step, tell *announcements) (reconcile.Result, error) {
 	conn := r.conn(worker)
 	if conn == nil {
 		return reconcile.Result{Requeue: true}, nil
@@ -314,11 +314,11 @@ func (r *JobReconciler) updateMirror(ctx context.Context, job *batchv1.Job, work
 		if ptr.Deref(st.Mirror.Spec.Suspend, false) {
 			reason, verb = policy.ReasonMirrorSuspended, "suspended"
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", worker, verb)
+		tell.say(job, corev1.EventTypeNormal, reason, "Suspend", "mirror on %s %s", worker, verb)
 		changed = slices.DeleteFunc(slices.Clone(changed), func(f string) bool { return f == "suspend" })
 	}
 	if len(changed) > 0 {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, policy.ReasonMirrorUpdated, policy.WriteMirrorSpec.Action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
+		tell.say(job, corev1.EventTypeNormal, policy.ReasonMirrorUpdated, policy.WriteMirrorSpec.Action, "carried %s to the mirror on %s", strings.Join(changed, ", "), worker)
 	}
 	// The worker's answer to the new spec comes with the mirror's next event.
 	return reconcile.Result{}, nil
@@ -396,7 +396,7 @@ func updateFromCache(ctx context.Context, conn workers.Conn, cached, updated *ba
 }
 
 // copyStatus writes the status translated from the mirror's (desired).
-func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string) error {
+func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desired batchv1.JobStatus, worker string, tell *announcements) error {
 	key := client.ObjectKeyFromObject(job)
 	observed, hadObserved := r.memory.observed.take(key)
 	updated, err := r.writeStatus(ctx, job, desired)
@@ -418,7 +418,7 @@ func (r *JobReconciler) copyStatus(ctx context.Context, job *batchv1.Job, desire
 		for _, field := range mirror.RejectedFields(err) {
 			metrics.StatusWriteRejected.WithLabelValues(field).Inc()
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
+		tell.say(job, corev1.EventTypeWarning, policy.ReasonStatusRejected, "SyncStatus", "the API server rejected the status copied from %s: %v", worker, err)
 		logf.FromContext(ctx).Error(err, "status copy rejected", "worker", worker)
 		return errRejectedCopy
 	default:

@@ -34,14 +34,14 @@ import (
 
 // applyComplete completes a Job of zero completions without a worker.
 func (r *JobReconciler) applyComplete(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	if err := r.completeWithoutPods(ctx, a.s.Job); err != nil {
+	if err := r.completeWithoutPods(ctx, a.s.Job, a.tell); err != nil {
 		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "completing the Job (completions is 0)", managerAPI, err))
 	}
 	return a.done(nil)
 }
 
 func (r *JobReconciler) applyPlace(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
-	placed, result, err := r.place(ctx, a.s.Job, a.s.Queue, a.memo)
+	placed, result, err := r.place(ctx, a.s.Job, a.s.Queue, a.memo, a.tell)
 	return result, placed, err
 }
 
@@ -72,15 +72,15 @@ func (r *JobReconciler) applyRecord(ctx context.Context, a applyScope) (reconcil
 // jobferry did not create holds its name on the worker.
 func (r *JobReconciler) applyNameConflict(ctx context.Context, a applyScope) (reconcile.Result, bool, error) {
 	job, worker := a.s.Job, a.s.Worker
-	metrics.DispatchTotal.WithLabelValues(worker, "conflict").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonNameConflict, "Dispatch", "%s", a.st.Why)
-	a.memo.foreign = nil
 	exclude := func(updated *batchv1.Job) {
 		updated.Annotations[v1alpha1.ExcludedWorkersAnnotation] = strings.Join(append(dispatch.ExcludedWorkers(job), worker), ",")
 	}
 	if err := r.release(ctx, job, worker, exclude); err != nil {
 		return stop(r.refused(ctx, job, policy.WriteJob, "placing the Job again after a name conflict on "+worker, managerAPI, err))
 	}
+	a.memo.foreign = nil
+	metrics.DispatchTotal.WithLabelValues(worker, "conflict").Inc()
+	a.tell.say(job, corev1.EventTypeWarning, policy.ReasonNameConflict, "Dispatch", "%s", a.st.Why)
 	return a.next()
 }
 
@@ -89,7 +89,7 @@ func (r *JobReconciler) applyRelease(ctx context.Context, a applyScope) (reconci
 	if err := r.release(ctx, a.s.Job, a.s.Worker, nil); err != nil {
 		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "releasing the placement on "+a.s.Worker, managerAPI, err))
 	}
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonMissingRights, "Dispatch", "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.ReasonMissingRights, "Dispatch", "%s", a.st.Why)
 	return a.next()
 }
 
@@ -99,7 +99,7 @@ func (r *JobReconciler) applyRedispatch(ctx context.Context, a applyScope) (reco
 		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "releasing the placement on lost worker "+a.s.Worker, managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "lost").Inc()
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, policy.ReasonWorkerLost, "Redispatch", "%s", a.st.Why)
 	return a.next()
 }
 
@@ -114,7 +114,7 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "dispatching the Job again", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, result).Inc()
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeWarning, reason, "Redispatch", "%s", a.st.Why)
 	return a.next()
 }
 
@@ -123,7 +123,7 @@ func (r *JobReconciler) applyMirrorReplaced(ctx context.Context, a applyScope) (
 // Job Kueue queues (q), the placement alone (PlacedQueuedJob), and a Job no
 // worker could ever run gets jobferry's check Rejected. placed reports a
 // placement recorded: the mirror (or the check Ready) can be written next.
-func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload.View, memo *stepMemo) (placed bool, result reconcile.Result, err error) {
+func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload.View, memo *stepMemo, tell *announcements) (placed bool, result reconcile.Result, err error) {
 	ns, err := r.namespaces().Get(ctx, job.Namespace)
 	if err != nil {
 		return false, reconcile.Result{}, err
@@ -136,7 +136,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		return false, reconcile.Result{}, err
 	}
 	if pods.Refused != "" {
-		return false, reconcile.Result{RequeueAfter: policy.PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused)
+		return false, reconcile.Result{RequeueAfter: policy.PodsRecheck}, r.podsRefused(ctx, job, q, pods.Refused, tell)
 	}
 	// A wake-up that starts from here on may not see this Job waiting yet.
 	pass := r.placing.waiting.pass()
@@ -159,7 +159,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		r.placing.quotaWaiting.add(client.ObjectKeyFromObject(job))
 		wrote, err := r.updateWaiting(ctx, job, policy.WaitingForWorker(policy.ReasonQuotaExceeded, "%s", quota.Gist))
 		if wrote {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonQuotaExceeded, "Place", "%s", quota.Message)
+			tell.say(job, corev1.EventTypeWarning, policy.ReasonQuotaExceeded, "Place", "%s", quota.Message)
 		}
 		return false, reconcile.Result{RequeueAfter: quotaRecheck}, err
 	}
@@ -169,10 +169,10 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 	}
 	switch outcome := policy.Placement(decision, invalid, never, q); outcome.Kind {
 	case policy.PlacementInvalidSelector:
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+		tell.say(job, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
 		return false, reconcile.Result{}, r.showWaiting(ctx, job, outcome.Waiting)
 	case policy.PlacementRejected:
-		return false, reconcile.Result{}, r.reject(ctx, job, *q, outcome)
+		return false, reconcile.Result{}, r.reject(ctx, job, *q, outcome, tell)
 	case policy.PlacementWaits:
 		metrics.DispatchTotal.WithLabelValues("", "unschedulable").Inc()
 		// It waits in the room, woken when capacity or a worker change
@@ -182,7 +182,7 @@ func (r *JobReconciler) place(ctx context.Context, job *batchv1.Job, q *workload
 		}
 		wrote, err := r.updateWaiting(ctx, job, outcome.Waiting)
 		if wrote {
-			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+			tell.say(job, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
 		}
 		return false, reconcile.Result{RequeueAfter: outcome.RequeueAfter}, err
 	}
@@ -275,19 +275,19 @@ func (r *JobReconciler) decide(ctx context.Context, job *batchv1.Job, ns *corev1
 // namespace does not admit its pods: jobferry's check on its Workload is
 // Rejected (Kueue gives its quota back rather than hold it for a Job that
 // cannot run), or the Job waits, looked at again after PodsRecheck.
-func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *workload.View, refused string) error {
+func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *workload.View, refused string, tell *announcements) error {
 	w := policy.PodsNotAdmitted(job.Namespace, refused)
 	if q != nil && q.Check != "" {
 		if err := r.Queue.SetCheck(ctx, job.Namespace, *q, workload.CheckUpdate{State: kueue.CheckStateRejected, Message: w.Message}); err != nil {
 			return err
 		}
 		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
+		tell.say(job, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
 		return r.showWaiting(ctx, job, w)
 	}
 	wrote, err := r.updateWaiting(ctx, job, w)
 	if wrote {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s", w.Message)
+		tell.say(job, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s", w.Message)
 	}
 	return err
 }
@@ -295,12 +295,12 @@ func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *wo
 // reject turns jobferry's check on the queued Job's Workload Rejected (no
 // worker could ever run it: Kueue gives its quota back rather than hold it),
 // then says so on the Job.
-func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload.View, outcome policy.PlacementOutcome) error {
+func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload.View, outcome policy.PlacementOutcome, tell *announcements) error {
 	if err := r.Queue.SetCheck(ctx, job.Namespace, q, outcome.Check); err != nil {
 		return err
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+	tell.say(job, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
 	return r.showWaiting(ctx, job, outcome.Waiting)
 }
 
@@ -404,7 +404,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 // completeWithoutPods finishes a Job with nothing to run as upstream would:
 // a Job held only for placement is first released (the user did not ask for
 // it to be suspended, so it starts and completes), then its status is written.
-func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job) error {
+func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Job, tell *announcements) error {
 	if policy.NeedsActivation(job) {
 		updated := job.DeepCopy()
 		updated.Spec.Suspend = ptr.To(false)
@@ -418,6 +418,6 @@ func (r *JobReconciler) completeWithoutPods(ctx context.Context, job *batchv1.Jo
 	if err != nil {
 		return fmt.Errorf("completing a Job with nothing to run: %w", err)
 	}
-	r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
+	tell.say(updated, corev1.EventTypeNormal, "Completed", "Complete", "Job completed: completions is 0, so nothing was dispatched")
 	return nil
 }

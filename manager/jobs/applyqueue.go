@@ -29,7 +29,7 @@ func (r *JobReconciler) applySetCheck(ctx context.Context, a applyScope) (reconc
 	}
 	r.memory.checks.wrote(client.ObjectKeyFromObject(a.s.Job), *a.s.Queue, update)
 	if update.State == kueue.CheckStateRetry {
-		r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, policy.ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
+		a.tell.say(a.s.Job, corev1.EventTypeNormal, policy.ReasonRequeued, "SetAdmissionCheck", "admission check %s on Workload %s set Retry: %s", a.s.Queue.Check, a.s.Queue.Workload, update.Message)
 	}
 	return a.done(nil)
 }
@@ -46,6 +46,6 @@ func (r *JobReconciler) applyRequeue(ctx context.Context, a applyScope) (reconci
 		return stop(r.refused(ctx, a.s.Job, policy.WriteJob, "letting the placement on "+a.s.Worker+" go", managerAPI, err))
 	}
 	metrics.DispatchTotal.WithLabelValues(a.s.Worker, "requeued").Inc()
-	r.Recorder.Eventf(a.s.Job, nil, corev1.EventTypeNormal, policy.ReasonRequeued, "Requeue", "%s", a.st.Why)
+	a.tell.say(a.s.Job, corev1.EventTypeNormal, policy.ReasonRequeued, "Requeue", "%s", a.st.Why)
 	return a.next()
 }

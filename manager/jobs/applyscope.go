@@ -10,12 +10,14 @@ import (
 )
 
 // applyScope is what one step is applied with: the Job's key, the state
-// readState read, Next's decision and the reconcile's memo.
+// readState read, Next's decision, the reconcile's memo and the Events the
+// step says (emitted by apply once its writes succeeded).
 type applyScope struct {
 	key  types.NamespacedName
 	s    policy.State
 	st   policy.Step
 	memo *stepMemo
+	tell *announcements
 }
 
 // stop ends the reconcile with result.
@@ -23,8 +25,8 @@ func stop(result reconcile.Result, err error) (reconcile.Result, bool, error) {
 	return result, false, err
 }
 
-// stepHandler applies one kind of step: the writes, Events, metrics and
-// memory updates it stands for.
+// stepHandler applies one kind of step: the writes, metrics and memory
+// updates it stands for, and the Events it says (a.tell).
 type stepHandler func(r *JobReconciler, ctx context.Context, a applyScope) (reconcile.Result, bool, error)
 
 // done ends the reconcile, looked at again when the step says.

@@ -4,7 +4,8 @@
 // done. A reconcile reads (reads.go: readState and every read it makes),
 // decides in the pure policy.Next (package policy, pinned by tables) and
 // applies the step (apply.go: one handler per step kind, in
-// applyplacement.go, applymirror.go and applyqueue.go). What it is told of
+// applyplacement.go, applymirror.go and applyqueue.go); the Events a step
+// says go out once its writes succeeded (announce.go). What it is told of
 // the workers arrives through its subscription to the pool (jobevents.go);
 // Jobs no worker has room for wait in the waiting room (waitingroom.go) and
 // show why in their Suspended condition (policy.Waiting, written by

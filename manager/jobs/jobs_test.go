@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -290,6 +292,79 @@ func TestJobReconcilerNameConflictPlacesElsewhere(t *testing.T) {
 	}
 	if got := strings.Join(h.events(), ","); got != policy.ReasonNameConflict+","+policy.ReasonDispatched {
 		t.Errorf("events %s, want %s then %s", got, policy.ReasonNameConflict, policy.ReasonDispatched)
+	}
+}
+
+// A step says what it wrote only after the write: a name conflict whose
+// release of the placement is refused records the refusal's Event and not
+// the NameConflict one, whatever the refusal (a lost race, a rejection);
+// once the write goes through, the NameConflict Event follows it.
+func TestJobReconcilerSaysNothingOfAFailedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refusal error
+		events  string
+	}{
+		{"conflict", apierrors.NewConflict(batchv1.Resource("jobs"), "train", errors.New("changed meanwhile")), ""},
+		{"rejected", apierrors.NewBadRequest("not today"), policy.WriteJob.Reason},
+		{"unavailable", apierrors.NewServiceUnavailable("down"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newJobsHarness(t, "w1", "w2")
+			foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", UID: "someone-else"}}
+			if err := h.workers.Conns["w1"].API.Create(context.Background(), foreign); err != nil {
+				t.Fatal(err)
+			}
+			// Placed on w1 (the first worker in order), the mirror's name
+			// found taken there; the release that follows is refused.
+			h.create(t, policytest.Job())
+			writes := 0
+			h.r.Client = interceptor.NewClient(h.manager.(client.WithWatch), interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if writes++; writes > 1 {
+						return tc.refusal
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+			})
+			_, _ = h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: trainKey})
+			if job := h.job(t); job.Annotations[v1alpha1.WorkerAnnotation] != "w1" {
+				t.Fatalf("annotations %v: want the placement on w1 kept (its release refused)", job.Annotations)
+			}
+			if got := strings.Join(h.events(), ","); got != tc.events {
+				t.Errorf("events %q after the refused release, want %q (no %s before the write)", got, tc.events, policy.ReasonNameConflict)
+			}
+		})
+	}
+}
+
+// The Events a step says before its last write go out only once that write
+// succeeded: a Job whose cluster selector does not parse is told so with
+// its Waiting condition; while that status write fails, no Event.
+func TestJobReconcilerSaysNothingOfAStepWhoseLastWriteFailed(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	job := policytest.Job()
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.ClusterSelectorAnnotation, "region in (eu")
+	h.create(t, job)
+	var refusal error = apierrors.NewServiceUnavailable("down")
+	h.r.Client = interceptor.NewClient(h.manager.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if refusal != nil {
+				return refusal
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if _, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: trainKey}); err == nil {
+		t.Fatal("the refused status write was not returned for a retry")
+	}
+	if got := h.events(); len(got) > 0 {
+		t.Errorf("events %v while the Waiting write failed, want none", got)
+	}
+	refusal = nil
+	h.reconcile(t)
+	if got := strings.Join(h.events(), ","); got != policy.ReasonInvalidSelector {
+		t.Errorf("events %q once the write went through, want %s", got, policy.ReasonInvalidSelector)
 	}
 }
 

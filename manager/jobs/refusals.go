@@ -65,18 +65,24 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
+// errRefused is what refused returns for a refusal it has handled (said,
+// and retried as its kind needs): the step failed, so apply emits none of
+// its announcements, and then returns no error, so that the result refused
+// chose is the one the work queue follows.
+var errRefused = errors.New("write refused")
+
 // refused turns a failed write into what the user sees and when it is tried
 // again: a Warning Event with the API server's message for a refusal that
 // retrying alone cannot fix, and no hot loop — a rejected write waits for the
 // Job to change (or its Write's RetryAfter), a forbidden one for
-// forbiddenRetry. Conflicts retry quietly;
+// forbiddenRetry. Conflicts retry quietly (these three come with errRefused);
 // anything else is returned, with what failed, for the work queue's back-off.
 // what describes the request ("creating the mirror"), where the API server.
 func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.Write, what, where string, err error) (reconcile.Result, error) {
 	kind := classify(err)
 	switch kind {
 	case conflict:
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, errRefused
 	case transient:
 		return reconcile.Result{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -84,14 +90,14 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 	if kind == forbidden {
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 			"%s refused %s as forbidden: %s; retrying when the rights change, at the latest in %s", where, what, apiMessage(err), forbiddenRetry)
-		return reconcile.Result{RequeueAfter: forbiddenRetry}, nil
+		return reconcile.Result{RequeueAfter: forbiddenRetry}, errRefused
 	}
 	if w.RetryAfter > 0 {
 		// Nothing on the Job can make it acceptable, and giving it up
 		// could leave a stale attempt running: tried again after a while.
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 			"%s rejected %s: %s; retrying in %s", where, what, apiMessage(err), w.RetryAfter)
-		return reconcile.Result{RequeueAfter: w.RetryAfter}, nil
+		return reconcile.Result{RequeueAfter: w.RetryAfter}, errRefused
 	}
 	r.memory.refusals.remember(job, w)
 	until := "the Job changes"
@@ -100,5 +106,5 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 	}
 	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, w.Reason, w.Action,
 		"%s rejected %s: %s; not retried until %s", where, what, apiMessage(err), until)
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, errRefused
 }

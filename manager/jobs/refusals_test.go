@@ -111,7 +111,7 @@ func TestRefusedWithRetryAfterIsNotHeldBack(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "uid-1", ResourceVersion: "10"}}
 	rejected := apierrors.NewBadRequest("deletes of this Job are not allowed")
 	result, err := r.refused(context.Background(), job, policy.WriteMirrorGone, "deleting the mirror", "worker cluster w1's API server", rejected)
-	if err != nil || result.RequeueAfter != policy.WriteMirrorGone.RetryAfter || policy.WriteMirrorGone.RetryAfter == 0 {
+	if !errors.Is(err, errRefused) || result.RequeueAfter != policy.WriteMirrorGone.RetryAfter || policy.WriteMirrorGone.RetryAfter == 0 {
 		t.Errorf("refused = %+v, %v; want a retry after %s", result, err, policy.WriteMirrorGone.RetryAfter)
 	}
 	if r.memory.refusals.blocked(job, policy.WriteMirrorGone) {
@@ -121,7 +121,7 @@ func TestRefusedWithRetryAfterIsNotHeldBack(t *testing.T) {
 		t.Errorf("Event %q does not say the deletion is tried again", e)
 	}
 	result, err = r.refused(context.Background(), job, policy.WritePlacement, "recording the placement", "the manager cluster's API server", rejected)
-	if err != nil || result.RequeueAfter != 0 || !r.memory.refusals.blocked(job, policy.WritePlacement) {
+	if !errors.Is(err, errRefused) || result.RequeueAfter != 0 || !r.memory.refusals.blocked(job, policy.WritePlacement) {
 		t.Errorf("a rejected placement: %+v, %v, blocked %t; want it held back until the Job changes", result, err, r.memory.refusals.blocked(job, policy.WritePlacement))
 	}
 	if e := <-recorder.Events; !strings.Contains(e, "not retried until the Job changes") {
