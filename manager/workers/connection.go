@@ -162,6 +162,14 @@ func (c *Connection) AllowedNamespaces() []string { return c.namespaces }
 
 func (c *Connection) DeletedMirrors() *DeletedMirrors { return c.deleted }
 
+// connectionBuilder is newConnection's signature: the seam where a test
+// builds a connection without a worker's caches.
+type connectionBuilder func(name string, cfg *rest.Config, token *swappableToken, hash, origin, manager string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error)
+
+// newConnection builds the connection to a worker — its client, the cache
+// of its capacity summary and of this installation's mirrors (only in
+// namespaces, when set), and the client its probes use — and starts the
+// caches; h hears what they see.
 func newConnection(name string, cfg *rest.Config, token *swappableToken, hash, origin, manager string, namespaces []string, scheme *runtime.Scheme, clk clock.Clock, h connHandlers) (*Connection, error) {
 	// The caches' and the client's requests tell the connection of those
 	// that get no answer; it is made below, before any of them starts.

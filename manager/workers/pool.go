@@ -74,6 +74,10 @@ type Pool struct {
 	// ahead of those.
 	HeldBackFor time.Duration
 
+	// build makes a worker's connection from its REST config: newConnection,
+	// unless a test puts its own here (connect_test.go).
+	build connectionBuilder
+
 	// workerEvents asks the WorkerCluster controller for a reconcile
 	// (Requests).
 	workerEvents chan event.GenericEvent
@@ -260,7 +264,11 @@ func (p *Pool) dial(ctx context.Context, wc *v1alpha1.WorkerCluster, data []byte
 	swappable.install(cfg)
 	worker := wc.Name
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{worker: worker, next: rt} })
-	conn, err := newConnection(wc.Name, cfg, swappable, hash, p.Origin, p.ManagerID, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
+	build := p.build
+	if build == nil {
+		build = newConnection
+	}
+	conn, err := build(wc.Name, cfg, swappable, hash, p.Origin, p.ManagerID, wc.Spec.Namespaces, p.Scheme, p.Clock, connHandlers{
 		mirrorChanged:   p.mirrorChanged,
 		capacityChanged: p.capacityChanged,
 		synced:          p.reconcileWorker,
