@@ -98,30 +98,7 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 
 	s.finished, requeueAfter = r.pendingTerminalCondition(s, now)
 	if isIndexed(job) {
-		completions := int(ptr.Deref(job.Spec.Completions, 0))
-		s.prevSucceededIndexes = jobindex.Parse(job.Status.CompletedIndexes, completions)
-		s.succeededIndexes = s.prevSucceededIndexes.WithIndexes(indexesOf(filterPods(pods, func(p *corev1.Pod) bool {
-			ix := completionIndex(p)
-			return p.Status.Phase == corev1.PodSucceeded && ix != unknownIndex && ix < completions && hasTrackingFinalizer(p)
-		})))
-		s.succeeded = int32(s.succeededIndexes.Total())
-		if hasBackoffLimitPerIndex(job) {
-			failed := failedIndexesOf(job, pods)
-			s.failedIndexes = &failed
-			if s.finished == nil {
-				if job.Spec.MaxFailedIndexes != nil && failed.Total() > int(*job.Spec.MaxFailedIndexes) {
-					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
-				} else if failed.Total() > 0 && failed.Total()+s.succeededIndexes.Total() >= completions {
-					s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
-				}
-			}
-			s.delayedDeletion = podsWithDelayedDeletion(s, failed)
-		}
-		if s.finished == nil {
-			if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, completions, s.succeededIndexes); met {
-				s.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
-			}
-		}
+		s.indexedProgress(now)
 	}
 
 	var manageErr error
@@ -162,6 +139,39 @@ func (r *Reconciler) syncJob(ctx context.Context, cached *batchv1.Job, key strin
 		return action, 0, fmt.Errorf("tracking status of %s: %w", key, err)
 	}
 	return action, requeueAfter, manageErr
+}
+
+// indexedProgress reads an Indexed Job's progress from its status and pods:
+// the indexes succeeded before and now, the indexes failed (with a back-off
+// limit per index, and the pods whose deletion waits for their replacement),
+// and the terminal condition the indexes reach, when the sync has not
+// decided one already (s.finished).
+func (s *syncState) indexedProgress(now time.Time) {
+	job := s.job
+	completions := int(ptr.Deref(job.Spec.Completions, 0))
+	s.prevSucceededIndexes = jobindex.Parse(job.Status.CompletedIndexes, completions)
+	s.succeededIndexes = s.prevSucceededIndexes.WithIndexes(indexesOf(filterPods(s.pods, func(p *corev1.Pod) bool {
+		ix := completionIndex(p)
+		return p.Status.Phase == corev1.PodSucceeded && ix != unknownIndex && ix < completions && hasTrackingFinalizer(p)
+	})))
+	s.succeeded = int32(s.succeededIndexes.Total())
+	if hasBackoffLimitPerIndex(job) {
+		failed := failedIndexesOf(job, s.pods)
+		s.failedIndexes = &failed
+		if s.finished == nil {
+			if job.Spec.MaxFailedIndexes != nil && failed.Total() > int(*job.Spec.MaxFailedIndexes) {
+				s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
+			} else if failed.Total() > 0 && failed.Total()+s.succeededIndexes.Total() >= completions {
+				s.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
+			}
+		}
+		s.delayedDeletion = podsWithDelayedDeletion(s, failed)
+	}
+	if s.finished == nil {
+		if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, completions, s.succeededIndexes); met {
+			s.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
+		}
+	}
 }
 
 // newFinishedPods are the pods that finished and are not yet recorded: they

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,6 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 	job := s.job
 	now := r.Clock.Now()
 	indexed := isIndexed(job)
-	completions := int(ptr.Deref(job.Spec.Completions, 0))
 	uncounted := job.Status.UncountedTerminatedPods
 
 	withFinalizer := sets.New[types.UID]()
@@ -36,10 +36,57 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 		needsWrite = true
 	}
 
-	var release []*corev1.Pod
-	var newSucceededIndexes []int
-	policyActions := map[batchv1.PodFailurePolicyAction]int{}
-	reachedMax := false
+	rel := releasable(s, uncounted)
+	if rel.counted {
+		needsWrite = true
+	}
+	if indexed && s.showIndexes(rel.succeededIndexes) {
+		needsWrite = true
+	}
+	if s.writeInterimCondition(now) {
+		needsWrite = true
+	}
+
+	needsWrite, err := r.flushAndRemoveFinalizers(ctx, s, rel.pods, withFinalizer, &before, needsWrite, rel.policyActions)
+	if err != nil {
+		return err
+	}
+	finishing := !rel.reachedMax && enactFinished(job, s.finished, s.terminating)
+	if !needsWrite && !finishing {
+		return nil
+	}
+	if err := r.writeStatus(ctx, job); err != nil {
+		return fmt.Errorf("writing counters: %w", err)
+	}
+	if finishing {
+		r.recordFinished(job, s.finished)
+		r.finishedWritten.Store(job.UID, struct{}{})
+	}
+	recordPodsFinished(job, before)
+	return nil
+}
+
+// released is what the finished pods a sync looks at come to: those whose
+// finalizer goes, the indexes newly succeeded, what the pod failure
+// policy's rules did, whether any pod was newly counted (into uncounted,
+// or an index), and whether maxUncountedPods was reached (the rest waits
+// for the next sync, which the write triggers).
+type released struct {
+	pods             []*corev1.Pod
+	succeededIndexes []int
+	policyActions    map[batchv1.PodFailurePolicyAction]int
+	counted          bool
+	reachedMax       bool
+}
+
+// releasable picks the pods whose finalizer goes, in tracking order, and
+// adds the newly finished ones to uncounted (or, indexed, to the indexes
+// succeeded).
+func releasable(s *syncState, uncounted *batchv1.UncountedTerminatedPods) released {
+	job := s.job
+	indexed := isIndexed(job)
+	completions := int(ptr.Deref(job.Spec.Completions, 0))
+	rel := released{policyActions: map[batchv1.PodFailurePolicyAction]int{}}
 	for _, p := range sortedForTracking(s.pods, indexed) {
 		if !hasTrackingFinalizer(p) || s.expectedRmFinalizers.Has(p.UID) {
 			continue
@@ -53,86 +100,83 @@ func (r *Reconciler) trackStatusAndRemoveFinalizers(ctx context.Context, s *sync
 			// Kept until its replacement carries its failure count.
 			continue
 		}
-		release = append(release, p)
+		rel.pods = append(rel.pods, p)
 		ix := completionIndex(p)
 		switch {
 		case p.Status.Phase == corev1.PodSucceeded && !s.uncountedFailed.Has(p.UID):
 			if indexed {
 				if ix != unknownIndex && ix < completions && !s.prevSucceededIndexes.Has(ix) {
-					newSucceededIndexes = append(newSucceededIndexes, ix)
-					needsWrite = true
+					rel.succeededIndexes = append(rel.succeededIndexes, ix)
+					rel.counted = true
 				}
 			} else if !s.uncountedSucceeded.Has(p.UID) {
 				uncounted.Succeeded = append(uncounted.Succeeded, p.UID)
-				needsWrite = true
+				rel.counted = true
 			}
 		case failed || (s.finished != nil && s.finished.Type != batchv1.JobSuccessCriteriaMet && s.finished.Type != batchv1.JobComplete):
 			if !s.uncountedFailed.Has(p.UID) && (!indexed || (ix != unknownIndex && ix < completions)) {
 				// An Ignore rule releases the pod without counting it.
 				m := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p)
 				if m.action != "" {
-					policyActions[m.action]++
+					rel.policyActions[m.action]++
 				}
 				if m.countFailed {
 					uncounted.Failed = append(uncounted.Failed, p.UID)
-					needsWrite = true
+					rel.counted = true
 				}
 			}
 		}
-		if len(newSucceededIndexes)+len(uncounted.Succeeded)+len(uncounted.Failed) >= maxUncountedPods {
+		if len(rel.succeededIndexes)+len(uncounted.Succeeded)+len(uncounted.Failed) >= maxUncountedPods {
 			// The rest waits for the next sync, which this write triggers.
-			reachedMax = true
+			rel.reachedMax = true
 			break
 		}
 	}
-	if indexed {
-		s.succeededIndexes = s.succeededIndexes.WithIndexes(sortedInts(newSucceededIndexes))
-		if str := s.succeededIndexes.String(); str != job.Status.CompletedIndexes {
-			job.Status.CompletedIndexes = str
-			needsWrite = true
-		}
-		job.Status.Succeeded = int32(s.succeededIndexes.Total())
-		var failedIndexes *string
-		if s.failedIndexes != nil {
-			failedIndexes = ptr.To(s.failedIndexes.String())
-		}
-		if !ptr.Equal(job.Status.FailedIndexes, failedIndexes) {
-			job.Status.FailedIndexes = failedIndexes
-			needsWrite = true
-		}
+	return rel
+}
+
+// showIndexes writes the indexes succeeded (with those newly succeeded)
+// and failed into an indexed Job's status; true when that changed it.
+func (s *syncState) showIndexes(newlySucceeded []int) bool {
+	job := s.job
+	changed := false
+	s.succeededIndexes = s.succeededIndexes.WithIndexes(sortedInts(newlySucceeded))
+	if str := s.succeededIndexes.String(); str != job.Status.CompletedIndexes {
+		job.Status.CompletedIndexes = str
+		changed = true
 	}
-	// The interim condition is written before any finalizer goes, so a
-	// restart finds the decision already made.
+	job.Status.Succeeded = int32(s.succeededIndexes.Total())
+	var failedIndexes *string
+	if s.failedIndexes != nil {
+		failedIndexes = ptr.To(s.failedIndexes.String())
+	}
+	if !ptr.Equal(job.Status.FailedIndexes, failedIndexes) {
+		job.Status.FailedIndexes = failedIndexes
+		changed = true
+	}
+	return changed
+}
+
+// writeInterimCondition adds the interim condition (FailureTarget,
+// SuccessCriteriaMet) the sync decided to the status, before any finalizer
+// goes, so a restart finds the decision already made; s.finished becomes
+// the final one. True when the status changed.
+func (s *syncState) writeInterimCondition(now time.Time) bool {
+	job := s.job
+	changed := false
 	if s.finished != nil && s.finished.Type == batchv1.JobFailureTarget {
 		job.Status.Conditions = append(job.Status.Conditions, *s.finished)
-		needsWrite = true
+		changed = true
 		s.finished = newCondition(batchv1.JobFailed, s.finished.Reason, s.finished.Message, now)
 	}
 	if s.finished != nil && s.finished.Type == batchv1.JobSuccessCriteriaMet {
 		if findCondition(job.Status.Conditions, batchv1.JobSuccessCriteriaMet) == nil {
 			job.Status.Conditions = append(job.Status.Conditions, *s.finished)
-			needsWrite = true
+			changed = true
 		}
 		s.finished = newCondition(batchv1.JobComplete, s.finished.Reason, s.finished.Message, now)
 	}
-
-	needsWrite, err := r.flushAndRemoveFinalizers(ctx, s, release, withFinalizer, &before, needsWrite, policyActions)
-	if err != nil {
-		return err
-	}
-	finishing := !reachedMax && enactFinished(job, s.finished, s.terminating)
-	if !needsWrite && !finishing {
-		return nil
-	}
-	if err := r.writeStatus(ctx, job); err != nil {
-		return fmt.Errorf("writing counters: %w", err)
-	}
-	if finishing {
-		r.recordFinished(job, s.finished)
-		r.finishedWritten.Store(job.UID, struct{}{})
-	}
-	recordPodsFinished(job, before)
-	return nil
+	return changed
 }
 
 // flushAndRemoveFinalizers writes the new uncounted UIDs, removes the
