@@ -12,9 +12,13 @@ import (
 // apply emits them when the step has ended, and only when none of its
 // writes failed: an Event states what was written, and a step whose write
 // was refused, or failed, says nothing of it. The one Event of a failed step
-// is the refusal's own, which refused (refusals.go) records itself.
+// is the refusal's own, which refused (refusals.go) records itself — and
+// an Event a step made final with wrote: its write went through, and a
+// later write of the step that fails cannot take it back.
 type announcements struct {
 	said []announcement
+	// final: said[:final] go out whatever the rest of the step does.
+	final int
 }
 
 // announcement is one Event said about an object.
@@ -29,13 +33,24 @@ func (n *announcements) say(about runtime.Object, eventtype, reason, action, for
 	n.said = append(n.said, announcement{about: about, eventtype: eventtype, reason: reason, action: action, note: fmt.Sprintf(format, args...)})
 }
 
-// emit records what the step said, unless it failed; either way nothing is
-// left to say.
+// wrote says an Event about a write that went through and that the step's
+// later writes do not undo (jobferry's check on a Workload set Rejected,
+// say, before the Job shows why): it goes out even if one of them fails,
+// as the retry would not say it again.
+func (n *announcements) wrote(about runtime.Object, eventtype, reason, action, format string, args ...any) {
+	n.say(about, eventtype, reason, action, format, args...)
+	n.final = len(n.said)
+}
+
+// emit records what the step said — when it failed, only what it made
+// final; either way nothing is left to say.
 func (n *announcements) emit(recorder events.EventRecorder, failed bool) {
-	if !failed {
-		for _, e := range n.said {
-			recorder.Eventf(e.about, nil, e.eventtype, e.reason, e.action, "%s", e.note)
-		}
+	out := n.said
+	if failed {
+		out = n.said[:n.final]
 	}
-	n.said = nil
+	for _, e := range out {
+		recorder.Eventf(e.about, nil, e.eventtype, e.reason, e.action, "%s", e.note)
+	}
+	n.said, n.final = nil, 0
 }

@@ -282,7 +282,7 @@ func (r *JobReconciler) podsRefused(ctx context.Context, job *batchv1.Job, q *wo
 			return err
 		}
 		metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-		tell.say(job, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
+		tell.wrote(job, corev1.EventTypeWarning, policy.ReasonPodsNotAdmitted, "Place", "%s; jobferry's admission check %s on Workload %s is Rejected", w.Message, q.Check, q.Workload)
 		return r.showWaiting(ctx, job, w)
 	}
 	wrote, err := r.updateWaiting(ctx, job, w)
@@ -300,7 +300,7 @@ func (r *JobReconciler) reject(ctx context.Context, job *batchv1.Job, q workload
 		return err
 	}
 	metrics.DispatchTotal.WithLabelValues("", "rejected").Inc()
-	tell.say(job, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
+	tell.wrote(job, corev1.EventTypeWarning, outcome.EventReason, "Place", "%s", outcome.EventMessage)
 	return r.showWaiting(ctx, job, outcome.Waiting)
 }
 

@@ -304,10 +304,16 @@ func TestJobReconcilerSaysNothingOfAFailedWrite(t *testing.T) {
 		name    string
 		refusal error
 		events  string
+		// requeueAfter is the retry refused chose, which Reconcile returns
+		// without an error; returned: the error itself goes back, for the
+		// work queue's back-off.
+		requeueAfter time.Duration
+		returned     bool
 	}{
-		{"conflict", apierrors.NewConflict(batchv1.Resource("jobs"), "train", errors.New("changed meanwhile")), ""},
-		{"rejected", apierrors.NewBadRequest("not today"), policy.WriteJob.Reason},
-		{"unavailable", apierrors.NewServiceUnavailable("down"), ""},
+		{name: "conflict", refusal: apierrors.NewConflict(batchv1.Resource("jobs"), "train", errors.New("changed meanwhile")), requeueAfter: 100 * time.Millisecond},
+		{name: "rejected", refusal: apierrors.NewBadRequest("not today"), events: policy.WriteJob.Reason},
+		{name: "forbidden", refusal: apierrors.NewForbidden(batchv1.Resource("jobs"), "train", errors.New("no")), events: policy.WriteJob.Reason, requeueAfter: forbiddenRetry},
+		{name: "unavailable", refusal: apierrors.NewServiceUnavailable("down"), returned: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newJobsHarness(t, "w1", "w2")
@@ -327,7 +333,10 @@ func TestJobReconcilerSaysNothingOfAFailedWrite(t *testing.T) {
 					return c.Patch(ctx, obj, patch, opts...)
 				},
 			})
-			_, _ = h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: trainKey})
+			result, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: trainKey})
+			if (err != nil) != tc.returned || (!tc.returned && result.RequeueAfter != tc.requeueAfter) {
+				t.Errorf("Reconcile = %+v, %v; want the error returned %t, else a retry after %s", result, err, tc.returned, tc.requeueAfter)
+			}
 			if job := h.job(t); job.Annotations[v1alpha1.WorkerAnnotation] != "w1" {
 				t.Fatalf("annotations %v: want the placement on w1 kept (its release refused)", job.Annotations)
 			}

@@ -68,7 +68,9 @@ func apiMessage(err error) string {
 // errRefused is what refused returns for a refusal it has handled (said,
 // and retried as its kind needs): the step failed, so apply emits none of
 // its announcements, and then returns no error, so that the result refused
-// chose is the one the work queue follows.
+// chose is the one the work queue follows. Every caller of refused is
+// reached through apply, which takes the mark off; one that is not must
+// take it off itself, or the work queue ignores the result.
 var errRefused = errors.New("write refused")
 
 // refused turns a failed write into what the user sees and when it is tried

@@ -65,6 +65,7 @@ func newConnectFixture(t *testing.T) *connectFixture {
 	f.client = fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build()
 	f.pool = NewPool(&Pool{Client: f.client, Namespace: "jobferry-system", Clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)), Recorder: events.NewFakeRecorder(10)})
 	f.pool.build = f.build
+	t.Cleanup(func() { f.pool.Drop("w1") })
 	return f
 }
 
