@@ -80,8 +80,12 @@ type Decision struct {
 
 // Why a worker is rejected, as Decision.Codes says it (a metric label).
 const (
-	ReasonNotConnected       = "not_connected"
-	ReasonCordoned           = "cordoned"
+	// ReasonNotConnected: the manager is not connected to the worker.
+	ReasonNotConnected = "not_connected"
+	// ReasonCordoned: the worker is cordoned (spec.cordoned).
+	ReasonCordoned = "cordoned"
+	// ReasonNamespaceNotUsable: the worker's spec.namespaces does not list
+	// the Job's namespace.
 	ReasonNamespaceNotUsable = "namespace_not_usable"
 	// ReasonMissingRights: the manager's credential there lacks a right.
 	ReasonMissingRights = "missing_rights"
@@ -99,14 +103,21 @@ const (
 	ReasonNamespaceUnreadable = "namespace_unreadable"
 	// ReasonExcluded: a same-named Job jobferry did not create is there
 	// (the Job's jobferry.dev/excluded-workers).
-	ReasonExcluded        = "excluded"
+	ReasonExcluded = "excluded"
+	// ReasonClusterSelector: the worker's labels do not match the Job's
+	// cluster selector (or the selector does not parse).
 	ReasonClusterSelector = "cluster_selector"
 	// ReasonKubernetesVersion: the worker's Kubernetes version would drop
 	// a field the Job uses (VersionedFeatures).
 	ReasonKubernetesVersion = "kubernetes_version"
+	// ReasonNoCapacitySummary: the worker has not published its capacity
+	// (its ClusterCapacity) yet.
 	ReasonNoCapacitySummary = "no_capacity_summary"
+	// ReasonInvalidDirectives: the worker's scheduling directives cannot
+	// be merged into the Job's pod template (the message says why).
 	ReasonInvalidDirectives = "invalid_directives"
-	ReasonNoPools           = "no_pools"
+	// ReasonNoPools: the worker publishes no node pools.
+	ReasonNoPools = "no_pools"
 	// ReasonNoPoolAccepts: no pool's labels and taints accept the pods.
 	ReasonNoPoolAccepts = "no_pool_accepts"
 	// ReasonInsufficientCapacity: a pool accepts the pods, but none has room.

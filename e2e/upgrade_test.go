@@ -29,7 +29,7 @@ import (
 // TestUpgradeWithJobsInFlight installs the previous release
 // (hack/previous-release, built from git history) on the real-node tier,
 // runs a stream of short Jobs and some long ones, and upgrades to the
-// tree's release as docs/compatibility.md says, while they run: the CRDs
+// tree's release as docs/tasks/upgrade.md says, while they run: the CRDs
 // first, then worker-2's chart (a worker before the manager), the
 // manager's, and worker-1's (the manager a release ahead of a worker
 // meanwhile, and a Job run on each worker in each such moment). Every Job
@@ -316,7 +316,7 @@ func TestUpgradeWithJobsInFlight(t *testing.T) {
 
 	t.Run("roll-back", func(t *testing.T) {
 		// helm rollback of each chart to the previous release, the
-		// workers first, as docs/compatibility.md says, with a Job on each
+		// workers first, as docs/tasks/upgrade.md says, with a Job on each
 		// worker running meanwhile: the older releases read what the
 		// newer wrote (CRDs and all) and run Jobs.
 		during := map[string]string{"during-rollback-1": "worker-1", "during-rollback-2": "worker-2"}

@@ -88,7 +88,7 @@ func TestMixedKubernetesMinors(t *testing.T) {
 
 // differOnOldestMinor are the steps of conformance scenarios whose upstream
 // semantics changed after the oldest minor: jobferry's worker runs Jobs as
-// the pinned minor's controller does on every minor (docs/compatibility.md),
+// the pinned minor's controller does on every minor (docs/reference/compatibility.md),
 // so there it differs from the oldest minor's own, as each says. A
 // suspended Job's startTime is cleared from v1.36 (feature gate
 // MutableSchedulingDirectivesForSuspendedJobs) and set anew at the resume;

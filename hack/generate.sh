@@ -36,10 +36,16 @@ rbac ./cmd/manager jobferry-manager-namespace "$out/charts/jobferry-manager/file
 # The uninstall check's own ServiceAccount (uninstallCheck.enabled): it lists.
 rbac ./manager/uninstall jobferry-manager-uninstall-check "$out/charts/jobferry-manager/files/rbac-uninstall-check.yaml"
 # The metrics reference, from the collectors the binaries register.
-mkdir -p "$out/docs"
-go run ./hack/metricsdoc --out "$out/docs/metrics.md"
+mkdir -p "$out/docs/reference"
+go run ./hack/metricsdoc --out "$out/docs/reference/metrics.md"
+# The API reference, from the CRDs above; the names reference (labels,
+# annotations, Event reasons, conditions), from the constants that define
+# them; the kubectl plugin's, from its commands' help.
+go run ./hack/apidoc --crds "$out/api/v1alpha1/crds" --out "$out/docs/reference/api.md"
+go run ./hack/namesdoc --out "$out/docs/reference/names.md"
+go test ./cmd/kubectl-jobferry -run '^TestCommandReferenceIsCurrent$' -count=1 -args -reference-out="$out/docs/reference/kubectl-jobferry.md" >/dev/null
 # The Job fields placement checks a worker's version for.
-go run ./hack/versionsdoc --out "$out/docs/versioned-fields.md"
+go run ./hack/versionsdoc --out "$out/docs/reference/versioned-fields.md"
 # The Grafana dashboards the manager chart ships, from internal/dashboards.
 go run ./hack/dashboards --out "$out/charts/jobferry-manager/dashboards"
 # The admission policies: jobferry's state on Jobs (manager chart), the

@@ -7,7 +7,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 OUT_DIR=$tmp hack/generate.sh
 stale=0
-for f in api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/crds/*.yaml charts/jobferry-manager/crds/*.yaml charts/jobferry-worker/crds/*.yaml charts/*/files/rbac-*.yaml charts/jobferry-manager/files/state-policy.yaml charts/jobferry-worker/files/namespace-policy.yaml charts/jobferry-worker/files/jobs-policy.yaml docs/metrics.md docs/versioned-fields.md charts/jobferry-manager/dashboards/*.json; do
+for f in api/v1alpha1/zz_generated.deepcopy.go api/v1alpha1/crds/*.yaml charts/jobferry-manager/crds/*.yaml charts/jobferry-worker/crds/*.yaml charts/*/files/rbac-*.yaml charts/jobferry-manager/files/state-policy.yaml charts/jobferry-worker/files/namespace-policy.yaml charts/jobferry-worker/files/jobs-policy.yaml docs/reference/metrics.md docs/reference/versioned-fields.md docs/reference/api.md docs/reference/names.md docs/reference/kubectl-jobferry.md charts/jobferry-manager/dashboards/*.json; do
   if ! diff -q "$f" "$tmp/$f" >/dev/null 2>&1; then
     echo "verify: $f is stale: run 'make generate'"; stale=1
   fi

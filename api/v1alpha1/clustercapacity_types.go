@@ -41,6 +41,9 @@ type ClusterCapacitySpec struct {
 
 // ClusterCapacityStatus is the capacity summary of one worker.
 type ClusterCapacityStatus struct {
+	// Pools are the worker's ready, schedulable nodes grouped by their value
+	// of the pool label (those without it in the pool "default"), sorted by
+	// name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

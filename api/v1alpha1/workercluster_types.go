@@ -40,8 +40,12 @@ const ConditionOriginExclusive = "OriginExclusive"
 
 // Reasons of the OriginExclusive condition.
 const (
+	// ReasonOriginExclusive: no mirror of another manager installation
+	// with this manager's origin was seen there.
 	ReasonOriginExclusive = "OriginExclusive"
-	ReasonOriginShared    = "OriginShared"
+	// ReasonOriginShared: a mirror of another manager installation with
+	// this manager's origin was seen there (the message names it).
+	ReasonOriginShared = "OriginShared"
 )
 
 // SecretKeyRef points at one key of a Secret in the manager's namespace.
@@ -78,11 +82,17 @@ type KubeConfigSource struct {
 // SchedulingDirectives are merged into the pod template of every Job placed on
 // a worker (KEP-2926), so its pods land on the nodes meant for dispatched work.
 type SchedulingDirectives struct {
+	// NodeSelector is added to the pod template's nodeSelector; a key the
+	// Job sets to another value makes the Job not fit this worker.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are added to the pod template's, unless already there.
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// NodeAffinity is combined with the pod template's: its required terms
+	// with the Job's by AND (every term of the Job joined with every term
+	// of the worker), its preferred terms appended.
 	// +optional
 	NodeAffinity *corev1.NodeAffinity `json:"nodeAffinity,omitempty"`
 }
@@ -139,7 +149,7 @@ type WorkerClusterStatus struct {
 	// KubernetesVersion is the worker's Kubernetes version, as its API
 	// server last reported it (its gitVersion); empty until the manager
 	// has read it. A Job using a field that version drops is not placed
-	// there (docs/compatibility.md).
+	// there (docs/reference/compatibility.md).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`

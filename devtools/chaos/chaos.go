@@ -112,7 +112,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.Dir = dir
 	for _, kind := range o.Faults {
 		if specOf(kind) == nil {
-			return nil, fmt.Errorf("no fault %q in the catalogue (docs/reliability.md lists them)", kind)
+			return nil, fmt.Errorf("no fault %q in the catalogue (docs/concepts/reliability.md lists them)", kind)
 		}
 	}
 	faults := Plan(o.Seed, o, runTiming, o.Span, o.MeanFaultGap)

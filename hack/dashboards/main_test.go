@@ -45,7 +45,7 @@ var metricName = regexp.MustCompile(`\b(jobferry_[a-z_]+|workqueue_[a-z_]+|contr
 // Every metric a panel reads is one the binaries serve: jobferry's own from
 // the metrics reference, the work queue's and controller-runtime's by name.
 func TestDashboardsReadServedMetrics(t *testing.T) {
-	reference, err := os.ReadFile("../../docs/metrics.md")
+	reference, err := os.ReadFile("../../docs/reference/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Command metricsdoc writes the metrics reference, docs/metrics.md, from the
+// Command metricsdoc writes the metrics reference, docs/reference/metrics.md, from the
 // collectors of the manager and worker binaries.
 package main
 
@@ -29,7 +29,7 @@ func sections() []metricsdoc.Section {
 }
 
 func main() {
-	out := flag.String("out", "docs/metrics.md", "file to write")
+	out := flag.String("out", "docs/reference/metrics.md", "file to write")
 	flag.Parse()
 	doc, err := metricsdoc.Markdown(sections())
 	if err != nil {

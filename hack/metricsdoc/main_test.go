@@ -14,12 +14,12 @@ func TestMetricsReferenceIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("../../docs/metrics.md")
+	got, err := os.ReadFile("../../docs/reference/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != want {
-		t.Errorf("docs/metrics.md is stale: run `make generate` (go run ./hack/metricsdoc)")
+		t.Errorf("docs/reference/metrics.md is stale: run `make generate` (go run ./hack/metricsdoc)")
 	}
 	for _, name := range []string{"jobferry_workercluster_connected", "jobferry_build_info", "jobferry_jobs_waiting",
 		"jobferry_workercluster_pool_free", "jobferry_placement_rejections_total", "jobferry_workercluster_requests_total",

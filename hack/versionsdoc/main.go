@@ -1,5 +1,5 @@
 // Command versionsdoc writes the reference of the Job fields placement
-// checks a worker's Kubernetes version for, docs/versioned-fields.md, from
+// checks a worker's Kubernetes version for, docs/reference/versioned-fields.md, from
 // dispatch.VersionedFeatures.
 package main
 
@@ -52,7 +52,7 @@ an API server behind the same address still on the older minor.
 }
 
 func main() {
-	out := flag.String("out", "docs/versioned-fields.md", "file to write")
+	out := flag.String("out", "docs/reference/versioned-fields.md", "file to write")
 	flag.Parse()
 	if err := os.WriteFile(*out, []byte(markdown()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "versionsdoc:", err)

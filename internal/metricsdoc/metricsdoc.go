@@ -1,4 +1,4 @@
-// Package metricsdoc writes the metrics reference (docs/metrics.md) from the
+// Package metricsdoc writes the metrics reference (docs/reference/metrics.md) from the
 // collectors the binaries register, so the reference cannot drift from the
 // code: hack/metricsdoc writes it, and its test fails when it is stale.
 package metricsdoc

@@ -69,7 +69,7 @@ func WithPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 // (v1.36). A manager cluster before v1.36 refuses the change for a Job that
 // has started (one placed again after its worker was lost or Kueue evicted
 // it), a refused write as any other (package jobs, refusals.go): a known limit of a
-// manager cluster on an older minor (docs/compatibility.md).
+// manager cluster on an older minor (docs/reference/compatibility.md).
 const managerStartedTemplatesMutable = true
 
 // ActivatedJob is the Job with worker's directives injected and, when the

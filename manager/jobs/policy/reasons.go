@@ -3,18 +3,39 @@ package policy
 // Event reasons on manager Jobs.
 const (
 	// ReasonDispatched: placed on a worker, and its mirror created there.
-	ReasonDispatched         = "Dispatched"
-	ReasonUnschedulable      = "Unschedulable"
-	ReasonInvalidSelector    = "InvalidClusterSelector"
-	ReasonNameConflict       = "NameConflict"
-	ReasonStatusRejected     = "StatusRejected"
-	ReasonMirrorLeftOnWorker = "MirrorLeftOnWorker"
-	ReasonMirrorSuspended    = "MirrorSuspended"
-	ReasonMirrorResumed      = "MirrorResumed"
-	ReasonMirrorUpdated      = "MirrorUpdated"
-	ReasonWorkerLost         = "WorkerLost"
-	ReasonMissingRights      = "WorkerMissingRights"
-	ReasonInvalidMirror      = "InvalidMirror"
+	ReasonDispatched = "Dispatched"
+	// ReasonUnschedulable: no worker takes the Job now (the message says
+	// why each does not); it waits, and is placed once one does.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonInvalidSelector: the Job's jobferry.dev/cluster-selector does
+	// not parse; it waits until its user fixes it.
+	ReasonInvalidSelector = "InvalidClusterSelector"
+	// ReasonNameConflict: a Job jobferry did not create holds the mirror's
+	// name on the chosen worker; that worker is excluded for the Job
+	// (jobferry.dev/excluded-workers) and it is placed elsewhere.
+	ReasonNameConflict = "NameConflict"
+	// ReasonStatusRejected: the manager's API server rejected the status
+	// copied from the mirror; it is copied again with the mirror's next
+	// change.
+	ReasonStatusRejected = "StatusRejected"
+	// ReasonMirrorSuspended: the Job's suspension was carried to its
+	// mirror.
+	ReasonMirrorSuspended = "MirrorSuspended"
+	// ReasonMirrorResumed: the Job's resumption was carried to its mirror.
+	ReasonMirrorResumed = "MirrorResumed"
+	// ReasonMirrorUpdated: what the user changed on the running Job
+	// (parallelism, completions, deadline, ...) was carried to its mirror.
+	ReasonMirrorUpdated = "MirrorUpdated"
+	// ReasonWorkerLost: the Job's worker has not answered for longer than
+	// the worker-lost timeout: the Job is placed again elsewhere, or, with
+	// jobferry.dev/on-worker-lost: Wait, waits for it.
+	ReasonWorkerLost = "WorkerLost"
+	// ReasonMissingRights: the credential of the Job's worker lacks rights
+	// the mirror needs (the message names them); the Job is placed again.
+	ReasonMissingRights = "WorkerMissingRights"
+	// ReasonInvalidMirror: the mirror cannot be built from the Job, or a
+	// change of the Job cannot be carried to it (the message says why).
+	ReasonInvalidMirror = "InvalidMirror"
 	// ReasonUntrustedState: jobferry's annotations on the Job are not what
 	// its manager wrote; nothing is done for the Job.
 	ReasonUntrustedState = "UntrustedState"
