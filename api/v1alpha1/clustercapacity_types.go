@@ -57,8 +57,10 @@ type ClusterCapacityStatus struct {
 // manager reads one small object per worker instead of watching its pods.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:resource:scope=Cluster,shortName=ccap,categories=jobferry
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'cluster'",message="ClusterCapacity is a singleton: its name must be 'cluster'"
+// +kubebuilder:printcolumn:name="Pools",type=string,JSONPath=`.status.pools[*].name`
+// +kubebuilder:printcolumn:name="Nodes",type=string,JSONPath=`.status.pools[*].nodes`
 // +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.heartbeatTime`
 type ClusterCapacity struct {
 	metav1.TypeMeta   `json:",inline"`

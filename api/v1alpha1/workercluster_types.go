@@ -17,6 +17,18 @@ const (
 	JobControllerWorker JobControllerMode = "Worker"
 )
 
+// ConditionReady summarises the others, for what reads one condition
+// (kubectl wait, kstatus, Argo CD and Flux health checks): True while the
+// worker is connected, its credential has every right the manager uses
+// (Authorized), it is jobferry's alone (OriginExclusive) and its token has
+// not expired (CredentialRenewal); False with the reason and message of
+// the first of them that is not so. A cordoned worker is Ready: it takes no
+// new Job because it was asked not to, not because something is wrong.
+const ConditionReady = "Ready"
+
+// ReasonReady: every condition Ready summarises holds.
+const ReasonReady = "Ready"
+
 // ConditionConnected is True while the manager can reach the worker's API server.
 const ConditionConnected = "Connected"
 
@@ -132,6 +144,9 @@ type WorkerClusterSpec struct {
 
 // WorkerClusterStatus is what the manager last observed of a worker.
 type WorkerClusterStatus struct {
+	// Conditions are Ready, which summarises the others, Connected,
+	// Authorized, CredentialRenewal (for a token that expires) and
+	// OriginExclusive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -181,14 +196,16 @@ type CredentialStatus struct {
 // WorkerCluster is a cluster the manager dispatches Jobs to.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=wc
-// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].reason`
-// +kubebuilder:printcolumn:name="Authorized",type=string,JSONPath=`.status.conditions[?(@.type=="Authorized")].status`
+// +kubebuilder:resource:scope=Cluster,shortName=wc,categories=jobferry
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`,priority=1
+// +kubebuilder:printcolumn:name="Authorized",type=string,JSONPath=`.status.conditions[?(@.type=="Authorized")].status`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Cordoned",type=boolean,JSONPath=`.spec.cordoned`
 // +kubebuilder:printcolumn:name="Dispatched",type=integer,JSONPath=`.status.dispatchedJobs`
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.runningJobs`
+// +kubebuilder:printcolumn:name="Credential Expires",type=date,JSONPath=`.status.credential.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkerCluster struct {
 	metav1.TypeMeta   `json:",inline"`

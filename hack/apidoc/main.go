@@ -158,13 +158,13 @@ func fields(b *strings.Builder, path string, s apiextensionsv1.JSONSchemaProps, 
 	if goType == nil {
 		return fmt.Errorf("%s: no Go field", path)
 	}
-	if name := foreign(goType); name != "" {
-		fmt.Fprintf(b, "| `%s` | `%s` | %s |\n", path, name, oneLine(s.Description))
-		return nil
-	}
 	var missing error
 	if strings.TrimSpace(s.Description) == "" {
 		missing = fmt.Errorf("%s has no description: comment its Go field", path)
+	}
+	if name := foreign(goType); name != "" {
+		fmt.Fprintf(b, "| `%s` | `%s` | %s |\n", path, name, oneLine(s.Description))
+		return missing
 	}
 	typ := s.Type
 	if typ == "array" && s.Items != nil && s.Items.Schema != nil {

@@ -34,9 +34,12 @@ func TestDecideWorker(t *testing.T) {
 		return f
 	}
 	// wc is a WorkerCluster whose last written status has these
-	// conditions (and this capacity).
+	// conditions (and this capacity), and the Ready they make.
 	wc := func(capacity *v1alpha1.ClusterCapacityStatus, conds ...metav1.Condition) *v1alpha1.WorkerCluster {
 		w := &v1alpha1.WorkerCluster{ObjectMeta: metav1.ObjectMeta{Name: "w1", Generation: 3}}
+		if len(conds) > 0 {
+			conds = append(conds, readyCondition(conds))
+		}
 		for _, c := range conds {
 			c.ObservedGeneration = 3
 			meta.SetStatusCondition(&w.Status.Conditions, c)
@@ -55,7 +58,10 @@ func TestDecideWorker(t *testing.T) {
 		"a worker connecting for the first time": {
 			wc: wc(nil), facts: healthy, requeue: interval, write: true, connectedNow: true,
 			check: func(t *testing.T, s v1alpha1.WorkerClusterStatus) {
-				for _, typ := range []string{v1alpha1.ConditionConnected, v1alpha1.ConditionAuthorized, v1alpha1.ConditionOriginExclusive} {
+				if !meta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionReady) {
+					t.Errorf("not Ready: %+v", meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady))
+				}
+				for _, typ := range []string{v1alpha1.ConditionConnected, v1alpha1.ConditionAuthorized, v1alpha1.ConditionOriginExclusive, v1alpha1.ConditionReady} {
 					if c := meta.FindStatusCondition(s.Conditions, typ); c == nil || c.ObservedGeneration != 3 {
 						t.Errorf("condition %s: %+v, want it set for generation 3", typ, c)
 					}
@@ -89,6 +95,9 @@ func TestDecideWorker(t *testing.T) {
 				}
 				if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionAuthorized); c == nil || c.Status != metav1.ConditionTrue {
 					t.Errorf("Authorized %+v: kept as last reviewed while the worker does not answer", c)
+				}
+				if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable {
+					t.Errorf("Ready %+v, want False, Unreachable", c)
 				}
 			},
 		},

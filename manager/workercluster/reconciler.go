@@ -279,6 +279,7 @@ func decideWorker(wc *v1alpha1.WorkerCluster, f workerFacts, healthInterval time
 		}
 	}
 	status.DispatchedJobs, status.RunningJobs = f.dispatched, f.running
+	set(readyCondition(status.Conditions))
 	d.status, d.write = *status, !equality.Semantic.DeepEqual(status, &wc.Status)
 	wasConnected := meta.IsStatusConditionTrue(wc.Status.Conditions, v1alpha1.ConditionConnected)
 	d.connectedNow, d.lost = d.connected && !wasConnected, !d.connected && wasConnected
