@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -268,6 +269,7 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 	t.Helper()
 	// A Job that runs for the whole check, on worker-1, and two finished ones.
 	running := sleepJob(ns, "long-running", time.Hour)
+	running.Labels = map[string]string{"e2e-role": "long"}
 	worker := d.dispatchTo(ctx, t, running, "worker-1")
 	for _, name := range []string{"short-1", "short-2"} {
 		d.dispatchTo(ctx, t, sleepJob(ns, name, time.Second), "worker-2")
@@ -371,6 +373,36 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 				t.Errorf("%s: row %q; the Job is %s on %s, attempt %s", j.Name, row, status, j.Annotations[v1alpha1.WorkerAnnotation], j.Annotations[v1alpha1.DispatchAttemptAnnotation])
 			}
 		}
+	})
+	t.Run("get-jobs-printing", func(t *testing.T) {
+		// kubectl's printers, a selector, one Job read by name, and pages:
+		// a page of one Job at a time lists what one request lists.
+		columns := `custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,WORKER:.metadata.annotations.jobferry\.dev/worker`
+		whole := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-A", "--no-headers", "-o", columns)
+		paged := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-A", "--no-headers", "-o", columns, "--chunk-size=1")
+		if whole != paged || !strings.Contains(whole, ns+" ") || strings.Contains(whole, "NAMESPACE") {
+			t.Errorf("get jobs -A in pages of one:\n%s\nin one request:\n%s", paged, whole)
+		}
+		if out := mustPlugin(ctx, t, kubeconfig, "get", "jobs", running.Name, "-n", ns, "-o", `jsonpath={.metadata.annotations.jobferry\.dev/worker}`); out != "worker-1" {
+			t.Errorf("get jobs %s -o jsonpath of its worker = %q, want worker-1", running.Name, out)
+		}
+		if out := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-n", ns, "-l", "e2e-role=long", "-o", "name"); out != "job.batch/"+running.Name+"\n" {
+			t.Errorf("get jobs -l e2e-role=long -o name = %q, want only %s", out, running.Name)
+		}
+		if _, err := plugin(ctx, t, kubeconfig, "get", "jobs", "no-such-job", "-n", ns); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("get jobs of a Job that is not there: %v, want not found", err)
+		}
+	})
+	t.Run("get-jobs-watch", func(t *testing.T) {
+		// The Job listed, then each change of it as it happens.
+		initial := "job.batch/" + running.Name + "\n"
+		watchPlugin(ctx, t, kubeconfig, []string{"get", "jobs", "-n", ns, "-l", "e2e-role=long", "-o", "name", "--watch"},
+			[]string{initial, initial + initial}, func(int) {
+				patch := []byte(`{"metadata":{"labels":{"e2e-watched":"yes"}}}`)
+				if _, err := d.manager.BatchV1().Jobs(ns).Patch(ctx, running.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Error(err)
+				}
+			})
 	})
 	t.Run("describe", func(t *testing.T) {
 		mirror, err := worker.BatchV1().Jobs(ns).Get(ctx, running.Name, metav1.GetOptions{})

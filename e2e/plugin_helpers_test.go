@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -111,6 +112,34 @@ func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, ar
 		_ = cmd.Process.Kill()
 		<-done
 		return stdout.String()
+	}
+}
+
+// watchPlugin runs a plugin command that streams until stopped (get
+// --watch): each time its output has become the next of wants it calls
+// then (to make the change the next output shows), and once it printed the
+// last, it is stopped; it fails the test when an output does not come
+// within 30 s.
+func watchPlugin(ctx context.Context, t *testing.T, kubeconfig string, args []string, wants []string, then func(step int)) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
+	stdout := &follow.Buffer{}
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for step, want := range wants {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return stdout.String() == want, nil
+		})
+		if err != nil {
+			t.Fatalf("kubectl jobferry %s printed\n%s%s\nwant\n%s", strings.Join(args, " "), stdout.String(), stderr.String(), want)
+		}
+		if step < len(wants)-1 {
+			then(step)
+		}
 	}
 }
 
