@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -391,6 +393,54 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 		}
 		if _, err := plugin(ctx, t, kubeconfig, "get", "jobs", "no-such-job", "-n", ns); err == nil || !strings.Contains(err.Error(), "not found") {
 			t.Errorf("get jobs of a Job that is not there: %v, want not found", err)
+		}
+	})
+	t.Run("version", func(t *testing.T) {
+		var report struct {
+			Client       struct{ Version string }
+			Manager      []struct{ Pod, Version, Image string }
+			ManagerError string
+		}
+		out := mustPlugin(ctx, t, kubeconfig, "version", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("version -o json: %v\n%s", err, out)
+		}
+		pods, err := d.manager.CoreV1().Pods(devenv.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=jobferry-manager"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Client.Version == "" || report.ManagerError != "" || len(report.Manager) != len(pods.Items) || len(pods.Items) == 0 {
+			t.Fatalf("version: %+v; the manager has %d pods", report, len(pods.Items))
+		}
+		for i, p := range report.Manager {
+			if want := pods.Items[i].Labels["app.kubernetes.io/version"]; p.Version != want || p.Image == "" {
+				t.Errorf("version of %s: %q (image %q), the chart says %q", p.Pod, p.Version, p.Image, want)
+			}
+		}
+	})
+	t.Run("completion", func(t *testing.T) {
+		// What the shell gets for `kubectl jobferry cordon <TAB>` and
+		// `kubectl jobferry describe job -n NS long<TAB>`: the names read
+		// from the manager.
+		complete := func(args ...string) []string {
+			args = append([]string{"__complete"}, args...)
+			args = append(args[:len(args)-1], "--kubeconfig", kubeconfig, args[len(args)-1])
+			out, err := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), args...).Output()
+			if err != nil {
+				t.Fatalf("kubectl jobferry %s: %v", strings.Join(args, " "), err)
+			}
+			// The names, then the directive (":4", no file completion).
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if last := lines[len(lines)-1]; last != ":4" {
+				t.Errorf("completion directive %q, want :4 (no files)", last)
+			}
+			return lines[:len(lines)-1]
+		}
+		if got := complete("cordon", ""); !slices.Contains(got, "worker-1") || !slices.Contains(got, "worker-2") {
+			t.Errorf("cordon completes %v, want the workers", got)
+		}
+		if got := complete("describe", "job", "-n", ns, "long"); !slices.Equal(got, []string{running.Name}) {
+			t.Errorf("describe job long<TAB> completes %v, want %s", got, running.Name)
 		}
 	})
 	t.Run("get-jobs-watch", func(t *testing.T) {

@@ -16,9 +16,10 @@ import (
 func newCordonCommands(o *options) []*cobra.Command {
 	build := func(use string, cordoned bool, short string) *cobra.Command {
 		cmd := &cobra.Command{
-			Use:   use + " WORKER",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Use:               use + " WORKER",
+			ValidArgsFunction: completeWorkers(o),
+			Short:             short,
+			Args:              cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				m, err := o.manager()
 				if err != nil {

@@ -24,9 +24,10 @@ import (
 func newDescribeCommand(o *options) *cobra.Command {
 	describe := &cobra.Command{Use: "describe", Short: "Describe a manager Job across the manager and its worker"}
 	describe.AddCommand(&cobra.Command{
-		Use:   "job NAME",
-		Short: "The manager Job, its placement history, its mirror on the worker, the mirror's pods and the worker's Events",
-		Args:  cobra.ExactArgs(1),
+		Use:               "job NAME",
+		ValidArgsFunction: completeJobs(o, false),
+		Short:             "The manager Job, its placement history, its mirror on the worker, the mirror's pods and the worker's Events",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ns, err := o.namespace()
 			if err != nil {

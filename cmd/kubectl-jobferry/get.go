@@ -49,9 +49,10 @@ func newGetCommand(o *options) *cobra.Command {
 		Short: "List manager Jobs with the worker each runs on",
 	}
 	jobs := &cobra.Command{
-		Use:     "jobs [NAME...]",
-		Aliases: []string{"job"},
-		Short:   "Like `kubectl get jobs`, with the WORKER and dispatch ATTEMPT of each Job",
+		Use:               "jobs [NAME...]",
+		ValidArgsFunction: completeJobs(o, true),
+		Aliases:           []string{"job"},
+		Short:             "Like `kubectl get jobs`, with the WORKER and dispatch ATTEMPT of each Job",
 		Example: `  kubectl jobferry get jobs -A
   kubectl jobferry get jobs -n team-a -l app=train -o wide
   kubectl jobferry get jobs -n team-a train -o jsonpath='{.metadata.annotations.jobferry\.dev/worker}'

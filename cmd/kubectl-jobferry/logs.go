@@ -24,8 +24,9 @@ func newLogsCommand(o *options) *cobra.Command {
 	l := &logsOptions{}
 	logs := &cobra.Command{Use: "logs", Short: "Read the logs of a manager Job's pods on its worker"}
 	job := &cobra.Command{
-		Use:   "job NAME",
-		Short: "The logs of the mirror's pods on the worker the Job runs on, served by the manager",
+		Use:               "job NAME",
+		ValidArgsFunction: completeJobs(o, false),
+		Short:             "The logs of the mirror's pods on the worker the Job runs on, served by the manager",
 		Long: `logs job reads the logs of the pods of the Job's mirror on its worker. The
 manager reads them for you (the inspection API, inspection.jobferry.dev): you
 need the right to get the Job and jobs/log in inspection.jobferry.dev in its

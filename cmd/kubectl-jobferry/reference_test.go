@@ -23,6 +23,8 @@ const referencePath = "../../docs/reference/kubectl-jobferry.md"
 // help, as cobra prints it in Markdown, on one page.
 func commandReference() (string, error) {
 	root := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+	// The completion command cobra adds when the plugin runs.
+	root.InitDefaultCompletionCmd()
 	var b bytes.Buffer
 	b.WriteString("<!-- Generated from the commands' own help (cmd/kubectl-jobferry/reference_test.go); do not edit. -->\n")
 	b.WriteString("# `kubectl jobferry` reference\n\n")
@@ -76,7 +78,7 @@ func TestCommandReferenceIsCurrent(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("%s is stale: run `make generate`", referencePath)
 	}
-	for _, command := range []string{"join", "get jobs", "describe", "logs", "cordon", "remove"} {
+	for _, command := range []string{"join", "get jobs", "describe", "logs", "cordon", "remove", "version", "completion bash"} {
 		if !strings.Contains(want, "## kubectl jobferry "+command) {
 			t.Errorf("the reference has no section for kubectl jobferry %s", command)
 		}

@@ -48,8 +48,9 @@ const removeSettle = 3
 func newRemoveCommand(o *options) *cobra.Command {
 	r := &removeOptions{poll: 5 * time.Second}
 	cmd := &cobra.Command{
-		Use:   "remove WORKER",
-		Short: "Remove a worker: cordon it, wait until nothing of this manager runs there, delete its WorkerCluster and kubeconfig Secret",
+		Use:               "remove WORKER",
+		ValidArgsFunction: completeWorkers(o),
+		Short:             "Remove a worker: cordon it, wait until nothing of this manager runs there, delete its WorkerCluster and kubeconfig Secret",
 		Long: `remove takes a worker out of the manager for good:
   1. cordons it (no new Job is placed there);
   2. waits, up to --timeout, until no Job placed there is unfinished and, on
