@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -141,6 +142,7 @@ func printDescription(out io.Writer, d *description, now time.Time) {
 			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, orNone(p.Spec.NodeName), podReason(&p), age(p.CreationTimestamp, now))
 		}
 		w.Flush()
+		printContainers(out, d.Pods)
 	case d.PodsNote == "":
 		fmt.Fprintln(out, "  <none>")
 	}
@@ -189,6 +191,71 @@ func printEvents(out io.Writer, title string, events []corev1.Event, withObject 
 		fmt.Fprintln(w, line+strings.TrimSpace(e.Message))
 	}
 	w.Flush()
+}
+
+// printContainers shows, as kubectl describe pod does, the containers
+// worth a look: those waiting, ended with a non-zero exit code, or
+// restarted, with their state, exit code, restarts and last state.
+func printContainers(out io.Writer, pods []corev1.Pod) {
+	var rows []string
+	for _, p := range pods {
+		statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+		for _, c := range statuses {
+			if !ofNote(c) {
+				continue
+			}
+			exit := "<none>"
+			if t := c.State.Terminated; t != nil {
+				exit = fmt.Sprint(t.ExitCode)
+			}
+			last := "<none>"
+			if t := c.LastTerminationState.Terminated; t != nil {
+				last = fmt.Sprintf("Terminated (%s), exit code %d", orNone(t.Reason), t.ExitCode)
+			}
+			rows = append(rows, fmt.Sprintf("  %s\t%s\t%s\t%s\t%d\t%s\t%s", p.Name, c.Name, containerState(c.State), exit, c.RestartCount, last, stateMessage(c.State)))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nContainers that failed, wait or restarted:")
+	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(w, "  POD\tCONTAINER\tSTATE\tEXIT CODE\tRESTARTS\tLAST STATE\tMESSAGE")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	w.Flush()
+}
+
+// ofNote: a container waiting, ended with a non-zero exit code, or
+// restarted.
+func ofNote(c corev1.ContainerStatus) bool {
+	return c.State.Waiting != nil || (c.State.Terminated != nil && c.State.Terminated.ExitCode != 0) ||
+		c.RestartCount > 0 || c.LastTerminationState.Terminated != nil
+}
+
+// containerState is a container's state as kubectl describe pod names it,
+// with its reason.
+func containerState(s corev1.ContainerState) string {
+	switch {
+	case s.Waiting != nil:
+		return "Waiting (" + orNone(s.Waiting.Reason) + ")"
+	case s.Terminated != nil:
+		return "Terminated (" + orNone(s.Terminated.Reason) + ")"
+	case s.Running != nil:
+		return "Running"
+	}
+	return "<unknown>"
+}
+
+func stateMessage(s corev1.ContainerState) string {
+	switch {
+	case s.Waiting != nil && s.Waiting.Message != "":
+		return s.Waiting.Message
+	case s.Terminated != nil && s.Terminated.Message != "":
+		return s.Terminated.Message
+	}
+	return ""
 }
 
 // podReason is why a pod is where it is: a waiting or terminated
