@@ -391,6 +391,12 @@ func checkPlugin(ctx context.Context, t *testing.T, d *dispatchEnv, kubeconfig, 
 		if out := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-n", ns, "-l", "e2e-role=long", "-o", "name"); out != "job.batch/"+running.Name+"\n" {
 			t.Errorf("get jobs -l e2e-role=long -o name = %q, want only %s", out, running.Name)
 		}
+		// The worker is a label of the Job too: selected by it, here and
+		// with kubectl itself.
+		onWorker2 := mustPlugin(ctx, t, kubeconfig, "get", "jobs", "-n", ns, "-l", v1alpha1.WorkerLabel+"=worker-2", "-o", "name")
+		if onWorker2 != "job.batch/short-1\njob.batch/short-2\n" {
+			t.Errorf("get jobs -l %s=worker-2 -o name = %q, want short-1 and short-2", v1alpha1.WorkerLabel, onWorker2)
+		}
 		if _, err := plugin(ctx, t, kubeconfig, "get", "jobs", "no-such-job", "-n", ns); err == nil || !strings.Contains(err.Error(), "not found") {
 			t.Errorf("get jobs of a Job that is not there: %v, want not found", err)
 		}

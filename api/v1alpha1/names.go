@@ -41,6 +41,12 @@ const (
 	AcceptsManagerValue = "true"
 	// WorkerAnnotation on a manager Job names the WorkerCluster it is placed on.
 	WorkerAnnotation = "jobferry.dev/worker"
+	// WorkerLabel on a manager Job names the WorkerCluster it is placed on,
+	// as WorkerAnnotation does, for kubectl get jobs -L and -l. Written with
+	// the placement and removed when it is let go; jobferry never reads it
+	// (the sealed annotation is the placement), and only jobferry's manager
+	// may write it (the state policy).
+	WorkerLabel = "jobferry.dev/worker"
 	// ClusterSelectorAnnotation on a manager Job is a label selector over
 	// WorkerCluster labels restricting where it may be placed.
 	ClusterSelectorAnnotation = "jobferry.dev/cluster-selector"

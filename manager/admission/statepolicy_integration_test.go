@@ -85,6 +85,7 @@ func TestIntegrationStatePolicy(t *testing.T) {
 			"an attempt and seal": {annotations: map[string]string{v1alpha1.DispatchAttemptAnnotation: "7", v1alpha1.StateSealAnnotation: "v1.x"}, want: []string{"annotations ", "jobferry.dev/dispatch-attempt", "jobferry.dev/state-seal"}},
 			"held, but not true":  {annotations: map[string]string{v1alpha1.HeldForPlacementAnnotation: "yes"}, want: []string{"jobferry.dev/held-for-placement"}},
 			"a mirror label":      {labels: map[string]string{v1alpha1.OriginUIDLabel: "x"}, want: []string{"label jobferry.dev/origin-uid"}},
+			"the worker label":    {labels: map[string]string{v1alpha1.WorkerLabel: "worker-2"}, want: []string{"label jobferry.dev/worker"}},
 			// The API server validates an annotation key in lowercase.
 			"a placement in capitals": {annotations: map[string]string{"Jobferry.dev/worker": "w1"}, want: []string{"annotation Jobferry.dev/worker of a Job: jobferry's own state"}},
 		} {

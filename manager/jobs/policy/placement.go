@@ -56,9 +56,11 @@ func WithAdmittedPods(job *batchv1.Job, admitted v1alpha1.AdmittedPods) error {
 }
 
 // WithPlacement records, on job, its placement on worker as attempt; the
-// attempt's mirror is recorded once created.
+// attempt's mirror is recorded once created. The worker is a label too, for
+// kubectl get -l (v1alpha1.WorkerLabel).
 func WithPlacement(job *batchv1.Job, worker string, attempt int) *batchv1.Job {
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.WorkerAnnotation, worker)
+	metav1.SetMetaDataLabel(&job.ObjectMeta, v1alpha1.WorkerLabel, worker)
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, v1alpha1.DispatchAttemptAnnotation, strconv.Itoa(attempt))
 	delete(job.Annotations, v1alpha1.MirrorUIDAnnotation)
 	return job
@@ -110,6 +112,7 @@ func ActivatedJob(job *batchv1.Job, worker string, scheduling v1alpha1.Schedulin
 func ReleasedJob(job *batchv1.Job) *batchv1.Job {
 	updated := job.DeepCopy()
 	delete(updated.Annotations, v1alpha1.WorkerAnnotation)
+	delete(updated.Labels, v1alpha1.WorkerLabel)
 	delete(updated.Annotations, v1alpha1.MirrorUIDAnnotation)
 	_, injected := job.Annotations[v1alpha1.UserSchedulingAnnotation]
 	if injected && !ptr.Deref(job.Spec.Suspend, false) && job.Status.StartTime == nil && job.Status.Active == 0 {

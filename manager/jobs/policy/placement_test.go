@@ -28,6 +28,9 @@ func TestPlacedJob(t *testing.T) {
 		if got.Annotations[v1alpha1.WorkerAnnotation] != "w1" || got.Annotations[v1alpha1.DispatchAttemptAnnotation] != "1" {
 			t.Errorf("annotations %v: want worker w1, attempt 1", got.Annotations)
 		}
+		if got.Labels[v1alpha1.WorkerLabel] != "w1" {
+			t.Errorf("labels %v: want the worker as a label too, for kubectl get -l", got.Labels)
+		}
 		if ptr.Deref(got.Spec.Suspend, true) || policy.NeedsActivation(got) {
 			t.Errorf("suspend=%v held=%t, want unsuspended and no longer held", got.Spec.Suspend, policy.NeedsActivation(got))
 		}
@@ -73,6 +76,9 @@ func TestPlacedJob(t *testing.T) {
 		released := policy.ReleasedJob(first)
 		if released.Annotations[v1alpha1.WorkerAnnotation] != "" || !policy.NeedsActivation(released) || !ptr.Deref(released.Spec.Suspend, false) {
 			t.Fatalf("released: annotations %v suspend %v, want unplaced and held again", released.Annotations, released.Spec.Suspend)
+		}
+		if _, labelled := released.Labels[v1alpha1.WorkerLabel]; labelled {
+			t.Errorf("released: labels %v, want the worker label gone with the placement", released.Labels)
 		}
 		evaluated := policy.AsUserWroteIt(released)
 		if diff := cmp.Diff(map[string]string{"zone": "a"}, evaluated.Spec.Template.Spec.NodeSelector); diff != "" || len(evaluated.Spec.Template.Spec.Tolerations) != 0 {
