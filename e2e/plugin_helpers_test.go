@@ -78,18 +78,25 @@ func pluginOutputs(ctx context.Context, t *testing.T, kubeconfig string, args ..
 	return stdout.String(), stderr.String(), nil
 }
 
+// startPlugin starts a plugin command that streams until stopped, its
+// output gathered as it comes.
+func startPlugin(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (*exec.Cmd, *follow.Buffer, *strings.Builder) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
+	stdout, stderr := &follow.Buffer{}, &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
+}
+
 // followPlugin runs a plugin command that streams until stopped (logs -f),
 // waits up to 30 s for its output to reach want, stops it and returns what
 // it printed.
 func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
-	stdout := &follow.Buffer{}
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout, stderr := startPlugin(ctx, t, kubeconfig, args...)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	deadline := time.NewTimer(30 * time.Second)
@@ -122,13 +129,7 @@ func followPlugin(ctx context.Context, t *testing.T, kubeconfig, want string, ar
 // within 30 s.
 func watchPlugin(ctx context.Context, t *testing.T, kubeconfig string, args []string, wants []string, then func(step int)) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, pluginBinary(t, kubeconfig), append(args, "--kubeconfig", kubeconfig)...)
-	stdout := &follow.Buffer{}
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout, stderr := startPlugin(ctx, t, kubeconfig, args...)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	for step, want := range wants {
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
@@ -39,8 +37,8 @@ func newStatusCommand(o *options) *cobra.Command {
 		Short: "Show the manager's leader and readiness, and per worker: connection, rights, cordon, credential expiry, pools and Jobs by phase",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains([]string{"", "json", "yaml"}, output) {
-				return fmt.Errorf("--output %q: use json or yaml", output)
+			if err := checkReportFormat(output); err != nil {
+				return err
 			}
 			m, err := o.manager()
 			if err != nil {
@@ -50,20 +48,7 @@ func newStatusCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "json":
-				data, err := json.MarshalIndent(report, "", "  ")
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(o.streams.Out, string(data))
-				return nil
-			case "yaml":
-				data, err := yaml.Marshal(report)
-				if err != nil {
-					return err
-				}
-				_, err = o.streams.Out.Write(data)
+			if printed, err := printReport(o.streams.Out, report, output); printed || err != nil {
 				return err
 			}
 			printStatus(o.streams.Out, report, time.Now())

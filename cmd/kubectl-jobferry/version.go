@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/jobferry/jobferry/internal/buildinfo"
 )
@@ -40,8 +38,8 @@ func newVersionCommand(o *options) *cobra.Command {
 		Short: "Print the plugin's version and the version of the manager's pods",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains([]string{"", "json", "yaml"}, output) {
-				return fmt.Errorf("--output %q: use json or yaml", output)
+			if err := checkReportFormat(output); err != nil {
+				return err
 			}
 			report := versionReport{Client: buildinfo.Read()}
 			if !clientOnly {
@@ -93,20 +91,7 @@ func podVersions(pods []corev1.Pod) []managerPodVersion {
 }
 
 func printVersion(out io.Writer, r versionReport, output string) error {
-	switch output {
-	case "json":
-		data, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(out, string(data))
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
+	if printed, err := printReport(out, r, output); printed || err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Client Version: %s (revision %s, %s)\n", r.Client.Version, r.Client.Revision, r.Client.GoVersion)
