@@ -248,6 +248,55 @@ func TestIntegrationChartsInstall(t *testing.T) {
 		}
 	}
 
+	// Both charts as subcharts of a platform team's umbrella chart, each
+	// under a condition: (which puts enabled into its values) and with the
+	// global values a parent shares (helm #10392: a strict schema that
+	// refuses global breaks every parent chart).
+	t.Run("as-subcharts", func(t *testing.T) {
+		umbrella := t.TempDir()
+		var deps strings.Builder
+		for _, chart := range charts {
+			abs, err := filepath.Abs(chart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&deps, "  - name: %s\n    version: 0.1.0\n    repository: file://%s\n    condition: %s.enabled\n", chart, abs, chart)
+		}
+		files := map[string]string{
+			"Chart.yaml":  "apiVersion: v2\nname: platform\nversion: 0.0.1\nkubeVersion: \">= 1.32.0-0\"\ndependencies:\n" + deps.String(),
+			"values.yaml": "global:\n  imageRegistry: registry.example.com\n  team: platform\njobferry-manager:\n  enabled: true\n  commonLabels:\n    team: platform\njobferry-worker:\n  enabled: true\n",
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(umbrella, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := run(t, nil, "helm", "dependency", "build", umbrella); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if out, err := run(t, nil, "helm", "lint", "--strict", "--kube-version", kubeVersion, umbrella); err != nil {
+			t.Errorf("helm lint of the umbrella chart: %v\n%s", err, out)
+		}
+		manifests, err := run(t, nil, "helm", "template", "platform", umbrella, "--namespace", "jobferry-system", "--kube-version", kubeVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(manifests, "platform-jobferry-manager") || !strings.Contains(manifests, "platform-jobferry-worker") || !strings.Contains(manifests, "team: platform") {
+			t.Fatalf("the umbrella chart does not render both subcharts with its values")
+		}
+		out, err := run(t, strings.NewReader(manifests), "kubectl", "--kubeconfig", kubeconfig,
+			"apply", "--server-side", "--dry-run=server", "--field-manager=helm", "-f", "-")
+		if err != nil {
+			t.Fatalf("the API server refused what the umbrella chart renders: %v", err)
+		}
+		t.Logf("%d objects accepted", strings.Count(out, "serverside-applied"))
+		// Off under its condition: nothing of it rendered.
+		off, err := run(t, nil, "helm", "template", "platform", umbrella, "--namespace", "jobferry-system", "--kube-version", kubeVersion, "--set", "jobferry-worker.enabled=false")
+		if err != nil || strings.Contains(off, "platform-jobferry-worker") {
+			t.Errorf("jobferry-worker.enabled=false still renders the worker chart: %v", err)
+		}
+	})
+
 	t.Run("schema", func(t *testing.T) {
 		cases := []struct {
 			chart, set, want string

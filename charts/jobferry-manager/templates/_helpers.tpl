@@ -1,18 +1,35 @@
-{{/* The name of everything this release creates. */}}
+{{/* The name of everything this release creates: fullnameOverride, else
+the release's name with the chart's (or nameOverride), once. At most 52
+characters: objects add suffixes such as -webhook-cert. */}}
 {{- define "jobferry-manager.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The manager's ServiceAccount: serviceAccount.name, else the fullname. */}}
+{{- define "jobferry-manager.serviceAccountName" -}}
+{{- default (include "jobferry-manager.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Every object's labels. app.kubernetes.io/name stays the chart's
+whatever nameOverride says: kubectl jobferry finds the manager's pods by it. */}}
 {{- define "jobferry-manager.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "jobferry-manager.selectorLabels" -}}

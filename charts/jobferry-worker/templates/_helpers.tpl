@@ -1,10 +1,23 @@
-{{/* The name of everything this release creates for the worker binary. */}}
+{{/* The name of everything this release creates for the worker binary:
+fullnameOverride, else the release's name with the chart's (or
+nameOverride), once. */}}
 {{- define "jobferry-worker.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The worker binary's ServiceAccount: serviceAccount.name, else the
+fullname. (The manager's identity here is managerIdentity's.) */}}
+{{- define "jobferry-worker.serviceAccountName" -}}
+{{- default (include "jobferry-worker.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
 {{- define "jobferry-worker.labels" -}}
@@ -13,6 +26,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "jobferry-worker.selectorLabels" -}}
