@@ -114,7 +114,8 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	id := managerID(ctx, t, managerClient, ns)
 	workerObjects := map[string][]map[string]any{}
 	for _, w := range env.Workers {
-		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowNamespaceDeletion=true", "--set", "managerIdentity.allowInspection=true"}
+		values := []string{"--set", "managerIdentity.allowNamespaceCreation=true", "--set", "managerIdentity.allowNamespaceDeletion=true", "--set", "managerIdentity.allowInspection=true",
+			"--set", "workerName=" + w.Name}
 		if w.Name == "worker-1" {
 			values = append(values, "--set-string", "managerIdentity.managerID="+id)
 		}
@@ -222,6 +223,17 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 		}
 		workerProbes[w.Name] = fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
 		waitReady(ctx, t, p, workerProbes[w.Name])
+		// The chart's workerName: the worker's own metrics carry it, for the
+		// dashboards, with no relabelling.
+		families, err := replicaMetrics(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := families["jobferry_build_info"]; info == nil || len(info.GetMetric()) != 1 || !slices.ContainsFunc(info.GetMetric()[0].GetLabel(), func(l *dto.LabelPair) bool {
+			return l.GetName() == "worker" && l.GetValue() == w.Name
+		}) {
+			t.Errorf("jobferry_build_info of %s's worker binary: %v, want it labelled worker=%q", w.Name, info, w.Name)
+		}
 
 		controller := v1alpha1.JobControllerBuiltin
 		if w.Name == "worker-2" {

@@ -31,8 +31,8 @@ import (
 )
 
 // A real Prometheus (bin/prometheus, Debian's package: make prometheus)
-// scrapes the manager and the three workers' binaries (each with the
-// `worker` label a scrape config adds, as the chart README says) while
+// scrapes the manager and the three workers' binaries (each labelling its
+// own metrics with its name, --worker-name: the scrape adds no label) while
 // jobferry dispatches Jobs that succeed, one that fails, one its user
 // suspends, Jobs that wait for room and are woken, one that fits nowhere and
 // one on a worker that is then lost, with worker-1 registered with a token
@@ -178,7 +178,7 @@ func TestDashboardsShowDataFromARealPrometheus(t *testing.T) {
 }
 
 // startPrometheus runs bin/prometheus scraping the manager and each worker
-// binary every second, the latter with the worker label, and returns its URL.
+// binary every second, as they are, and returns its URL.
 func startPrometheus(ctx context.Context, t *testing.T, env *devenv.Env, dir string) string {
 	t.Helper()
 	bin, err := localcluster.BinDir()
@@ -200,7 +200,8 @@ func startPrometheus(ctx context.Context, t *testing.T, env *devenv.Env, dir str
 	fmt.Fprintf(&cfg, "  - job_name: jobferry-manager\n    static_configs:\n      - targets: [%q]\n", hostPort(env.MetricsURL))
 	fmt.Fprintf(&cfg, "  - job_name: jobferry-worker\n    static_configs:\n")
 	for _, w := range env.Workers {
-		fmt.Fprintf(&cfg, "      - targets: [%q]\n        labels: {worker: %q}\n", hostPort(env.WorkerMetricsURLs[w.Name]), w.Name)
+		// No label added: each worker's metrics carry its name (--worker-name).
+		fmt.Fprintf(&cfg, "      - targets: [%q]\n", hostPort(env.WorkerMetricsURLs[w.Name]))
 	}
 	promDir := filepath.Join(dir, "prometheus")
 	if err := os.MkdirAll(promDir, 0o755); err != nil {

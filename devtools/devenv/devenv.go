@@ -257,7 +257,7 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 			return err
 		}
 		p, err := w.StartComponent("jobferry-worker", filepath.Join(binDir, "worker"),
-			"--kubeconfig="+w.KubeconfigPath, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
+			"--kubeconfig="+w.KubeconfigPath, "--worker-name="+w.Name, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]))
 		if err != nil {
 			return err

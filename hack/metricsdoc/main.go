@@ -22,7 +22,7 @@ func sections() []metricsdoc.Section {
 		},
 		{
 			Title:      "Worker (`jobferry-worker`)",
-			Intro:      "Served by the worker binary on each worker cluster: its Job controller, named like kube-controller-manager's `job_controller` metrics.",
+			Intro:      "Served by the worker binary on each worker cluster: its Job controller, named like kube-controller-manager's `job_controller` metrics. With `--worker-name` (the worker chart's `workerName`) each series carries `worker`, the WorkerCluster's name.",
 			Collectors: append(jobcontroller.Collectors(), buildinfo.Collector("worker")),
 		},
 	}

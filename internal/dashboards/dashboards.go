@@ -3,7 +3,8 @@ package dashboards
 // The manager serves jobferry_jobs and jobferry_jobs_waiting from its cache on
 // every replica, so those are read with max over replicas; the rest comes from
 // the leader alone. The worker binaries' metrics carry the WorkerCluster's name
-// in a `worker` label that the scrape adds (see the chart README).
+// in a `worker` label of their own (the worker chart's workerName,
+// --worker-name).
 
 const rate = "[$__rate_interval]"
 

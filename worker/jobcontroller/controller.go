@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +65,10 @@ type Reconciler struct {
 	// Workers is the number of Jobs synced in parallel (default 5, as
 	// kube-controller-manager's --concurrent-job-syncs).
 	Workers int
+	// Metrics is where the controller's metrics are registered, once per
+	// process (with the worker's name as a label, say); nil:
+	// controller-runtime's registry.
+	Metrics prometheus.Registerer
 
 	podExpectations       podExpectations
 	finalizerExpectations finalizerExpectations
@@ -91,7 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Workers = 5
 	}
 	r.podExpectations.clock = r.Clock
-	registerMetrics()
+	registerMetrics(r.Metrics)
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, controllerUIDField, func(o client.Object) []string {
 		if ref := metav1.GetControllerOf(o); ref != nil {
 			return []string{string(ref.UID)}

@@ -68,11 +68,15 @@ const (
 
 var registerMetricsOnce sync.Once
 
-// registerMetrics adds the metrics to controller-runtime's registry once per
-// process, when a controller is set up rather than on import.
-func registerMetrics() {
+// registerMetrics adds the metrics to reg (controller-runtime's registry
+// when nil) once per process, when a controller is set up rather than on
+// import.
+func registerMetrics(reg prometheus.Registerer) {
+	if reg == nil {
+		reg = metrics.Registry
+	}
 	registerMetricsOnce.Do(func() {
-		metrics.Registry.MustRegister(Collectors()...)
+		reg.MustRegister(Collectors()...)
 		initMetrics()
 	})
 }
