@@ -110,7 +110,7 @@ func (j *joinOptions) run(ctx context.Context, o *options, worker string) error 
 	if err != nil {
 		return err
 	}
-	warning, err := checkPinned(sa, j.pinCommand(), manager)
+	warning, err := checkPinned(sa, j.pinCommand(worker), manager)
 	if err != nil {
 		return err
 	}
@@ -345,21 +345,25 @@ func readManagerID(ctx context.Context, m *managerClients, systemNamespace strin
 }
 
 // pinCommand is the helm command that pins the worker's chart to a manager
-// ID, for the worker's context and kubeconfig, the ID's place held by %s.
-func (j *joinOptions) pinCommand() pinCommand {
+// ID, for the worker's context and kubeconfig; it names the worker too
+// (workerName, which its metrics carry).
+func (j *joinOptions) pinCommand(worker string) pinCommand {
 	release := "jobferry-worker"
 	args := []string{"helm", "upgrade", release, "<chart>", "-n", j.workerNamespace, "--kube-context", j.workerContext}
 	if j.workerKubeconfig != "" {
 		args = append(args, "--kubeconfig", j.workerKubeconfig)
 	}
-	return pinCommand{workerContext: j.workerContext, args: args}
+	return pinCommand{workerContext: j.workerContext, worker: worker, args: args}
 }
 
 // pinCommand is what checkPinned says of the worker: its context, and the
 // helm command (but its last flags) that pins its chart.
 type pinCommand struct {
 	workerContext string
-	args          []string
+	// worker is the WorkerCluster's name (already checked by join: a DNS
+	// subdomain), the chart's workerName.
+	worker string
+	args   []string
 }
 
 // forID is the whole command for the release the ServiceAccount belongs to
@@ -371,7 +375,11 @@ func (c pinCommand) forID(sa *corev1.ServiceAccount, id string) string {
 	}
 	// --set-string: an ID of digits only would be read as a number, which
 	// the chart's schema refuses.
-	return strings.Join(append(args, "--reset-then-reuse-values", "--set-string", "managerIdentity.managerID="+id), " ")
+	args = append(args, "--reset-then-reuse-values", "--set-string", "managerIdentity.managerID="+id)
+	if c.worker != "" {
+		args = append(args, "--set", "workerName="+c.worker)
+	}
+	return strings.Join(args, " ")
 }
 
 // managerIDPattern is what an installation ID looks like (installation.ID).
