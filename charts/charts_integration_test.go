@@ -618,3 +618,41 @@ func writeKubeconfig(t *testing.T, host string, ca, cert, key []byte) string {
 	}
 	return path
 }
+
+// An alert switched off is not in the PrometheusRule; the rest keep their
+// runbook_url, pointed at runbookBaseURL when it is set.
+func TestIntegrationAlertSwitches(t *testing.T) {
+	manifests, err := render(t, "jobferry-manager", "", "metrics.prometheusRule.enabled=true",
+		"metrics.prometheusRule.disabledAlerts={JobferryPlacementBacklogGrowing}", "metrics.prometheusRule.runbookBaseURL=https://docs.example.com/troubleshooting")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert       string
+					Annotations map[string]string
+				}
+			}
+		}
+	}
+	if err := decodeKind(manifests, "PrometheusRule", &rule); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			n++
+			if r.Alert == "JobferryPlacementBacklogGrowing" {
+				t.Errorf("the switched-off alert %s is rendered", r.Alert)
+			}
+			if !strings.HasPrefix(r.Annotations["runbook_url"], "https://docs.example.com/troubleshooting#") {
+				t.Errorf("%s: runbook_url %q, want it under runbookBaseURL", r.Alert, r.Annotations["runbook_url"])
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d alerts rendered, want the 6 but the one switched off", n)
+	}
+}

@@ -90,3 +90,60 @@ func walkValues(values map[string]any, prefix string, visit func(path string, le
 		}
 	}
 }
+
+// The alerts a release may switch off (the schema's enum of
+// metrics.prometheusRule.disabledAlerts) are the alerts files/alerts.yaml has,
+// and each has a runbook_url into the troubleshooting page (whose sections
+// docs/links_test.go checks).
+func TestAlertSwitchesMatchTheAlerts(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Annotations map[string]string
+			}
+		}
+	}
+	data, err := os.ReadFile(filepath.Join("jobferry-manager", "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			if url := r.Annotations["runbook_url"]; !strings.HasPrefix(url, "https://github.com/jobferry/jobferry/blob/main/docs/tasks/troubleshooting.md#") {
+				t.Errorf("alert %s: runbook_url %q, want a section of docs/tasks/troubleshooting.md", r.Alert, url)
+			}
+		}
+	}
+	var schema struct {
+		Properties struct {
+			Metrics struct {
+				Properties struct {
+					PrometheusRule struct {
+						Properties struct {
+							DisabledAlerts struct {
+								Items struct{ Enum []string }
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	data, err = os.ReadFile(filepath.Join("jobferry-manager", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	enum := schema.Properties.Metrics.Properties.PrometheusRule.Properties.DisabledAlerts.Items.Enum
+	if len(alerts) == 0 || !slices.Equal(slices.Sorted(slices.Values(enum)), slices.Sorted(slices.Values(alerts))) {
+		t.Errorf("metrics.prometheusRule.disabledAlerts may name %v; files/alerts.yaml has %v", enum, alerts)
+	}
+}

@@ -198,3 +198,27 @@ func TestSlug(t *testing.T) {
 		}
 	}
 }
+
+// Every alert's runbook_url (the manager chart's files/alerts.yaml) names a
+// section of the troubleshooting page.
+func TestAlertRunbooksResolve(t *testing.T) {
+	const page = "https://github.com/jobferry/jobferry/blob/main/docs/tasks/troubleshooting.md#"
+	troubleshooting, err := parse(filepath.Join(root, "docs", "tasks", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := os.ReadFile(filepath.Join(root, "charts", "jobferry-manager", "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := regexp.MustCompile(`runbook_url: (\S+)`).FindAllStringSubmatch(string(alerts), -1)
+	if len(urls) == 0 {
+		t.Fatal("no runbook_url in the alerts")
+	}
+	for _, m := range urls {
+		anchor, ok := strings.CutPrefix(m[1], page)
+		if !ok || !troubleshooting.anchors[anchor] {
+			t.Errorf("runbook_url %s: no such section of docs/tasks/troubleshooting.md", m[1])
+		}
+	}
+}

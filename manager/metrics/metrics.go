@@ -26,7 +26,9 @@ var (
 	DispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jobferry_dispatch_duration_seconds",
 		Help:    "Time from the manager Job's creation to its mirror's creation on a worker (first attempts of Jobs Kueue does not queue: a queued Job's wait is Kueue's).",
-		Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
+		// 10 ms to 87 min: the waits for room the bench measures run to
+		// tens of minutes at scale (16 buckets stopped at 327 s).
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
 	})
 	StatusSyncTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_status_sync_total",
