@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/internal/directives"
+)
+
+// Explanation is where a Job would go now and, for every worker that would
+// not take it, what would have to change: the answer to "where would my Job
+// go, and if nowhere, why?" (kubectl jobferry explain). It is Place's
+// decision on the same views, so it says what the manager would do, not a
+// guess.
+type Explanation struct {
+	// Worker and Pool are where Place would put the Job now; "" when
+	// nowhere. Why is Place's reason for them.
+	Worker, Pool, Why string
+	// Workers are every worker's verdict, by name.
+	Workers []WorkerVerdict
+	// Never says why no worker could ever run the Job as the workers are
+	// (NeverFits); "" when one might.
+	Never string
+}
+
+// WorkerVerdict is what one worker makes of the Job.
+type WorkerVerdict struct {
+	Name string
+	// Chosen: Place picks this worker.
+	Chosen bool
+	// Code and Why are why the worker is passed over (Decision.Codes and
+	// Rejected); a worker that fits but another fits better has Why and no
+	// Code.
+	Code, Why string
+	// Change is the nearest change that would let the worker take the Job;
+	// "" when it takes it.
+	Change string
+}
+
+// Explain is Place's decision on the Job, with each worker's verdict and
+// the nearest change that would make each take it. An error means the Job
+// itself is invalid (its cluster selector), as for Place.
+func Explain(job *batchv1.Job, workers []Worker) (Explanation, error) {
+	decision, err := Place(job, workers)
+	if err != nil {
+		return Explanation{}, err
+	}
+	e := Explanation{Worker: decision.Worker, Pool: decision.Pool, Why: decision.Message}
+	for _, w := range sortedByName(workers) {
+		v := WorkerVerdict{Name: w.Name, Chosen: w.Name == decision.Worker, Code: decision.Codes[w.Name], Why: decision.Rejected[w.Name]}
+		if v.Code != "" {
+			v.Change = nearestChange(job, w, v.Code, decision.Request)
+		}
+		e.Workers = append(e.Workers, v)
+	}
+	if !decision.Placed() {
+		e.Never = NeverFits(job, workers)
+	}
+	return e, nil
+}
+
+// nearestChange says, for a worker that rejects the Job with code, what
+// would have to change for it to take it: of the Job, of the worker's
+// setup, or of what runs there.
+func nearestChange(job *batchv1.Job, w Worker, code string, request corev1.ResourceList) string {
+	ns := job.Namespace
+	switch code {
+	case ReasonNotConnected:
+		return fmt.Sprintf("the manager's connection to %s: its WorkerCluster's Connected condition says why it is down (kubectl get workercluster %s -o yaml)", w.Name, w.Name)
+	case ReasonCordoned:
+		return fmt.Sprintf("uncordon it: kubectl jobferry uncordon %s", w.Name)
+	case ReasonNamespaceNotUsable:
+		return fmt.Sprintf("add %s to WorkerCluster %s's spec.namespaces (and the worker chart's managerIdentity.namespaces there)", ns, w.Name)
+	case ReasonMissingRights:
+		return fmt.Sprintf("grant the manager's identity on %s the rights its Authorized condition names (the worker chart grants them)", w.Name)
+	case ReasonNamespaceMissing:
+		return fmt.Sprintf("create namespace %s on %s, or let the manager create it (worker chart managerIdentity.allowNamespaceCreation)", ns, w.Name)
+	case ReasonNamespaceNotAccepted:
+		return fmt.Sprintf("on %s, accept this manager's Jobs in namespace %s: the label accepts-manager.jobferry.dev/<the manager's ID>=true, as the message says", w.Name, ns)
+	case ReasonPodSecurity:
+		return fmt.Sprintf("give namespace %s on %s a Pod Security level at least the manager namespace's", ns, w.Name)
+	case ReasonNamespaceUnreadable:
+		return fmt.Sprintf("the manager's reads of namespace %s on %s: they failed (the message says how)", ns, w.Name)
+	case ReasonExcluded:
+		return fmt.Sprintf("delete the Job %s/%s on %s that jobferry did not create; the Job is then placed again where it fits", ns, job.Name, w.Name)
+	case ReasonClusterSelector:
+		return fmt.Sprintf("a cluster selector (%s) that %s's labels %v match, or those labels on WorkerCluster %s", v1alpha1.ClusterSelectorAnnotation, w.Name, w.Labels, w.Name)
+	case ReasonKubernetesVersion:
+		return fmt.Sprintf("%s upgraded to a version that keeps the fields the Job uses, or the Job without them", w.Name)
+	case ReasonNoCapacitySummary:
+		return fmt.Sprintf("the capacity summary of %s: its jobferry-worker publishes it once it runs", w.Name)
+	case ReasonInvalidDirectives:
+		return fmt.Sprintf("a pod template that %s's scheduling directives merge into (the message names the conflict)", w.Name)
+	case ReasonNoPools:
+		return fmt.Sprintf("ready, schedulable nodes on %s", w.Name)
+	case ReasonNoPoolAccepts:
+		return "pods a pool's nodes accept: the tolerations, node selector or affinity each pool's reason above asks for"
+	case ReasonInsufficientCapacity:
+		return roomShort(job, w, request)
+	}
+	return ""
+}
+
+// roomShort says how much the nearest pool of w that accepts the Job's pods
+// lacks for all of them at once: what must finish there, or what the Job
+// may ask less of.
+func roomShort(job *batchv1.Job, w Worker, request corev1.ResourceList) string {
+	template, err := directives.Merge(job.Spec.Template, w.Directives)
+	if err != nil {
+		return ""
+	}
+	best, bestShort := "", ""
+	var bestScore float64 = -1
+	for _, p := range w.Pools {
+		if poolRejects(p, template.Spec) != "" {
+			continue
+		}
+		free := subtract(p.Free, w.Assumed[p.Name])
+		var shorts []string
+		// The score is the share of the request already free, over the
+		// resources it lacks: the pool nearest to fitting has the most.
+		score := 1.0
+		for _, name := range sortedNames(request) {
+			want, have := request[name], free[name]
+			if want.Cmp(have) <= 0 {
+				continue
+			}
+			missing := want.DeepCopy()
+			missing.Sub(have)
+			shorts = append(shorts, fmt.Sprintf("%s more %s (%s free of %s allocatable, the Job's pods need %s)", missing.String(), name, nonNegative(have), quantity(p.Allocatable, name), want.String()))
+			if w := want.AsApproximateFloat64(); w > 0 {
+				score = min(score, max(have.AsApproximateFloat64(), 0)/w)
+			}
+		}
+		if len(shorts) > 0 && score > bestScore {
+			best, bestShort, bestScore = p.Name, strings.Join(shorts, ", "), score
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("pool %s needs %s: room when Jobs there finish, or a Job that asks for less", best, bestShort)
+}
+
+func nonNegative(q resource.Quantity) string {
+	if q.Sign() < 0 {
+		return "0"
+	}
+	return q.String()
+}
+
+func quantity(l corev1.ResourceList, name corev1.ResourceName) string {
+	q, ok := l[name]
+	if !ok {
+		return "0"
+	}
+	return q.String()
+}
+
+// Chosen is the verdict of the worker Place picks, if any.
+func (e Explanation) Chosen() (WorkerVerdict, bool) {
+	i := slices.IndexFunc(e.Workers, func(v WorkerVerdict) bool { return v.Chosen })
+	if i < 0 {
+		return WorkerVerdict{}, false
+	}
+	return e.Workers[i], true
+}
