@@ -88,7 +88,7 @@ func nearestChange(job *batchv1.Job, w Worker, code string, request corev1.Resou
 	case ReasonNamespaceUnreadable:
 		return fmt.Sprintf("the manager's reads of namespace %s on %s: they failed (the message says how)", ns, w.Name)
 	case ReasonExcluded:
-		return fmt.Sprintf("delete the Job %s/%s on %s that jobferry did not create; the Job is then placed again where it fits", ns, job.Name, w.Name)
+		return fmt.Sprintf("none for this Job: a Job %s/%s jobferry did not create held its name on %s, and %s stays excluded for it (jobferry.dev/excluded-workers); only another worker can take it", ns, job.Name, w.Name, w.Name)
 	case ReasonClusterSelector:
 		return fmt.Sprintf("a cluster selector (%s) that %s's labels %v match, or those labels on WorkerCluster %s", v1alpha1.ClusterSelectorAnnotation, w.Name, w.Labels, w.Name)
 	case ReasonKubernetesVersion:
@@ -107,9 +107,10 @@ func nearestChange(job *batchv1.Job, w Worker, code string, request corev1.Resou
 	return ""
 }
 
-// roomShort says how much the nearest pool of w that accepts the Job's pods
-// lacks for all of them at once: what must finish there, or what the Job
-// may ask less of.
+// roomShort says how much the nearest pool of w that accepts the Job's pods,
+// and could hold them all at once, lacks for them now: what must finish
+// there, or what the Job may ask less of. Free is net of the Jobs placed
+// there that its capacity summary does not show yet, as Place counts it.
 func roomShort(job *batchv1.Job, w Worker, request corev1.ResourceList) string {
 	template, err := directives.Merge(job.Spec.Template, w.Directives)
 	if err != nil {
@@ -119,6 +120,10 @@ func roomShort(job *batchv1.Job, w Worker, request corev1.ResourceList) string {
 	var bestScore float64 = -1
 	for _, p := range w.Pools {
 		if poolRejects(p, template.Spec) != "" {
+			continue
+		}
+		if name, _ := lacks(p.Allocatable, request); name != "" {
+			// Its nodes could never hold them all at once.
 			continue
 		}
 		free := subtract(p.Free, w.Assumed[p.Name])
@@ -131,9 +136,7 @@ func roomShort(job *batchv1.Job, w Worker, request corev1.ResourceList) string {
 			if want.Cmp(have) <= 0 {
 				continue
 			}
-			missing := want.DeepCopy()
-			missing.Sub(have)
-			shorts = append(shorts, fmt.Sprintf("%s more %s (%s free of %s allocatable, the Job's pods need %s)", missing.String(), name, nonNegative(have), quantity(p.Allocatable, name), want.String()))
+			shorts = append(shorts, fmt.Sprintf("%s more %s (%s free of %s allocatable, the Job's pods need %s)", shortfall(want, have), name, have.String(), quantity(p.Allocatable, name), want.String()))
 			if w := want.AsApproximateFloat64(); w > 0 {
 				score = min(score, max(have.AsApproximateFloat64(), 0)/w)
 			}
@@ -143,16 +146,20 @@ func roomShort(job *batchv1.Job, w Worker, request corev1.ResourceList) string {
 		}
 	}
 	if best == "" {
-		return ""
+		return fmt.Sprintf("a Job that asks for less at once: no pool of %s that accepts its pods could hold them all at once", w.Name)
 	}
 	return fmt.Sprintf("pool %s needs %s: room when Jobs there finish, or a Job that asks for less", best, bestShort)
 }
 
-func nonNegative(q resource.Quantity) string {
-	if q.Sign() < 0 {
-		return "0"
+// shortfall is want minus have, in want's own format (a memory request of
+// Gi gives Mi or Gi, not bytes).
+func shortfall(want, have resource.Quantity) string {
+	missing := want.DeepCopy()
+	missing.Sub(have)
+	if want.Format == resource.DecimalSI && missing.MilliValue()%1000 != 0 {
+		return resource.NewMilliQuantity(missing.MilliValue(), want.Format).String()
 	}
-	return q.String()
+	return resource.NewQuantity(missing.Value(), want.Format).String()
 }
 
 func quantity(l corev1.ResourceList, name corev1.ResourceName) string {

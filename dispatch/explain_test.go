@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 )
 
@@ -47,8 +50,23 @@ func TestExplain(t *testing.T) {
 		{
 			name: "fits nowhere ever: more than any pool has at once", job: 40,
 			workers: []Worker{worker("w1", general("16"))},
-			change:  map[string]string{"w1": "pool general needs 24 more cpu (16 free of 16 allocatable"},
+			change:  map[string]string{"w1": "a Job that asks for less at once: no pool of w1 that accepts its pods could hold them all at once"},
 			never:   "w1: pool general: needs 40 cpu at once, its nodes have 16 allocatable",
+		},
+		{
+			name: "the nearest pool is one that could ever hold the Job, not the emptiest", job: 16,
+			workers: []Worker{worker("w1", pool("a-small", res("cpu", "4", "pods", "110"), res("cpu", "4", "pods", "110")),
+				pool("b-large", res("cpu", "1", "pods", "110"), res("cpu", "64", "pods", "110")))},
+			change: map[string]string{"w1": "pool b-large needs 15 more cpu (1 free of 64 allocatable, the Job's pods need 16)"},
+		},
+		{
+			name: "free net of Jobs placed there but not in the summary yet", job: 2,
+			workers: []Worker{func() Worker {
+				w := worker("w1", general("2"))
+				w.Assumed = map[string]corev1.ResourceList{"general": res("cpu", "3")}
+				return w
+			}()},
+			change: map[string]string{"w1": "pool general needs 3 more cpu (-1 free of 16 allocatable, the Job's pods need 2)"},
 		},
 		{
 			name: "a tainted pool only", job: 1,
@@ -88,5 +106,19 @@ func TestExplain(t *testing.T) {
 				t.Errorf("never %q, want %q", e.Never, tc.never)
 			}
 		})
+	}
+}
+
+// A shortfall reads in the request's own units.
+func TestShortfall(t *testing.T) {
+	for _, tc := range []struct{ want, have, short string }{
+		{"4Gi", "1Gi", "3Gi"},
+		{"5G", "1500M", "3500M"},
+		{"2", "500m", "1500m"},
+		{"10", "8", "2"},
+	} {
+		if got := shortfall(resource.MustParse(tc.want), resource.MustParse(tc.have)); got != tc.short {
+			t.Errorf("shortfall(%s, %s) = %s, want %s", tc.want, tc.have, got, tc.short)
+		}
 	}
 }

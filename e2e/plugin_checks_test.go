@@ -72,7 +72,7 @@ func checkJoinComparesTheManagerID(ctx context.Context, t *testing.T, managerClu
 	}
 	stderr, err := join("worker-2", ns)
 	want := "Warning: the jobferry-worker chart on context worker-2 is not pinned to this manager"
-	pin := "helm upgrade jobferry-worker <chart> -n " + ns + " --kube-context worker-2 --reset-then-reuse-values --set-string managerIdentity.managerID=" + id + " --set workerName=worker-2"
+	pin := "helm upgrade jobferry-worker <chart> -n " + ns + " --kube-context worker-2 --reset-then-reuse-values --set-string managerIdentity.managerID=" + id + " --set-string workerName=worker-2"
 	if err != nil || !containsAll(stderr, want, pin) {
 		t.Errorf("join of worker-2, whose chart is not pinned: %v, stderr %q, want a warning saying %q and printing %q", err, stderr, want, pin)
 	} else {

@@ -377,7 +377,8 @@ func (c pinCommand) forID(sa *corev1.ServiceAccount, id string) string {
 	// the chart's schema refuses.
 	args = append(args, "--reset-then-reuse-values", "--set-string", "managerIdentity.managerID="+id)
 	if c.worker != "" {
-		args = append(args, "--set", "workerName="+c.worker)
+		// --set-string: a name such as 1234 or true is a string too.
+		args = append(args, "--set-string", "workerName="+c.worker)
 	}
 	return strings.Join(args, " ")
 }

