@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -214,6 +215,27 @@ func TestRealNodes(t *testing.T) {
 		// in the certificate Secret.
 		for _, addr := range serviceEndpoints(ctx, t, admin, ns, "jobferry-manager-metrics", 2) {
 			scrapeVerified(ctx, t, admin, ns, "jobferry-manager-webhook-cert", "jobferry-manager-metrics."+ns+".svc", "https://"+addr+"/metrics")
+		}
+	})
+
+	t.Run("version-of-the-manager-pods", func(t *testing.T) {
+		// The release's plugin names the release's version, and the
+		// manager pods' (the chart's appVersion on each) with their image.
+		var report struct {
+			Client  struct{ Version string }
+			Manager []struct{ Pod, Version, Image string }
+		}
+		out := mustPlugin(ctx, t, userKubeconfig, "version", "-o", "json", "--jobferry-namespace", ns)
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("version -o json: %v\n%s", err, out)
+		}
+		if len(report.Manager) != 2 {
+			t.Fatalf("version shows %d manager pods, the chart runs 2:\n%s", len(report.Manager), out)
+		}
+		for _, p := range report.Manager {
+			if p.Version != report.Client.Version || !strings.HasSuffix(p.Image, ":"+p.Version) {
+				t.Errorf("manager pod %s: version %q, image %q; the release is %q", p.Pod, p.Version, p.Image, report.Client.Version)
+			}
 		}
 	})
 
