@@ -24,8 +24,8 @@ var (
 		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, deleted: its mirror was deleted on the worker, not_ours: a Job not jobferry's took its mirror's place, requeued: Kueue took the quota back and the placement went, unschedulable: no worker fits, rejected: no worker could ever run a Kueue-queued Job, both with an empty worker).",
 	}, []string{"worker", "result"})
 	DispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "jobferry_dispatch_duration_seconds",
-		Help:    "Time from the manager Job's creation to its mirror's creation on a worker (first attempts of Jobs Kueue does not queue: a queued Job's wait is Kueue's).",
+		Name: "jobferry_dispatch_duration_seconds",
+		Help: "Time from the manager Job's creation to its mirror's creation on a worker (first attempts of Jobs Kueue does not queue: a queued Job's wait is Kueue's).",
 		// 10 ms to 87 min: the waits for room the bench measures run to
 		// tens of minutes at scale (16 buckets stopped at 327 s).
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
