@@ -14,7 +14,8 @@ import (
 	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
-// shellBlocks are the ```sh blocks of a Markdown page, in order.
+// shellBlocks are the ```sh blocks of a Markdown page, in order; a block
+// indented under a list item is taken without its indentation.
 func shellBlocks(t *testing.T, page string) []string {
 	t.Helper()
 	data, err := os.ReadFile(page)
@@ -22,8 +23,13 @@ func shellBlocks(t *testing.T, page string) []string {
 		t.Fatal(err)
 	}
 	var blocks []string
-	for _, m := range regexp.MustCompile("(?ms)^```sh\n(.*?)^```").FindAllStringSubmatch(string(data), -1) {
-		blocks = append(blocks, m[1])
+	for _, m := range regexp.MustCompile("(?ms)^([ \t]*)```sh\n(.*?)^[ \t]*```").FindAllStringSubmatch(string(data), -1) {
+		indent, block := m[1], m[2]
+		var lines []string
+		for _, line := range strings.SplitAfter(block, "\n") {
+			lines = append(lines, strings.TrimPrefix(line, indent))
+		}
+		blocks = append(blocks, strings.Join(lines, ""))
 	}
 	return blocks
 }

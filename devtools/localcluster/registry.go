@@ -13,10 +13,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	ocilayout "github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -190,12 +195,8 @@ func (r *Registry) answers(caPEM []byte) func(context.Context) error {
 // TLS verified with its CA: a hosts.toml in containerd's registry
 // configuration directory (read at every pull, so no restart).
 func (c *Cluster) TrustRegistry(r *Registry) error {
-	data, err := os.ReadFile(nodeFile(c.Dir))
+	n, err := c.realNode()
 	if err != nil {
-		return fmt.Errorf("cluster %s has no real node: %w", c.Name, err)
-	}
-	var n realNode
-	if err := json.Unmarshal(data, &n); err != nil {
 		return err
 	}
 	dir := n.path("certs.d", r.Host)
@@ -204,4 +205,94 @@ func (c *Cluster) TrustRegistry(r *Registry) error {
 	}
 	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", "https://"+r.Host, "https://"+r.Host, r.CAFile())
 	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644)
+}
+
+// PullLikeAPlatformsNodes configures the cluster's real node as a platform
+// team configures its nodes for a private registry in an air-gapped site:
+// containerd trusts the registry's CA and sends its credentials with every
+// pull from it (so pods need no pull Secret), and pulls Docker Hub's images
+// (docker.io, `busybox`) from it, as from a mirror. What docs pages say to
+// run, images and all, then runs here as written (TestInstallPage).
+func (c *Cluster) PullLikeAPlatformsNodes(r *Registry) error {
+	n, err := c.realNode()
+	if err != nil {
+		return err
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(r.User + ":" + r.Password))
+	host := fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n  [host.%q.header]\n    Authorization = [%q]\n",
+		"https://"+r.Host, r.CAFile(), "https://"+r.Host, "Basic "+auth)
+	for registry, server := range map[string]string{r.Host: "https://" + r.Host, "docker.io": "https://registry-1.docker.io"} {
+		dir := n.path("certs.d", registry)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(fmt.Sprintf("server = %q\n\n%s", server, host)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// realNode reads what the cluster's real node was started with.
+func (c *Cluster) realNode() (realNode, error) {
+	data, err := os.ReadFile(nodeFile(c.Dir))
+	if err != nil {
+		return realNode{}, fmt.Errorf("cluster %s has no real node: %w", c.Name, err)
+	}
+	var n realNode
+	err = json.Unmarshal(data, &n)
+	return n, err
+}
+
+// PushImage pushes the one image of an OCI layout archive (a node image
+// of hack/nodes.sh) to ref in the registry, with its credentials.
+func (r *Registry) PushImage(ctx context.Context, archive, ref string) error {
+	dir, err := os.MkdirTemp("", "jobferry-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if out, err := exec.CommandContext(ctx, "tar", "-xf", archive, "-C", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("extracting %s: %w: %s", archive, err, out)
+	}
+	index, err := ocilayout.ImageIndexFromPath(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", archive, err)
+	}
+	manifest, err := index.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(manifest.Manifests) != 1 {
+		return fmt.Errorf("%s holds %d manifests, want one image", archive, len(manifest.Manifests))
+	}
+	image, err := index.Image(manifest.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return err
+	}
+	transport, err := r.transport()
+	if err != nil {
+		return err
+	}
+	return remote.Write(tag, image, remote.WithContext(ctx), remote.WithTransport(transport),
+		remote.WithAuth(&authn.Basic{Username: r.User, Password: r.Password}))
+}
+
+// transport trusts the registry's CA.
+func (r *Registry) transport() (http.RoundTripper, error) {
+	caPEM, err := os.ReadFile(r.CAFile())
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no certificate", r.CAFile())
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
