@@ -20,14 +20,28 @@ import (
 // guess.
 type Explanation struct {
 	// Worker and Pool are where Place would put the Job now; "" when
-	// nowhere. Why is Place's reason for them.
+	// nowhere. Why is Place's reason for them, or says that no worker
+	// takes the Job.
 	Worker, Pool, Why string
 	// Workers are every worker's verdict, by name.
 	Workers []WorkerVerdict
 	// Never says why no worker could ever run the Job as the workers are
 	// (NeverFits); "" when one might.
 	Never string
+	// Held and Notes are the manager's, not Explain's (it knows the Job's
+	// namespace, its quota, Kueue): Held says what would hold the Job
+	// before any worker is looked at ("" when nothing would, and then
+	// only it is set); Notes what the answer does not take into account.
+	Held  string
+	Notes []string
 }
+
+// InvalidJob is the error of a Job placement cannot read (its cluster
+// selector does not parse): the Job's fault, not the manager's.
+type InvalidJob struct{ Err error }
+
+func (e InvalidJob) Error() string { return e.Err.Error() }
+func (e InvalidJob) Unwrap() error { return e.Err }
 
 // WorkerVerdict is what one worker makes of the Job.
 type WorkerVerdict struct {
@@ -45,11 +59,11 @@ type WorkerVerdict struct {
 
 // Explain is Place's decision on the Job, with each worker's verdict and
 // the nearest change that would make each take it. An error means the Job
-// itself is invalid (its cluster selector), as for Place.
+// itself is invalid (its cluster selector), as for Place: an InvalidJob.
 func Explain(job *batchv1.Job, workers []Worker) (Explanation, error) {
 	decision, err := Place(job, workers)
 	if err != nil {
-		return Explanation{}, err
+		return Explanation{}, InvalidJob{err}
 	}
 	e := Explanation{Worker: decision.Worker, Pool: decision.Pool, Why: decision.Message}
 	for _, w := range sortedByName(workers) {
@@ -60,6 +74,10 @@ func Explain(job *batchv1.Job, workers []Worker) (Explanation, error) {
 		e.Workers = append(e.Workers, v)
 	}
 	if !decision.Placed() {
+		e.Why = fmt.Sprintf("none of the %d workers takes it", len(workers))
+		if len(workers) == 0 {
+			e.Why = "there is no WorkerCluster"
+		}
 		e.Never = NeverFits(job, workers)
 	}
 	return e, nil

@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -283,6 +286,10 @@ func checkInspectionAsTenant(ctx context.Context, t *testing.T, d *dispatchEnv, 
 		}
 	})
 
+	t.Run("explain", func(t *testing.T) {
+		checkExplain(ctx, t, kubeconfig, own, tenant, nsAdmin, grant)
+	})
+
 	t.Run("a followed log ends with its pod", func(t *testing.T) {
 		short := create(tenantClient, sleepJob(own, "short", 5*time.Second))
 		followCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -348,4 +355,81 @@ func checkInspectionAsTenant(ctx context.Context, t *testing.T, d *dispatchEnv, 
 			t.Errorf("a fifth log request straight to the API: %v, want 429", err)
 		}
 	})
+}
+
+// checkExplain: kubectl jobferry explain, answered by the manager with the
+// caller's rights: a Job both workers would take goes to one and the other
+// says it would take it too; a Job of 1,000 CPUs goes nowhere, each worker
+// naming its nearest change; a stored Job is explained as placed already;
+// the built-in admin role may explain (the chart aggregates it); a user
+// who may ask but may not create Jobs there is refused by the manager.
+func checkExplain(ctx context.Context, t *testing.T, kubeconfig, ns, tenant, nsAdmin string, grant func(ns, user string, role rbacv1.RoleRef)) {
+	grant(ns, tenant, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-placements"})
+	const askingOnly = "explain-without-jobs"
+	grant(ns, askingOnly, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "jobferry-manager-placements"})
+	dir := t.TempDir()
+	file := func(name, cpu string) string {
+		job := sleepJob("", name, time.Minute)
+		job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
+		job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resourceQuantity(cpu)
+		data, err := yaml.Marshal(job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	small, huge := file("small", "100m"), file("huge", "1000")
+
+	// Polled: the tenant's roles reach the API server's authorizer within
+	// moments.
+	var out string
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		out, err = plugin(ctx, t, kubeconfig, "explain", "-f", small, "-n", ns, "--as", tenant)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("explain -f small.yaml as the tenant:\n%s", out)
+	}
+	t.Logf("kubectl jobferry explain -f small.yaml -n %s --as %s (a Job both workers take):\n%s", ns, tenant, out)
+	var chosen, other string
+	for _, w := range []string{"worker-1", "worker-2"} {
+		if strings.Contains(out, "would go to worker "+w+", pool ") {
+			chosen = w
+		} else {
+			other = w
+		}
+	}
+	if chosen == "" || !containsAll(out, chosen+"  chosen", other+"  would take it", "the Job is not created yet") {
+		t.Errorf("explain of a Job both workers take: want one chosen and the other taking it too")
+	}
+
+	out = mustPlugin(ctx, t, kubeconfig, "explain", "-f", huge, "-n", ns, "--as", tenant)
+	t.Logf("kubectl jobferry explain -f huge.yaml -n %s --as %s (a Job of 1,000 CPUs):\n%s", ns, tenant, out)
+	if !containsAll(out, "Job "+ns+"/huge would go nowhere now", "No worker could ever run it",
+		"worker-1  insufficient_capacity", "worker-2  insufficient_capacity", "change: a Job that asks for less at once") {
+		t.Errorf("explain of a Job no worker could hold: want nowhere, never, and each worker's change")
+	}
+
+	out = mustPlugin(ctx, t, kubeconfig, "explain", "job", "long", "-n", ns, "--as", tenant, "-o", "json")
+	var stored inspectionv1alpha1.PlacementExplanation
+	if err := json.Unmarshal([]byte(out), &stored); err != nil {
+		t.Fatalf("explain job long -o json: %v\n%s", err, out)
+	}
+	if stored.Name != "long" || stored.UID == "" || stored.Worker == "" || !strings.Contains(strings.Join(stored.Notes, "\n"), "is placed on worker") {
+		t.Errorf("explain of the tenant's placed Job: %s", out)
+	}
+
+	if out := mustPlugin(ctx, t, kubeconfig, "explain", "-f", small, "-n", ns, "--as", nsAdmin); !strings.Contains(out, "would go to worker") {
+		t.Errorf("explain as the namespace's administrator (admin, into which the chart aggregates placements):\n%s", out)
+	}
+	out, err := plugin(ctx, t, kubeconfig, "explain", "-f", small, "-n", ns, "--as", askingOnly)
+	t.Logf("kubectl jobferry explain -f small.yaml -n %s --as %s: %s", ns, askingOnly, strings.TrimSpace(out))
+	want := fmt.Sprintf(`User %q cannot create resource "jobs" in API group "batch" in the namespace %q (a placement is explained to who may create the Job)`, askingOnly, ns)
+	if err == nil || !strings.Contains(out, want) {
+		t.Errorf("explain by a user who may not create Jobs there: %v, want %s", err, want)
+	}
 }

@@ -59,6 +59,6 @@ the manager cluster: no worker access or credential is needed.`,
 	root.PersistentFlags().StringVar(&o.systemNamespace, "jobferry-namespace", "jobferry-system", "namespace of the jobferry manager in the manager cluster (the workers' kubeconfig Secrets, the leader Lease)")
 	root.AddCommand(newJoinCommand(o), newStatusCommand(o), newGetCommand(o), newDescribeCommand(o), newLogsCommand(o))
 	root.AddCommand(newCordonCommands(o)...)
-	root.AddCommand(newRemoveCommand(o), newVersionCommand(o))
+	root.AddCommand(newRemoveCommand(o), newVersionCommand(o), newExplainCommand(o))
 	return root
 }

@@ -300,10 +300,11 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("identifying this manager installation: %w", err)
 	}
 	keys := &statekey.Keys{Reader: mgr.GetClient(), Writer: mgr.GetClient(), Namespace: c.namespace, Name: c.stateKeySecret}
-	if err := addControllers(mgr, c, scheme, managerID, policy, keys, candidacy); err != nil {
+	placements, err := addControllers(mgr, c, scheme, managerID, policy, keys, candidacy)
+	if err != nil {
 		return err
 	}
-	if err := addInspection(mgr, c, certs, keys); err != nil {
+	if err := addInspection(mgr, c, certs, keys, placements); err != nil {
 		return err
 	}
 	if c.webhookPort != 0 {
@@ -367,10 +368,12 @@ func managerOptions(c config, scheme *runtime.Scheme, certs *admission.CertSourc
 // manager Jobs by placement the Job and WorkerCluster controllers read.
 // With --kueue, the Job controller reads queued Jobs' Workloads (indexed by
 // their Job) and the AdmissionCheck controller keeps jobferry's checks
-// Active.
-func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerID string, policy *admission.DispatchPolicy, keys *statekey.Keys, candidacy *election.Candidacy) error {
+// Active. What it gives back explains placements to the inspection API, on
+// every replica: the Job controller's views of the workers, which the
+// standby keeps connected too.
+func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerID string, policy *admission.DispatchPolicy, keys *statekey.Keys, candidacy *election.Candidacy) (explainPlacements, error) {
 	if err := managercache.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return fmt.Errorf("indexing manager Jobs by placement: %w", err)
+		return explainPlacements{}, fmt.Errorf("indexing manager Jobs by placement: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("jobferry-manager")
 	pool := workers.NewPool(&workers.Pool{
@@ -383,7 +386,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 	// caches hold their mirrors when it takes over.
 	standby := &workers.Standby{Pool: pool, Reader: mgr.GetClient(), Interval: c.healthInterval, Clock: clock.RealClock{}}
 	if err := mgr.Add(standby); err != nil {
-		return fmt.Errorf("adding the standby's worker connections: %w", err)
+		return explainPlacements{}, fmt.Errorf("adding the standby's worker connections: %w", err)
 	}
 	if candidacy != nil {
 		// The replica stands for election once its caches hold the
@@ -392,7 +395,7 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 	}
 	workerClusters := &workercluster.Reconciler{Client: mgr.GetClient(), Pool: pool, HealthInterval: c.healthInterval}
 	if err := workerClusters.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the WorkerCluster controller: %w", err)
+		return explainPlacements{}, fmt.Errorf("setting up the WorkerCluster controller: %w", err)
 	}
 	jobReconciler := &jobs.JobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Workers: pool,
@@ -404,43 +407,50 @@ func addControllers(mgr ctrl.Manager, c config, scheme *runtime.Scheme, managerI
 	}
 	if c.kueue {
 		if err := queue.IndexWorkloads(context.Background(), mgr.GetFieldIndexer()); err != nil {
-			return err
+			return explainPlacements{}, err
 		}
 		jobReconciler.Queue = &queue.Queue{Client: mgr.GetClient(), Clock: clock.RealClock{}}
 		if err := (&queue.CheckReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the AdmissionCheck controller: %w", err)
+			return explainPlacements{}, fmt.Errorf("setting up the AdmissionCheck controller: %w", err)
 		}
 		quota := &queue.QuotaReconciler{Client: mgr.GetClient(), Workers: pool, Recorder: recorder}
 		if err := quota.SetupWithManager(mgr, pool.Subscribe); err != nil {
-			return fmt.Errorf("setting up the ClusterQueue quota controller: %w", err)
+			return explainPlacements{}, fmt.Errorf("setting up the ClusterQueue quota controller: %w", err)
 		}
 	}
 	if err := jobReconciler.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the Job controller: %w", err)
+		return explainPlacements{}, fmt.Errorf("setting up the Job controller: %w", err)
 	}
 	// The Job informer the controllers share; made now, started with the
 	// cache.
 	jobInformer, err := mgr.GetCache().GetInformer(context.Background(), &batchv1.Job{}, cache.BlockUntilSynced(false))
 	if err != nil {
-		return fmt.Errorf("getting the manager Job informer for the orphan mirror collector and the Warning forwarder: %w", err)
+		return explainPlacements{}, fmt.Errorf("getting the manager Job informer for the orphan mirror collector and the Warning forwarder: %w", err)
 	}
 	collector := &orphans.Collector{Jobs: jobInformer, Client: mgr.GetClient(), Workers: pool, ManagerID: managerID, Keys: keys, Interval: c.gcInterval,
 		ManagerNamespaces:      admission.NamespaceReader{Cache: mgr.GetClient(), API: mgr.GetAPIReader()},
 		ManagerNamespacesFresh: admission.NamespaceReader{API: mgr.GetAPIReader()}, NamespaceGrace: c.workerNamespaceGrace,
 		Connected: pool.SubscribeConnected(64)}
 	if err := collector.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("adding the orphan mirror collector: %w", err)
+		return explainPlacements{}, fmt.Errorf("adding the orphan mirror collector: %w", err)
 	}
 	forwarder := &warnings.Forwarder{Client: mgr.GetClient(), Recorder: recorder, Workers: pool, Keys: keys, Jobs: jobInformer, Clock: clock.RealClock{}}
 	if err := forwarder.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("adding the forwarder of the workers' Warning Events: %w", err)
+		return explainPlacements{}, fmt.Errorf("adding the forwarder of the workers' Warning Events: %w", err)
 	}
-	return nil
+	return explainPlacements{explainer: jobReconciler, leading: pool.Leads}, nil
+}
+
+// explainPlacements is what the inspection API's placements are answered
+// with: the Job controller, and whether this replica leads.
+type explainPlacements struct {
+	explainer inspection.Explainer
+	leading   func() bool
 }
 
 // addInspection adds the inspection API's server, on every replica, ready
 // once it listens.
-func addInspection(mgr ctrl.Manager, c config, certs *admission.CertSource, keys *statekey.Keys) error {
+func addInspection(mgr ctrl.Manager, c config, certs *admission.CertSource, keys *statekey.Keys, placements explainPlacements) error {
 	if c.inspectionAddr == "0" {
 		return nil
 	}
@@ -464,7 +474,7 @@ func addInspection(mgr ctrl.Manager, c config, certs *admission.CertSource, keys
 	server, err := inspection.New(&inspection.Server{
 		Addr: c.inspectionAddr, TLS: serving, Reader: mgr.GetClient(), Kube: kube,
 		Namespace: c.namespace, Origin: c.origin, Keys: keys, WorkerQPS: float32(c.inspectionWorkerQPS), WorkerBurst: c.inspectionBurst,
-		Limits: c.inspection, Clock: clock.RealClock{},
+		Limits: c.inspection, Clock: clock.RealClock{}, Explainer: placements.explainer, Leading: placements.leading,
 	})
 	if err != nil {
 		return fmt.Errorf("setting up the inspection API: %w", err)

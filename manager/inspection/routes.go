@@ -18,9 +18,12 @@ func (s *Server) Handler() http.Handler {
 	base := "/apis/" + inspectionv1alpha1.GroupVersion.Group + "/" + inspectionv1alpha1.GroupVersion.Version
 	mux := http.NewServeMux()
 	jobs, logs := inspectionv1alpha1.JobsResource, inspectionv1alpha1.JobsResource+"/"+inspectionv1alpha1.LogSubresource
+	placement, placements := inspectionv1alpha1.JobsResource+"/"+inspectionv1alpha1.PlacementSubresource, inspectionv1alpha1.PlacementsResource
 	mux.HandleFunc("GET "+base, s.authenticated(s.discovery))
 	mux.HandleFunc("GET "+base+"/namespaces/{namespace}/jobs/{name}", counted(jobs, s.authenticated(s.inspect)))
 	mux.HandleFunc("GET "+base+"/namespaces/{namespace}/jobs/{name}/log", counted(logs, s.authenticated(s.logs)))
+	mux.HandleFunc("GET "+base+"/namespaces/{namespace}/jobs/{name}/placement", counted(placement, s.authenticated(s.explainJob)))
+	mux.HandleFunc("POST "+base+"/namespaces/{namespace}/placements", counted(placements, s.authenticated(s.explainSent)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
 	})
@@ -65,6 +68,8 @@ func (s *Server) discovery(w http.ResponseWriter, _ *http.Request, _ user.Info) 
 		APIResources: []metav1.APIResource{
 			{Name: inspectionv1alpha1.JobsResource, Namespaced: true, Kind: inspectionv1alpha1.Kind, Verbs: metav1.Verbs{"get"}},
 			{Name: inspectionv1alpha1.JobsResource + "/" + inspectionv1alpha1.LogSubresource, Namespaced: true, Kind: inspectionv1alpha1.Kind, Verbs: metav1.Verbs{"get"}},
+			{Name: inspectionv1alpha1.JobsResource + "/" + inspectionv1alpha1.PlacementSubresource, Namespaced: true, Kind: inspectionv1alpha1.PlacementKind, Verbs: metav1.Verbs{"get"}},
+			{Name: inspectionv1alpha1.PlacementsResource, Namespaced: true, Kind: inspectionv1alpha1.PlacementKind, Verbs: metav1.Verbs{"create"}},
 		},
 	})
 }

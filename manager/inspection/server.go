@@ -64,6 +64,12 @@ type Server struct {
 	WorkerBurst int
 	Limits      Limits
 	Clock       clock.Clock
+	// Explainer says where a Job would go now (placements); nil: this
+	// manager does not say.
+	Explainer Explainer
+	// Leading says whether this replica leads (workers.Pool.Leads): one
+	// that does not has no memory of its latest placements.
+	Leading func() bool
 
 	// front reads the front proxy's configuration; New sets it.
 	front *frontProxy

@@ -43,18 +43,21 @@ type fixedKey struct{ key jobstate.Key }
 func (k fixedKey) Key(context.Context) (jobstate.Key, error) { return k.key, nil }
 
 // rbac allows each user what it lists: get on a Job, as "namespace/name";
-// a core right in a namespace, as "verb resource[/subresource] namespace".
+// a right in a namespace, as "verb resource[.group][/subresource] namespace".
 type rbac map[string][]string
 
 func (r rbac) allowed(_ context.Context, u user.Info, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
 	want := attrs.Namespace + "/" + attrs.Name
 	if attrs.Group != "batch" || attrs.Resource != "jobs" || attrs.Verb != "get" {
 		resource := attrs.Resource
+		if attrs.Group != "" {
+			resource += "." + attrs.Group
+		}
 		if attrs.Subresource != "" {
 			resource += "/" + attrs.Subresource
 		}
 		want = attrs.Verb + " " + resource + " " + attrs.Namespace
-		if attrs.Group != "" || attrs.Name != "" {
+		if attrs.Name != "" {
 			return false, "", nil
 		}
 	}

@@ -37,9 +37,10 @@ const quotaRecheck = 30 * time.Second
 // quotaRefuses says whether a ResourceQuota of the Job's namespace has no
 // room for what its pods charge (adding), beside what the namespace's other
 // dispatched Jobs charge (chargedIn) and, when set, what the Job itself
-// charges already (its own: a Job whose parallelism grows). It runs under
-// placeMu, so placements in the namespace see each other's charges
-// (chargesInFlight until the cache shows them).
+// charges already (its own: a Job whose parallelism grows). Placement runs
+// it under placing.mu, so placements in the namespace see each other's
+// charges (chargesInFlight until the cache shows them); Explain runs it
+// without, its answer need not agree with a placement of the same moment.
 func (r *JobReconciler) quotaRefuses(ctx context.Context, job *batchv1.Job, adding tenantlimits.Charged, own *tenantlimits.Charged) (*tenantlimits.QuotaRefusal, error) {
 	var quotas corev1.ResourceQuotaList
 	if err := r.Client.List(ctx, &quotas, client.InNamespace(job.Namespace)); err != nil {

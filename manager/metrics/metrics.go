@@ -91,7 +91,7 @@ var (
 	}, []string{"worker", "result"})
 	InspectionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_inspection_requests_total",
-		Help: "Requests to the inspection API (kubectl jobferry describe and logs), by resource (jobs, jobs/log) and the HTTP code of the answer (403: the caller may not get the Job; 429: over the caller's limits).",
+		Help: "Requests to the inspection API (kubectl jobferry describe, logs and explain), by resource (jobs, jobs/log, jobs/placement, placements) and the HTTP code of the answer (403: the caller may not get the Job; 429: over the caller's limits).",
 	}, []string{"resource", "code"})
 	InspectionLogStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "jobferry_inspection_log_streams",
