@@ -108,7 +108,9 @@ func nearestChange(job *batchv1.Job, w Worker, code string, request corev1.Resou
 	case ReasonExcluded:
 		return fmt.Sprintf("none for this Job: a Job %s/%s jobferry did not create held its name on %s, and %s stays excluded for it (jobferry.dev/excluded-workers); only another worker can take it", ns, job.Name, w.Name, w.Name)
 	case ReasonClusterSelector:
-		return fmt.Sprintf("a cluster selector (%s) that %s's labels %v match, or those labels on WorkerCluster %s", v1alpha1.ClusterSelectorAnnotation, w.Name, w.Labels, w.Name)
+		// Not the labels themselves: the answer goes to who may read the
+		// Job, who may not be allowed to read WorkerClusters.
+		return fmt.Sprintf("a cluster selector (%s) that WorkerCluster %s's labels match, or those labels on it (its administrator's)", v1alpha1.ClusterSelectorAnnotation, w.Name)
 	case ReasonKubernetesVersion:
 		return fmt.Sprintf("%s upgraded to a version that keeps the fields the Job uses, or the Job without them", w.Name)
 	case ReasonNoCapacitySummary:

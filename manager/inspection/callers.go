@@ -68,8 +68,9 @@ type callers struct {
 }
 
 type caller struct {
-	bucket  *rate.Limiter
-	streams int
+	bucket       *rate.Limiter
+	streams      int
+	explanations int
 }
 
 func newCallers(limits Limits, clk clock.PassiveClock) *callers {
@@ -178,13 +179,43 @@ func (s *streams) release() {
 	})
 }
 
+// explanationsPerCaller is how many placement explanations one caller may
+// have answered at once, of the replica's MaxDescribes: an explanation of
+// a large Job takes seconds of CPU, and one caller must not hold every
+// slot. (A describe or a log's listing waits on the workers, not the CPU,
+// and a user follows many logs at once.)
+const explanationsPerCaller = 2
+
 // beginDescribe counts an inspection the replica answers, if it answers
 // fewer than MaxDescribes; the func given back ends it.
 func (c *callers) beginDescribe() (end func(), err error) {
+	return c.begin("", 0)
+}
+
+// beginExplanation counts a placement explanation of the caller name as
+// one of the replica's inspections, if the caller has fewer than
+// explanationsPerCaller.
+func (c *callers) beginExplanation(name string) (end func(), err error) {
+	return c.begin(name, explanationsPerCaller)
+}
+
+// begin counts an inspection, of caller name at most perCaller at once
+// when perCaller is set.
+func (c *callers) begin(name string, perCaller int) (end func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.describes >= c.limits.MaxDescribes {
 		return nil, &tooMany{message: fmt.Sprintf("the manager answers %d inspections at once, the most one replica may: try again shortly", c.describes), retryAfter: 2 * time.Second}
+	}
+	var who *caller
+	if perCaller > 0 {
+		if who, err = c.get(name); err != nil {
+			return nil, err
+		}
+		if who.explanations >= perCaller {
+			return nil, &tooMany{message: fmt.Sprintf("you have %d placements explained at once, the most one user may: try again once they end", who.explanations), retryAfter: time.Second}
+		}
+		who.explanations++
 	}
 	c.describes++
 	var once sync.Once
@@ -193,6 +224,9 @@ func (c *callers) beginDescribe() (end func(), err error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.describes--
+			if who != nil {
+				who.explanations--
+			}
 		})
 	}, nil
 }
@@ -207,7 +241,7 @@ func (c *callers) get(name string) (*caller, error) {
 	if len(c.byName) >= c.limits.MaxCallers {
 		now := c.clock.Now()
 		for n, who := range c.byName {
-			if who.streams == 0 && who.bucket.TokensAt(now) >= float64(c.limits.Burst) {
+			if who.streams == 0 && who.explanations == 0 && who.bucket.TokensAt(now) >= float64(c.limits.Burst) {
 				delete(c.byName, n)
 			}
 		}

@@ -91,13 +91,44 @@ func TestStreamsAndDescribesAreBoundedPerReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.beginDescribe(); !errors.As(err, &tm) || !strings.Contains(tm.message, "the most one replica may") {
+	if _, err := c.beginExplanation("bob"); !errors.As(err, &tm) || !strings.Contains(tm.message, "the most one replica may") {
 		t.Errorf("a second inspection at once past the replica's 1: %v", err)
 	}
 	end()
 	end()
 	if end, err := c.beginDescribe(); err != nil {
 		t.Errorf("an inspection once the first ended: %v", err)
+	} else {
+		end()
+	}
+
+	// One caller has at most explanationsPerCaller of a replica's 8;
+	// describes are not counted per caller.
+	c = newCallers(Limits{RequestsPerSecond: 1, Burst: 1, MaxCallers: 10, MaxDescribes: 8}, clk)
+	var ends []func()
+	for range explanationsPerCaller {
+		end, err := c.beginExplanation("mallory")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, end)
+	}
+	if _, err := c.beginExplanation("mallory"); !errors.As(err, &tm) || !strings.Contains(tm.message, "the most one user may") {
+		t.Errorf("mallory's explanation past her %d at once: %v", explanationsPerCaller, err)
+	}
+	if end, err := c.beginDescribe(); err != nil {
+		t.Errorf("mallory's describe while she holds her %d explanations: %v", explanationsPerCaller, err)
+	} else {
+		end()
+	}
+	if end, err := c.beginExplanation("alice"); err != nil {
+		t.Errorf("alice's explanation while mallory holds her %d: %v", explanationsPerCaller, err)
+	} else {
+		end()
+	}
+	ends[0]()
+	if end, err := c.beginExplanation("mallory"); err != nil {
+		t.Errorf("mallory's inspection once one of hers ended: %v", err)
 	} else {
 		end()
 	}

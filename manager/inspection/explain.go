@@ -9,14 +9,17 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/authentication/user"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	inspectionv1alpha1 "github.com/jobferry/jobferry/api/inspection/v1alpha1"
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
@@ -57,7 +60,7 @@ func (s *Server) explainJob(w http.ResponseWriter, r *http.Request, who user.Inf
 	if !ok {
 		return
 	}
-	end, err := s.callers.beginDescribe()
+	end, err := s.callers.beginExplanation(who.GetName())
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -93,7 +96,7 @@ func (s *Server) explainSent(w http.ResponseWriter, r *http.Request, who user.In
 			errors.New(cannot(who, "create", "jobs", batchv1.GroupName, ns, reason)+" (a placement is explained to who may create the Job)")))
 		return
 	}
-	end, err := s.callers.beginDescribe()
+	end, err := s.callers.beginExplanation(who.GetName())
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -149,6 +152,9 @@ func sentJob(w http.ResponseWriter, r *http.Request, ns string) (*batchv1.Job, e
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.%s %d: must be at least 0", what, *n))
 		}
 	}
+	if err := boundedPod(&job.Spec.Template.Spec); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
 	// What the manager trusts of a Job is sealed on it when it is placed; a
 	// Job sent here is not, so its jobferry state is ignored, as a
 	// tenant's Job's unsealed state is.
@@ -156,11 +162,50 @@ func sentJob(w http.ResponseWriter, r *http.Request, ns string) (*batchv1.Job, e
 	return job, nil
 }
 
+// boundedPod refuses a pod template of more containers, or more or other
+// resource names, than placement is bounded for.
+func boundedPod(spec *corev1.PodSpec) error {
+	for kind, containers := range map[string][]corev1.Container{"containers": spec.Containers, "initContainers": spec.InitContainers} {
+		if len(containers) > maxSentContainers {
+			return fmt.Errorf("spec.template.spec.%s: %d, more than the %d the manager explains", kind, len(containers), maxSentContainers)
+		}
+		for _, c := range containers {
+			for list, resources := range map[string]corev1.ResourceList{"requests": c.Resources.Requests, "limits": c.Resources.Limits} {
+				if len(resources) > maxSentResourceNames {
+					return fmt.Errorf("container %q: %d resource %s, more than the %d the manager explains", c.Name, len(resources), list, maxSentResourceNames)
+				}
+				for name := range resources {
+					if errs := validation.IsQualifiedName(string(name)); len(errs) > 0 {
+						return fmt.Errorf("container %q: resource %s %q: %s", c.Name, list, name, strings.Join(errs, "; "))
+					}
+				}
+			}
+		}
+	}
+	if len(spec.EphemeralContainers) > 0 {
+		return errors.New("spec.template.spec.ephemeralContainers: a pod template may not have any")
+	}
+	if len(spec.Overhead) > maxSentResourceNames {
+		return fmt.Errorf("spec.template.spec.overhead: %d resource names, more than the %d the manager explains", len(spec.Overhead), maxSentResourceNames)
+	}
+	return nil
+}
+
 // quantityToken is a JSON value a resource.Quantity would be parsed from
-// whose number has more than 64 digits or an exponent of more than three:
-// parsing or comparing one such (1e-2147483647) takes minutes, and none is
-// a request a node could hold.
-var quantityToken = regexp.MustCompile(`^[+-]?(?:[0-9]{65,}|[0-9.]*[eE][+-]?[0-9]{4,})`)
+// (after strings.TrimSpace, as it is parsed) whose number has more than 64
+// digits and dots or an exponent of more than three digits: parsing or
+// comparing one such takes seconds to hours (1e-2147483647; a million
+// digits after the dot), and none is a request a node could hold.
+var quantityToken = regexp.MustCompile(`^[+-]?(?:[0-9.]{65,}|[0-9.]*[eE][+-]?[0-9]{4,})`)
+
+// The containers of a sent Job, and the resource names of each of its
+// lists, are bounded too: summing a pod's requests copies the sum of its
+// sidecars' at every init container (Kubernetes' PodRequests), so the
+// work grows with their product.
+const (
+	maxSentContainers    = 64
+	maxSentResourceNames = 32
+)
 
 // scanSentJob reads the body's JSON tokens before it is decoded: at most
 // maxSentObjects objects and maxSentValues values, and no number a
@@ -182,10 +227,11 @@ func scanSentJob(body []byte) error {
 		}
 		var value string
 		switch t := token.(type) {
-		case json.Delim:
-			if t == '{' {
+		case nil, json.Delim:
+			// A null decodes into an empty struct as an object does.
+			if t == nil || t == json.Delim('{') {
 				if objects++; objects > maxSentObjects {
-					return fmt.Errorf("the Job has more than %d JSON objects: the manager explains Jobs up to that size", maxSentObjects)
+					return fmt.Errorf("the Job has more than %d JSON objects and nulls: the manager explains Jobs up to that size", maxSentObjects)
 				}
 			}
 			continue
@@ -196,7 +242,7 @@ func scanSentJob(body []byte) error {
 		default:
 			continue
 		}
-		if quantityToken.MatchString(value) {
+		if quantityToken.MatchString(strings.TrimSpace(value)) {
 			return fmt.Errorf("%.40q…: a number of more than 64 digits or an exponent beyond 999, which no node could hold", value)
 		}
 	}
@@ -215,16 +261,17 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, job *batchv1.Jo
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("Job %s/%s: %v", job.Namespace, job.Name, invalid)))
 		return
 	}
-	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("explaining Job %s/%s: %w", job.Namespace, job.Name, err)))
-		return
+	if err == nil {
+		var notes []string
+		if notes, err = s.notes(ctx, job, stored); err == nil {
+			writeJSON(w, http.StatusOK, explanation(job, e, append(e.Notes, notes...)))
+			return
+		}
 	}
-	notes, err := s.notes(ctx, job, stored)
-	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, explanation(job, e, append(e.Notes, notes...)))
+	// The manager's own failure: its words (names of its identity, its
+	// Secrets, webhooks) are for its log, not the caller.
+	logf.Log.WithName("inspection").Error(err, "explaining a placement", "job", job.Namespace+"/"+job.Name, "stored", stored)
+	writeStatus(w, apierrors.NewInternalError(errors.New("the manager could not explain the placement now (its log says why): try again shortly")))
 }
 
 // notes say what the answer could not take into account.

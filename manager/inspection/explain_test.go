@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -96,6 +97,19 @@ func TestExplainingASentJob(t *testing.T) {
 			http.StatusBadRequest, "more than 64 digits"},
 		"too many values": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","args":[` + strings.Repeat(`"",`, maxSentValues) + `""]}]}}}}`,
 			http.StatusBadRequest, "more than 100000 JSON values"},
+		"an exponent behind a space": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":" 1e-21474836"}}}]}}}}`,
+			http.StatusBadRequest, "an exponent beyond 999"},
+		"a long fraction": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":"0.` + strings.Repeat("7", 100_000) + `"}}}]}}}}`,
+			http.StatusBadRequest, "more than 64 digits"},
+		"too many nulls": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[` + strings.Repeat(`null,`, maxSentObjects) + `null]}}}}`,
+			http.StatusBadRequest, "more than 10000 JSON objects and nulls"},
+		"too many init containers": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"initContainers":[` + strings.Repeat(`{"name":"i"},`, maxSentContainers) + `{"name":"i"}]}}}}`,
+			http.StatusBadRequest, "spec.template.spec.initContainers: 65, more than the 64"},
+		"too many resource names": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","resources":{"requests":{` + resourceNames(maxSentResourceNames+1) + `}}}]}}}}`,
+			http.StatusBadRequest, "33 resource requests, more than the 32"},
+		"a resource name that is none": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","resources":{"limits":{"a/b/c":"1"}}}]}}}}`,
+			http.StatusBadRequest, `resource limits \"a/b/c\"`},
+		"negative completions": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"completions":-1}}`, http.StatusBadRequest, "spec.completions -1: must be at least 0"},
 		"too many objects": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[` + strings.Repeat(`{},`, maxSentObjects) + `{}]}}}}`,
 			http.StatusBadRequest, "more than 10000 JSON objects"},
 		"negative parallelism": {"creator", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"parallelism":-5}}`, http.StatusBadRequest, "spec.parallelism -5: must be at least 0"},
@@ -188,8 +202,9 @@ func TestExplainingAStoredJob(t *testing.T) {
 // argument.
 func TestSentJobsDecodeWithinTheirBounds(t *testing.T) {
 	for name, body := range map[string]string{
-		"objects": `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[` + strings.Repeat(`{},`, maxSentObjects-10) + `{}]}}}}`,
+		"objects": `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"volumes":[` + strings.Repeat(`{},`, maxSentObjects-10) + `{}]}}}}`,
 		"values":  `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"a","args":[` + strings.Repeat(`"",`, maxSentValues-50) + `""]}]}}}}`,
+		"nulls":   `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"x"},"spec":{"template":{"spec":{"volumes":[` + strings.Repeat(`null,`, maxSentObjects-10) + `null]}}}}`,
 	} {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -208,4 +223,13 @@ func TestSentJobsDecodeWithinTheirBounds(t *testing.T) {
 		}
 		runtime.KeepAlive(job)
 	}
+}
+
+// resourceNames is n JSON members "example.com/rI":"0".
+func resourceNames(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf(`"example.com/r%d":"0"`, i)
+	}
+	return strings.Join(names, ",")
 }

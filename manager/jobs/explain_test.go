@@ -84,7 +84,8 @@ func TestExplainSaysWhatPlacementWouldDecide(t *testing.T) {
 	}
 	stored := asking("2")
 	h.create(t, stored)
-	h.r.PodAdmission = admitAll{}
+	admission := &admitAll{}
+	h.r.PodAdmission = admission
 	e, err = h.r.Explain(ctx, h.job(t), true)
 	if err != nil || !strings.Contains(e.Held, "small") {
 		t.Errorf("a stored Job its quota has no room for: want held by quota small, got %q (error %v)", e.Held, err)
@@ -95,8 +96,18 @@ func TestExplainSaysWhatPlacementWouldDecide(t *testing.T) {
 	// A stored Job placed already is not dry-run or charged again.
 	placed := h.job(t)
 	placed.Annotations[v1alpha1.WorkerAnnotation] = "w1"
+	dryRuns := admission.calls
 	if e, err = h.r.Explain(ctx, placed, true); err != nil || e.Held != "" || e.Worker == "" {
 		t.Errorf("a placed Job: want no quota verdict and a worker, got %+v (error %v)", e, err)
+	}
+	if admission.calls != dryRuns {
+		t.Errorf("a placed Job's pods were dry-run")
+	}
+	if events := h.events(); len(events) != 0 {
+		t.Errorf("Explain recorded Events: %v", events)
+	}
+	if assumed := h.r.placing.assume.assumed("w1"); len(assumed) != 0 {
+		t.Errorf("Explain assumed a placement on w1: %v", assumed)
 	}
 	if got := h.jobWrites.Load() + h.statusWrites.Load(); got != 0 {
 		t.Errorf("Explain wrote %d times to manager Jobs", got)
@@ -106,9 +117,11 @@ func TestExplainSaysWhatPlacementWouldDecide(t *testing.T) {
 	}
 }
 
-// admitAll admits every pod as it is, charging its requests.
-type admitAll struct{}
+// admitAll admits every pod as it is, charging its requests, and counts
+// the dry-runs.
+type admitAll struct{ calls int }
 
-func (admitAll) Admit(_ context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
+func (a *admitAll) Admit(_ context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
+	a.calls++
 	return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec})}, nil
 }
