@@ -20,22 +20,24 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	var (
-		ns        string
-		workers   int
-		scale     bool
-		splitCPUs bool
-		out       string
-		mgrArgs   []string
-		mgrEnv    []string
-		withKueue bool
-		simulated bool
-		interval  time.Duration
-		failover  bool
-		shift     bool
-		keepJobs  bool
-		inspect   bool
-		load      = bench.InspectionLoad{Tenants: 4, PodsEach: 50, LinesPerSecond: 5, Rounds: 3}
-		sim       = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
+		ns         string
+		workers    int
+		scale      bool
+		splitCPUs  bool
+		out        string
+		mgrArgs    []string
+		mgrEnv     []string
+		withKueue  bool
+		multiKueue bool
+		kueueQPS   int
+		simulated  bool
+		interval   time.Duration
+		failover   bool
+		shift      bool
+		keepJobs   bool
+		inspect    bool
+		load       = bench.InspectionLoad{Tenants: 4, PodsEach: 50, LinesPerSecond: 5, Rounds: 3}
+		sim        = bench.Simulation{Nodes: 100, Timing: simworker.DefaultOptions.Timing}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -46,7 +48,10 @@ workers' to the other, unless --split-cpus=false), then for each N runs the
 direct arm (N Jobs created on the workers, split evenly), the jobferry arm
 (N Jobs created on the manager in an opted-in namespace) and the Kueue arm
 (the same, queued in one LocalQueue with quota for all of them), and writes
-what it measured into --out. --scale runs 10,000 Jobs over 10 workers.
+what it measured into --out. --multikueue (env BENCH_MULTIKUEUE=1) adds the
+MultiKueue arm: Kueue on every worker too, and the same Jobs dispatched by
+Kueue's MultiKueue (Kueue v0.17, its remote clients at client-go's 5 QPS,
+which v0.17 offers no knob to raise). --scale runs 10,000 Jobs over 10 workers.
 
 --simulated (env BENCH_SIM=1) measures the manager at scale instead: the
 workers are API servers only, without nodes or pods, and a simulator moves
@@ -80,6 +85,22 @@ unless --create-interval says otherwise.`,
 				if withKueue, err = strconv.ParseBool(v); err != nil {
 					return fmt.Errorf("BENCH_KUEUE=%q is not true or false", v)
 				}
+			}
+			if v := os.Getenv("BENCH_MULTIKUEUE"); v != "" && !cmd.Flags().Changed("multikueue") {
+				if multiKueue, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("BENCH_MULTIKUEUE=%q is not true or false", v)
+				}
+			}
+			if v := os.Getenv("BENCH_KUEUE_QPS"); v != "" && !cmd.Flags().Changed("kueue-client-qps") {
+				if kueueQPS, err = strconv.Atoi(v); err != nil {
+					return fmt.Errorf("BENCH_KUEUE_QPS=%q is not a number", v)
+				}
+			}
+			if kueueQPS < 0 {
+				return fmt.Errorf("--kueue-client-qps must be positive (0: Kueue's bench default of 50, burst 100), got %d", kueueQPS)
+			}
+			if multiKueue && !withKueue {
+				return fmt.Errorf("--multikueue runs Kueue on the manager and the workers: it goes with --kueue")
 			}
 			if v := os.Getenv("BENCH_SIM"); v != "" && !cmd.Flags().Changed("simulated") {
 				if simulated, err = strconv.ParseBool(v); err != nil {
@@ -142,7 +163,7 @@ unless --create-interval says otherwise.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, MultiKueue: multiKueue, KueueClientQPS: kueueQPS, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -167,6 +188,8 @@ unless --create-interval says otherwise.`,
 	cmd.Flags().BoolVar(&splitCPUs, "split-cpus", true, "pin the manager cluster and the workers to different halves of the CPUs")
 	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
 	cmd.Flags().BoolVar(&withKueue, "kueue", true, "run Kueue (bin/kueue) on the manager cluster and the Kueue arm (env BENCH_KUEUE)")
+	cmd.Flags().BoolVar(&multiKueue, "multikueue", false, "run Kueue on every worker too and the MultiKueue arm: the same Jobs dispatched by Kueue's MultiKueue (env BENCH_MULTIKUEUE)")
+	cmd.Flags().IntVar(&kueueQPS, "kueue-client-qps", 0, "every Kueue's clientConnection QPS and burst to its own cluster (0: 50 and 100; env BENCH_KUEUE_QPS)")
 	cmd.Flags().DurationVar(&interval, "create-interval", 0, "create the Jobs one at a time this far apart (a quiet manager) instead of all at once")
 	cmd.Flags().BoolVar(&simulated, "simulated", false, "simulated workers (API servers only; the manager measured at scale; env BENCH_SIM)")
 	cmd.Flags().IntVar(&sim.Nodes, "sim-nodes", sim.Nodes, "nodes each simulated worker pretends to have (16 CPUs, 110 pods each)")

@@ -24,6 +24,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // role is what a watched cluster's Jobs are to an arm.
@@ -100,6 +101,12 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		// A mirror runs from its first active pod until it finishes; one
 		// made again elsewhere counts where it is.
 		running := job.Status.Active > 0 && !jobstatus.Finished(job.Status)
+		if running && j.runningSeen.IsZero() {
+			// The Job's pod runs on a worker: a dispatcher whose copy of
+			// the running status lags (or skips it) is timed by its work,
+			// not by its copy.
+			j.runningSeen = at
+		}
 		switch {
 		case running && j.mirrorRunningOn == "":
 			j.mirrorRunningOn = cluster
@@ -121,6 +128,9 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		}
 		if !j.running && job.Status.Active > 0 {
 			j.running = true
+			if j.runningSeen.IsZero() {
+				j.runningSeen = at
+			}
 			o.running++
 		}
 		if complete && j.complete.IsZero() {
@@ -267,11 +277,20 @@ func ampleQuota(n int) corev1.ResourceList {
 	return quota
 }
 
+// jobShape changes a bench Job for an arm before it is created (nil: as
+// benchJob makes it).
+type jobShape func(*batchv1.Job)
+
+// queuedIn queues a Job in the LocalQueue named queue.
+func queuedIn(queue string) jobShape {
+	return func(job *batchv1.Job) { job.Labels = map[string]string{workload.NameLabel: queue} }
+}
+
 // benchJob is the Job every arm runs: one pod that KWOK completes a second
-// after it starts, requesting benchRequests, with labels.
-func benchJob(ns, name string, labels map[string]string) *batchv1.Job {
+// after it starts, requesting benchRequests.
+func benchJob(ns, name string) *batchv1.Job {
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: batchv1.JobSpec{
 			Completions:  ptr.To[int32](1),
 			Parallelism:  ptr.To[int32](1),
@@ -289,12 +308,15 @@ func benchJob(ns, name string, labels map[string]string) *batchv1.Job {
 	}
 }
 
-// createJobs creates n Jobs named bench-00000... in ns with labels, the
-// i-th through targets[i % len(targets)], from concurrency goroutines, or
-// one every interval when it is set, timing each.
-func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, labels map[string]string, n, concurrency int, interval time.Duration, o *observer) error {
+// createJobs creates n Jobs named bench-00000... in ns of the arm's shape,
+// the i-th through targets[i % len(targets)], from concurrency goroutines,
+// or one every interval when it is set, timing each.
+func createJobs(ctx context.Context, targets []kubernetes.Interface, ns string, shape jobShape, n, concurrency int, interval time.Duration, o *observer) error {
 	create := func(i int) error {
-		job := benchJob(ns, fmt.Sprintf("bench-%05d", i), labels)
+		job := benchJob(ns, fmt.Sprintf("bench-%05d", i))
+		if shape != nil {
+			shape(job)
+		}
 		o.creating(job.Name, time.Now())
 		if _, err := targets[i%len(targets)].BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Job %s/%s: %w", ns, job.Name, err)

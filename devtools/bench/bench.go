@@ -38,7 +38,6 @@ import (
 	"github.com/jobferry/jobferry/devtools/devenv"
 	"github.com/jobferry/jobferry/devtools/localcluster"
 	"github.com/jobferry/jobferry/manager/admission"
-	"github.com/jobferry/jobferry/manager/queue/workload"
 )
 
 // Config says what to run.
@@ -60,6 +59,14 @@ type Config struct {
 	ManagerEnv []string
 	// Kueue runs Kueue on the manager cluster (its CPUs) and the Kueue arm.
 	Kueue bool
+	// MultiKueue runs Kueue on every worker too and, after the Kueue arm,
+	// the MultiKueue arm: the same Jobs queued on the manager in a
+	// ClusterQueue that names MultiKueue's admission check, dispatched by
+	// Kueue to the workers' Kueue (multikueue.go). It needs Kueue.
+	MultiKueue bool
+	// KueueClientQPS, when set, is every Kueue's clientConnection QPS and
+	// burst to its own cluster (50 and 100 otherwise).
+	KueueClientQPS int
 	// Concurrency is how many creates are in flight at once.
 	Concurrency int
 	// CreateInterval, when set, creates the Jobs one at a time this far
@@ -99,6 +106,12 @@ type Result struct {
 	// Kueue: Kueue ran on the manager cluster throughout, and each run has
 	// a Kueue arm.
 	Kueue bool `json:"kueue"`
+	// MultiKueue: Kueue ran on every worker too, and each run has a
+	// MultiKueue arm.
+	MultiKueue bool `json:"multiKueue,omitempty"`
+	// KueueClientQPS: every Kueue's clientConnection QPS and burst (0:
+	// 50 and 100).
+	KueueClientQPS int `json:"kueueClientQPS,omitempty"`
 	// Simulated: the workers were simulated (no direct arm).
 	Simulated *SimulatedFigures `json:"simulated,omitempty"`
 	// Failover: two manager replicas, the leader killed in each run (its
@@ -134,6 +147,12 @@ type Run struct {
 	// KueueToJobferry over the jobferry arm's.
 	KueueRatio      float64 `json:"kueueThroughputRatio,omitempty"`
 	KueueToJobferry float64 `json:"kueueToJobferryThroughputRatio,omitempty"`
+	// MultiKueue is the MultiKueue arm (nil when run without it);
+	// MultiKueueRatio its throughput over the direct arm's, and
+	// KueueToMultiKueue the Kueue arm's over it.
+	MultiKueue        *Arm    `json:"multiKueue,omitempty"`
+	MultiKueueRatio   float64 `json:"multiKueueThroughputRatio,omitempty"`
+	KueueToMultiKueue float64 `json:"kueueToMultiKueueThroughputRatio,omitempty"`
 }
 
 // Arm is what one arm measured.
@@ -246,7 +265,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, MultiKueue: cfg.MultiKueue, KueueClientQPS: cfg.KueueClientQPS, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -254,6 +273,9 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 		}
 	}
 	var workers []localcluster.Spec
+	if cfg.MultiKueue && !cfg.Kueue {
+		return nil, fmt.Errorf("the MultiKueue arm runs Kueue on the manager and the workers: run it with Kueue on")
+	}
 	if sim := cfg.Simulated; sim != nil {
 		if cfg.Kueue {
 			return nil, fmt.Errorf("a simulated run has no Kueue arm: run it with Kueue off")
@@ -309,7 +331,10 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 		// Kueue runs from the start, as it would on a manager cluster in
 		// Kueue mode: the direct and jobferry arms show what it costs
 		// for Jobs it does not queue.
-		opts.Kueue = &localcluster.KueueOptions{}
+		opts.Kueue = &localcluster.KueueOptions{ClientQPS: cfg.KueueClientQPS, ClientBurst: cfg.KueueClientQPS}
+		if cfg.MultiKueue {
+			opts.WorkerKueue = &localcluster.KueueOptions{ClientQPS: cfg.KueueClientQPS, ClientBurst: cfg.KueueClientQPS}
+		}
 	}
 	env, err := devenv.Start(ctx, opts)
 	if err != nil {
@@ -331,6 +356,11 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Kueue {
 		if err := b.setUpKueue(ctx, slices.Max(cfg.Ns)); err != nil {
 			return nil, err
+		}
+		if cfg.MultiKueue {
+			if err := b.setUpMultiKueue(ctx, slices.Max(cfg.Ns)); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -385,6 +415,16 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 			run.KueueToJobferry = ratio(arm.Throughput, run.Jobferry.Throughput)
 			summary += fmt.Sprintf(", Kueue %.1f Jobs/s (%.2f of direct, %.2f of jobferry)", arm.Throughput, run.KueueRatio, run.KueueToJobferry)
 		}
+		if cfg.MultiKueue {
+			arm, err := b.dispatched(ctx, n, multiKueueArm, 0)
+			if err != nil {
+				return res, err
+			}
+			run.MultiKueue = &arm
+			run.MultiKueueRatio = ratio(arm.Throughput, run.Direct.Throughput)
+			run.KueueToMultiKueue = ratio(run.Kueue.Throughput, arm.Throughput)
+			summary += fmt.Sprintf(", MultiKueue %.1f Jobs/s (%.2f of direct; Kueue + jobferry %.2f× it)", arm.Throughput, run.MultiKueueRatio, run.KueueToMultiKueue)
+		}
 		res.Runs = append(res.Runs, run)
 		fmt.Fprintln(cfg.Progress, summary)
 		if err := writeReport(cfg.Out, res); err != nil {
@@ -427,6 +467,9 @@ type bencher struct {
 	// (Kueue arm).
 	queues    client.Client
 	workloads kueueclient.Interface
+	// workerQueues are clients of Kueue's API on the workers (MultiKueue
+	// arm).
+	workerQueues []client.Client
 	// room is how many bench Jobs each worker holds at once.
 	room map[string]int
 	// retired are the manager replicas killed during the arm, as last
@@ -493,15 +536,16 @@ func (b *bencher) setUpKueue(ctx context.Context, maxN int) error {
 	return nil
 }
 
-// localQueue makes the LocalQueue benchQueue in ns and waits until Kueue
-// has it Active: a Workload Kueue makes before would wait for the queue.
-func (b *bencher) localQueue(ctx context.Context, ns string) error {
-	if err := b.queues.Create(ctx, devenv.KueueLocalQueue(ns, benchQueue, benchQueue)); err != nil {
+// localQueue makes the LocalQueue benchQueue of clusterQueue in ns on c's
+// cluster and waits until Kueue has it Active: a Workload Kueue makes
+// before would wait for the queue.
+func localQueue(ctx context.Context, c client.Client, ns, clusterQueue string) error {
+	if err := c.Create(ctx, devenv.KueueLocalQueue(ns, benchQueue, clusterQueue)); err != nil {
 		return fmt.Errorf("creating the LocalQueue %s/%s: %w", ns, benchQueue, err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var lq kueue.LocalQueue
-		if err := b.queues.Get(ctx, client.ObjectKey{Namespace: ns, Name: benchQueue}, &lq); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: benchQueue}, &lq); err != nil {
 			return false, err
 		}
 		return meta.IsStatusConditionTrue(lq.Status.Conditions, kueue.LocalQueueActive), nil
@@ -515,13 +559,14 @@ func (b *bencher) localQueue(ctx context.Context, ns string) error {
 func directNamespace(n int) string          { return fmt.Sprintf("bench-direct-%d", n) }
 func jobferryNamespace(n int) string        { return fmt.Sprintf("bench-jobferry-%d", n) }
 func kueueNamespace(n int) string           { return fmt.Sprintf("bench-kueue-%d", n) }
+func multiKueueNamespace(n int) string      { return fmt.Sprintf("bench-multikueue-%d", n) }
 func followedNamespace(n, round int) string { return fmt.Sprintf("bench-followed-%d-%d", n, round) }
 func afterNamespace(n, round int) string    { return fmt.Sprintf("bench-after-%d-%d", n, round) }
 func tenantsNamespace(n int) string         { return fmt.Sprintf("bench-tenants-%d", n) }
 
 // namespaces are every arm's namespaces for n.
 func (b *bencher) namespaces(n int) []string {
-	all := []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), tenantsNamespace(n)}
+	all := []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), multiKueueNamespace(n), tenantsNamespace(n)}
 	if load := b.cfg.InspectionLoad; load != nil {
 		for r := 1; r <= load.Rounds; r++ {
 			all = append(all, followedNamespace(n, r), afterNamespace(n, r))
@@ -561,7 +606,7 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 			return err
 		}
 		var err error
-		if cleanUp, err = b.cleanUpArm(ctx, b.workers, ns, n, what); err != nil {
+		if cleanUp, err = b.cleanUpArm(ctx, b.workers, ns, timeout(n), what); err != nil {
 			return err
 		}
 		return b.waitQuiet(ctx, ns, what)
@@ -587,13 +632,13 @@ func deletesFinishedMirrors(managerArgs []string) bool {
 
 // cleanUpArm deletes the arm's Jobs on targets and waits until no Job or
 // pod of the arm is left on the workers, returning how long that took.
-func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface, ns string, n int, what string) (time.Duration, error) {
+func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface, ns string, limit time.Duration, what string) (time.Duration, error) {
 	fmt.Fprintf(b.cfg.Progress, "%s: deleting the Jobs\n", what)
 	start := time.Now()
 	if err := deleteJobs(ctx, targets, ns, b.cfg.Concurrency); err != nil {
 		return 0, err
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout(n), true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
 		return b.workersEmpty(ctx, ns)
 	})
 	if err != nil {
@@ -610,6 +655,9 @@ const (
 	jobferryArm armKind = iota
 	// kueueArm: the same, queued in the LocalQueue benchQueue.
 	kueueArm
+	// multiKueueArm: the same, queued in a LocalQueue whose ClusterQueue
+	// names MultiKueue's check (multikueue.go).
+	multiKueueArm
 	// followedArm: the jobferry arm again while tenants follow logs, and
 	// afterArm once more when they stopped (Config.InspectionLoad), each
 	// InspectionLoad.Rounds times.
@@ -624,11 +672,13 @@ const (
 // be gone from the workers. round numbers the followed and after arms from
 // 1 (0 for the others).
 func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int) (Arm, error) {
-	ns, arm, profileTag, jobLabels := jobferryNamespace(n), "jobferry", strconv.Itoa(n), map[string]string(nil)
-	queued := kind == kueueArm
+	ns, arm, profileTag, shape := jobferryNamespace(n), "jobferry", strconv.Itoa(n), jobShape(nil)
+	queued, limit := kind == kueueArm || kind == multiKueueArm, timeout(n)
 	switch kind {
 	case kueueArm:
-		ns, arm, profileTag, jobLabels = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), map[string]string{workload.NameLabel: benchQueue}
+		ns, arm, profileTag, shape = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), queuedIn(benchQueue)
+	case multiKueueArm:
+		ns, arm, profileTag, shape, limit = multiKueueNamespace(n), "MultiKueue", "multikueue-"+strconv.Itoa(n), multiKueueJob, multiKueueTimeout(n)
 	case followedArm:
 		ns, arm, profileTag = followedNamespace(n, round), fmt.Sprintf("followed jobferry (round %d)", round), fmt.Sprintf("followed-%d-%d", n, round)
 	case afterArm:
@@ -637,6 +687,15 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 	optIn, err := dispatchLabels()
 	if err != nil {
 		return Arm{}, err
+	}
+	if kind == multiKueueArm {
+		// Kueue dispatches these Jobs, not jobferry: their namespace is
+		// not opted in, and MultiKueue needs it and the LocalQueue on
+		// every worker.
+		optIn = nil
+		if err := b.multiKueueWorkerQueues(ctx, ns); err != nil {
+			return Arm{}, err
+		}
 	}
 	if err := createNamespace(ctx, b.manager, ns, optIn); err != nil {
 		return Arm{}, err
@@ -655,7 +714,11 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 		}
 	}
 	if queued {
-		if err := b.localQueue(ctx, ns); err != nil {
+		clusterQueue := benchQueue
+		if kind == multiKueueArm {
+			clusterQueue = multiKueueQueue
+		}
+		if err := localQueue(ctx, b.queues, ns, clusterQueue); err != nil {
 			return Arm{}, err
 		}
 		if err := watchWorkloads(watchCtx, b.workloads, ns, o); err != nil {
@@ -698,7 +761,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 		if b.cfg.Shift {
 			shifted = b.startShift(ctx, o, n)
 		}
-		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, jobLabels, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
+		if err := createJobs(ctx, []kubernetes.Interface{b.manager}, ns, shape, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
 		if sim := b.cfg.Simulated; sim != nil && sim.Timing.Hold {
@@ -707,7 +770,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 				return err
 			}
 		}
-		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
+		if err := waitComplete(ctx, o, n, limit, what, b.cfg.Progress); err != nil {
 			return err
 		}
 		if shifted != nil {
@@ -738,7 +801,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 			settled = time.Since(start)
 		}
 		if !b.cfg.KeepJobs {
-			if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, n, what); err != nil {
+			if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, limit, what); err != nil {
 				return err
 			}
 		}

@@ -151,7 +151,7 @@ func (b *bencher) startTenants(ctx context.Context, n int) (*tenants, error) {
 // the tenants' pods and nobody following), and deletes the tenants' Jobs.
 func (b *bencher) inspectionArms(ctx context.Context, n int, t *tenants, before Arm) (_ *InspectionFigures, err error) {
 	defer func() {
-		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, len(t.jobs), "the tenants' Jobs"); cleanErr != nil {
+		if _, cleanErr := b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, t.ns, timeout(len(t.jobs)), "the tenants' Jobs"); cleanErr != nil {
 			err = errors.Join(err, cleanErr)
 		}
 		for _, worker := range t.on {

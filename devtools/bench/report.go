@@ -64,6 +64,9 @@ func plotCompletions(path string, run Run) error {
 	if run.Kueue != nil {
 		curves = append(curves, curve{fmt.Sprintf("Kueue + jobferry (%.1f Jobs/s)", run.Kueue.Throughput), run.Kueue.Completions, color.RGBA{R: 0x22, G: 0x99, B: 0x44, A: 0xff}})
 	}
+	if run.MultiKueue != nil {
+		curves = append(curves, curve{fmt.Sprintf("MultiKueue (%.1f Jobs/s)", run.MultiKueue.Throughput), run.MultiKueue.Completions, color.RGBA{R: 0x88, G: 0x44, B: 0xaa, A: 0xff}})
+	}
 	for _, arm := range curves {
 		points := make(plotter.XYs, len(arm.times))
 		for i, t := range arm.times {
@@ -137,6 +140,9 @@ func Markdown(res *Result) string {
 	if res.Kueue {
 		kueueTables(&b, res.Runs)
 	}
+	if res.MultiKueue {
+		fourArms(&b, res)
+	}
 	if res.InspectionLoad != nil {
 		inspectionTable(&b, res)
 	}
@@ -155,6 +161,9 @@ func Markdown(res *Result) string {
 		managerFigures(&b, r.N, "jobferry", r.Jobferry)
 		if r.Kueue != nil {
 			managerFigures(&b, r.N, "Kueue", *r.Kueue)
+		}
+		if a := r.MultiKueue; a != nil && a.APIServerProfileTop != "" {
+			fmt.Fprintf(&b, "\nThe manager cluster's API server's CPU profile, first %d s of the MultiKueue arm (`%s`):\n\n```\n%s```\n", profileSeconds, filepath.Base(a.APIServerProfile), a.APIServerProfileTop)
 		}
 		fmt.Fprintf(&b, "\nCPU seconds per Job by process (workers summed):\n\n| process | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range cpuRows(r) {
@@ -272,10 +281,14 @@ const (
 
 // armNames are the column heads of a run's per-arm tables.
 func armNames(r Run) []string {
+	names := []string{"direct", "jobferry"}
 	if r.Kueue != nil {
-		return []string{"direct", "jobferry", "Kueue"}
+		names = append(names, "Kueue")
 	}
-	return []string{"direct", "jobferry"}
+	if r.MultiKueue != nil {
+		names = append(names, "MultiKueue")
+	}
+	return names
 }
 
 func fourPercentiles(p Percentiles) string {
@@ -297,8 +310,8 @@ func workersTotal(a Arm) float64 {
 }
 
 type row struct {
-	cluster, resource       string
-	direct, jobferry, kueue float64
+	cluster, resource                   string
+	direct, jobferry, kueue, multiKueue float64
 }
 
 // columns formats the row's figure of each arm of r, as armNames heads
@@ -307,6 +320,9 @@ func (x row) columns(r Run, format string) string {
 	cols := []string{fmt.Sprintf(format, x.direct), fmt.Sprintf(format, x.jobferry)}
 	if r.Kueue != nil {
 		cols = append(cols, fmt.Sprintf(format, x.kueue))
+	}
+	if r.MultiKueue != nil {
+		cols = append(cols, fmt.Sprintf(format, x.multiKueue))
 	}
 	return strings.Join(cols, " | ")
 }
@@ -365,13 +381,16 @@ func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
 	if r.Kueue != nil {
 		add(*r.Kueue, func(x *row, v float64) { x.kueue += v })
 	}
+	if r.MultiKueue != nil {
+		add(*r.MultiKueue, func(x *row, v float64) { x.multiKueue += v })
+	}
 	return sortedRows(byKey)
 }
 
 func sortedRows(byKey map[[2]string]*row) []row {
 	var rows []row
 	for _, r := range byKey {
-		top := max(r.direct, r.jobferry, r.kueue)
+		top := max(r.direct, r.jobferry, r.kueue, r.multiKueue)
 		if top >= 0.01 || (r.resource == "" && top > 0) {
 			rows = append(rows, *r)
 		}
@@ -380,7 +399,73 @@ func sortedRows(byKey map[[2]string]*row) []row {
 		if rows[i].cluster != rows[j].cluster {
 			return rows[i].cluster < rows[j].cluster
 		}
-		return max(rows[i].jobferry, rows[i].direct, rows[i].kueue) > max(rows[j].jobferry, rows[j].direct, rows[j].kueue)
+		return max(rows[i].jobferry, rows[i].direct, rows[i].kueue, rows[i].multiKueue) > max(rows[j].jobferry, rows[j].direct, rows[j].kueue, rows[j].multiKueue)
 	})
 	return slices.Clip(rows)
+}
+
+// fourArms writes every arm of each run side by side, the MultiKueue arm
+// among them, and how the Kueue arm compares with MultiKueue's.
+func fourArms(b *strings.Builder, res *Result) {
+	qps := "50, burst 100"
+	if res.KueueClientQPS > 0 {
+		qps = fmt.Sprintf("%d, burst %d", res.KueueClientQPS, res.KueueClientQPS)
+	}
+	fmt.Fprintf(b, "\nAll four arms side by side. The MultiKueue arm runs Kueue v0.17 on every worker too (from the start of the run, on the workers' CPUs) and queues the same Jobs on the manager in a ClusterQueue naming MultiKueue's admission check (a MultiKueueConfig of every worker, a MultiKueueCluster and kubeconfig Secret each); each worker's ClusterQueue has the quota of its nodes. The bench creates those Jobs suspended with `spec.managedBy: kueue.x-k8s.io/multikueue`, as Kueue's webhook would. Every Kueue's clientConnection to its own cluster: QPS %s; MultiKueue's clients of the workers run at client-go's defaults (5 QPS, burst 10), which Kueue v0.17 offers no setting for (v0.20 raised them to 1000). Create → running is until the Job or its copy on a worker was first seen with an active pod: when its work started (count: the Jobs seen so); CPU is every process of the cluster(s).\n\n", qps)
+	b.WriteString("| N | arm | Jobs/s | × direct | create→running p50 / p99 (count) | create→Complete p50 / p99 | status-copy lag p50 / p99 | writes/Job manager / workers | CPU-s/Job manager cluster / workers | Jobs per worker (most running at once) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		arms := []struct {
+			name string
+			a    *Arm
+		}{{"direct", &r.Direct}, {"jobferry", &r.Jobferry}, {"Kueue + jobferry", r.Kueue}, {"MultiKueue", r.MultiKueue}}
+		for _, arm := range arms {
+			a := arm.a
+			if a == nil {
+				continue
+			}
+			lag := "–"
+			if a.StatusCopyLag.Count > 0 {
+				lag = fmt.Sprintf("%.2f / %.2f s", a.StatusCopyLag.P50, a.StatusCopyLag.P99)
+			}
+			fmt.Fprintf(b, "| %d | %s | %.1f | %.2f | %.1f / %.1f s (%d) | %.1f / %.1f s | %s | %.2f / %.2f | %.4f / %.4f | %s |\n", r.N, arm.name, a.Throughput, ratio(a.Throughput, r.Direct.Throughput),
+				a.CreateToRunning.P50, a.CreateToRunning.P99, a.CreateToRunning.Count, a.CreateToComplete.P50, a.CreateToComplete.P99, lag,
+				a.WritesTotal["manager"], workersTotal(*a), clusterCPU(a.CPU, true), clusterCPU(a.CPU, false), workerSpread(a.Placement))
+		}
+	}
+	b.WriteString("\nKueue + jobferry against MultiKueue in the same run (the goal: at least 2× the Jobs/s, at most 0.5× the create → running p99):\n\n| N | Jobs/s, Kueue + jobferry / MultiKueue | create→running p99, Kueue + jobferry / MultiKueue | MultiKueue: created → quota reserved on the manager p50 / p95 / p99 / max | created → Job seen on a worker |\n|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		if r.Kueue == nil || r.MultiKueue == nil {
+			continue
+		}
+		m := r.MultiKueue
+		fmt.Fprintf(b, "| %d | %.2f× | %s× | %s | %s |\n", r.N, r.KueueToMultiKueue, ratioText(ratio(r.Kueue.CreateToRunning.P99, m.CreateToRunning.P99)),
+			fourPercentiles(m.QuotaWait), fourPercentiles(m.DispatchOverhead))
+	}
+}
+
+// clusterCPU sums CPU seconds per Job over the manager cluster's processes
+// (manager) or every worker's.
+func clusterCPU(cpu map[string]float64, manager bool) float64 {
+	total := 0.0
+	for key, v := range cpu {
+		cluster, _, _ := strings.Cut(key, "/")
+		if (cluster == "manager") == manager {
+			total += v
+		}
+	}
+	return total
+}
+
+// workerSpread is how many of an arm's Jobs ran on each worker, and the most at
+// once there ("–" for the direct arm, which splits them evenly itself).
+func workerSpread(p *Placement) string {
+	if p == nil {
+		return "–"
+	}
+	var parts []string
+	for _, w := range p.Workers {
+		parts = append(parts, fmt.Sprintf("%s %d (%d)", w.Worker, w.Placed, w.PeakRunning))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -62,11 +62,18 @@ type jobTimes struct {
 	failed   bool
 	// running: the submitted Job was seen with active pods.
 	running bool
+	// runningSeen: the Job or its mirror was first seen with an active pod.
+	runningSeen time.Time
 }
 
 // timings are the distributions an arm reports.
 type timings struct {
 	CreateToComplete Percentiles `json:"createToComplete"`
+	// CreateToRunning: created until the Job or its mirror was first seen
+	// with an active pod: when its work started, whatever the dispatcher
+	// copies back and when (a pod that finished before a watch saw it
+	// running does not count).
+	CreateToRunning Percentiles `json:"createToRunning"`
 	// DispatchOverhead: created on the manager until the mirror is seen on
 	// its worker.
 	DispatchOverhead Percentiles `json:"dispatchOverhead"`
@@ -121,7 +128,7 @@ func rate(times []time.Time) float64 {
 // Jobs seen created and Complete count.
 func summarise(jobs map[string]*jobTimes) timings {
 	var first, last time.Time
-	var toComplete, overhead, placementWait, afterPlacement, lag []time.Duration
+	var toComplete, toRunning, overhead, placementWait, afterPlacement, lag []time.Duration
 	var quotaWait, afterQuota, admission, afterAdmission []time.Duration
 	var creates, mirrors []time.Time
 	// between appends to, when both were seen, the time from one to to.
@@ -142,6 +149,7 @@ func summarise(jobs map[string]*jobTimes) timings {
 			mirrors = append(mirrors, j.mirrorSeen)
 		}
 		between(&overhead, j.created, j.mirrorSeen)
+		between(&toRunning, j.created, j.runningSeen)
 		between(&placementWait, j.created, j.placed)
 		between(&afterPlacement, j.placed, j.mirrorSeen)
 		if !j.quotaReserved.IsZero() {
@@ -160,7 +168,7 @@ func summarise(jobs map[string]*jobTimes) timings {
 		between(&lag, j.mirrorComplete, j.complete)
 	}
 	t := timings{
-		CreateToComplete: percentiles(toComplete), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag),
+		CreateToComplete: percentiles(toComplete), CreateToRunning: percentiles(toRunning), DispatchOverhead: percentiles(overhead), StatusCopyLag: percentiles(lag),
 		PlacementWait: percentiles(placementWait), MirrorAfterPlacement: percentiles(afterPlacement),
 		QuotaWait: percentiles(quotaWait), PlacementAfterQuota: percentiles(afterQuota),
 		AdmissionAfterPlacement: percentiles(admission), MirrorAfterAdmission: percentiles(afterAdmission),

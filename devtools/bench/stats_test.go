@@ -201,6 +201,37 @@ func TestMarkdownReportsTheKueueArmAgainstBoth(t *testing.T) {
 	}
 }
 
+func TestMarkdownSetsTheFourArmsSideBySide(t *testing.T) {
+	p := func(p50, p99 float64) Percentiles {
+		return Percentiles{Count: 10, P50: p50, P95: p99, P99: p99, Max: p99}
+	}
+	kueueArm := Arm{timings: timings{Throughput: 9, CreateToRunning: p(3, 8)}, WritesTotal: map[string]float64{"manager": 12, "worker-1": 2, "worker-2": 3}}
+	multiKueueArm := Arm{
+		timings:     timings{Throughput: 3, CreateToRunning: p(40, 80), CreateToComplete: p(41, 81), QuotaWait: p(1, 2)},
+		WritesTotal: map[string]float64{"manager": 6, "worker-1": 4},
+		CPU:         map[string]float64{kueueProcess: 0.02, "worker-1/kueue": 0.01, "worker-2/kueue": 0.03},
+		Placement:   &Placement{Workers: []WorkerPlacement{{Worker: "worker-1", Placed: 7, PeakRunning: 5}, {Worker: "worker-2", Placed: 3, PeakRunning: 3}}},
+	}
+	res := &Result{Started: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 2, Kueue: true, MultiKueue: true, KueueClientQPS: 200,
+		Runs: []Run{{
+			N: 10, Direct: Arm{timings: timings{Throughput: 12}}, Jobferry: Arm{timings: timings{Throughput: 12}},
+			Kueue: &kueueArm, MultiKueue: &multiKueueArm, KueueToMultiKueue: 3,
+		}}}
+	md := Markdown(res)
+	for _, want := range []string{
+		"| 10 | MultiKueue | 3.0 | 0.25 | 40.0 / 80.0 s (10) | 41.0 / 81.0 s | – | 6.00 / 4.00 | 0.0200 / 0.0400 | worker-1 7 (5), worker-2 3 (3) |",
+		"| 10 | Kueue + jobferry | 9.0 | 0.75 | 3.0 / 8.0 s (10) |",
+		"| 10 | 3.00× | 0.10× | 1.00 / 2.00 / 2.00 / 2.00 s |",
+		"QPS 200, burst 200",
+		"| process | direct | jobferry | Kueue | MultiKueue |",
+		"| workers/kueue | 0.0000 | 0.0000 | 0.0000 | 0.0400 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestHistogramQuantileInterpolatesLikePromQL(t *testing.T) {
 	buckets := []bucket{{0.1, 10}, {1, 60}, {10, 100}, {math.Inf(1), 100}}
 	for _, tc := range []struct{ q, want float64 }{

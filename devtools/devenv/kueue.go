@@ -67,17 +67,31 @@ func SetUpKueueCheck(ctx context.Context, c client.Client, timeout time.Duration
 // the flavor KueueFlavor (the resources it covers are quota's) and
 // jobferry's check.
 func KueueClusterQueue(name string, quota corev1.ResourceList) *kueue.ClusterQueue {
+	return ClusterQueueWithChecks(name, quota, KueueCheck)
+}
+
+// ClusterQueueWithChecks is a ClusterQueue for every namespace with quota
+// of the flavor KueueFlavor (the resources it covers are quota's) and the
+// admission checks named, none for a queue admitting on its own cluster.
+func ClusterQueueWithChecks(name string, quota corev1.ResourceList, checks ...string) *kueue.ClusterQueue {
 	covered := slices.Sorted(maps.Keys(quota))
 	var resources []kueue.ResourceQuota
 	for _, r := range covered {
 		resources = append(resources, kueue.ResourceQuota{Name: r, NominalQuota: quota[r]})
 	}
-	return &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueue.ClusterQueueSpec{
+	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kueue.ClusterQueueSpec{
 		NamespaceSelector: &metav1.LabelSelector{},
 		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: covered,
 			Flavors: []kueue.FlavorQuotas{{Name: KueueFlavor, Resources: resources}}}},
-		AdmissionChecksStrategy: &kueue.AdmissionChecksStrategy{AdmissionChecks: []kueue.AdmissionCheckStrategyRule{{Name: KueueCheck}}},
 	}}
+	if len(checks) > 0 {
+		cq.Spec.AdmissionChecksStrategy = &kueue.AdmissionChecksStrategy{}
+		for _, check := range checks {
+			cq.Spec.AdmissionChecksStrategy.AdmissionChecks = append(cq.Spec.AdmissionChecksStrategy.AdmissionChecks,
+				kueue.AdmissionCheckStrategyRule{Name: kueue.AdmissionCheckReference(check)})
+		}
+	}
+	return cq
 }
 
 // KueueLocalQueue is the LocalQueue name in namespace ns of the

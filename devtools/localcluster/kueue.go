@@ -27,6 +27,11 @@ type KueueOptions struct {
 	// FairSharing turns Kueue's fair sharing on: in a cohort, admission
 	// (and preemption) favours the ClusterQueue using the least of its share.
 	FairSharing bool
+	// ClientQPS and ClientBurst are Kueue's clientConnection to its own
+	// cluster (default 50 and 100). They do not reach MultiKueue's clients
+	// of the workers: Kueue v0.17 builds those from the kubeconfig alone,
+	// at client-go's defaults of 5 and 10.
+	ClientQPS, ClientBurst int
 }
 
 // Kueue is the Kueue controller running beside a cluster's control plane.
@@ -63,6 +68,9 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
+	}
+	if opts.ClientQPS == 0 {
+		opts.ClientQPS, opts.ClientBurst = 50, 100
 	}
 	if err := InstallCRDs(ctx, c.RESTConfig(), os.DirFS(filepath.Join(binDir, "kueue-files")), "*.yaml"); err != nil {
 		return nil, fmt.Errorf("installing Kueue's CRDs: %w", err)
@@ -118,12 +126,12 @@ internalCertManagement:
   enable: false
 manageJobsWithoutQueueName: false
 clientConnection:
-  qps: 50
-  burst: 100
+  qps: %d
+  burst: %d
 integrations:
   frameworks:
   - batch/job
-`, KueueNamespace, health, metrics, webhook, filepath.Join(dir, "webhook"))
+`, KueueNamespace, health, metrics, webhook, filepath.Join(dir, "webhook"), opts.ClientQPS, max(opts.ClientBurst, opts.ClientQPS))
 	if opts.FairSharing {
 		config += `fairSharing:
   preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/jobferry/jobferry/devtools/devenv"
+)
+
+// The MultiKueue arm runs the peer our users compare jobferry with, as
+// Kueue v0.17 documents it, beside the other arms on the same clusters:
+// Kueue on the manager cluster dispatches the Jobs through its MultiKueue
+// admission check to Kueue on each worker. On the manager, a ClusterQueue
+// multiKueueQueue with ample quota names the check; on each worker, a
+// ClusterQueue benchQueue has the quota of the worker's nodes (the room
+// for bench Jobs the other arms' placement figures use), so a worker's
+// Kueue admits what its nodes hold, as an administrator would set it.
+// Every arm namespace holds a LocalQueue benchQueue on the manager and on
+// every worker: MultiKueue copies the Workload, queue name included.
+//
+// What the bench does for Kueue's webhook: localcluster serves Kueue's
+// webhooks without registering them, so the arm creates each Job as the
+// webhook would leave it, suspended with spec.managedBy
+// kueue.x-k8s.io/multikueue (the Kueue arm's Jobs get theirs from
+// jobferry's webhook, whose work that arm's figures include).
+//
+// Kueue v0.17's remote clients have no rate-limit knob: MultiKueue builds
+// them from the kubeconfig alone (clientcmd.RESTConfigFromKubeConfig), so
+// client-go's defaults of 5 QPS and burst 10 bind every worker; v0.20
+// raised them to 1000 and 1000. Its clientConnection (Config.KueueClientQPS)
+// covers only each Kueue's client of its own cluster.
+
+// multiKueueQueue names the manager's ClusterQueue of the MultiKueue arm.
+const multiKueueQueue = "bench-multikueue"
+
+// multiKueueTimeout bounds the MultiKueue arm, whose remote clients run at
+// 5 requests a second per worker: generous (0.5 Jobs/s), as it only stops
+// a stuck run.
+func multiKueueTimeout(n int) time.Duration {
+	return max(10*time.Minute, time.Duration(n)*2*time.Second)
+}
+
+// multiKueueJob queues a bench Job in benchQueue as Kueue's webhook would
+// leave it for a ClusterQueue with MultiKueue's check.
+func multiKueueJob(job *batchv1.Job) {
+	queuedIn(benchQueue)(job)
+	job.Spec.Suspend = ptr.To(true)
+	job.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
+}
+
+// setUpMultiKueue makes what an administrator would for the MultiKueue
+// arm: MultiKueue's check (devenv.SetUpMultiKueue), the manager's
+// ClusterQueue multiKueueQueue naming it with quota for maxN Jobs, and on
+// each worker the flavor and the ClusterQueue benchQueue with the quota of
+// its nodes.
+func (b *bencher) setUpMultiKueue(ctx context.Context, maxN int) error {
+	if err := devenv.SetUpMultiKueue(ctx, b.queues, b.env.Workers, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := b.queues.Create(ctx, devenv.ClusterQueueWithChecks(multiKueueQueue, ampleQuota(maxN), devenv.MultiKueueCheck)); err != nil {
+		return fmt.Errorf("creating the ClusterQueue %s: %w", multiKueueQueue, err)
+	}
+	for _, w := range b.env.Workers {
+		c, err := devenv.NewKueueClient(benchConfig(w))
+		if err != nil {
+			return err
+		}
+		for _, obj := range []client.Object{
+			&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: devenv.KueueFlavor}},
+			devenv.ClusterQueueWithChecks(benchQueue, ampleQuota(b.room[w.Name])),
+		} {
+			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s: creating %T %s: %w", w.Name, obj, obj.GetName(), err)
+			}
+		}
+		b.workerQueues = append(b.workerQueues, c)
+	}
+	return nil
+}
+
+// multiKueueWorkerQueues makes namespace ns and its LocalQueue benchQueue
+// on every worker, where MultiKueue creates the Jobs' Workloads and Jobs.
+func (b *bencher) multiKueueWorkerQueues(ctx context.Context, ns string) error {
+	for i, w := range b.workers {
+		if err := createNamespace(ctx, w, ns, nil); err != nil {
+			return fmt.Errorf("%s: %w", b.env.Workers[i].Name, err)
+		}
+		if err := localQueue(ctx, b.workerQueues[i], ns, benchQueue); err != nil {
+			return fmt.Errorf("%s: %w", b.env.Workers[i].Name, err)
+		}
+	}
+	return nil
+}
