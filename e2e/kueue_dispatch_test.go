@@ -215,6 +215,22 @@ func TestKueueQueuesJobferryPlaces(t *testing.T) {
 		if _, ok := mirror.Labels[workload.NameLabel]; ok {
 			t.Errorf("the mirror carries the queue label %s: a Kueue on the worker would queue it again", workload.NameLabel)
 		}
+		// The Dispatched Event says why there, as for a Job Kueue does not
+		// queue, though the placement was made before Kueue admitted it.
+		if !strings.HasPrefix(c.Message, "placed on "+worker+": ") {
+			t.Errorf("jobferry's Ready check says %q, want the placement's reasons (placed on %s: ...)", c.Message, worker)
+		}
+		events, err := k.manager.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + job.Name + ",reason=" + policy.ReasonDispatched})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events.Items) != 1 || !strings.HasPrefix(events.Items[0].Message, c.Message+"; created its mirror there") {
+			var messages []string
+			for _, e := range events.Items {
+				messages = append(messages, e.Message)
+			}
+			t.Errorf("%s Events %q, want one that starts with the placement's reasons %q", policy.ReasonDispatched, messages, c.Message)
+		}
 		t.Logf("%s: quota reserved, placed on %s (%s), admitted, complete; Workload finished", job.Name, worker, c.Message)
 	})
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -421,10 +422,13 @@ func waitComplete(ctx context.Context, o *observer, n int, timeout time.Duration
 		return completed >= n, nil
 	})
 	if wait.Interrupted(err) {
-		return fmt.Errorf("%s: only %d of %d Jobs Complete after %s", what, completed, n, timeout)
+		return fmt.Errorf("%s: only %d of %d Jobs Complete after %s: %w", what, completed, n, timeout, errUnfinished)
 	}
 	return err
 }
+
+// errUnfinished: an arm's time ran out before every Job completed.
+var errUnfinished = errors.New("the arm's time ran out")
 
 // waitRunning waits until every one of the n Jobs was seen running (the
 // simulator holds them running).

@@ -13,16 +13,20 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/devtools/devenv"
+	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // The MultiKueue arm runs the peer our users compare jobferry with, as
 // Kueue v0.17 documents it, beside the other arms on the same clusters:
 // Kueue on the manager cluster dispatches the Jobs through its MultiKueue
-// admission check to Kueue on each worker. On the manager, a ClusterQueue
-// multiKueueQueue with ample quota names the check; on each worker, a
-// ClusterQueue benchQueue has the quota of the worker's nodes (the room
-// for bench Jobs the other arms' placement figures use), so a worker's
-// Kueue admits what its nodes hold, as an administrator would set it.
+// admission check to Kueue on each worker. On each worker, a ClusterQueue
+// benchQueue has the quota of the worker's nodes (the room for bench Jobs
+// the other arms' placement figures use), so a worker's Kueue admits what
+// its nodes hold; on the manager, a ClusterQueue multiKueueQueue naming
+// the check has the workers' quota together, as Kueue's MultiKueue guide
+// sets it up (quota for all N at once would have MultiKueue copy every
+// Workload to every worker at once, through clients of 5 requests a
+// second).
 // Every arm namespace holds a LocalQueue benchQueue on the manager and on
 // every worker: MultiKueue copies the Workload, queue name included.
 //
@@ -56,19 +60,21 @@ func multiKueueJob(job *batchv1.Job) {
 	job.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
 }
 
-// setUpMultiKueue makes what an administrator would for the MultiKueue
-// arm: MultiKueue's check (devenv.SetUpMultiKueue), the manager's
-// ClusterQueue multiKueueQueue naming it with quota for maxN Jobs, and on
-// each worker the flavor and the ClusterQueue benchQueue with the quota of
-// its nodes.
-func (b *bencher) setUpMultiKueue(ctx context.Context, maxN int) error {
+// setUpMultiKueue starts Kueue on the workers and makes what an
+// administrator would for the MultiKueue arm: MultiKueue's check
+// (devenv.SetUpMultiKueue), on each worker the flavor and the ClusterQueue
+// benchQueue with the quota of its nodes, and the manager's ClusterQueue
+// multiKueueQueue naming the check with their quota together.
+func (b *bencher) setUpMultiKueue(ctx context.Context) error {
+	if err := b.env.StartWorkerKueue(ctx, localcluster.KueueOptions{ClientQPS: b.cfg.KueueClientQPS, ClientBurst: b.cfg.KueueClientQPS}, b.cfg.Progress); err != nil {
+		return err
+	}
 	if err := devenv.SetUpMultiKueue(ctx, b.queues, b.env.Workers, 2*time.Minute); err != nil {
 		return err
 	}
-	if err := b.queues.Create(ctx, devenv.ClusterQueueWithChecks(multiKueueQueue, ampleQuota(maxN), devenv.MultiKueueCheck)); err != nil {
-		return fmt.Errorf("creating the ClusterQueue %s: %w", multiKueueQueue, err)
-	}
+	room := 0
 	for _, w := range b.env.Workers {
+		room += b.room[w.Name]
 		c, err := devenv.NewKueueClient(benchConfig(w))
 		if err != nil {
 			return err
@@ -82,6 +88,9 @@ func (b *bencher) setUpMultiKueue(ctx context.Context, maxN int) error {
 			}
 		}
 		b.workerQueues = append(b.workerQueues, c)
+	}
+	if err := b.queues.Create(ctx, devenv.ClusterQueueWithChecks(multiKueueQueue, ampleQuota(room), devenv.MultiKueueCheck)); err != nil {
+		return fmt.Errorf("creating the ClusterQueue %s: %w", multiKueueQueue, err)
 	}
 	return nil
 }

@@ -411,7 +411,7 @@ func fourArms(b *strings.Builder, res *Result) {
 	if res.KueueClientQPS > 0 {
 		qps = fmt.Sprintf("%d, burst %d", res.KueueClientQPS, res.KueueClientQPS)
 	}
-	fmt.Fprintf(b, "\nAll four arms side by side. The MultiKueue arm runs Kueue v0.17 on every worker too (from the start of the run, on the workers' CPUs) and queues the same Jobs on the manager in a ClusterQueue naming MultiKueue's admission check (a MultiKueueConfig of every worker, a MultiKueueCluster and kubeconfig Secret each); each worker's ClusterQueue has the quota of its nodes. The bench creates those Jobs suspended with `spec.managedBy: kueue.x-k8s.io/multikueue`, as Kueue's webhook would. Every Kueue's clientConnection to its own cluster: QPS %s; MultiKueue's clients of the workers run at client-go's defaults (5 QPS, burst 10), which Kueue v0.17 offers no setting for (v0.20 raised them to 1000). Create → running is until the Job or its copy on a worker was first seen with an active pod: when its work started (count: the Jobs seen so); CPU is every process of the cluster(s).\n\n", qps)
+	fmt.Fprintf(b, "\nAll four arms side by side. The MultiKueue arm runs Kueue v0.17 on every worker too (on the workers' CPUs, from the first MultiKueue arm on: the arms before it run without it) and queues the same Jobs on the manager in a ClusterQueue naming MultiKueue's admission check (a MultiKueueConfig of every worker, a MultiKueueCluster and kubeconfig Secret each) with the workers' quota together; each worker's ClusterQueue has the quota of its nodes. The bench creates those Jobs suspended with `spec.managedBy: kueue.x-k8s.io/multikueue`, as Kueue's webhook would. Every Kueue's clientConnection to its own cluster: QPS %s; MultiKueue's clients of the workers run at client-go's defaults (5 QPS, burst 10), which Kueue v0.17 offers no setting for (v0.20 raised them to 1000). Create → running is until the Job or its copy on a worker was first seen with an active pod: when its work started (count: the Jobs seen so); CPU is every process of the cluster(s).\n\n", qps)
 	b.WriteString("| N | arm | Jobs/s | × direct | create→running p50 / p99 (count) | create→Complete p50 / p99 | status-copy lag p50 / p99 | writes/Job manager / workers | CPU-s/Job manager cluster / workers | Jobs per worker (most running at once) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
@@ -428,7 +428,11 @@ func fourArms(b *strings.Builder, res *Result) {
 			if a.StatusCopyLag.Count > 0 {
 				lag = fmt.Sprintf("%.2f / %.2f s", a.StatusCopyLag.P50, a.StatusCopyLag.P99)
 			}
-			fmt.Fprintf(b, "| %d | %s | %.1f | %.2f | %.1f / %.1f s (%d) | %.1f / %.1f s | %s | %.2f / %.2f | %.4f / %.4f | %s |\n", r.N, arm.name, a.Throughput, ratio(a.Throughput, r.Direct.Throughput),
+			name := arm.name
+			if a.Unfinished != "" {
+				name += " (unfinished: " + a.Unfinished + ")"
+			}
+			fmt.Fprintf(b, "| %d | %s | %.1f | %.2f | %.1f / %.1f s (%d) | %.1f / %.1f s | %s | %.2f / %.2f | %.4f / %.4f | %s |\n", r.N, name, a.Throughput, ratio(a.Throughput, r.Direct.Throughput),
 				a.CreateToRunning.P50, a.CreateToRunning.P99, a.CreateToRunning.Count, a.CreateToComplete.P50, a.CreateToComplete.P99, lag,
 				a.WritesTotal["manager"], workersTotal(*a), clusterCPU(a.CPU, true), clusterCPU(a.CPU, false), workerSpread(a.Placement))
 		}

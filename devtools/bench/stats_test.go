@@ -211,6 +211,7 @@ func TestMarkdownSetsTheFourArmsSideBySide(t *testing.T) {
 		WritesTotal: map[string]float64{"manager": 6, "worker-1": 4},
 		CPU:         map[string]float64{kueueProcess: 0.02, "worker-1/kueue": 0.01, "worker-2/kueue": 0.03},
 		Placement:   &Placement{Workers: []WorkerPlacement{{Worker: "worker-1", Placed: 7, PeakRunning: 5}, {Worker: "worker-2", Placed: 3, PeakRunning: 3}}},
+		Unfinished:  "10 of 12 Complete in 10m0s",
 	}
 	res := &Result{Started: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 2, Kueue: true, MultiKueue: true, KueueClientQPS: 200,
 		Runs: []Run{{
@@ -219,7 +220,7 @@ func TestMarkdownSetsTheFourArmsSideBySide(t *testing.T) {
 		}}}
 	md := Markdown(res)
 	for _, want := range []string{
-		"| 10 | MultiKueue | 3.0 | 0.25 | 40.0 / 80.0 s (10) | 41.0 / 81.0 s | – | 6.00 / 4.00 | 0.0200 / 0.0400 | worker-1 7 (5), worker-2 3 (3) |",
+		"| 10 | MultiKueue (unfinished: 10 of 12 Complete in 10m0s) | 3.0 | 0.25 | 40.0 / 80.0 s (10) | 41.0 / 81.0 s | – | 6.00 / 4.00 | 0.0200 / 0.0400 | worker-1 7 (5), worker-2 3 (3) |",
 		"| 10 | Kueue + jobferry | 9.0 | 0.75 | 3.0 / 8.0 s (10) |",
 		"| 10 | 3.00× | 0.10× | 1.00 / 2.00 / 2.00 / 2.00 s |",
 		"QPS 200, burst 200",

@@ -130,9 +130,6 @@ type Options struct {
 	// Kueue, when set, runs Kueue (bin/kueue, with its CRDs) on the manager
 	// cluster with these options, and the manager with --kueue.
 	Kueue *localcluster.KueueOptions
-	// WorkerKueue, when set, runs Kueue on every worker with nodes too (on
-	// the worker's CPUs), as MultiKueue's workers run it.
-	WorkerKueue *localcluster.KueueOptions
 	// ChartIdentity registers each worker (with nodes) with the worker
 	// chart's identity for the manager (its ServiceAccount's token, its
 	// rights, its inspection FlowSchema) instead of an administrator's
@@ -271,14 +268,6 @@ func (e *Env) start(ctx context.Context, binDir string, opts Options) error {
 		e.WorkerMetricsURLs[w.Name] = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
 		if err := localcluster.WaitHealthy(ctx, p, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), time.Minute); err != nil {
 			return err
-		}
-		if opts.WorkerKueue != nil {
-			fmt.Fprintf(opts.Progress, "%s: starting Kueue\n", w.Name)
-			kueueOpts := *opts.WorkerKueue
-			kueueOpts.BinDir = binDir
-			if _, err := w.StartKueue(ctx, kueueOpts); err != nil {
-				return fmt.Errorf("%s: starting Kueue: %w", w.Name, err)
-			}
 		}
 		kubeconfig := w.KubeconfigPath
 		if opts.ChartIdentity {

@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -20,6 +21,26 @@ import (
 // MultiKueueCheck names MultiKueue's AdmissionCheck on the manager cluster
 // and the MultiKueueConfig it takes as parameters.
 const MultiKueueCheck = "multikueue"
+
+// StartWorkerKueue runs Kueue (bin/kueue, with its CRDs) on every worker
+// with nodes, on the worker's CPUs, as MultiKueue's workers run it.
+func (e *Env) StartWorkerKueue(ctx context.Context, opts localcluster.KueueOptions, progress io.Writer) error {
+	binDir, err := localcluster.BinDir()
+	if err != nil {
+		return err
+	}
+	opts.BinDir = binDir
+	for _, w := range e.Workers {
+		if w.APIServerOnly {
+			continue
+		}
+		fmt.Fprintf(progress, "%s: starting Kueue\n", w.Name)
+		if _, err := w.StartKueue(ctx, opts); err != nil {
+			return fmt.Errorf("%s: starting Kueue: %w", w.Name, err)
+		}
+	}
+	return nil
+}
 
 // SetUpMultiKueue makes on the manager cluster what Kueue's MultiKueue
 // guide has an administrator make (Kueue v0.17, "Setup a MultiKueue

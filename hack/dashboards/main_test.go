@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jobferry/jobferry/internal/dashboards"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/metrics"
 )
 
 const chartDir = "../../charts/jobferry-manager/dashboards"
@@ -69,6 +71,21 @@ func TestDashboardsReadServedMetrics(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// The Kueue panels read label values the manager serves: waiting reasons
+// of its policy, and dispatch results its help text lists.
+func TestKueuePanelsReadTheManagersLabels(t *testing.T) {
+	for _, reason := range dashboards.KueueWaitingReasons {
+		if !slices.Contains(policy.WaitingReasons(), reason) {
+			t.Errorf("waiting reason %q is not one of the manager's %v", reason, policy.WaitingReasons())
+		}
+	}
+	for _, result := range dashboards.KueueDispatchResults {
+		if !slices.Contains(metrics.DispatchResults(), result) {
+			t.Errorf("dispatch result %q is not one of the manager's %v", result, metrics.DispatchResults())
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package dashboards
 
+import "strings"
+
 // The manager serves jobferry_jobs and jobferry_jobs_waiting from its cache on
 // every replica, so those are read with max over replicas; the rest comes from
 // the leader alone. The worker binaries' metrics carry the WorkerCluster's name
@@ -7,6 +9,14 @@ package dashboards
 // --worker-name).
 
 const rate = "[$__rate_interval]"
+
+// KueueWaitingReasons are the reasons of jobferry_jobs_waiting a Kueue user
+// watches, KueueDispatchResults the results of jobferry_dispatch_total
+// that only Kueue mode has (TestKueuePanelsReadTheManagersLabels).
+var (
+	KueueWaitingReasons  = []string{"queued", "no_worker_can_run"}
+	KueueDispatchResults = []string{"requeued", "rejected"}
+)
 
 func quantiles(metric, by string) []Target {
 	var out []Target
@@ -71,6 +81,10 @@ func pipeline() Dashboard {
 			{Title: "Placement rejections by worker and reason", Type: "timeseries", Unit: "ops", Width: 24,
 				Description: "Workers turned down when placing a Job, per second: not_connected, cordoned, cluster_selector, insufficient_capacity, ...",
 				Targets:     []Target{{Expr: `sum by (worker, reason) (rate(jobferry_placement_rejections_total{worker=~"$worker"}` + rate + `))`, Legend: "{{worker}} {{reason}}"}}},
+			{Title: "Kueue-queued Jobs waiting, by reason", Type: "timeseries", Description: "Kueue mode: manager Jobs queued in Kueue and not admitted yet (queued: quota or jobferry's check pending), and those jobferry's check rejected because no worker could ever run them (no_worker_can_run).",
+				Targets: []Target{{Expr: `max by (reason) (jobferry_jobs_waiting{reason=~"` + strings.Join(KueueWaitingReasons, "|") + `"})`, Legend: "{{reason}}"}}},
+			{Title: "Kueue dispatch results", Type: "timeseries", Unit: "ops", Description: "Kueue mode, per second: placements let go because Kueue took the quota back (requeued, by worker), and Workloads rejected because no worker could ever run them (rejected).",
+				Targets: []Target{{Expr: `sum by (worker, result) (rate(jobferry_dispatch_total{result=~"` + strings.Join(KueueDispatchResults, "|") + `"}` + rate + `))`, Legend: "{{worker}} {{result}}"}}},
 			{Title: "Work queue depth", Type: "timeseries", Description: "Items waiting in the manager's Job and WorkerCluster work queues.",
 				Targets: []Target{{Expr: `sum by (name) (workqueue_depth{name=~"job|workercluster"})`, Legend: "{{name}}"}}},
 			{Title: "Work queue wait and reconcile time (p99)", Type: "timeseries", Unit: "s",

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/internal/jobstatus"
@@ -199,6 +200,11 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 		metrics.DispatchTotal.WithLabelValues(worker, "error").Inc()
 		result, err := r.mirrorRefused(ctx, job, policy.WriteMirror, "creating the mirror", worker, err)
 		return createOutcome{}, result, err
+	}
+	if placement == "" && s.Queue != nil && s.Queue.State == kueue.CheckStateReady {
+		// Placed in an earlier reconcile, before Kueue admitted the Job:
+		// its reasons are in the check jobferry set Ready then.
+		placement = s.Queue.Message
 	}
 	r.mirrorCreated(job, m, worker, s.Queue != nil, placement, tell)
 	return createOutcome{created: true}, reconcile.Result{}, nil

@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,9 +102,9 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(registered()...)
-	// Jobs no worker fits are counted without a worker.
-	DispatchTotal.WithLabelValues("", "unschedulable")
-	DispatchTotal.WithLabelValues("", "rejected")
+	for _, result := range workerlessResults {
+		DispatchTotal.WithLabelValues("", result)
+	}
 }
 
 // registered are the metrics registered when the package loads; the Job
@@ -117,6 +118,16 @@ func registered() []prometheus.Collector {
 // Registered are the metrics registered when the package loads, for the
 // metrics reference (manager.Collectors adds those read at scrape time).
 func Registered() []prometheus.Collector { return registered() }
+
+// DispatchResults are the result label values of jobferry_dispatch_total:
+// each worker's, and those counted without a worker (a copy).
+func DispatchResults() []string {
+	return append(slices.Clone(dispatchResults), workerlessResults...)
+}
+
+// workerlessResults are counted without a worker: no worker fits, or none
+// ever could.
+var workerlessResults = []string{"unschedulable", "rejected"}
 
 // Results each worker's counters are labelled with.
 var (
