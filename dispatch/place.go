@@ -149,10 +149,15 @@ func (d Decision) Gist() string {
 	return d.explain(gists)
 }
 
+// PlacedOn begins the Summary of a placement on worker: the Dispatched
+// Event of a queued Job repeats a Ready check's message that begins so
+// (jobs.placementReasons), and only such a message.
+func PlacedOn(worker string) string { return "placed on " + worker + ": " }
+
 func (d Decision) explain(rejected map[string]string) string {
 	var b strings.Builder
 	if d.Placed() {
-		fmt.Fprintf(&b, "placed on %s: %s", d.Worker, d.Message)
+		b.WriteString(PlacedOn(d.Worker) + d.Message)
 	} else {
 		b.WriteString(NoWorkerFits)
 	}

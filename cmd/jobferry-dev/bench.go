@@ -97,7 +97,7 @@ unless --create-interval says otherwise.`,
 				}
 			}
 			if kueueQPS < 0 {
-				return fmt.Errorf("--kueue-client-qps must be positive (0: Kueue's bench default of 50, burst 100), got %d", kueueQPS)
+				return fmt.Errorf("--kueue-client-qps must not be negative (0: the bench's default of 50, burst 100), got %d", kueueQPS)
 			}
 			if multiKueue && !withKueue {
 				return fmt.Errorf("--multikueue runs Kueue on the manager and the workers: it goes with --kueue")

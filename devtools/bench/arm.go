@@ -102,7 +102,7 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		// A mirror runs from its first active pod until it finishes; one
 		// made again elsewhere counts where it is.
 		running := job.Status.Active > 0 && !jobstatus.Finished(job.Status)
-		if running && j.runningSeen.IsZero() {
+		if ptr.Deref(job.Status.Ready, 0) > 0 && j.runningSeen.IsZero() {
 			// The Job's pod runs on a worker: a dispatcher whose copy of
 			// the running status lags (or skips it) is timed by its work,
 			// not by its copy.
@@ -127,11 +127,11 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		if j.admitted.IsZero() && !ptr.Deref(job.Spec.Suspend, false) {
 			j.admitted = at
 		}
+		if ptr.Deref(job.Status.Ready, 0) > 0 && j.runningSeen.IsZero() {
+			j.runningSeen = at
+		}
 		if !j.running && job.Status.Active > 0 {
 			j.running = true
-			if j.runningSeen.IsZero() {
-				j.runningSeen = at
-			}
 			o.running++
 		}
 		if complete && j.complete.IsZero() {

@@ -106,8 +106,8 @@ type Result struct {
 	// Kueue: Kueue ran on the manager cluster throughout, and each run has
 	// a Kueue arm.
 	Kueue bool `json:"kueue"`
-	// MultiKueue: Kueue ran on every worker too, and each run has a
-	// MultiKueue arm.
+	// MultiKueue: each run has a MultiKueue arm, Kueue running on every
+	// worker from the first one on.
 	MultiKueue bool `json:"multiKueue,omitempty"`
 	// KueueClientQPS: every Kueue's clientConnection QPS and burst (0:
 	// 50 and 100).
@@ -215,8 +215,9 @@ type Arm struct {
 	// Kueue arms).
 	Placement *Placement `json:"placement,omitempty"`
 	// Unfinished says how far a MultiKueue arm got when its time ran out
-	// (its figures are of the Jobs Complete by then, its writes and CPU
-	// until then, without a clean-up); empty when every Job completed.
+	// (its timings are of the Jobs Complete by then; its writes and CPU
+	// include the clean-up of all, as every arm's); empty when every Job
+	// completed.
 	Unfinished string `json:"unfinished,omitempty"`
 }
 
@@ -669,11 +670,13 @@ const (
 )
 
 // dispatched runs an arm through the manager: it creates n Jobs on the
-// manager (the Kueue arm: in the LocalQueue benchQueue) and waits for all
-// to complete there (and, when the manager deletes finished mirrors, for
-// those to go), then deletes them and waits for their mirrors and pods to
-// be gone from the workers. round numbers the followed and after arms from
-// 1 (0 for the others).
+// manager (the Kueue and MultiKueue arms: in the LocalQueue benchQueue)
+// and waits for all to complete there (and, when the manager deletes
+// finished mirrors, for those to go), then deletes them and waits for
+// their mirrors (MultiKueue's copies) and pods to be gone from the
+// workers. A MultiKueue arm whose time runs out is reported as far as it
+// got (Arm.Unfinished). round numbers the followed and after arms from 1
+// (0 for the others).
 func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int) (Arm, error) {
 	ns, arm, profileTag, shape := jobferryNamespace(n), "jobferry", strconv.Itoa(n), jobShape(nil)
 	queued, limit := kind == kueueArm || kind == multiKueueArm, timeout(n)
@@ -780,11 +783,14 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 			}
 			// MultiKueue's clients of the workers run at 5 requests a
 			// second: an arm it cannot finish in time is a figure, not a
-			// failed run. Its Jobs go with the namespace.
+			// failed run. Its clean-up is measured as every arm's is.
 			completed, _, _ := o.progress()
 			unfinished = fmt.Sprintf("%d of %d Complete in %s", completed, n, limit)
-			fmt.Fprintf(b.cfg.Progress, "%s: %s; the arm's figures stop there\n", what, unfinished)
-			return nil
+			fmt.Fprintf(b.cfg.Progress, "%s: %s; its timings are of those\n", what, unfinished)
+			if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, limit, what); err != nil {
+				return err
+			}
+			return b.waitQuiet(ctx, ns, what)
 		}
 		if shifted != nil {
 			if shift, err = shifted(); err != nil {
@@ -805,7 +811,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 		}
 		if deletesFinishedMirrors(b.cfg.ManagerArgs) {
 			start := time.Now()
-			err := wait.PollUntilContextTimeout(ctx, time.Second, timeout(n), true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
 				return b.workersEmpty(ctx, ns)
 			})
 			if err != nil {
@@ -831,7 +837,9 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 	measured.HeapProfile, measured.HeapTop = heapProfile, heapTop
 	// A restarted replica's heap before is the killed one's (the same
 	// binary, the same start).
-	measured.ManagerLiveHeapPerJob = float64(heapAfter-heapBefores[measuredReplica]) / float64(n)
+	if unfinished == "" {
+		measured.ManagerLiveHeapPerJob = float64(heapAfter-heapBefores[measuredReplica]) / float64(n)
+	}
 	metricsAfter, err := b.scrapeManager(ctx)
 	if err != nil {
 		return Arm{}, err

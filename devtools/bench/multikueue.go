@@ -6,10 +6,8 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/devtools/devenv"
@@ -79,13 +77,11 @@ func (b *bencher) setUpMultiKueue(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, obj := range []client.Object{
+		if err := devenv.CreateUnlessExists(ctx, c,
 			&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: devenv.KueueFlavor}},
 			devenv.ClusterQueueWithChecks(benchQueue, ampleQuota(b.room[w.Name])),
-		} {
-			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("%s: creating %T %s: %w", w.Name, obj, obj.GetName(), err)
-			}
+		); err != nil {
+			return fmt.Errorf("%s: %w", w.Name, err)
 		}
 		b.workerQueues = append(b.workerQueues, c)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -152,11 +153,11 @@ func Markdown(res *Result) string {
 		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n")
 		fmt.Fprintf(&b, "| cluster | resource, verb | %s |\n|---|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range writeRows(r) {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", row.cluster, row.resource, row.columns(r, "%.2f"))
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", row.cluster, row.resource, row.columns("%.2f"))
 		}
 		fmt.Fprintf(&b, "\nEvents per Job by cluster and reason:\n\n| cluster/reason | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range eventRows(r) {
-			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns(r, "%.2f"))
+			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns("%.2f"))
 		}
 		managerFigures(&b, r.N, "jobferry", r.Jobferry)
 		if r.Kueue != nil {
@@ -167,7 +168,7 @@ func Markdown(res *Result) string {
 		}
 		fmt.Fprintf(&b, "\nCPU seconds per Job by process (workers summed):\n\n| process | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
 		for _, row := range cpuRows(r) {
-			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns(r, "%.4f"))
+			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns("%.4f"))
 		}
 	}
 	return b.String()
@@ -279,14 +280,33 @@ const (
 	apiServerProcess = "manager/kube-apiserver"
 )
 
-// armNames are the column heads of a run's per-arm tables.
-func armNames(r Run) []string {
-	names := []string{"direct", "jobferry"}
+// namedArm is an arm of a run and its column head.
+type namedArm struct {
+	name string
+	arm  Arm
+}
+
+// jobferryColumn is where runArms puts the jobferry arm.
+const jobferryColumn = 1
+
+// runArms are the arms a run has, in the order of its per-arm tables'
+// columns.
+func runArms(r Run) []namedArm {
+	arms := []namedArm{{"direct", r.Direct}, {"jobferry", r.Jobferry}}
 	if r.Kueue != nil {
-		names = append(names, "Kueue")
+		arms = append(arms, namedArm{"Kueue", *r.Kueue})
 	}
 	if r.MultiKueue != nil {
-		names = append(names, "MultiKueue")
+		arms = append(arms, namedArm{"MultiKueue", *r.MultiKueue})
+	}
+	return arms
+}
+
+// armNames are the column heads of a run's per-arm tables.
+func armNames(r Run) []string {
+	var names []string
+	for _, a := range runArms(r) {
+		names = append(names, a.name)
 	}
 	return names
 }
@@ -310,22 +330,22 @@ func workersTotal(a Arm) float64 {
 }
 
 type row struct {
-	cluster, resource                   string
-	direct, jobferry, kueue, multiKueue float64
+	cluster, resource string
+	// values are each arm's figure, in runArms' order.
+	values []float64
 }
 
-// columns formats the row's figure of each arm of r, as armNames heads
-// them.
-func (x row) columns(r Run, format string) string {
-	cols := []string{fmt.Sprintf(format, x.direct), fmt.Sprintf(format, x.jobferry)}
-	if r.Kueue != nil {
-		cols = append(cols, fmt.Sprintf(format, x.kueue))
-	}
-	if r.MultiKueue != nil {
-		cols = append(cols, fmt.Sprintf(format, x.multiKueue))
+// columns formats the row's figure of each arm, as armNames heads them.
+func (x row) columns(format string) string {
+	cols := make([]string, len(x.values))
+	for i, v := range x.values {
+		cols[i] = fmt.Sprintf(format, v)
 	}
 	return strings.Join(cols, " | ")
 }
+
+// top is the row's largest figure.
+func (x row) top() float64 { return slices.Max(x.values) }
 
 // clusterGroup folds worker-N into "workers".
 func clusterGroup(name string) string {
@@ -363,26 +383,19 @@ func eventRows(r Run) []row {
 // workers together) and what; split puts what into its own column.
 func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
 	byKey := map[[2]string]*row{}
-	add := func(a Arm, set func(*row, float64)) {
-		for key, v := range values(a) {
+	arms := runArms(r)
+	for i, a := range arms {
+		for key, v := range values(a.arm) {
 			cluster, what, _ := strings.Cut(key, "/")
 			k := [2]string{clusterGroup(cluster), what}
 			if !split {
 				k = [2]string{clusterGroup(cluster) + "/" + what, ""}
 			}
 			if byKey[k] == nil {
-				byKey[k] = &row{cluster: k[0], resource: k[1]}
+				byKey[k] = &row{cluster: k[0], resource: k[1], values: make([]float64, len(arms))}
 			}
-			set(byKey[k], v)
+			byKey[k].values[i] += v
 		}
-	}
-	add(r.Direct, func(x *row, v float64) { x.direct += v })
-	add(r.Jobferry, func(x *row, v float64) { x.jobferry += v })
-	if r.Kueue != nil {
-		add(*r.Kueue, func(x *row, v float64) { x.kueue += v })
-	}
-	if r.MultiKueue != nil {
-		add(*r.MultiKueue, func(x *row, v float64) { x.multiKueue += v })
 	}
 	return sortedRows(byKey)
 }
@@ -390,8 +403,7 @@ func tableRows(r Run, values func(Arm) map[string]float64, split bool) []row {
 func sortedRows(byKey map[[2]string]*row) []row {
 	var rows []row
 	for _, r := range byKey {
-		top := max(r.direct, r.jobferry, r.kueue, r.multiKueue)
-		if top >= 0.01 || (r.resource == "" && top > 0) {
+		if top := r.top(); top >= 0.01 || (r.resource == "" && top > 0) {
 			rows = append(rows, *r)
 		}
 	}
@@ -399,7 +411,7 @@ func sortedRows(byKey map[[2]string]*row) []row {
 		if rows[i].cluster != rows[j].cluster {
 			return rows[i].cluster < rows[j].cluster
 		}
-		return max(rows[i].jobferry, rows[i].direct, rows[i].kueue, rows[i].multiKueue) > max(rows[j].jobferry, rows[j].direct, rows[j].kueue, rows[j].multiKueue)
+		return rows[i].top() > rows[j].top()
 	})
 	return slices.Clip(rows)
 }
@@ -411,7 +423,7 @@ func fourArms(b *strings.Builder, res *Result) {
 	if res.KueueClientQPS > 0 {
 		qps = fmt.Sprintf("%d, burst %d", res.KueueClientQPS, res.KueueClientQPS)
 	}
-	fmt.Fprintf(b, "\nAll four arms side by side. The MultiKueue arm runs Kueue v0.17 on every worker too (on the workers' CPUs, from the first MultiKueue arm on: the arms before it run without it) and queues the same Jobs on the manager in a ClusterQueue naming MultiKueue's admission check (a MultiKueueConfig of every worker, a MultiKueueCluster and kubeconfig Secret each) with the workers' quota together; each worker's ClusterQueue has the quota of its nodes. The bench creates those Jobs suspended with `spec.managedBy: kueue.x-k8s.io/multikueue`, as Kueue's webhook would. Every Kueue's clientConnection to its own cluster: QPS %s; MultiKueue's clients of the workers run at client-go's defaults (5 QPS, burst 10), which Kueue v0.17 offers no setting for (v0.20 raised them to 1000). Create → running is until the Job or its copy on a worker was first seen with an active pod: when its work started (count: the Jobs seen so); CPU is every process of the cluster(s).\n\n", qps)
+	fmt.Fprintf(b, "\nAll four arms side by side. The MultiKueue arm runs Kueue v0.17 on every worker too (on the workers' CPUs, from the first MultiKueue arm on: the arms before it run without it) and queues the same Jobs on the manager in a ClusterQueue naming MultiKueue's admission check (a MultiKueueConfig of every worker, a MultiKueueCluster and kubeconfig Secret each) with the workers' quota together; each worker's ClusterQueue has the quota of its nodes. The bench creates those Jobs suspended with `spec.managedBy: kueue.x-k8s.io/multikueue`, as Kueue's webhook would. Every Kueue's clientConnection to its own cluster: QPS %s; MultiKueue's clients of the workers run at client-go's defaults (5 QPS, burst 10), which Kueue v0.17 offers no setting for (v0.20 raised them to 1000). Create → running is until the Job or its copy on a worker was first seen with a ready pod (`status.ready`): when its work started (count: the Jobs seen so); CPU is every process of the cluster(s).\n\n", qps)
 	b.WriteString("| N | arm | Jobs/s | × direct | create→running p50 / p99 (count) | create→Complete p50 / p99 | status-copy lag p50 / p99 | writes/Job manager / workers | CPU-s/Job manager cluster / workers | Jobs per worker (most running at once) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
@@ -443,7 +455,11 @@ func fourArms(b *strings.Builder, res *Result) {
 			continue
 		}
 		m := r.MultiKueue
-		fmt.Fprintf(b, "| %d | %.2f× | %s× | %s | %s |\n", r.N, r.KueueToMultiKueue, ratioText(ratio(r.Kueue.CreateToRunning.P99, m.CreateToRunning.P99)),
+		n := strconv.Itoa(r.N)
+		if m.Unfinished != "" {
+			n += " (MultiKueue unfinished: " + m.Unfinished + "; its figures are of those)"
+		}
+		fmt.Fprintf(b, "| %s | %.2f× | %s× | %s | %s |\n", n, r.KueueToMultiKueue, ratioText(ratio(r.Kueue.CreateToRunning.P99, m.CreateToRunning.P99)),
 			fourPercentiles(m.QuotaWait), fourPercentiles(m.DispatchOverhead))
 	}
 }

@@ -206,7 +206,7 @@ func simMarkdown(res *Result) string {
 		fmt.Fprintf(&b, "\n## N = %d (simulated workers)\n\n![completed Jobs over time](%s)\n\n", r.N, plotName(r.N))
 		b.WriteString("Writes per Job by cluster, resource and verb (`apiserver_request_total`, write verbs; workers summed):\n\n| cluster | resource, verb | jobferry |\n|---|---|---|\n")
 		for _, row := range writeRows(r) {
-			fmt.Fprintf(&b, "| %s | %s | %.2f |\n", row.cluster, row.resource, row.jobferry)
+			fmt.Fprintf(&b, "| %s | %s | %.2f |\n", row.cluster, row.resource, row.values[jobferryColumn])
 		}
 		managerFigures(&b, r.N, "jobferry", r.Jobferry)
 		if t := r.Jobferry.Tracked; t != nil && t.DispatchProfileTop != "" {

@@ -62,7 +62,8 @@ type jobTimes struct {
 	failed   bool
 	// running: the submitted Job was seen with active pods.
 	running bool
-	// runningSeen: the Job or its mirror was first seen with an active pod.
+	// runningSeen: the Job or its mirror was first seen with a ready pod
+	// (an active one may still be pending, waiting for room).
 	runningSeen time.Time
 }
 
@@ -70,9 +71,10 @@ type jobTimes struct {
 type timings struct {
 	CreateToComplete Percentiles `json:"createToComplete"`
 	// CreateToRunning: created until the Job or its mirror was first seen
-	// with an active pod: when its work started, whatever the dispatcher
-	// copies back and when (a pod that finished before a watch saw it
-	// running does not count).
+	// with a ready pod (status.ready): when its work started, whatever the
+	// dispatcher copies back and when (a Job whose status never showed its
+	// pod ready, as when it finished within one status update, does not
+	// count).
 	CreateToRunning Percentiles `json:"createToRunning"`
 	// DispatchOverhead: created on the manager until the mirror is seen on
 	// its worker.

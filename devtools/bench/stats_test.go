@@ -222,7 +222,7 @@ func TestMarkdownSetsTheFourArmsSideBySide(t *testing.T) {
 	for _, want := range []string{
 		"| 10 | MultiKueue (unfinished: 10 of 12 Complete in 10m0s) | 3.0 | 0.25 | 40.0 / 80.0 s (10) | 41.0 / 81.0 s | – | 6.00 / 4.00 | 0.0200 / 0.0400 | worker-1 7 (5), worker-2 3 (3) |",
 		"| 10 | Kueue + jobferry | 9.0 | 0.75 | 3.0 / 8.0 s (10) |",
-		"| 10 | 3.00× | 0.10× | 1.00 / 2.00 / 2.00 / 2.00 s |",
+		"| 10 (MultiKueue unfinished: 10 of 12 Complete in 10m0s; its figures are of those) | 3.00× | 0.10× | 1.00 / 2.00 / 2.00 / 2.00 s |",
 		"QPS 200, burst 200",
 		"| process | direct | jobferry | Kueue | MultiKueue |",
 		"| workers/kueue | 0.0000 | 0.0000 | 0.0000 | 0.0400 |",

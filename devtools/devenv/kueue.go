@@ -38,17 +38,26 @@ func NewKueueClient(cfg *rest.Config) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
+// CreateUnlessExists creates each object in turn, leaving one that exists
+// alone.
+func CreateUnlessExists(ctx context.Context, c client.Client, objs ...client.Object) error {
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
 // SetUpKueueCheck makes the ResourceFlavor KueueFlavor and the
 // AdmissionCheck KueueCheck (controller jobferry's) unless they exist, and
 // waits until the check is Active, which only jobferry's controller sets.
 func SetUpKueueCheck(ctx context.Context, c client.Client, timeout time.Duration) error {
-	for _, obj := range []client.Object{
+	if err := CreateUnlessExists(ctx, c,
 		&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: KueueFlavor}},
 		&kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: KueueCheck}, Spec: kueue.AdmissionCheckSpec{ControllerName: queue.ControllerName}},
-	} {
-		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
+	); err != nil {
+		return err
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var ac kueue.AdmissionCheck

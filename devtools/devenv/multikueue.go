@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -62,27 +61,23 @@ func SetUpMultiKueue(ctx context.Context, c client.Client, workers []*localclust
 			return fmt.Errorf("reading %s's kubeconfig: %w", w.Name, err)
 		}
 		secret := "multikueue-" + w.Name
-		for _, obj := range []client.Object{
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: localcluster.KueueNamespace, Name: secret}, Data: map[string][]byte{"kubeconfig": kubeconfig}},
+		if err := CreateUnlessExists(ctx, c,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: localcluster.KueueNamespace, Name: secret}, Data: map[string][]byte{kueue.MultiKueueConfigSecretKey: kubeconfig}},
 			&kueue.MultiKueueCluster{ObjectMeta: metav1.ObjectMeta{Name: w.Name}, Spec: kueue.MultiKueueClusterSpec{ClusterSource: kueue.ClusterSource{
 				KubeConfig: &kueue.KubeConfig{LocationType: kueue.SecretLocationType, Location: secret}}}},
-		} {
-			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-			}
+		); err != nil {
+			return err
 		}
 		names = append(names, w.Name)
 	}
-	for _, obj := range []client.Object{
+	if err := CreateUnlessExists(ctx, c,
 		&kueue.MultiKueueConfig{ObjectMeta: metav1.ObjectMeta{Name: MultiKueueCheck}, Spec: kueue.MultiKueueConfigSpec{Clusters: names}},
 		&kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: MultiKueueCheck}, Spec: kueue.AdmissionCheckSpec{
 			ControllerName: kueue.MultiKueueControllerName,
 			Parameters:     &kueue.AdmissionCheckParametersReference{APIGroup: kueue.GroupVersion.Group, Kind: "MultiKueueConfig", Name: MultiKueueCheck},
 		}},
-	} {
-		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
+	); err != nil {
+		return err
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, name := range names {

@@ -76,7 +76,7 @@ func TestDashboardsReadServedMetrics(t *testing.T) {
 }
 
 // The Kueue panels read label values the manager serves: waiting reasons
-// of its policy, and dispatch results its help text lists.
+// of its policy, and dispatch results of its metrics.
 func TestKueuePanelsReadTheManagersLabels(t *testing.T) {
 	for _, reason := range dashboards.KueueWaitingReasons {
 		if !slices.Contains(policy.WaitingReasons(), reason) {

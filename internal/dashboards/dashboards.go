@@ -14,7 +14,7 @@ const rate = "[$__rate_interval]"
 // watches, KueueDispatchResults the results of jobferry_dispatch_total
 // that only Kueue mode has (TestKueuePanelsReadTheManagersLabels).
 var (
-	KueueWaitingReasons  = []string{"queued", "no_worker_can_run"}
+	KueueWaitingReasons  = []string{"queued", "no_worker_can_run", "pods_not_admitted"}
 	KueueDispatchResults = []string{"requeued", "rejected"}
 )
 
@@ -81,9 +81,9 @@ func pipeline() Dashboard {
 			{Title: "Placement rejections by worker and reason", Type: "timeseries", Unit: "ops", Width: 24,
 				Description: "Workers turned down when placing a Job, per second: not_connected, cordoned, cluster_selector, insufficient_capacity, ...",
 				Targets:     []Target{{Expr: `sum by (worker, reason) (rate(jobferry_placement_rejections_total{worker=~"$worker"}` + rate + `))`, Legend: "{{worker}} {{reason}}"}}},
-			{Title: "Kueue-queued Jobs waiting, by reason", Type: "timeseries", Description: "Kueue mode: manager Jobs queued in Kueue and not admitted yet (queued: quota or jobferry's check pending), and those jobferry's check rejected because no worker could ever run them (no_worker_can_run).",
+			{Title: "Kueue-queued Jobs waiting, by reason", Type: "timeseries", Description: "Kueue mode: manager Jobs queued in Kueue and not admitted yet (queued: quota or jobferry's check pending), and those jobferry's check rejected: no worker could ever run them (no_worker_can_run), or their namespace refuses their pods (pods_not_admitted, which Jobs Kueue does not queue count too).",
 				Targets: []Target{{Expr: `max by (reason) (jobferry_jobs_waiting{reason=~"` + strings.Join(KueueWaitingReasons, "|") + `"})`, Legend: "{{reason}}"}}},
-			{Title: "Kueue dispatch results", Type: "timeseries", Unit: "ops", Description: "Kueue mode, per second: placements let go because Kueue took the quota back (requeued, by worker), and Workloads rejected because no worker could ever run them (rejected).",
+			{Title: "Kueue dispatch results", Type: "timeseries", Unit: "ops", Description: "Kueue mode, per second: placements let go because Kueue took the quota back (requeued, by worker), and Workloads whose jobferry check was Rejected: no worker could ever run their Job, or its namespace refuses its pods (rejected).",
 				Targets: []Target{{Expr: `sum by (worker, result) (rate(jobferry_dispatch_total{result=~"` + strings.Join(KueueDispatchResults, "|") + `"}` + rate + `))`, Legend: "{{worker}} {{result}}"}}},
 			{Title: "Work queue depth", Type: "timeseries", Description: "Items waiting in the manager's Job and WorkerCluster work queues.",
 				Targets: []Target{{Expr: `sum by (name) (workqueue_depth{name=~"job|workercluster"})`, Legend: "{{name}}"}}},

@@ -20,10 +20,12 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/dispatch"
 	"github.com/jobferry/jobferry/internal/jobstatus"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/jobstate"
 	"github.com/jobferry/jobferry/manager/metrics"
+	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 	"github.com/jobferry/jobferry/mirror"
 )
@@ -201,13 +203,23 @@ func (r *JobReconciler) createMirror(ctx context.Context, s policy.State, placem
 		result, err := r.mirrorRefused(ctx, job, policy.WriteMirror, "creating the mirror", worker, err)
 		return createOutcome{}, result, err
 	}
-	if placement == "" && s.Queue != nil && s.Queue.State == kueue.CheckStateReady {
-		// Placed in an earlier reconcile, before Kueue admitted the Job:
-		// its reasons are in the check jobferry set Ready then.
-		placement = s.Queue.Message
-	}
-	r.mirrorCreated(job, m, worker, s.Queue != nil, placement, tell)
+	r.mirrorCreated(job, m, worker, s.Queue != nil, placementReasons(placement, s.Queue, worker), tell)
 	return createOutcome{created: true}, reconcile.Result{}, nil
+}
+
+// placementReasons explains the placement for the Dispatched Event: the
+// one made in this reconcile, or, for a queued Job placed in an earlier
+// one (before Kueue admitted it), the reasons jobferry wrote with its
+// Ready check then, when that message is a placement's on this worker
+// (a check written Ready again after a refused write says only where).
+func placementReasons(madeNow string, q *workload.View, worker string) string {
+	if madeNow != "" {
+		return madeNow
+	}
+	if q != nil && q.State == kueue.CheckStateReady && strings.HasPrefix(q.Message, dispatch.PlacedOn(worker)) {
+		return q.Message
+	}
+	return ""
 }
 
 // mirrorExists decides about the Job that holds the mirror's name on the

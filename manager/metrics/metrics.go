@@ -22,7 +22,7 @@ import (
 var (
 	DispatchTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jobferry_dispatch_total",
-		Help: "Dispatch attempts by worker and result (created, conflict, error, lost: moved off a lost worker, deleted: its mirror was deleted on the worker, not_ours: a Job not jobferry's took its mirror's place, requeued: Kueue took the quota back and the placement went, unschedulable: no worker fits, rejected: no worker could ever run a Kueue-queued Job, both with an empty worker).",
+		Help: "Dispatch attempts by worker and result (" + describeResults() + ").",
 	}, []string{"worker", "result"})
 	DispatchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "jobferry_dispatch_duration_seconds",
@@ -102,7 +102,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(registered()...)
-	for _, result := range workerlessResults {
+	for _, result := range resultNames(workerlessResults) {
 		DispatchTotal.WithLabelValues("", result)
 	}
 }
@@ -119,19 +119,51 @@ func registered() []prometheus.Collector {
 // metrics reference (manager.Collectors adds those read at scrape time).
 func Registered() []prometheus.Collector { return registered() }
 
+// dispatchResult is a result label value of jobferry_dispatch_total and
+// what it counts, for its help text.
+type dispatchResult struct{ name, meaning string }
+
+// The results of jobferry_dispatch_total: each worker's (made at 0 when
+// the worker registers), and those counted without a worker.
+var (
+	perWorkerResults = []dispatchResult{{"created", ""}, {"conflict", ""}, {"error", ""},
+		{"lost", "moved off a lost worker"}, {"deleted", "its mirror was deleted on the worker"},
+		{"not_ours", "a Job not jobferry's took its mirror's place"}, {"requeued", "Kueue took the quota back and the placement went"}}
+	workerlessResults = []dispatchResult{{"unschedulable", "no worker fits"},
+		{"rejected", "jobferry's check on a Kueue-queued Job's Workload Rejected: no worker could ever run it, or its namespace refuses its pods"}}
+)
+
+// describeResults lists the results with their meanings, the workerless
+// ones said to have an empty worker.
+func describeResults() string {
+	var parts []string
+	for _, r := range slices.Concat(perWorkerResults, workerlessResults) {
+		part := r.name
+		if r.meaning != "" {
+			part += ": " + r.meaning
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ") + "; " + strings.Join(resultNames(workerlessResults), " and ") + " with an empty worker"
+}
+
+func resultNames(results []dispatchResult) []string {
+	var names []string
+	for _, r := range results {
+		names = append(names, r.name)
+	}
+	return names
+}
+
 // DispatchResults are the result label values of jobferry_dispatch_total:
 // each worker's, and those counted without a worker (a copy).
 func DispatchResults() []string {
-	return append(slices.Clone(dispatchResults), workerlessResults...)
+	return append(resultNames(perWorkerResults), resultNames(workerlessResults)...)
 }
-
-// workerlessResults are counted without a worker: no worker fits, or none
-// ever could.
-var workerlessResults = []string{"unschedulable", "rejected"}
 
 // Results each worker's counters are labelled with.
 var (
-	dispatchResults   = []string{"created", "conflict", "error", "lost", "deleted", "not_ours", "requeued"}
+	dispatchResults   = resultNames(perWorkerResults)
 	statusSyncResults = []string{"written", "conflict", "rejected", "error"}
 	warningKinds      = []string{"Pod", "Job"}
 )
