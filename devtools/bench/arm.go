@@ -93,6 +93,12 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 	defer o.mu.Unlock()
 	j := o.entry(job.Name)
 	complete := jobstatus.ConditionTrue(job.Status, batchv1.JobComplete)
+	if ptr.Deref(job.Status.Ready, 0) > 0 && j.runningSeen.IsZero() {
+		// The Job's pod runs, seen on the Job or on its copy on a worker:
+		// a dispatcher whose copy of the running status lags (or skips
+		// it) is timed by its work, not by its copy.
+		j.runningSeen = at
+	}
 	switch r {
 	case mirrors:
 		if j.mirrorSeen.IsZero() {
@@ -102,12 +108,6 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		// A mirror runs from its first active pod until it finishes; one
 		// made again elsewhere counts where it is.
 		running := job.Status.Active > 0 && !jobstatus.Finished(job.Status)
-		if ptr.Deref(job.Status.Ready, 0) > 0 && j.runningSeen.IsZero() {
-			// The Job's pod runs on a worker: a dispatcher whose copy of
-			// the running status lags (or skips it) is timed by its work,
-			// not by its copy.
-			j.runningSeen = at
-		}
 		switch {
 		case running && j.mirrorRunningOn == "":
 			j.mirrorRunningOn = cluster
@@ -126,9 +126,6 @@ func (o *observer) seen(r role, cluster string, job *batchv1.Job, at time.Time) 
 		}
 		if j.admitted.IsZero() && !ptr.Deref(job.Spec.Suspend, false) {
 			j.admitted = at
-		}
-		if ptr.Deref(job.Status.Ready, 0) > 0 && j.runningSeen.IsZero() {
-			j.runningSeen = at
 		}
 		if !j.running && job.Status.Active > 0 {
 			j.running = true

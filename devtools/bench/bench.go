@@ -679,12 +679,14 @@ const (
 // (0 for the others).
 func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int) (Arm, error) {
 	ns, arm, profileTag, shape := jobferryNamespace(n), "jobferry", strconv.Itoa(n), jobShape(nil)
-	queued, limit := kind == kueueArm || kind == multiKueueArm, timeout(n)
+	// clusterQueue is where a queued arm's LocalQueue on the manager leads.
+	queued, limit, clusterQueue := kind == kueueArm || kind == multiKueueArm, timeout(n), benchQueue
 	switch kind {
 	case kueueArm:
 		ns, arm, profileTag, shape = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), queuedIn(benchQueue)
 	case multiKueueArm:
 		ns, arm, profileTag, shape, limit = multiKueueNamespace(n), "MultiKueue", "multikueue-"+strconv.Itoa(n), multiKueueJob, multiKueueTimeout(n)
+		clusterQueue = multiKueueQueue
 	case followedArm:
 		ns, arm, profileTag = followedNamespace(n, round), fmt.Sprintf("followed jobferry (round %d)", round), fmt.Sprintf("followed-%d-%d", n, round)
 	case afterArm:
@@ -720,10 +722,6 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 		}
 	}
 	if queued {
-		clusterQueue := benchQueue
-		if kind == multiKueueArm {
-			clusterQueue = multiKueueQueue
-		}
 		if err := localQueue(ctx, b.queues, ns, clusterQueue); err != nil {
 			return Arm{}, err
 		}
