@@ -29,6 +29,7 @@ func newBenchCommand() *cobra.Command {
 		mgrEnv     []string
 		withKueue  bool
 		multiKueue bool
+		kueueAlone bool
 		kueueQPS   int
 		simulated  bool
 		interval   time.Duration
@@ -51,7 +52,11 @@ direct arm (N Jobs created on the workers, split evenly), the jobferry arm
 what it measured into --out. --multikueue (env BENCH_MULTIKUEUE=1) adds the
 MultiKueue arm: Kueue on every worker too, and the same Jobs dispatched by
 Kueue's MultiKueue (Kueue v0.17, its remote clients at client-go's 5 QPS,
-which v0.17 offers no knob to raise). --scale runs 10,000 Jobs over 10 workers.
+which v0.17 offers no knob to raise). --kueue-alone (env BENCH_KUEUE_ALONE=1)
+adds the Kueue arm's baseline: Kueue on every worker admitting the same Jobs,
+submitted there, from a ClusterQueue without admission checks; the report
+then splits the Kueue arm's manager cluster into what jobferry alone, Kueue
+alone and the two together cost. --scale runs 10,000 Jobs over 10 workers.
 
 --simulated (env BENCH_SIM=1) measures the manager at scale instead: the
 workers are API servers only, without nodes or pods, and a simulator moves
@@ -91,6 +96,11 @@ unless --create-interval says otherwise.`,
 					return fmt.Errorf("BENCH_MULTIKUEUE=%q is not true or false", v)
 				}
 			}
+			if v := os.Getenv("BENCH_KUEUE_ALONE"); v != "" && !cmd.Flags().Changed("kueue-alone") {
+				if kueueAlone, err = strconv.ParseBool(v); err != nil {
+					return fmt.Errorf("BENCH_KUEUE_ALONE=%q is not true or false", v)
+				}
+			}
 			if v := os.Getenv("BENCH_KUEUE_QPS"); v != "" && !cmd.Flags().Changed("kueue-client-qps") {
 				if kueueQPS, err = strconv.Atoi(v); err != nil {
 					return fmt.Errorf("BENCH_KUEUE_QPS=%q is not a number", v)
@@ -101,6 +111,9 @@ unless --create-interval says otherwise.`,
 			}
 			if multiKueue && !withKueue {
 				return fmt.Errorf("--multikueue runs Kueue on the manager and the workers: it goes with --kueue")
+			}
+			if kueueAlone && !withKueue {
+				return fmt.Errorf("--kueue-alone is the Kueue arm's baseline: it goes with --kueue")
 			}
 			if v := os.Getenv("BENCH_SIM"); v != "" && !cmd.Flags().Changed("simulated") {
 				if simulated, err = strconv.ParseBool(v); err != nil {
@@ -163,7 +176,7 @@ unless --create-interval says otherwise.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, MultiKueue: multiKueue, KueueClientQPS: kueueQPS, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, MultiKueue: multiKueue, KueueAlone: kueueAlone, KueueClientQPS: kueueQPS, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -189,6 +202,7 @@ unless --create-interval says otherwise.`,
 	cmd.Flags().StringVar(&out, "out", "", "output directory (default _output/bench/<UTC time>)")
 	cmd.Flags().BoolVar(&withKueue, "kueue", true, "run Kueue (bin/kueue) on the manager cluster and the Kueue arm (env BENCH_KUEUE)")
 	cmd.Flags().BoolVar(&multiKueue, "multikueue", false, "run Kueue on every worker too and the MultiKueue arm: the same Jobs dispatched by Kueue's MultiKueue (env BENCH_MULTIKUEUE)")
+	cmd.Flags().BoolVar(&kueueAlone, "kueue-alone", false, "run Kueue on every worker too and the Kueue-alone arm, the Kueue arm's baseline: the same Jobs admitted by the workers' Kueue without admission checks (env BENCH_KUEUE_ALONE)")
 	cmd.Flags().IntVar(&kueueQPS, "kueue-client-qps", 0, "every Kueue's clientConnection QPS and burst to its own cluster (0: 50 and 100; env BENCH_KUEUE_QPS)")
 	cmd.Flags().DurationVar(&interval, "create-interval", 0, "create the Jobs one at a time this far apart (a quiet manager) instead of all at once")
 	cmd.Flags().BoolVar(&simulated, "simulated", false, "simulated workers (API servers only; the manager measured at scale; env BENCH_SIM)")

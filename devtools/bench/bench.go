@@ -64,6 +64,11 @@ type Config struct {
 	// ClusterQueue that names MultiKueue's admission check, dispatched by
 	// Kueue to the workers' Kueue (multikueue.go). It needs Kueue.
 	MultiKueue bool
+	// KueueAlone runs, after the Kueue arm, the Kueue-alone arm: Kueue on
+	// the workers admitting the same Jobs from a ClusterQueue without
+	// admission checks, the Kueue arm's baseline (kueuealone.go). It needs
+	// Kueue.
+	KueueAlone bool
 	// KueueClientQPS, when set, is every Kueue's clientConnection QPS and
 	// burst to its own cluster (50 and 100 otherwise).
 	KueueClientQPS int
@@ -109,6 +114,9 @@ type Result struct {
 	// MultiKueue: each run has a MultiKueue arm, Kueue running on every
 	// worker from the first one on.
 	MultiKueue bool `json:"multiKueue,omitempty"`
+	// KueueAlone: each run has a Kueue-alone arm, Kueue running on every
+	// worker from the first one on.
+	KueueAlone bool `json:"kueueAlone,omitempty"`
 	// KueueClientQPS: every Kueue's clientConnection QPS and burst (0:
 	// 50 and 100).
 	KueueClientQPS int `json:"kueueClientQPS,omitempty"`
@@ -137,6 +145,9 @@ type Run struct {
 	Jobferry Arm `json:"jobferry"`
 	// Kueue is the Kueue arm (nil when run without Kueue).
 	Kueue *Arm `json:"kueue,omitempty"`
+	// KueueAlone is the Kueue-alone arm, the Kueue arm's baseline (nil
+	// when run without it).
+	KueueAlone *Arm `json:"kueueAlone,omitempty"`
 	// Ratio is the jobferry arm's throughput over the direct arm's.
 	Ratio float64 `json:"throughputRatio"`
 	// Inspection is the jobferry arm again while tenants follow logs and
@@ -270,7 +281,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, MultiKueue: cfg.MultiKueue, KueueClientQPS: cfg.KueueClientQPS, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, MultiKueue: cfg.MultiKueue, KueueAlone: cfg.KueueAlone, KueueClientQPS: cfg.KueueClientQPS, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -280,6 +291,9 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	var workers []localcluster.Spec
 	if cfg.MultiKueue && !cfg.Kueue {
 		return nil, fmt.Errorf("the MultiKueue arm runs Kueue on the manager and the workers: run it with Kueue on")
+	}
+	if cfg.KueueAlone && !cfg.Kueue {
+		return nil, fmt.Errorf("the Kueue-alone arm is the Kueue arm's baseline: run it with Kueue on")
 	}
 	if sim := cfg.Simulated; sim != nil {
 		if cfg.Kueue {
@@ -412,10 +426,19 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 			run.KueueToJobferry = ratio(arm.Throughput, run.Jobferry.Throughput)
 			summary += fmt.Sprintf(", Kueue %.1f Jobs/s (%.2f of direct, %.2f of jobferry)", arm.Throughput, run.KueueRatio, run.KueueToJobferry)
 		}
+		if cfg.KueueAlone {
+			arm, err := b.kueueAlone(ctx, n)
+			if err != nil {
+				return res, err
+			}
+			run.KueueAlone = &arm
+			summary += fmt.Sprintf(", Kueue alone %.1f Jobs/s", arm.Throughput)
+		}
 		if cfg.MultiKueue {
 			if i == 0 {
-				// Kueue on the workers from the first MultiKueue arm
-				// on: the arms before it run as their deployments do.
+				// Kueue on the workers from the first arm that uses
+				// it on: the arms before it run as their deployments
+				// do.
 				if err := b.setUpMultiKueue(ctx); err != nil {
 					return res, err
 				}
@@ -564,13 +587,14 @@ func directNamespace(n int) string          { return fmt.Sprintf("bench-direct-%
 func jobferryNamespace(n int) string        { return fmt.Sprintf("bench-jobferry-%d", n) }
 func kueueNamespace(n int) string           { return fmt.Sprintf("bench-kueue-%d", n) }
 func multiKueueNamespace(n int) string      { return fmt.Sprintf("bench-multikueue-%d", n) }
+func kueueAloneNamespace(n int) string      { return fmt.Sprintf("bench-kueue-alone-%d", n) }
 func followedNamespace(n, round int) string { return fmt.Sprintf("bench-followed-%d-%d", n, round) }
 func afterNamespace(n, round int) string    { return fmt.Sprintf("bench-after-%d-%d", n, round) }
 func tenantsNamespace(n int) string         { return fmt.Sprintf("bench-tenants-%d", n) }
 
 // namespaces are every arm's namespaces for n.
 func (b *bencher) namespaces(n int) []string {
-	all := []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), multiKueueNamespace(n), tenantsNamespace(n)}
+	all := []string{directNamespace(n), jobferryNamespace(n), kueueNamespace(n), kueueAloneNamespace(n), multiKueueNamespace(n), tenantsNamespace(n)}
 	if load := b.cfg.InspectionLoad; load != nil {
 		for r := 1; r <= load.Rounds; r++ {
 			all = append(all, followedNamespace(n, r), afterNamespace(n, r))
@@ -592,6 +616,13 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 			return Arm{}, err
 		}
 	}
+	return b.onWorkers(ctx, n, ns, fmt.Sprintf("direct arm, N=%d", n), nil)
+}
+
+// onWorkers creates n Jobs of shape in namespace ns of the workers (round
+// robin), waits for all to complete there, deletes them and waits until
+// the workers are quiet: the direct arm, and the Kueue-alone arm.
+func (b *bencher) onWorkers(ctx context.Context, n int, ns, what string, shape jobShape) (Arm, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := newObserver()
@@ -600,10 +631,9 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 			return Arm{}, err
 		}
 	}
-	what := fmt.Sprintf("direct arm, N=%d", n)
 	var cleanUp time.Duration
 	arm, err := b.measure(ctx, n, ns, what, o, func() error {
-		if err := createJobs(ctx, b.workers, ns, nil, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
+		if err := createJobs(ctx, b.workers, ns, shape, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
 		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
@@ -701,7 +731,7 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 		// not opted in, and MultiKueue needs it and the LocalQueue on
 		// every worker.
 		optIn = nil
-		if err := b.multiKueueWorkerQueues(ctx, ns); err != nil {
+		if err := b.workerLocalQueues(ctx, ns, benchQueue); err != nil {
 			return Arm{}, err
 		}
 	}

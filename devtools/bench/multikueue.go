@@ -3,15 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/jobferry/jobferry/devtools/devenv"
-	"github.com/jobferry/jobferry/devtools/localcluster"
 )
 
 // The MultiKueue arm runs the peer our users compare jobferry with, as
@@ -58,13 +57,13 @@ func multiKueueJob(job *batchv1.Job) {
 	job.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
 }
 
-// setUpMultiKueue starts Kueue on the workers and makes what an
-// administrator would for the MultiKueue arm: MultiKueue's check
-// (devenv.SetUpMultiKueue), on each worker the flavor and the ClusterQueue
-// benchQueue with the quota of its nodes, and the manager's ClusterQueue
-// multiKueueQueue naming the check with their quota together.
+// setUpMultiKueue makes what an administrator would for the MultiKueue
+// arm: Kueue on the workers with their ClusterQueues (startWorkerKueue),
+// MultiKueue's check (devenv.SetUpMultiKueue), and the manager's
+// ClusterQueue multiKueueQueue naming the check with the workers' quota
+// together.
 func (b *bencher) setUpMultiKueue(ctx context.Context) error {
-	if err := b.env.StartWorkerKueue(ctx, localcluster.KueueOptions{ClientQPS: b.cfg.KueueClientQPS, ClientBurst: b.cfg.KueueClientQPS}, b.cfg.Progress); err != nil {
+	if err := b.startWorkerKueue(ctx, slices.Max(b.cfg.Ns)); err != nil {
 		return err
 	}
 	if err := devenv.SetUpMultiKueue(ctx, b.queues, b.env.Workers, 2*time.Minute); err != nil {
@@ -73,34 +72,9 @@ func (b *bencher) setUpMultiKueue(ctx context.Context) error {
 	room := 0
 	for _, w := range b.env.Workers {
 		room += b.room[w.Name]
-		c, err := devenv.NewKueueClient(benchConfig(w))
-		if err != nil {
-			return err
-		}
-		if err := devenv.CreateUnlessExists(ctx, c,
-			&kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: devenv.KueueFlavor}},
-			devenv.ClusterQueueWithChecks(benchQueue, ampleQuota(b.room[w.Name])),
-		); err != nil {
-			return fmt.Errorf("%s: %w", w.Name, err)
-		}
-		b.workerQueues = append(b.workerQueues, c)
 	}
 	if err := b.queues.Create(ctx, devenv.ClusterQueueWithChecks(multiKueueQueue, ampleQuota(room), devenv.MultiKueueCheck)); err != nil {
 		return fmt.Errorf("creating the ClusterQueue %s: %w", multiKueueQueue, err)
-	}
-	return nil
-}
-
-// multiKueueWorkerQueues makes namespace ns and its LocalQueue benchQueue
-// on every worker, where MultiKueue creates the Jobs' Workloads and Jobs.
-func (b *bencher) multiKueueWorkerQueues(ctx context.Context, ns string) error {
-	for i, w := range b.workers {
-		if err := createNamespace(ctx, w, ns, nil); err != nil {
-			return fmt.Errorf("%s: %w", b.env.Workers[i].Name, err)
-		}
-		if err := localQueue(ctx, b.workerQueues[i], ns, benchQueue); err != nil {
-			return fmt.Errorf("%s: %w", b.env.Workers[i].Name, err)
-		}
 	}
 	return nil
 }

@@ -141,6 +141,9 @@ func Markdown(res *Result) string {
 	if res.Kueue {
 		kueueTables(&b, res.Runs)
 	}
+	if res.KueueAlone {
+		kueueSplit(&b, res.Runs)
+	}
 	if res.MultiKueue {
 		fourArms(&b, res)
 	}
@@ -272,6 +275,53 @@ func kueueTables(b *strings.Builder, runs []Run) {
 	}
 }
 
+// kueueSplit divides the Kueue arm's manager cluster, CPU and writes per
+// Job, into what jobferry costs alone (the jobferry arm's manager cluster,
+// the same Jobs with Kueue idle), what Kueue costs alone (the Kueue-alone
+// arm's workers less the direct arm's: Kueue's own work with no admission
+// check) and what the two add together (the rest: jobferry's work for
+// Kueue and Kueue's for jobferry's check and writes).
+func kueueSplit(b *strings.Builder, runs []Run) {
+	b.WriteString("\nThe Kueue arm's manager cluster split: jobferry alone is the jobferry arm's manager cluster (the same Jobs, Kueue idle); Kueue alone is what Kueue adds to a cluster admitting the same Jobs without an admission check (the Kueue-alone arm's workers less the direct arm's: Kueue on each worker, a ClusterQueue with quota for all the Jobs and no check); together is the rest: what jobferry does for Kueue (the queue recorded, the check written, a second dry-run) and what Kueue does because of jobferry (its check, its writes on queued Jobs). Every figure per Job, each cluster's every process:\n\n")
+	b.WriteString("| N | Kueue arm CPU-s/Job | = jobferry alone | + Kueue alone | + together | jobferry's manager process (share) | Kueue's process: alone → in the Kueue arm | writes/Job: Kueue arm = jobferry alone + Kueue alone + together |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		k, alone := r.Kueue, r.KueueAlone
+		if k == nil || alone == nil {
+			continue
+		}
+		total, jobferry := clusterCPU(k.CPU, true), clusterCPU(r.Jobferry.CPU, true)
+		kueueOwn := clusterCPU(alone.CPU, false) - clusterCPU(r.Direct.CPU, false)
+		together := total - jobferry - kueueOwn
+		writes, jobferryWrites := k.WritesTotal["manager"], r.Jobferry.WritesTotal["manager"]
+		kueueWrites := workersTotal(*alone) - workersTotal(r.Direct)
+		fmt.Fprintf(b, "| %d | %.4f | %.4f (%.0f %%) | %.4f (%.0f %%) | %.4f (%.0f %%) | %.4f (%.0f %%) | %.4f → %.4f | %.2f = %.2f + %.2f + %.2f |\n", r.N,
+			total, jobferry, share(jobferry, total), kueueOwn, share(kueueOwn, total), together, share(together, total),
+			k.CPU[managerProcess], share(k.CPU[managerProcess], total), workersProcessCPU(alone.CPU, "kueue"), k.CPU[kueueProcess],
+			writes, jobferryWrites, kueueWrites, writes-jobferryWrites-kueueWrites)
+	}
+}
+
+// share is part as a percentage of whole (0 when whole is).
+func share(part, whole float64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return 100 * part / whole
+}
+
+// workersProcessCPU sums a process's CPU seconds per Job over the workers.
+func workersProcessCPU(cpu map[string]float64, process string) float64 {
+	total := 0.0
+	for key, v := range cpu {
+		cluster, name, _ := strings.Cut(key, "/")
+		if cluster != "manager" && name == process {
+			total += v
+		}
+	}
+	return total
+}
+
 // The processes of the manager cluster the reports single out, as
 // processCPU keys them.
 const (
@@ -295,6 +345,9 @@ func runArms(r Run) []namedArm {
 	arms := []namedArm{{"direct", r.Direct}, {"jobferry", r.Jobferry}}
 	if r.Kueue != nil {
 		arms = append(arms, namedArm{"Kueue", *r.Kueue})
+	}
+	if r.KueueAlone != nil {
+		arms = append(arms, namedArm{"Kueue alone", *r.KueueAlone})
 	}
 	if r.MultiKueue != nil {
 		arms = append(arms, namedArm{"MultiKueue", *r.MultiKueue})

@@ -233,6 +233,30 @@ func TestMarkdownSetsTheFourArmsSideBySide(t *testing.T) {
 	}
 }
 
+// The Kueue arm's manager cluster splits into the jobferry arm's manager
+// cluster, the Kueue-alone arm's workers less the direct arm's, and the
+// rest; the Kueue-alone arm gets a column of its own.
+func TestMarkdownSplitsTheKueueArm(t *testing.T) {
+	direct := Arm{CPU: map[string]float64{"worker-1/kube-apiserver": 0.04, "worker-2/kube-apiserver": 0.04, "manager/kube-apiserver": 0.003},
+		WritesTotal: map[string]float64{"worker-1": 9, "worker-2": 9}}
+	jobferry := Arm{CPU: map[string]float64{managerProcess: 0.02, apiServerProcess: 0.06}, WritesTotal: map[string]float64{"manager": 10}}
+	kueueArm := Arm{CPU: map[string]float64{managerProcess: 0.03, apiServerProcess: 0.25, kueueProcess: 0.02}, WritesTotal: map[string]float64{"manager": 28}}
+	alone := Arm{CPU: map[string]float64{"worker-1/kube-apiserver": 0.07, "worker-2/kube-apiserver": 0.07, "worker-1/kueue": 0.01, "worker-2/kueue": 0.01},
+		WritesTotal: map[string]float64{"worker-1": 15, "worker-2": 15}}
+	res := &Result{Started: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), HostCPUs: 2, Workers: 2, Kueue: true, KueueAlone: true,
+		Runs: []Run{{N: 10, Direct: direct, Jobferry: jobferry, Kueue: &kueueArm, KueueAlone: &alone}}}
+	md := Markdown(res)
+	for _, want := range []string{
+		// 0.30 = 0.08 + (0.16 − 0.08) + 0.14; 28 = 10 + (30 − 18) + 6.
+		"| 10 | 0.3000 | 0.0800 (27 %) | 0.0800 (27 %) | 0.1400 (47 %) | 0.0300 (10 %) | 0.0200 → 0.0200 | 28.00 = 10.00 + 12.00 + 6.00 |",
+		"| process | direct | jobferry | Kueue | Kueue alone |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestHistogramQuantileInterpolatesLikePromQL(t *testing.T) {
 	buckets := []bucket{{0.1, 10}, {1, 60}, {10, 100}, {math.Inf(1), 100}}
 	for _, tc := range []struct{ q, want float64 }{

@@ -229,6 +229,7 @@ func (r *JobReconciler) recordPlacement(ctx context.Context, job *batchv1.Job, q
 		result, err := r.refused(ctx, job, policy.WritePlacement, "recording the placement on "+worker, managerAPI, err)
 		return false, result, err
 	}
+	r.carryPodVerdict(job, updated)
 	*job = *updated
 	r.memory.attempts.placed(job)
 	r.placing.waiting.remove(client.ObjectKeyFromObject(job))
@@ -397,6 +398,7 @@ func (r *JobReconciler) activate(ctx context.Context, job *batchv1.Job, wc *v1al
 	if err := r.writeJob(ctx, job, updated); err != nil {
 		return fmt.Errorf("injecting %s's directives and unsuspending: %w", wc.Name, err)
 	}
+	r.carryPodVerdict(job, updated)
 	*job = *updated
 	return nil
 }

@@ -125,3 +125,5 @@ func (a *admitAll) Admit(_ context.Context, job *batchv1.Job) (tenantlimits.PodV
 	a.calls++
 	return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec})}, nil
 }
+
+func (a *admitAll) Carry(_, _ *batchv1.Job) {}

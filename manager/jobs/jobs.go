@@ -191,6 +191,11 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	if job != nil && !v1alpha1.IsManagerJob(job) {
 		return reconcile.Result{}, nil
 	}
+	if job != nil && r.memory.replaced.stale(job, r.Clock.Now()) {
+		// The event of that write brings the Job back; the requeue is a
+		// safety net.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	var memo stepMemo
 	for range maxSteps {
 		s, err := r.readState(ctx, req.NamespacedName, job, &memo)

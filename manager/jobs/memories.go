@@ -45,6 +45,67 @@ type memory struct {
 	attempts attemptMemo
 	// highest: the highest attempt seen of each Job's state.
 	highest highestAttempts
+	// replaced: the version of each Job this manager's last write of it
+	// replaced, until the cache shows another.
+	replaced replacedMemo
+}
+
+// replacedMemo remembers, per manager Job key, the resourceVersion of the
+// Job that this manager's last write of it replaced: a reconcile that reads
+// that very version from the cache (which has not caught up with the
+// write) waits for the write's own event instead of acting on a Job it
+// knows to be old, where a write could only lose the race (a Conflict: a
+// request the manager cluster's API server serves for nothing). Any other
+// version is read as it is, and so is this one after replacedFor (an event
+// that never came). After a restart the cache shows what was written.
+type replacedMemo struct {
+	mu       sync.Mutex
+	versions map[types.NamespacedName]replacedVersion
+}
+
+type replacedVersion struct {
+	uid     types.UID
+	version string
+	at      time.Time
+}
+
+// replacedFor bounds how long a version is taken as replaced: far longer
+// than a watch event takes on a loaded cluster.
+const replacedFor = 10 * time.Second
+
+// wrote records that a write of this manager replaced before, at now.
+func (m *replacedMemo) wrote(before *batchv1.Job, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.versions == nil {
+		m.versions = map[types.NamespacedName]replacedVersion{}
+	}
+	m.versions[client.ObjectKeyFromObject(before)] = replacedVersion{uid: before.UID, version: before.ResourceVersion, at: now}
+}
+
+// stale reports whether cached is the version a write of this manager
+// replaced less than replacedFor ago; the memory of it goes once the cache
+// shows another.
+func (m *replacedMemo) stale(cached *batchv1.Job, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := client.ObjectKeyFromObject(cached)
+	r, ok := m.versions[key]
+	if !ok {
+		return false
+	}
+	if r.uid == cached.UID && r.version == cached.ResourceVersion && now.Sub(r.at) < replacedFor {
+		return true
+	}
+	delete(m.versions, key)
+	return false
+}
+
+// forget drops what is remembered of the Job key.
+func (m *replacedMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.versions, key)
 }
 
 // finishedMemo remembers the Jobs whose finished status this manager wrote:

@@ -1,13 +1,17 @@
 package jobs
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/jobs/policy/policytest"
 	"github.com/jobferry/jobferry/manager/queue/workload"
 	"github.com/jobferry/jobferry/manager/workers"
 )
@@ -124,5 +128,83 @@ func TestMirrorsHeldBackAreQueuedAsMirrorChangesFromWhenSeen(t *testing.T) {
 	}
 	if got := r.memory.observed.since(a); !got.Equal(seen) {
 		t.Errorf("lag of %v counted from %v; want %v", a, got, seen)
+	}
+}
+
+// laggingCache serves the Job as it was before the manager's last write of
+// it, as an informer that has not caught up with that write does.
+type laggingCache struct {
+	client.Client
+	before *batchv1.Job
+}
+
+func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if job, ok := obj.(*batchv1.Job); ok && c.before != nil && key == client.ObjectKeyFromObject(c.before) {
+		c.before.DeepCopyInto(job)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// beforeWrites keeps the Job as stored before each write of it.
+type beforeWrites struct {
+	client.Client
+	last *batchv1.Job
+}
+
+func (c *beforeWrites) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.keep(ctx, obj)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *beforeWrites) Status() client.SubResourceWriter {
+	return statusBeforeWrites{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+func (c *beforeWrites) keep(ctx context.Context, obj client.Object) {
+	if _, ok := obj.(*batchv1.Job); ok {
+		stored := &batchv1.Job{}
+		if c.Client.Get(ctx, client.ObjectKeyFromObject(obj), stored) == nil {
+			c.last = stored
+		}
+	}
+}
+
+type statusBeforeWrites struct {
+	client.SubResourceWriter
+	c *beforeWrites
+}
+
+func (s statusBeforeWrites) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.c.keep(ctx, obj)
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// A reconcile on a cache that still shows the version of the Job this
+// manager's last write replaced writes nothing (it would only lose the
+// race: a Conflict) and looks again; after replacedFor it acts on what it
+// reads.
+func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	writes := &beforeWrites{Client: h.manager}
+	h.r.Client = writes
+	h.create(t, policytest.Job())
+	h.reconcile(t)
+	if h.job(t).Annotations[v1alpha1.MirrorUIDAnnotation] == "" || writes.last == nil {
+		t.Fatalf("the first reconcile recorded no mirror: %v", h.job(t).Annotations)
+	}
+	h.r.Client = &laggingCache{Client: h.manager, before: writes.last}
+	jobWrites, statusWrites := h.jobWrites.Load(), h.statusWrites.Load()
+
+	if result := h.reconcile(t); result.RequeueAfter == 0 {
+		t.Errorf("a reconcile on the replaced version: result %+v, want a requeue", result)
+	}
+	if h.jobWrites.Load() != jobWrites || h.statusWrites.Load() != statusWrites {
+		t.Errorf("a reconcile on the replaced version wrote the Job (%d Job, %d status writes)", h.jobWrites.Load()-jobWrites, h.statusWrites.Load()-statusWrites)
+	}
+	h.clock.Step(replacedFor)
+	h.reconcile(t)
+	if h.jobWrites.Load()+h.statusWrites.Load() == jobWrites+statusWrites {
+		t.Error("after replacedFor the replaced version was still not acted on")
 	}
 }

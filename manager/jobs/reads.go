@@ -249,8 +249,9 @@ func (r *JobReconciler) readAdmission(ctx context.Context, s *policy.State, conn
 	}
 	s.Refusal = refusalOf(refusal)
 	if refusal == nil {
-		// Remembered for the Job's generation: the placement's verdict,
-		// unless the template changed since.
+		// Remembered for the Job's generation: the placement's verdict
+		// (carried across the placement's own write), unless the
+		// template changed since.
 		pods, err := r.admitPods(ctx, s.Job)
 		if err != nil {
 			return err
@@ -457,6 +458,15 @@ func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenant
 		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, &corev1.Pod{Spec: job.Spec.Template.Spec})}, nil
 	}
 	return r.PodAdmission.Admit(ctx, job)
+}
+
+// carryPodVerdict keeps the pods' verdict of job for written, the Job as
+// jobferry's placement (or activation) wrote it: its readAdmission before
+// the mirror then takes the placement's verdict instead of a second dry-run.
+func (r *JobReconciler) carryPodVerdict(job, written *batchv1.Job) {
+	if r.PodAdmission != nil {
+		r.PodAdmission.Carry(job, written)
+	}
 }
 
 // growthRefused says why the Job's namespace's quota has no room for the

@@ -146,6 +146,9 @@ type Queue interface {
 // (tenantlimits.PodAdmission).
 type PodAdmitter interface {
 	Admit(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error)
+	// Carry keeps job's verdict for written, the Job as jobferry's own
+	// placement wrote it.
+	Carry(job, written *batchv1.Job)
 }
 
 // jobEventBuffer is how many keys wait for the work queue's source.

@@ -22,15 +22,21 @@ import (
 	"github.com/jobferry/jobferry/manager/tenantlimits"
 )
 
-// admitter answers every dry-run with verdict, and counts them.
+// admitter answers every dry-run with verdict, and counts them; it records
+// the Jobs whose verdict was carried to a write of jobferry's.
 type admitter struct {
 	verdict func(job *batchv1.Job) tenantlimits.PodVerdict
 	asked   int
+	carried []*batchv1.Job
 }
 
 func (a *admitter) Admit(_ context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error) {
 	a.asked++
 	return a.verdict(job), nil
+}
+
+func (a *admitter) Carry(_, written *batchv1.Job) {
+	a.carried = append(a.carried, written.DeepCopy())
 }
 
 func suspendedWith(t *testing.T, job *batchv1.Job) *batchv1.JobCondition {
@@ -83,11 +89,12 @@ func TestMirrorRunsWithWhatTheNamespaceAdmitted(t *testing.T) {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 	}
-	h.r.PodAdmission = &admitter{verdict: func(job *batchv1.Job) tenantlimits.PodVerdict {
+	pods := &admitter{verdict: func(job *batchv1.Job) tenantlimits.PodVerdict {
 		pod := &corev1.Pod{Spec: *job.Spec.Template.Spec.DeepCopy()}
 		pod.Spec.Containers[0].Resources = defaults
 		return tenantlimits.PodVerdict{Admitted: tenantlimits.Admitted(job, pod)}
 	}}
+	h.r.PodAdmission = pods
 	h.create(t, policytest.Job())
 	h.reconcile(t)
 	m, err := h.workers.Conns["w1"].UncachedJob(context.Background(), trainKey)
@@ -113,6 +120,11 @@ func TestMirrorRunsWithWhatTheNamespaceAdmitted(t *testing.T) {
 	}
 	if _, ok := m.Annotations[v1alpha1.AdmittedPodsAnnotation]; ok {
 		t.Error("the mirror carries the manager's state")
+	}
+	// The placement's verdict goes with the Job as the placement wrote it
+	// (tenantlimits.PodAdmission.Carry then keeps it for that generation).
+	if len(pods.carried) != 1 || pods.carried[0].Annotations[v1alpha1.WorkerAnnotation] != "w1" || pods.carried[0].UID != job.UID {
+		t.Errorf("verdicts carried to %d written Jobs, want 1: the Job as placed on w1", len(pods.carried))
 	}
 }
 

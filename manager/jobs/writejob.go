@@ -40,6 +40,7 @@ func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job
 	if err := r.Client.Patch(ctx, sealed, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
+	r.memory.replaced.wrote(original, r.Clock.Now())
 	*job = *sealed
 	return nil
 }
@@ -118,6 +119,7 @@ func (r *JobReconciler) finalize(ctx context.Context, key types.NamespacedName, 
 	r.memory.checks.forget(key)
 	r.memory.attempts.forget(key)
 	r.memory.highest.forget(key)
+	r.memory.replaced.forget(key)
 	r.placing.waiting.remove(key)
 	r.memory.observed.take(key)
 	if job == nil {

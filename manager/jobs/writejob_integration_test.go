@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -47,7 +48,7 @@ func TestIntegrationWriteJobPatchesWhatChangedOnTheJobAsRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := jobstate.Key{Secret: []byte("0123456789abcdef0123456789abcdef")}
-	r := &JobReconciler{Client: c, Keys: jobstatetest.Key(key)}
+	r := &JobReconciler{Client: c, Keys: jobstatetest.Key(key), Clock: clock.RealClock{}}
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "placed",
@@ -131,7 +132,7 @@ func TestIntegrationWriteStatusLeavesTheJobsMetadataBe(t *testing.T) {
 	c := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := &JobReconciler{Client: c}
+	r := &JobReconciler{Client: c, Clock: clock.RealClock{}}
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "unlabelled"},

@@ -84,8 +84,7 @@ func NewPodAdmission(reader client.Reader, writer client.Writer, clk clock.Clock
 // (the Job gone or changed since it was read, the API server or a webhook
 // failing); a refusal is the verdict's.
 func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict, error) {
-	memoKey := string(job.UID) + "/" + strconv.FormatInt(job.Generation, 10)
-	if v, ok := a.memo.Get(memoKey); ok {
+	if v, ok := a.memo.Get(memoKey(job)); ok {
 		return v.(PodVerdict), nil
 	}
 	whole := &batchv1.Job{}
@@ -124,8 +123,32 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 	if verdict.Refused != "" {
 		ttl = refusedTTL
 	}
-	a.memo.Add(memoKey, verdict, ttl)
+	a.memo.Add(memoKey(job), verdict, ttl)
 	return verdict, nil
+}
+
+// Carry remembers the verdict of job's generation, if one is remembered
+// and admitted, for written too: the same Job as jobferry's own write left
+// it, locked to job's resourceVersion (a placement that injected a worker's
+// directives and lifted the suspension jobferry held it with). Nothing a
+// tenant wrote changed between the two, and the worker's directives are for
+// the worker's admission to judge, so the mirror the placement leads to is
+// created without dry-running the same pods a second time.
+func (a *PodAdmission) Carry(job, written *batchv1.Job) {
+	if written.UID != job.UID || written.Generation == job.Generation {
+		return
+	}
+	v, ok := a.memo.Get(memoKey(job))
+	if !ok || v.(PodVerdict).Refused != "" {
+		return
+	}
+	a.memo.Add(memoKey(written), v, admittedTTL)
+}
+
+// memoKey names a verdict: the Job's UID and generation (its spec as the
+// dry-run judged it).
+func memoKey(job *batchv1.Job) string {
+	return string(job.UID) + "/" + strconv.FormatInt(job.Generation, 10)
 }
 
 // mayCreatePods asks the API server whether the manager may create pods in

@@ -25,7 +25,8 @@ import (
 // On a real kube-apiserver: a pod of the Job is dry-run in its namespace,
 // so the LimitRange gives a container without resources its defaults (which
 // the verdict carries, and the charge counts) and refuses one over its
-// maximum with its own message; nothing is stored.
+// maximum with its own message; nothing is stored; a verdict serves the
+// Job's placement and its mirror.
 func TestIntegrationPodAdmission(t *testing.T) {
 	logf.SetLogger(logr.Discard())
 	cfg := testenv.Start(t, &envtest.Environment{})
@@ -95,4 +96,65 @@ func TestIntegrationPodAdmission(t *testing.T) {
 	if len(pods.Items) != 0 {
 		t.Errorf("%d pods stored by the dry-runs, want none", len(pods.Items))
 	}
+	t.Run("carried across the placement", func(t *testing.T) { testVerdictCarriedAcrossThePlacement(ctx, t, api, ns) })
+}
+
+// countingWriter counts the pods created through it (the dry-runs).
+type countingWriter struct {
+	client.Writer
+	pods int
+}
+
+func (w *countingWriter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		w.pods++
+	}
+	return w.Writer.Create(ctx, obj, opts...)
+}
+
+// A verdict is dry-run once per generation; carried across jobferry's own
+// write of the Job (its placement: a worker's directives, the suspension
+// lifted), it serves the next generation without a second dry-run, while a
+// generation that comes of anyone else's write is dry-run again.
+func testVerdictCarriedAcrossThePlacement(ctx context.Context, t *testing.T, api client.Client, ns string) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train"}, Spec: batchv1.JobSpec{
+		Suspend:  ptr.To(true),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}},
+	}}
+	if err := api.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	writer := &countingWriter{Writer: api}
+	admission := NewPodAdmission(api, writer, nil)
+	admit := func(what string, j *batchv1.Job, dryRuns int) {
+		t.Helper()
+		if v, err := admission.Admit(ctx, j); err != nil || v.Refused != "" {
+			t.Fatalf("%s: %+v, %v", what, v, err)
+		}
+		if writer.pods != dryRuns {
+			t.Errorf("%s: %d dry-runs in all, want %d", what, writer.pods, dryRuns)
+		}
+	}
+	admit("first placement", job, 1)
+	admit("the same generation again", job, 1)
+
+	placed := job.DeepCopy()
+	placed.Spec.Suspend = ptr.To(false)
+	placed.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+	if err := api.Update(ctx, placed); err != nil {
+		t.Fatal(err)
+	}
+	if placed.Generation == job.Generation {
+		t.Fatalf("the placement's write left generation %d", placed.Generation)
+	}
+	admission.Carry(job, placed)
+	admit("the Job as the placement wrote it", placed, 1)
+
+	// Its user suspends it (any spec change by anyone else would do).
+	changed := placed.DeepCopy()
+	changed.Spec.Suspend = ptr.To(true)
+	if err := api.Update(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	admit("a generation its user wrote", changed, 2)
 }
