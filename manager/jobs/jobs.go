@@ -167,10 +167,14 @@ func enqueueWithPriority(priority int) handler.EventHandler {
 func (r *JobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return result, err
 }
+
+// conflictRetry is how soon a Job whose write lost a race, or whose cache
+// has not caught up with the manager's own last write, is looked at again.
+const conflictRetry = 100 * time.Millisecond
 
 // maxSteps bounds the steps one reconcile takes: placing, creating the
 // mirror, copying its final status and deleting it are each one step, and a
@@ -192,9 +196,10 @@ func (r *JobReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	if job != nil && r.memory.replaced.stale(job, r.Clock.Now()) {
-		// The event of that write brings the Job back; the requeue is a
-		// safety net.
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		// Looked at again as soon as a Conflict would have been: the
+		// event of a status write of this manager's own brings no
+		// reconcile (notOwnStatusWrite).
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	var memo stepMemo
 	for range maxSteps {

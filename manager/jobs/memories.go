@@ -73,8 +73,14 @@ type replacedVersion struct {
 // than a watch event takes on a loaded cluster.
 const replacedFor = 10 * time.Second
 
-// wrote records that a write of this manager replaced before, at now.
-func (m *replacedMemo) wrote(before *batchv1.Job, now time.Time) {
+// wrote records that a write of this manager replaced before with after,
+// at now. A write that stored nothing new (the API server keeps the
+// version of an update that changes nothing, and sends no event for it)
+// replaced nothing.
+func (m *replacedMemo) wrote(before, after *batchv1.Job, now time.Time) {
+	if after.ResourceVersion == before.ResourceVersion {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.versions == nil {

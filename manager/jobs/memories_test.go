@@ -208,3 +208,35 @@ func TestAReconcileWaitsForTheCacheToShowItsOwnWrite(t *testing.T) {
 		t.Error("after replacedFor the replaced version was still not acted on")
 	}
 }
+
+// A write that stored a new version marks the one it replaced as stale,
+// for the Job of that UID only and for replacedFor; a write the API server
+// stored nothing new for (same version, no event to come) marks nothing.
+func TestReplacedMemoMarksOnlyWhatAWriteReplaced(t *testing.T) {
+	now := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	v := func(uid types.UID, version string) *batchv1.Job {
+		j := &batchv1.Job{}
+		j.Namespace, j.Name, j.UID, j.ResourceVersion = "a", "j", uid, version
+		return j
+	}
+	var m replacedMemo
+	m.wrote(v("u1", "5"), v("u1", "5"), now)
+	if m.stale(v("u1", "5"), now) {
+		t.Error("a write that stored nothing new marked its version stale")
+	}
+	m.wrote(v("u1", "5"), v("u1", "6"), now)
+	if m.stale(v("u2", "5"), now) {
+		t.Error("another Job of the name read as stale")
+	}
+	m.wrote(v("u1", "5"), v("u1", "6"), now)
+	if !m.stale(v("u1", "5"), now) || !m.stale(v("u1", "5"), now.Add(replacedFor-time.Millisecond)) {
+		t.Error("the replaced version not stale within replacedFor")
+	}
+	if m.stale(v("u1", "5"), now.Add(replacedFor)) {
+		t.Error("the replaced version still stale after replacedFor")
+	}
+	m.wrote(v("u1", "5"), v("u1", "6"), now)
+	if m.stale(v("u1", "6"), now) || m.stale(v("u1", "5"), now) {
+		t.Error("once the cache showed another version, the memory should be gone")
+	}
+}

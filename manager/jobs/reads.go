@@ -461,10 +461,14 @@ func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenant
 }
 
 // carryPodVerdict keeps the pods' verdict of job for written, the Job as
-// jobferry's placement (or activation) wrote it: its readAdmission before
-// the mirror then takes the placement's verdict instead of a second dry-run.
+// jobferry's placement (or activation) wrote it, locked to job's version:
+// its readAdmission before the mirror then takes the placement's verdict
+// instead of a second dry-run. Only when the write changed the template by
+// the worker's directives alone: a Job placed again after a release gets
+// its user's recorded scheduling back, which the dry-run of job did not
+// judge.
 func (r *JobReconciler) carryPodVerdict(job, written *batchv1.Job) {
-	if r.PodAdmission != nil {
+	if r.PodAdmission != nil && policy.SchedulingAsUserWrote(job) {
 		r.PodAdmission.Carry(job, written)
 	}
 }

@@ -146,8 +146,9 @@ type Queue interface {
 // (tenantlimits.PodAdmission).
 type PodAdmitter interface {
 	Admit(ctx context.Context, job *batchv1.Job) (tenantlimits.PodVerdict, error)
-	// Carry keeps job's verdict for written, the Job as jobferry's own
-	// placement wrote it.
+	// Carry keeps job's verdict for written: the Job as jobferry's own
+	// placement wrote it, locked to job's resourceVersion, changing its
+	// template by a worker's directives alone.
 	Carry(job, written *batchv1.Job)
 }
 

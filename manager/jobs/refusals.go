@@ -84,7 +84,7 @@ func (r *JobReconciler) refused(ctx context.Context, job *batchv1.Job, w policy.
 	kind := classify(err)
 	switch kind {
 	case conflict:
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, errRefused
+		return reconcile.Result{RequeueAfter: conflictRetry}, errRefused
 	case transient:
 		return reconcile.Result{}, fmt.Errorf("%s: %w", what, err)
 	}

@@ -31,7 +31,7 @@ func (r *JobReconciler) writeStatus(ctx context.Context, job *batchv1.Job, statu
 	if err := r.Client.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return nil, err
 	}
-	r.memory.replaced.wrote(job, r.Clock.Now())
+	r.memory.replaced.wrote(job, written, r.Clock.Now())
 	return written, nil
 }
 

@@ -330,3 +330,31 @@ func TestOnlyASealedQueueRecordLeavesTheQuotaToKueue(t *testing.T) {
 		}
 	}
 }
+
+// The pods' verdict goes with a placement's write only when the write
+// changes the template by the worker's directives alone: a Job released
+// and placed again gets its user's recorded scheduling back, which the
+// verdict of the released template did not judge.
+func TestPodVerdictCarriedOnlyOverTheWorkersDirectives(t *testing.T) {
+	pods := &admitter{verdict: func(*batchv1.Job) tenantlimits.PodVerdict { return tenantlimits.PodVerdict{} }}
+	r := &JobReconciler{PodAdmission: pods}
+	gpu := v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "gpu"}}
+	fresh := policytest.Job()
+	placed, err := policy.PlacedJob(fresh, "w1", gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.carryPodVerdict(fresh, placed)
+	if len(pods.carried) != 1 {
+		t.Fatalf("a first placement: %d verdicts carried, want 1", len(pods.carried))
+	}
+	released := policy.ReleasedJob(placed)
+	again, err := policy.PlacedJob(released, "w2", gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.carryPodVerdict(released, again)
+	if len(pods.carried) != 1 {
+		t.Errorf("a placement after a release: the verdict of the released template was carried")
+	}
+}

@@ -40,7 +40,7 @@ func (r *JobReconciler) writeJob(ctx context.Context, original, job *batchv1.Job
 	if err := r.Client.Patch(ctx, sealed, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
-	r.memory.replaced.wrote(original, r.Clock.Now())
+	r.memory.replaced.wrote(original, sealed, r.Clock.Now())
 	*job = *sealed
 	return nil
 }

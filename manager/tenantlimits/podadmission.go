@@ -58,6 +58,13 @@ type PodAdmission struct {
 	// Writer sends the dry-run.
 	Writer client.Writer
 	memo   *cache.LRUExpireCache
+	clock  clock.Clock
+}
+
+// remembered is a verdict and when it is no longer taken.
+type remembered struct {
+	verdict PodVerdict
+	until   time.Time
 }
 
 // Remembered verdicts: at most memoSize; an admission for admittedTTL (a
@@ -76,7 +83,7 @@ func NewPodAdmission(reader client.Reader, writer client.Writer, clk clock.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &PodAdmission{Reader: reader, Writer: writer, memo: cache.NewLRUExpireCacheWithClock(memoSize, clk)}
+	return &PodAdmission{Reader: reader, Writer: writer, memo: cache.NewLRUExpireCacheWithClock(memoSize, clk), clock: clk}
 }
 
 // Admit dry-runs a pod of job (as the cache holds it: its UID and
@@ -85,7 +92,7 @@ func NewPodAdmission(reader client.Reader, writer client.Writer, clk clock.Clock
 // failing); a refusal is the verdict's.
 func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict, error) {
 	if v, ok := a.memo.Get(memoKey(job)); ok {
-		return v.(PodVerdict), nil
+		return v.(remembered).verdict, nil
 	}
 	whole := &batchv1.Job{}
 	if err := a.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, whole); err != nil {
@@ -123,26 +130,29 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 	if verdict.Refused != "" {
 		ttl = refusedTTL
 	}
-	a.memo.Add(memoKey(job), verdict, ttl)
+	a.memo.Add(memoKey(job), remembered{verdict: verdict, until: a.clock.Now().Add(ttl)}, ttl)
 	return verdict, nil
 }
 
 // Carry remembers the verdict of job's generation, if one is remembered
-// and admitted, for written too: the same Job as jobferry's own write left
-// it, locked to job's resourceVersion (a placement that injected a worker's
-// directives and lifted the suspension jobferry held it with). Nothing a
-// tenant wrote changed between the two, and the worker's directives are for
-// the worker's admission to judge, so the mirror the placement leads to is
-// created without dry-running the same pods a second time.
+// and admitted, for written too, until it would have expired: written is
+// the same Job as jobferry's own write left it, locked to job's
+// resourceVersion, one generation on, its template changed by a worker's
+// directives alone (and its suspension lifted). Nothing a tenant wrote
+// changed between the two, and the worker's directives are the worker's
+// admission's to judge, so the mirror the placement leads to is created
+// without dry-running the same pods a second time.
 func (a *PodAdmission) Carry(job, written *batchv1.Job) {
-	if written.UID != job.UID || written.Generation == job.Generation {
+	if written.UID != job.UID || written.Generation != job.Generation+1 || written.ResourceVersion == job.ResourceVersion {
 		return
 	}
 	v, ok := a.memo.Get(memoKey(job))
-	if !ok || v.(PodVerdict).Refused != "" {
+	if !ok || v.(remembered).verdict.Refused != "" {
 		return
 	}
-	a.memo.Add(memoKey(written), v, admittedTTL)
+	if left := v.(remembered).until.Sub(a.clock.Now()); left > 0 {
+		a.memo.Add(memoKey(written), v, left)
+	}
 }
 
 // memoKey names a verdict: the Job's UID and generation (its spec as the

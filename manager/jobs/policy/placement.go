@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -120,6 +121,15 @@ func ReleasedJob(job *batchv1.Job) *batchv1.Job {
 		updated.Annotations[v1alpha1.HeldForPlacementAnnotation] = "true"
 	}
 	return updated
+}
+
+// SchedulingAsUserWrote: the Job's pod template schedules as UserScheduling
+// says its user wrote it, so a placement (ActivatedJob) changes its
+// template by the worker's directives alone. A Job placed before and
+// released keeps the earlier worker's directives in its template until
+// then, and its user may have changed them meanwhile.
+func SchedulingAsUserWrote(job *batchv1.Job) bool {
+	return equality.Semantic.DeepEqual(WithScheduling(job.Spec.Template, UserScheduling(job)), job.Spec.Template)
 }
 
 // UserScheduling is the scheduling part of the Job's pod template as its

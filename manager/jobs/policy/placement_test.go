@@ -122,3 +122,36 @@ func TestPlacedJob(t *testing.T) {
 		}
 	})
 }
+
+// A Job schedules as its user wrote it until a worker's directives are
+// merged in; released, it keeps them in its template (its user's recorded
+// beside them) until it is placed again or its user writes theirs back.
+func TestSchedulingAsUserWrote(t *testing.T) {
+	gpu := v1alpha1.SchedulingDirectives{NodeSelector: map[string]string{"pool": "gpu"}}
+	userSelector := func(j *batchv1.Job) { j.Spec.Template.Spec.NodeSelector = map[string]string{"zone": "a"} }
+	fresh := policytest.Job(userSelector)
+	placed, err := policy.PlacedJob(fresh, "w1", gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := policy.ReleasedJob(placed)
+	rewritten := released.DeepCopy()
+	rewritten.Spec.Template.Spec.NodeSelector = map[string]string{"zone": "a"}
+	changed := released.DeepCopy()
+	changed.Spec.Template.Spec.NodeSelector = map[string]string{"zone": "b"}
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		want bool
+	}{
+		{"as created", fresh, true},
+		{"placed: the worker's directives in its template", placed, false},
+		{"released: the worker's directives still in its template", released, false},
+		{"released, its user's scheduling written back", rewritten, true},
+		{"released, its user's scheduling changed", changed, false},
+	} {
+		if got := policy.SchedulingAsUserWrote(tc.job); got != tc.want {
+			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
