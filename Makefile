@@ -20,7 +20,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 export KUBEBUILDER_ASSETS := $(BIN)
 export JOBFERRY_BIN_DIR := $(BIN)
-export BENCH_N BENCH_WORKERS BENCH_SCALE BENCH_SIM BENCH_KUEUE BENCH_MULTIKUEUE BENCH_KUEUE_QPS
+export BENCH_N BENCH_WORKERS BENCH_SCALE BENCH_SIM BENCH_KUEUE BENCH_MULTIKUEUE BENCH_KUEUE_ALONE BENCH_KUEUE_QPS BENCH_ARM_LIMIT
 
 .PHONY: help
 help: ## list targets
@@ -156,7 +156,7 @@ demo: tools build ## start a manager and two workers and run sample Jobs end to 
 demo-down: dev-down ## stop what `make demo` left running
 
 .PHONY: bench
-bench: tools build ## direct submission vs jobferry vs Kueue + jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1 BENCH_KUEUE=false; BENCH_MULTIKUEUE=1: and Kueue's MultiKueue; BENCH_KUEUE_ALONE=1: and Kueue alone on the workers, the Kueue arm's baseline; BENCH_KUEUE_QPS=50: Kueue's clientConnection; BENCH_SIM=1: the manager at scale on simulated workers; BENCH_INSPECTION=1: dispatch while tenants follow logs); report in _output/bench/<time>
+bench: tools build ## direct submission vs jobferry vs Kueue + jobferry on fresh local clusters, CPUs split (BENCH_N=1000,5000 BENCH_WORKERS=2 BENCH_SCALE=1 BENCH_KUEUE=false; BENCH_MULTIKUEUE=1: and Kueue's MultiKueue; BENCH_KUEUE_ALONE=1: and Kueue alone on the workers, the Kueue arm's baseline; BENCH_KUEUE_QPS=50: Kueue's clientConnection; BENCH_ARM_LIMIT=15m: every arm at most that long, one that runs out reported as far as it got; BENCH_SIM=1: the manager at scale on simulated workers; BENCH_INSPECTION=1: dispatch while tenants follow logs); report in _output/bench/<time>
 	$(BIN)/jobferry-dev bench
 
 .PHONY: chaos

@@ -31,6 +31,7 @@ func newBenchCommand() *cobra.Command {
 		multiKueue bool
 		kueueAlone bool
 		kueueQPS   int
+		armLimit   time.Duration
 		simulated  bool
 		interval   time.Duration
 		failover   bool
@@ -56,7 +57,10 @@ which v0.17 offers no knob to raise). --kueue-alone (env BENCH_KUEUE_ALONE=1)
 adds the Kueue arm's baseline: Kueue on every worker admitting the same Jobs,
 submitted there, from a ClusterQueue without admission checks; the report
 then splits the Kueue arm's manager cluster into what jobferry alone, Kueue
-alone and the two together cost. --scale runs 10,000 Jobs over 10 workers.
+alone and the two together cost. --arm-limit (env BENCH_ARM_LIMIT) bounds
+every arm and reports one that runs out as far as it got (direct submission
+of 5,000 Jobs onto two workers of two nodes does not finish within the hour).
+--scale runs 10,000 Jobs over 10 workers.
 
 --simulated (env BENCH_SIM=1) measures the manager at scale instead: the
 workers are API servers only, without nodes or pods, and a simulator moves
@@ -105,6 +109,14 @@ unless --create-interval says otherwise.`,
 				if kueueQPS, err = strconv.Atoi(v); err != nil {
 					return fmt.Errorf("BENCH_KUEUE_QPS=%q is not a number", v)
 				}
+			}
+			if v := os.Getenv("BENCH_ARM_LIMIT"); v != "" && !cmd.Flags().Changed("arm-limit") {
+				if armLimit, err = time.ParseDuration(v); err != nil {
+					return fmt.Errorf("BENCH_ARM_LIMIT=%q is not a duration such as 15m", v)
+				}
+			}
+			if armLimit < 0 {
+				return fmt.Errorf("--arm-limit must not be negative (0: none), got %s", armLimit)
 			}
 			if kueueQPS < 0 {
 				return fmt.Errorf("--kueue-client-qps must not be negative (0: the bench's default of 50, burst 100), got %d", kueueQPS)
@@ -176,7 +188,7 @@ unless --create-interval says otherwise.`,
 			}
 			clusters := filepath.Join(out, "clusters")
 			res, err := bench.RunBench(cmd.Context(), bench.Config{
-				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, MultiKueue: multiKueue, KueueAlone: kueueAlone, KueueClientQPS: kueueQPS, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
+				Ns: counts, Workers: workers, SplitCPUs: splitCPUs, Out: out, ClusterDir: clusters, ManagerArgs: mgrArgs, ManagerEnv: mgrEnv, Kueue: withKueue, MultiKueue: multiKueue, KueueAlone: kueueAlone, KueueClientQPS: kueueQPS, ArmLimit: armLimit, Simulated: simulation, Failover: failover, Shift: shift, KeepJobs: keepJobs, InspectionLoad: inspection, CreateInterval: interval, Progress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return fmt.Errorf("%w (cluster logs in %s)", err, clusters)
@@ -204,6 +216,7 @@ unless --create-interval says otherwise.`,
 	cmd.Flags().BoolVar(&multiKueue, "multikueue", false, "run Kueue on every worker too and the MultiKueue arm: the same Jobs dispatched by Kueue's MultiKueue (env BENCH_MULTIKUEUE)")
 	cmd.Flags().BoolVar(&kueueAlone, "kueue-alone", false, "run Kueue on every worker too and the Kueue-alone arm, the Kueue arm's baseline: the same Jobs admitted by the workers' Kueue without admission checks (env BENCH_KUEUE_ALONE)")
 	cmd.Flags().IntVar(&kueueQPS, "kueue-client-qps", 0, "every Kueue's clientConnection QPS and burst to its own cluster (0: 50 and 100; env BENCH_KUEUE_QPS)")
+	cmd.Flags().DurationVar(&armLimit, "arm-limit", 0, "how long every arm may take; an arm that runs out is reported as far as it got instead of failing the run (0: none, a stuck arm fails it at 2 Jobs/s; env BENCH_ARM_LIMIT)")
 	cmd.Flags().DurationVar(&interval, "create-interval", 0, "create the Jobs one at a time this far apart (a quiet manager) instead of all at once")
 	cmd.Flags().BoolVar(&simulated, "simulated", false, "simulated workers (API servers only; the manager measured at scale; env BENCH_SIM)")
 	cmd.Flags().IntVar(&sim.Nodes, "sim-nodes", sim.Nodes, "nodes each simulated worker pretends to have (16 CPUs, 110 pods each)")

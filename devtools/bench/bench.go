@@ -72,6 +72,12 @@ type Config struct {
 	// KueueClientQPS, when set, is every Kueue's clientConnection QPS and
 	// burst to its own cluster (50 and 100 otherwise).
 	KueueClientQPS int
+	// ArmLimit, when set, is how long every arm may take, its Jobs'
+	// completion and its clean-up each; an arm whose time runs out is
+	// reported as far as it got (Arm.Unfinished) instead of failing the
+	// run. Without it an arm has timeout(n) (MultiKueue's
+	// multiKueueTimeout(n)), and only MultiKueue's may run out.
+	ArmLimit time.Duration
 	// Concurrency is how many creates are in flight at once.
 	Concurrency int
 	// CreateInterval, when set, creates the Jobs one at a time this far
@@ -120,6 +126,8 @@ type Result struct {
 	// KueueClientQPS: every Kueue's clientConnection QPS and burst (0:
 	// 50 and 100).
 	KueueClientQPS int `json:"kueueClientQPS,omitempty"`
+	// ArmLimitSeconds: Config.ArmLimit (0: none).
+	ArmLimitSeconds float64 `json:"armLimitSeconds,omitempty"`
 	// Simulated: the workers were simulated (no direct arm).
 	Simulated *SimulatedFigures `json:"simulated,omitempty"`
 	// Failover: two manager replicas, the leader killed in each run (its
@@ -225,8 +233,8 @@ type Arm struct {
 	// Placement is how the mirrors spread over the workers (jobferry and
 	// Kueue arms).
 	Placement *Placement `json:"placement,omitempty"`
-	// Unfinished says how far a MultiKueue arm got when its time ran out
-	// (its timings are of the Jobs Complete by then; its writes and CPU
+	// Unfinished says how far an arm got when its time ran out (armLimit;
+	// its timings are of the Jobs Complete by then; its writes and CPU
 	// include the clean-up of all, as every arm's); empty when every Job
 	// completed.
 	Unfinished string `json:"unfinished,omitempty"`
@@ -281,7 +289,7 @@ func RunBench(ctx context.Context, cfg Config) (_ *Result, err error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, MultiKueue: cfg.MultiKueue, KueueAlone: cfg.KueueAlone, KueueClientQPS: cfg.KueueClientQPS, CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
+	res := &Result{Started: time.Now().UTC(), HostCPUs: runtime.NumCPU(), Workers: cfg.Workers, ManagerArgs: cfg.ManagerArgs, ManagerEnv: cfg.ManagerEnv, Kueue: cfg.Kueue, MultiKueue: cfg.MultiKueue, KueueAlone: cfg.KueueAlone, KueueClientQPS: cfg.KueueClientQPS, ArmLimitSeconds: cfg.ArmLimit.Seconds(), CreateIntervalSeconds: cfg.CreateInterval.Seconds()}
 	if cfg.SplitCPUs {
 		var ok bool
 		if res.ManagerCPUs, res.WorkerCPUs, ok = cpuSplit(res.HostCPUs); !ok {
@@ -607,6 +615,22 @@ func (b *bencher) namespaces(n int) []string {
 // run.
 func timeout(n int) time.Duration { return max(5*time.Minute, time.Duration(n)*500*time.Millisecond) }
 
+// armLimit is how long an arm of kind with n Jobs may take, and whether
+// running out of it is a figure (Arm.Unfinished) rather than a failed run:
+// always for MultiKueue, whose clients of the workers run at 5 requests a
+// second, and for every arm under Config.ArmLimit (direct submission of
+// 5,000 Jobs onto two workers of 2 nodes does not finish in an hour).
+func armLimit(cfg Config, kind armKind, n int) (limit time.Duration, mayRunOut bool) {
+	switch {
+	case cfg.ArmLimit > 0:
+		return cfg.ArmLimit, true
+	case kind == multiKueueArm:
+		return multiKueueTimeout(n), true
+	default:
+		return timeout(n), false
+	}
+}
+
 // direct creates n Jobs on the workers (round robin) and waits for all to
 // complete there.
 func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
@@ -616,13 +640,13 @@ func (b *bencher) direct(ctx context.Context, n int) (Arm, error) {
 			return Arm{}, err
 		}
 	}
-	return b.onWorkers(ctx, n, ns, fmt.Sprintf("direct arm, N=%d", n), nil)
+	return b.onWorkers(ctx, n, directArm, ns, fmt.Sprintf("direct arm, N=%d", n), nil)
 }
 
 // onWorkers creates n Jobs of shape in namespace ns of the workers (round
 // robin), waits for all to complete there, deletes them and waits until
 // the workers are quiet: the direct arm, and the Kueue-alone arm.
-func (b *bencher) onWorkers(ctx context.Context, n int, ns, what string, shape jobShape) (Arm, error) {
+func (b *bencher) onWorkers(ctx context.Context, n int, kind armKind, ns, what string, shape jobShape) (Arm, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := newObserver()
@@ -631,22 +655,38 @@ func (b *bencher) onWorkers(ctx context.Context, n int, ns, what string, shape j
 			return Arm{}, err
 		}
 	}
+	limit, mayRunOut := armLimit(b.cfg, kind, n)
 	var cleanUp time.Duration
+	var unfinished string
 	arm, err := b.measure(ctx, n, ns, what, o, func() error {
 		if err := createJobs(ctx, b.workers, ns, shape, n, b.cfg.Concurrency, b.cfg.CreateInterval, o); err != nil {
 			return err
 		}
-		if err := waitComplete(ctx, o, n, timeout(n), what, b.cfg.Progress); err != nil {
-			return err
+		if err := waitComplete(ctx, o, n, limit, what, b.cfg.Progress); err != nil {
+			if unfinished, err = b.ranOut(o, n, limit, mayRunOut, what, err); err != nil {
+				return err
+			}
 		}
 		var err error
-		if cleanUp, err = b.cleanUpArm(ctx, b.workers, ns, timeout(n), what); err != nil {
+		if cleanUp, err = b.cleanUpArm(ctx, b.workers, ns, limit, what); err != nil {
 			return err
 		}
 		return b.waitQuiet(ctx, ns, what)
 	})
-	arm.CleanUpSeconds = cleanUp.Seconds()
+	arm.CleanUpSeconds, arm.Unfinished = cleanUp.Seconds(), unfinished
 	return arm, err
+}
+
+// ranOut turns waitComplete's err into how far the arm got when its time
+// ran out and it may (armLimit), and returns any other err as it is.
+func (b *bencher) ranOut(o *observer, n int, limit time.Duration, mayRunOut bool, what string, err error) (string, error) {
+	if !mayRunOut || !errors.Is(err, errUnfinished) {
+		return "", err
+	}
+	completed, _, _ := o.progress()
+	unfinished := fmt.Sprintf("%d of %d Complete in %s", completed, n, limit)
+	fmt.Fprintf(b.cfg.Progress, "%s: %s; its timings are of those\n", what, unfinished)
+	return unfinished, nil
 }
 
 // deletesFinishedMirrors: the manager runs with --delete-finished-mirrors,
@@ -681,7 +721,8 @@ func (b *bencher) cleanUpArm(ctx context.Context, targets []kubernetes.Interface
 	return time.Since(start), nil
 }
 
-// armKind is which of the arms through the manager dispatched runs.
+// armKind is which arm runs: those through the manager (dispatched) and
+// those submitted on the workers (onWorkers).
 type armKind int
 
 const (
@@ -697,6 +738,11 @@ const (
 	// InspectionLoad.Rounds times.
 	followedArm
 	afterArm
+	// directArm: the Jobs created on the workers.
+	directArm
+	// kueueAloneArm: the same, queued in the workers' Kueue
+	// (kueuealone.go).
+	kueueAloneArm
 )
 
 // dispatched runs an arm through the manager: it creates n Jobs on the
@@ -704,18 +750,19 @@ const (
 // and waits for all to complete there (and, when the manager deletes
 // finished mirrors, for those to go), then deletes them and waits for
 // their mirrors (MultiKueue's copies) and pods to be gone from the
-// workers. A MultiKueue arm whose time runs out is reported as far as it
-// got (Arm.Unfinished). round numbers the followed and after arms from 1
+// workers. An arm whose time runs out is reported as far as it got
+// (Arm.Unfinished) where armLimit allows it. round numbers the followed and after arms from 1
 // (0 for the others).
 func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int) (Arm, error) {
 	ns, arm, profileTag, shape := jobferryNamespace(n), "jobferry", strconv.Itoa(n), jobShape(nil)
 	// clusterQueue is where a queued arm's LocalQueue on the manager leads.
-	queued, limit, clusterQueue := kind == kueueArm || kind == multiKueueArm, timeout(n), benchQueue
+	queued, clusterQueue := kind == kueueArm || kind == multiKueueArm, benchQueue
+	limit, mayRunOut := armLimit(b.cfg, kind, n)
 	switch kind {
 	case kueueArm:
 		ns, arm, profileTag, shape = kueueNamespace(n), "Kueue", "kueue-"+strconv.Itoa(n), queuedIn(benchQueue)
 	case multiKueueArm:
-		ns, arm, profileTag, shape, limit = multiKueueNamespace(n), "MultiKueue", "multikueue-"+strconv.Itoa(n), multiKueueJob, multiKueueTimeout(n)
+		ns, arm, profileTag, shape = multiKueueNamespace(n), "MultiKueue", "multikueue-"+strconv.Itoa(n), multiKueueJob
 		clusterQueue = multiKueueQueue
 	case followedArm:
 		ns, arm, profileTag = followedNamespace(n, round), fmt.Sprintf("followed jobferry (round %d)", round), fmt.Sprintf("followed-%d-%d", n, round)
@@ -806,15 +853,10 @@ func (b *bencher) dispatched(ctx context.Context, n int, kind armKind, round int
 			}
 		}
 		if err := waitComplete(ctx, o, n, limit, what, b.cfg.Progress); err != nil {
-			if kind != multiKueueArm || !errors.Is(err, errUnfinished) {
+			if unfinished, err = b.ranOut(o, n, limit, mayRunOut, what, err); err != nil {
 				return err
 			}
-			// MultiKueue's clients of the workers run at 5 requests a
-			// second: an arm it cannot finish in time is a figure, not a
-			// failed run. Its clean-up is measured as every arm's is.
-			completed, _, _ := o.progress()
-			unfinished = fmt.Sprintf("%d of %d Complete in %s", completed, n, limit)
-			fmt.Fprintf(b.cfg.Progress, "%s: %s; its timings are of those\n", what, unfinished)
+			// Its clean-up is measured as every arm's is.
 			if cleanUp, err = b.cleanUpArm(ctx, []kubernetes.Interface{b.manager}, ns, limit, what); err != nil {
 				return err
 			}

@@ -91,5 +91,5 @@ func (b *bencher) kueueAlone(ctx context.Context, n int) (Arm, error) {
 	if err := b.workerLocalQueues(ctx, ns, kueueAloneQueue); err != nil {
 		return Arm{}, err
 	}
-	return b.onWorkers(ctx, n, ns, fmt.Sprintf("Kueue-alone arm, N=%d", n), kueueAloneJob)
+	return b.onWorkers(ctx, n, kueueAloneArm, ns, fmt.Sprintf("Kueue-alone arm, N=%d", n), kueueAloneJob)
 }

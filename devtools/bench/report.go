@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"time"
 )
 
 // writeReport writes result.json, report.md and one plot per run into out.
@@ -106,6 +107,9 @@ func Markdown(res *Result) string {
 	if res.CreateIntervalSeconds > 0 {
 		fmt.Fprintf(&b, " Every arm creates its Jobs one every %.0f ms (latency, not throughput: the Jobs/s below are bound by that pace).", res.CreateIntervalSeconds*1000)
 	}
+	if res.ArmLimitSeconds > 0 {
+		fmt.Fprintf(&b, " Every arm had %s for its Jobs to complete; an arm that ran out is reported as far as it got.", time.Duration(res.ArmLimitSeconds*float64(time.Second)))
+	}
 	if len(res.ManagerArgs) > 0 {
 		fmt.Fprintf(&b, " Manager flags: `%s`.", strings.Join(res.ManagerArgs, " "))
 	}
@@ -117,7 +121,7 @@ func Markdown(res *Result) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
 		d, j := r.Direct, r.Jobferry
-		fmt.Fprintf(&b, "| %d | %.1f | %.1f | %.2f | %.1f s / %.1f s | %.1f s / %.1f s | %s | %s |\n", r.N, d.Throughput, j.Throughput, r.Ratio,
+		fmt.Fprintf(&b, "| %d | %s | %s | %.2f | %.1f s / %.1f s | %.1f s / %.1f s | %s | %s |\n", r.N, throughputText(d), throughputText(j), r.Ratio,
 			d.CreateToComplete.P50, d.CreateToComplete.P99, j.CreateToComplete.P50, j.CreateToComplete.P99,
 			fourPercentiles(j.DispatchOverhead), fourPercentiles(j.StatusCopyLag))
 	}
@@ -515,6 +519,15 @@ func fourArms(b *strings.Builder, res *Result) {
 		fmt.Fprintf(b, "| %s | %.2f× | %s× | %s | %s |\n", n, r.KueueToMultiKueue, ratioText(ratio(r.Kueue.CreateToRunning.P99, m.CreateToRunning.P99)),
 			fourPercentiles(m.QuotaWait), fourPercentiles(m.DispatchOverhead))
 	}
+}
+
+// throughputText is an arm's Jobs/s, saying how far it got when its time
+// ran out (the rate is then of the Jobs Complete by then).
+func throughputText(a Arm) string {
+	if a.Unfinished == "" {
+		return fmt.Sprintf("%.1f", a.Throughput)
+	}
+	return fmt.Sprintf("%.1f (unfinished: %s)", a.Throughput, a.Unfinished)
 }
 
 // clusterCPU sums CPU seconds per Job over the manager cluster's processes

@@ -171,6 +171,46 @@ func TestMarkdownReportsRatioAndAddedWrites(t *testing.T) {
 	}
 }
 
+func TestMarkdownSaysHowFarAnArmGot(t *testing.T) {
+	res := &Result{HostCPUs: 2, Workers: 2, ArmLimitSeconds: 900,
+		Runs: []Run{{
+			N:        5000,
+			Direct:   Arm{timings: timings{Throughput: 1.2}, Unfinished: "1080 of 5000 Complete in 15m0s"},
+			Jobferry: Arm{timings: timings{Throughput: 8.1}},
+			Ratio:    6.75,
+		}}}
+	md := Markdown(res)
+	for _, want := range []string{"| 5000 | 1.2 (unfinished: 1080 of 5000 Complete in 15m0s) | 8.1 | 6.75 |", "Every arm had 15m0s for its Jobs to complete"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestArmLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		kind      armKind
+		n         int
+		limit     time.Duration
+		mayRunOut bool
+	}{
+		{"a stuck direct arm fails the run", Config{}, directArm, 5000, timeout(5000), false},
+		{"a stuck jobferry arm fails the run", Config{}, jobferryArm, 1000, timeout(1000), false},
+		{"MultiKueue's may run out", Config{}, multiKueueArm, 1000, multiKueueTimeout(1000), true},
+		{"under a limit every arm may", Config{ArmLimit: 12 * time.Minute}, directArm, 5000, 12 * time.Minute, true},
+		{"MultiKueue's too, with the limit", Config{ArmLimit: time.Minute}, multiKueueArm, 1000, time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limit, mayRunOut := armLimit(tc.cfg, tc.kind, tc.n)
+			if limit != tc.limit || mayRunOut != tc.mayRunOut {
+				t.Errorf("armLimit = %s, %v; want %s, %v", limit, mayRunOut, tc.limit, tc.mayRunOut)
+			}
+		})
+	}
+}
+
 func TestMarkdownReportsTheKueueArmAgainstBoth(t *testing.T) {
 	p := func(p50, p99 float64) Percentiles {
 		return Percentiles{Count: 1, P50: p50, P95: p99, P99: p99, Max: p99}
