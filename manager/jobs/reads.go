@@ -466,11 +466,14 @@ func (r *JobReconciler) admitPods(ctx context.Context, job *batchv1.Job) (tenant
 // instead of a second dry-run. Only when the write changed the template by
 // the worker's directives alone: a Job placed again after a release gets
 // its user's recorded scheduling back, which the dry-run of job did not
-// judge.
+// judge, and Carry compares the rest of the template with what was judged.
 func (r *JobReconciler) carryPodVerdict(job, written *batchv1.Job) {
-	if r.PodAdmission != nil && policy.SchedulingAsUserWrote(job) {
-		r.PodAdmission.Carry(job, written)
+	if r.PodAdmission == nil || !policy.SchedulingAsUserWrote(job) {
+		return
 	}
+	asJudged := written.DeepCopy()
+	asJudged.Spec.Template = policy.WithScheduling(written.Spec.Template, policy.UserScheduling(written))
+	r.PodAdmission.Carry(job, asJudged)
 }
 
 // growthRefused says why the Job's namespace's quota has no room for the

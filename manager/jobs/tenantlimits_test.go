@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -347,6 +348,11 @@ func TestPodVerdictCarriedOnlyOverTheWorkersDirectives(t *testing.T) {
 	r.carryPodVerdict(fresh, placed)
 	if len(pods.carried) != 1 {
 		t.Fatalf("a first placement: %d verdicts carried, want 1", len(pods.carried))
+	}
+	// Handed over with the template as the dry-run judged it: the user's
+	// scheduling, not the worker's directives.
+	if got := pods.carried[0].Spec.Template; !equality.Semantic.DeepEqual(got, fresh.Spec.Template) {
+		t.Errorf("carried with the template %+v, want the one judged, %+v", got.Spec, fresh.Spec.Template.Spec)
 	}
 	released := policy.ReleasedJob(placed)
 	again, err := policy.PlacedJob(released, "w2", gpu)

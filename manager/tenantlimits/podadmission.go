@@ -10,6 +10,8 @@ package tenantlimits
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -61,10 +64,25 @@ type PodAdmission struct {
 	clock  clock.Clock
 }
 
-// remembered is a verdict and when it is no longer taken.
+// remembered is a verdict, the digest of the pod template it judged, and
+// when it is no longer taken.
 type remembered struct {
-	verdict PodVerdict
-	until   time.Time
+	verdict  PodVerdict
+	template templateDigest
+	until    time.Time
+}
+
+// templateDigest names a pod template by its content: the SHA-256 of its
+// JSON (a template that encodes differently but means the same only costs
+// a dry-run).
+type templateDigest [sha256.Size]byte
+
+func digestOf(t corev1.PodTemplateSpec) (templateDigest, bool) {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return templateDigest{}, false
+	}
+	return sha256.Sum256(data), true
 }
 
 // Remembered verdicts: at most memoSize; an admission for admittedTTL (a
@@ -130,28 +148,40 @@ func (a *PodAdmission) Admit(ctx context.Context, job *batchv1.Job) (PodVerdict,
 	if verdict.Refused != "" {
 		ttl = refusedTTL
 	}
-	a.memo.Add(memoKey(job), remembered{verdict: verdict, until: a.clock.Now().Add(ttl)}, ttl)
+	judged, _ := digestOf(whole.Spec.Template)
+	a.memo.Add(memoKey(job), remembered{verdict: verdict, template: judged, until: a.clock.Now().Add(ttl)}, ttl)
 	return verdict, nil
 }
 
 // Carry remembers the verdict of job's generation, if one is remembered
-// and admitted, for written too, until it would have expired: written is
-// the same Job as jobferry's own write left it, locked to job's
-// resourceVersion, one generation on, its template changed by a worker's
-// directives alone (and its suspension lifted). Nothing a tenant wrote
-// changed between the two, and the worker's directives are the worker's
-// admission's to judge, so the mirror the placement leads to is created
-// without dry-running the same pods a second time.
+// and admitted, for written too, until it would have expired. written is
+// the same Job as jobferry's own write left it (the API server's answer,
+// whole), locked to job's resourceVersion, one generation on, its pod
+// template's scheduling put back by the caller as its user wrote it: the
+// write changed the template by a worker's directives alone (and lifted
+// its suspension), which the worker's admission judges. The template must
+// then be the one the dry-run judged: a mutating webhook of the manager
+// cluster that changed anything else in the same write (a container, an
+// image) leaves the verdict behind, and the mirror's pods are dry-run
+// again. Otherwise the mirror the placement leads to is created without
+// dry-running the same pods a second time.
 func (a *PodAdmission) Carry(job, written *batchv1.Job) {
 	if written.UID != job.UID || written.Generation != job.Generation+1 || written.ResourceVersion == job.ResourceVersion {
 		return
 	}
 	v, ok := a.memo.Get(memoKey(job))
-	if !ok || v.(remembered).verdict.Refused != "" {
+	if !ok {
 		return
 	}
-	if left := v.(remembered).until.Sub(a.clock.Now()); left > 0 {
-		a.memo.Add(memoKey(written), v, left)
+	r := v.(remembered)
+	if r.verdict.Refused != "" {
+		return
+	}
+	if now, ok := digestOf(written.Spec.Template); !ok || now != r.template {
+		return
+	}
+	if left := r.until.Sub(a.clock.Now()); left > 0 {
+		a.memo.Add(memoKey(written), r, left)
 	}
 }
 

@@ -147,7 +147,12 @@ func testVerdictCarriedAcrossThePlacement(ctx context.Context, t *testing.T, api
 	if placed.Generation == job.Generation {
 		t.Fatalf("the placement's write left generation %d", placed.Generation)
 	}
-	admission.Carry(job, placed)
+	// The reconciler hands Carry the write's answer with the template's
+	// scheduling as its user wrote it: the template then digests as the
+	// one the API server gave the dry-run, defaults and all.
+	asJudged := placed.DeepCopy()
+	asJudged.Spec.Template.Spec.NodeSelector = job.Spec.Template.Spec.NodeSelector
+	admission.Carry(job, asJudged)
 	admit("the Job as the placement wrote it", placed, 1)
 
 	// Its user suspends it (any spec change by anyone else would do).
