@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -63,15 +64,23 @@ type replacedMemo struct {
 	versions map[types.NamespacedName]replacedVersion
 }
 
+// replacedVersion: the versions of the Job uid that writes replaced, the
+// last at. One reconcile may write twice (a→b→c): a cache still at a or at
+// b is behind both.
 type replacedVersion struct {
-	uid     types.UID
-	version string
-	at      time.Time
+	uid      types.UID
+	versions []string
+	at       time.Time
 }
 
 // replacedFor bounds how long a version is taken as replaced: far longer
-// than a watch event takes on a loaded cluster.
-const replacedFor = 10 * time.Second
+// than a watch event takes on a loaded cluster. maxReplaced bounds the
+// versions remembered of one Job (its writes within replacedFor, before
+// the cache showed one).
+const (
+	replacedFor = 10 * time.Second
+	maxReplaced = 8
+)
 
 // wrote records that a write of this manager replaced before with after,
 // at now. A write that stored nothing new (the API server keeps the
@@ -86,12 +95,18 @@ func (m *replacedMemo) wrote(before, after *batchv1.Job, now time.Time) {
 	if m.versions == nil {
 		m.versions = map[types.NamespacedName]replacedVersion{}
 	}
-	m.versions[client.ObjectKeyFromObject(before)] = replacedVersion{uid: before.UID, version: before.ResourceVersion, at: now}
+	key := client.ObjectKeyFromObject(before)
+	r, ok := m.versions[key]
+	if !ok || r.uid != before.UID || now.Sub(r.at) >= replacedFor || len(r.versions) >= maxReplaced {
+		r = replacedVersion{uid: before.UID}
+	}
+	r.versions, r.at = append(r.versions, before.ResourceVersion), now
+	m.versions[key] = r
 }
 
-// stale reports whether cached is the version a write of this manager
-// replaced less than replacedFor ago; the memory of it goes once the cache
-// shows another.
+// stale reports whether cached is a version writes of this manager
+// replaced, the last less than replacedFor ago; the memory of them goes
+// once the cache shows another.
 func (m *replacedMemo) stale(cached *batchv1.Job, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,7 +115,7 @@ func (m *replacedMemo) stale(cached *batchv1.Job, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if r.uid == cached.UID && r.version == cached.ResourceVersion && now.Sub(r.at) < replacedFor {
+	if r.uid == cached.UID && slices.Contains(r.versions, cached.ResourceVersion) && now.Sub(r.at) < replacedFor {
 		return true
 	}
 	delete(m.versions, key)

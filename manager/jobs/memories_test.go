@@ -239,4 +239,26 @@ func TestReplacedMemoMarksOnlyWhatAWriteReplaced(t *testing.T) {
 	if m.stale(v("u1", "6"), now) || m.stale(v("u1", "5"), now) {
 		t.Error("once the cache showed another version, the memory should be gone")
 	}
+
+	// A write that stored nothing new, after one that did, keeps what the
+	// first replaced.
+	m.wrote(v("u1", "6"), v("u1", "7"), now)
+	m.wrote(v("u1", "7"), v("u1", "7"), now)
+	if !m.stale(v("u1", "6"), now) {
+		t.Error("a write that stored nothing new undid the memory of the one before")
+	}
+	m.forget(client.ObjectKey{Namespace: "a", Name: "j"})
+	if m.stale(v("u1", "6"), now) {
+		t.Error("forgotten, the version still read as stale")
+	}
+
+	// One reconcile writes twice: the cache is behind at either version.
+	m.wrote(v("u1", "7"), v("u1", "8"), now)
+	m.wrote(v("u1", "8"), v("u1", "9"), now.Add(time.Second))
+	if !m.stale(v("u1", "7"), now.Add(time.Second)) || !m.stale(v("u1", "8"), now.Add(time.Second)) {
+		t.Error("after two writes, a cache showing either replaced version read as current")
+	}
+	if m.stale(v("u1", "9"), now.Add(time.Second)) || m.stale(v("u1", "7"), now.Add(time.Second)) {
+		t.Error("the cache showed the last write, yet a version read as stale")
+	}
 }
