@@ -177,7 +177,7 @@ func (a *PodAdmission) Carry(job, written *batchv1.Job) {
 	if r.verdict.Refused != "" {
 		return
 	}
-	if now, ok := digestOf(written.Spec.Template); !ok || now != r.template {
+	if got, ok := digestOf(written.Spec.Template); !ok || got != r.template {
 		return
 	}
 	if left := r.until.Sub(a.clock.Now()); left > 0 {
