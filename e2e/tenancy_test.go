@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,7 +33,7 @@ const (
 )
 
 // tenantClient is the manager as the tenant alice (group team-a) sees it,
-// through impersonation: she may create, read and delete Jobs in exactly the
+// through impersonation: she may create, read, update and delete Jobs in exactly the
 // namespaces given, nothing else.
 func tenantClient(ctx context.Context, t *testing.T, d *dispatchEnv, namespaces ...string) kubernetes.Interface {
 	t.Helper()
@@ -45,7 +46,7 @@ func bindJobAuthor(ctx context.Context, t *testing.T, d *dispatchEnv, namespaces
 	t.Helper()
 	for _, ns := range namespaces {
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job-author"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get", "list", "watch", "delete"},
+			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get", "list", "watch", "update", "delete"},
 		}}}
 		if _, err := d.manager.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -173,6 +174,8 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		t.Errorf("namespace team-a on %s: labels %v (%v), want %s=restricted copied from the manager", worker, workerNS.Labels, err, psaEnforce)
 	}
 
+	checkGrownPastItsBudget(ctx, t, d, alice)
+
 	// team-d enforces baseline and warns at restricted: a baseline pod is
 	// dispatched, with jobferry's warning besides Pod Security's own.
 	warnings := &warningRecorder{}
@@ -269,6 +272,60 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		}
 	}
 	restore()
+}
+
+// checkGrownPastItsBudget: a tenant who grows a running Job past what the
+// manager keeps of one (its labels, which the webhook does not see after
+// creation) leaves the manager its identity only, so no later change of it
+// (its user's suspend, Kueue's preemption) would reach its mirror. The
+// mirror is suspended instead of running on out of reach, the Job says why,
+// and the mirror runs again once the Job holds less.
+func checkGrownPastItsBudget(ctx context.Context, t *testing.T, d *dispatchEnv, alice kubernetes.Interface) {
+	t.Helper()
+	job := restrictedJob("team-a", "grown")
+	job.Spec.Template.Annotations[completeDelayAnnotation] = (10 * time.Minute).String()
+	if _, err := alice.BatchV1().Jobs("team-a").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = alice.BatchV1().Jobs("team-a").Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	})
+	placed := pollJob(ctx, t, d.manager, "team-a", job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active > 0 })
+	worker := d.workers[placed.Annotations[v1alpha1.WorkerAnnotation]]
+	relabel := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			j, err := alice.BatchV1().Jobs("team-a").Get(ctx, job.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range j.Labels {
+				if strings.HasPrefix(k, "example.com/") {
+					delete(j.Labels, k)
+				}
+			}
+			if j.Labels == nil {
+				j.Labels = map[string]string{}
+			}
+			for i := range n {
+				j.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
+			}
+			_, err = alice.BatchV1().Jobs("team-a").Update(ctx, j, metav1.UpdateOptions{})
+			if err == nil {
+				return
+			}
+			if !apierrors.IsConflict(err) || time.Now().After(deadline) {
+				t.Fatalf("alice setting %d labels on %s: %v", n, job.Name, err)
+			}
+		}
+	}
+	relabel(2100)
+	pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror suspended", func(m *batchv1.Job) bool { return ptr.Deref(m.Spec.Suspend, false) })
+	event := waitEvent(ctx, t, d.manager, "team-a", job.Name, policy.ReasonOverBudget, 30*time.Second,
+		"metadata.labels takes", "a mirror of it that runs is suspended")
+	t.Logf("team-a/%s: %s: %s", job.Name, event.Reason, event.Message)
+	relabel(0)
+	pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror resumed", func(m *batchv1.Job) bool { return !ptr.Deref(m.Spec.Suspend, false) })
 }
 
 // oversizedJob is a restricted Job holding more than jobferry keeps of

@@ -64,6 +64,9 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 		}
 	}
 	if !readTrust(&s, sealKey) {
+		if s.OverBudget != "" {
+			return s, r.readOverBudget(ctx, &s, key, sealKey)
+		}
 		// Nothing more is read: nothing is decided from this state.
 		return s, nil
 	}
@@ -112,6 +115,50 @@ func readTrust(s *policy.State, sealKey jobstate.Key) bool {
 		return false
 	}
 	return true
+}
+
+// readOverBudget reads, for a Job the cache keeps as its identity only,
+// the one thing Next decides for it: whether a mirror of it runs, to be
+// suspended. The Job is read whole from its API server (not kept) for its
+// sealed state alone, which names its worker and mirror; nothing else of
+// it is read, and nothing when its state is not what the manager sealed.
+// One read a reconcile, which only the Job's own changes and its mirror's
+// bring (no requeue: overBudgetStep asks for none but while it reads the
+// mirror whole).
+func (r *JobReconciler) readOverBudget(ctx context.Context, s *policy.State, key types.NamespacedName, sealKey jobstate.Key) error {
+	whole := &batchv1.Job{}
+	if err := r.APIReader.Get(ctx, key, whole); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading Job %s, over the cache's budget: %w", key, err)
+	}
+	if whole.UID != s.Job.UID || whole.DeletionTimestamp != nil || policy.IsFinished(whole) {
+		return nil
+	}
+	if verdict, _ := jobstate.Verify(whole, sealKey); verdict != jobstate.Trusted {
+		return nil
+	}
+	s.Worker = whole.Annotations[v1alpha1.WorkerAnnotation]
+	s.MirrorUID = types.UID(whole.Annotations[v1alpha1.MirrorUIDAnnotation])
+	attempt, _ := r.memory.attempts.of(whole)
+	s.CreatedMirrorUID = attempt.mirrorUID
+	conn := r.conn(s.Worker)
+	if s.Worker == "" || conn == nil || !conn.Connected() {
+		return nil
+	}
+	m, err := conn.Mirror(ctx, key)
+	if err != nil || m == nil || !mirror.IsMirrorOf(m, r.Config.Origin, whole.UID) || !policy.OwnMirror(*s, m.UID) {
+		return err
+	}
+	if workers.IsOverBudget(m) {
+		if m, err = workers.WholeMirror(ctx, conn, r.Config.Origin, key); err != nil || m == nil {
+			return err
+		}
+	}
+	s.Mirror = m
+	s.MirrorOverBudget = workers.IsOverBudget(m)
+	return nil
 }
 
 // readRecords reads what the Job records (its worker, queue, mirror UID)

@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/manager/cachebudget"
@@ -137,4 +138,13 @@ func newCachedOverBudget(job *batchv1.Job, over *cachebudget.Over) *cachedJob {
 func OverBudgetOf(job metav1.Object) (string, bool) {
 	why, over := job.GetAnnotations()[overBudgetAnnotation]
 	return why, over
+}
+
+// Handed is job as the manager cluster's cache hands it out (its Get and
+// List): a manager Job without what only its mirror needs, or its identity
+// only when over its budget; any other Job its identity. For tests of what
+// the cache's readers do with what they get.
+func Handed(job *batchv1.Job) *batchv1.Job {
+	kept, _ := trimJob(job.DeepCopy())
+	return kept.(runtime.Object).DeepCopyObject().(*batchv1.Job)
 }

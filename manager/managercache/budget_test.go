@@ -122,12 +122,12 @@ func TestManagerJobOverBudgetIsKeptAsItsIdentity(t *testing.T) {
 	// policy, or through the status subresource) is not kept: only the
 	// cache sets it.
 	job.Annotations[overBudgetAnnotation] = "forged"
-	within := cachedAsJob(t, job)
+	within := Handed(job)
 	if _, over := OverBudgetOf(within); over || len(within.Annotations) != 1 || within.Annotations[v1alpha1.WorkerAnnotation] != "w1" {
 		t.Errorf("a Job whose large annotation the cache does not keep: over %v, annotations %d keys", over, len(within.Annotations))
 	}
 	job.Spec.Template.Spec.Tolerations = make([]corev1.Toleration, cachebudget.ManagerJobCached.Entries+1)
-	cached := cachedAsJob(t, job)
+	cached := Handed(job)
 	why, over := OverBudgetOf(cached)
 	if !over || !strings.HasPrefix(why, "spec.template.spec.tolerations takes what the manager would keep of it to 2052 entries") {
 		t.Fatalf("over %v: %q", over, why)
@@ -212,7 +212,7 @@ func TestEveryKeptFieldCounts(t *testing.T) {
 			t.Errorf("%s: admitted (%v) or cached whole (%v)", name, admitted, cached)
 			continue
 		}
-		if _, over := OverBudgetOf(cachedAsJob(t, job)); !over {
+		if _, over := OverBudgetOf(Handed(job)); !over {
 			t.Errorf("%s: the cache keeps the Job whole", name)
 		}
 		t.Logf("%s: %s", name, admitted)

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -35,7 +34,7 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 			Status: batchv1.JobStatus{Active: 1},
 		}
 	}
-	managed := cachedAsJob(t, job(ptr.To(v1alpha1.ManagerManagedBy)))
+	managed := Handed(job(ptr.To(v1alpha1.ManagerManagedBy)))
 	if managed.ManagedFields != nil {
 		t.Error("a manager Job keeps its managedFields in the cache")
 	}
@@ -47,14 +46,14 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 	}
 	unlabelled := job(ptr.To(v1alpha1.ManagerManagedBy))
 	unlabelled.Labels = map[string]string{batchv1.ControllerUidLabel: "u1", batchv1.JobNameLabel: "j"}
-	if got := cachedAsJob(t, unlabelled); got.Labels != nil {
+	if got := Handed(unlabelled); got.Labels != nil {
 		t.Errorf("a manager Job with the generated labels alone keeps %v in the cache", got.Labels)
 	}
 	if managed.Annotations[v1alpha1.WorkerAnnotation] != "worker-1" || len(managed.Spec.Template.Spec.Containers) != 1 || managed.Status.Active != 1 {
 		t.Errorf("a manager Job lost what the cache's readers read: %+v", managed)
 	}
 
-	other := cachedAsJob(t, job(nil))
+	other := Handed(job(nil))
 	if other.Name != "j" || other.Namespace != "team" || other.UID != "u1" || other.ResourceVersion != "7" {
 		t.Errorf("another controller's Job lost its identity: %+v", other.ObjectMeta)
 	}
@@ -64,24 +63,6 @@ func TestTrimJobKeepsManagerJobsAndOthersAsIdentity(t *testing.T) {
 	if other.Annotations != nil || other.Spec.Template.Spec.Containers != nil || other.Status.Active != 0 || other.ManagedFields != nil {
 		t.Errorf("another controller's Job keeps what no reader needs: %+v", other)
 	}
-}
-
-// cachedAsJob is job as the cache keeps it, handed out as a Get hands it
-// out.
-func cachedAsJob(t *testing.T, job *batchv1.Job) *batchv1.Job {
-	t.Helper()
-	cached, err := trimJob(job.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := cached.(*cachedJob); !ok {
-		t.Fatalf("the cache keeps a %T", cached)
-	}
-	out, ok := cached.(runtime.Object).DeepCopyObject().(*batchv1.Job)
-	if !ok {
-		t.Fatalf("the cache hands out a %T", cached.(runtime.Object).DeepCopyObject())
-	}
-	return out
 }
 
 func TestPlacementKeyTellsUnplacedFromPlaced(t *testing.T) {
@@ -140,7 +121,7 @@ func TestCachedJobKeepsWhatTheCacheReadersRead(t *testing.T) {
 			Template: template,
 		},
 	}
-	cached := cachedAsJob(t, job)
+	cached := Handed(job)
 
 	// The spec but its selector and template, whole.
 	wantSpec, gotSpec := job.Spec, cached.Spec
@@ -187,7 +168,7 @@ func TestCachedTemplateReadsAsTheJob(t *testing.T) {
 		fill.Fill(&template)
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "j"},
 			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Template: template}}
-		cached := cachedAsJob(t, job)
+		cached := Handed(job)
 		for _, lv := range levels {
 			want := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec))
 			got := policy.AggregateCheckResults(evaluator.EvaluatePod(lv, &cached.Spec.Template.ObjectMeta, &cached.Spec.Template.Spec))

@@ -58,7 +58,8 @@ const (
 	// nothing for it, and say so once per version of the Job.
 	StepUntrusted
 	// StepOverBudget: the Job holds more than jobferry keeps of one (Why):
-	// do nothing for it, and say so once per version of the Job.
+	// do nothing for it (a mirror of it that runs is suspended first, as
+	// StepUpdateMirror), and say so once per version of the Job.
 	StepOverBudget
 	// StepRecord: write (and seal) jobferry's state: the UID of the mirror
 	// just created (MirrorUID), or the unsealed state of an earlier manager.

@@ -46,7 +46,8 @@ const (
 	// this manager saw it record; nothing is dispatched meanwhile.
 	ReasonStateRolledBack = "StateRolledBack"
 	// ReasonOverBudget: the Job holds more than jobferry keeps of one
-	// (managercache.OverBudget); nothing is done for it.
+	// (managercache.OverBudget); nothing is done for it but suspending a
+	// mirror of it that runs.
 	ReasonOverBudget = "OverBudget"
 	// ReasonMirrorNotOurs: the Job in the mirror's place on the worker is
 	// not the one jobferry created; the Job is dispatched again.

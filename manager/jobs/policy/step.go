@@ -51,12 +51,7 @@ func next(s State, cfg Config) Step {
 		return Step{Kind: StepFinalize}
 	}
 	if s.OverBudget != "" {
-		if s.Blocked[NoticeOverBudget] {
-			return Step{Kind: StepNone}
-		}
-		return Step{Kind: StepOverBudget, Why: fmt.Sprintf(
-			"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it (nothing is placed, created, updated or deleted for it on a worker, and no status is copied) "+
-				"until it holds less; delete the Job to stop it", s.OverBudget)}
+		return overBudgetStep(s)
 	}
 	if len(s.Untrusted) > 0 {
 		// Whatever the annotations say, they are not jobferry's decisions:
@@ -115,6 +110,33 @@ func next(s State, cfg Config) Step {
 		return nextWithoutMirror(s)
 	}
 	return nextWithMirror(s, cfg)
+}
+
+// overBudgetStep decides for a Job the cache keeps as its identity only
+// (OverBudget): nothing is decided from what it says, so no change of it
+// (its user's suspend, Kueue's preemption) would reach its mirror. A mirror
+// of it that runs is suspended first, so a Job grown past its budget after
+// it was placed cannot run on out of its queue's and its user's reach; it
+// is resumed by the ordinary comparison of the Job's spec once the Job
+// holds less again. readState reads only the mirror the Job's sealed state
+// records (or this manager created) for it.
+func overBudgetStep(s State) Step {
+	if m := s.Mirror; m != nil && OwnMirror(s, m.UID) && m.DeletionTimestamp == nil && !jobstatus.Finished(m.Status) && !ptr.Deref(m.Spec.Suspend, false) {
+		if s.MirrorOverBudget {
+			// Its identity only (readState reads it whole, and did not
+			// get it): look again.
+			return Step{Kind: StepNone, RequeueAfter: time.Second}
+		}
+		suspended := m.DeepCopy()
+		suspended.Spec.Suspend = ptr.To(true)
+		return Step{Kind: StepUpdateMirror, Mirror: suspended, Changed: []string{"suspend"}}
+	}
+	if s.Blocked[NoticeOverBudget] {
+		return Step{Kind: StepNone}
+	}
+	return Step{Kind: StepOverBudget, Why: fmt.Sprintf(
+		"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it until it holds less: nothing is placed or created for it on a worker, no change of it is carried and no status is copied, "+
+			"and a mirror of it that runs is suspended (resumed once the Job holds less); delete the Job to stop it", s.OverBudget)}
 }
 
 // nextWithMirror decides for a Job whose worker shows a Job in its

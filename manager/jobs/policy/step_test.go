@@ -303,6 +303,50 @@ func TestNextStep(t *testing.T) {
 			state: policy.State{Now: policytest.Now, Job: policytest.Job(policytest.Placed, policytest.Running), OverBudget: "spec.template.spec.tolerations takes ..."},
 			want:  policy.StepOverBudget, checks: []check{wantWhy("holds more than jobferry keeps", "spec.template.spec.tolerations takes", "delete the Job")},
 		},
+		// Kept as its identity, the Job's changes (its user's suspend,
+		// Kueue's preemption) no longer reach its mirror: a tenant who
+		// grows a placed Job past the budget must not keep it running
+		// out of their queue's reach.
+		"over the cache's budget with its mirror running: the mirror is suspended first": {
+			state: overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running))),
+			want:  policy.StepUpdateMirror, checks: []check{func(t *testing.T, st policy.Step) {
+				if !slices.Equal(st.Changed, []string{"suspend"}) || st.Mirror == nil || !ptr.Deref(st.Mirror.Spec.Suspend, false) {
+					t.Errorf("changed %v, mirror suspend %v: want the mirror suspended, nothing else", st.Changed, st.Mirror.Spec.Suspend)
+				}
+			}},
+		},
+		"over the cache's budget, its running mirror refused the suspension for this version of the Job: quiet": {
+			state: func() policy.State {
+				s := overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running)))
+				s.Blocked = map[policy.Write]bool{policy.WriteMirrorSpec: true}
+				return s
+			}(),
+			want: policy.StepNone,
+		},
+		"over the cache's budget, its mirror kept as its identity: looked at again": {
+			state: func() policy.State {
+				s := overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running)))
+				s.MirrorOverBudget = true
+				return s
+			}(),
+			want: policy.StepNone, checks: []check{wantRequeue(time.Second)},
+		},
+		"over the cache's budget, its mirror suspended: it says so": {
+			state: overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))),
+			want:  policy.StepOverBudget, checks: []check{wantWhy("holds more than jobferry keeps", "a mirror of it that runs is suspended", "resumed once the Job holds less")},
+		},
+		"over the cache's budget, its mirror finished: it says so": {
+			state: overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Complete))),
+			want:  policy.StepOverBudget,
+		},
+		"over the cache's budget, a Job at its mirror's name that is not its mirror: left alone": {
+			state: func() policy.State {
+				s := overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running)))
+				s.MirrorUID = "another"
+				return s
+			}(),
+			want: policy.StepOverBudget,
+		},
 		"over the cache's budget, already said for this version of the Job: quiet": {
 			state: policy.State{Now: policytest.Now, Job: policytest.Job(policytest.Placed), OverBudget: "status takes ...", Blocked: map[policy.Write]bool{policy.NoticeOverBudget: true}},
 			want:  policy.StepNone, checks: []check{wantRequeue(0)},
@@ -856,4 +900,10 @@ func wantInSync(t *testing.T, st policy.Step) {
 	if !st.InSync {
 		t.Errorf("step %s is not in sync", st.Kind)
 	}
+}
+
+// overBudget is s of a Job the cache keeps as its identity only.
+func overBudget(s policy.State) policy.State {
+	s.OverBudget = "metadata.labels takes what the manager would keep of it to ..."
+	return s
 }

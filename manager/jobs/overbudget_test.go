@@ -1,0 +1,119 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/jobferry/jobferry/manager/cachebudget"
+	"github.com/jobferry/jobferry/manager/jobs/policy"
+	"github.com/jobferry/jobferry/manager/managercache"
+)
+
+// asTheCacheHandsItOut is c with its Jobs read as the manager cluster's
+// cache hands them out (managercache.Handed): a Job over its budget as its
+// identity only.
+func asTheCacheHandsItOut(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if job, ok := obj.(*batchv1.Job); ok {
+				*job = *managercache.Handed(job)
+			}
+			return nil
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if jobs, ok := list.(*batchv1.JobList); ok {
+				for i := range jobs.Items {
+					jobs.Items[i] = *managercache.Handed(&jobs.Items[i])
+				}
+			}
+			return nil
+		},
+	})
+}
+
+// withLabels sets n labels of the tenant's own on the manager Job, as its
+// author may at any time (the webhook sees creations only).
+func withLabels(t *testing.T, h *jobsHarness, n int) {
+	t.Helper()
+	job := h.job(t)
+	for k := range job.Labels {
+		if strings.HasPrefix(k, "example.com/") {
+			delete(job.Labels, k)
+		}
+	}
+	if job.Labels == nil {
+		job.Labels = map[string]string{}
+	}
+	for i := range n {
+		job.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
+	}
+	if err := h.manager.Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventMessages drains the recorder: each Event as "type reason message".
+func (h *jobsHarness) eventMessages() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// A tenant who grows a placed Job past what the manager keeps of one (its
+// labels, after creation) leaves the manager its identity only, so no
+// change of it would reach the mirror: not its user's suspend, not Kueue's
+// preemption. The mirror is suspended instead of running on out of their
+// reach, the Job says why, and it runs again once it holds less.
+func TestAJobGrownPastItsBudgetHasItsMirrorSuspended(t *testing.T) {
+	h := newJobsHarness(t, "w1")
+	runningOn(t, h, "w1")
+	h.r.Client = asTheCacheHandsItOut(h.manager.(client.WithWatch))
+
+	withLabels(t, h, cachebudget.ManagerJobCached.Entries+1)
+	if _, over := managercache.OverBudgetOf(managercache.Handed(h.job(t))); !over {
+		t.Fatal("the cache keeps the grown Job whole: the test proves nothing")
+	}
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); m == nil || !ptr.Deref(m.Spec.Suspend, false) {
+		t.Fatalf("the mirror of the Job over its budget was not suspended: %+v", m)
+	}
+	h.reconcile(t)
+	said := strings.Join(h.eventMessages(), "\n")
+	for _, want := range []string{policy.ReasonMirrorSuspended, policy.ReasonOverBudget, "metadata.labels", "a mirror of it that runs is suspended"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("events %q do not say %q", said, want)
+		}
+	}
+	h.reconcile(t)
+	if again := h.eventMessages(); len(again) > 0 {
+		t.Errorf("said again for the same version of the Job: %q", again)
+	}
+
+	withLabels(t, h, 10)
+	h.reconcile(t)
+	if m := h.mirror(t, "w1"); m == nil || ptr.Deref(m.Spec.Suspend, false) {
+		t.Fatalf("the mirror was not resumed once the Job held less: %+v", m)
+	}
+	if said := strings.Join(h.eventMessages(), "\n"); !strings.Contains(said, policy.ReasonMirrorResumed) {
+		t.Errorf("events %q do not say the mirror was resumed", said)
+	}
+}
