@@ -421,14 +421,17 @@ func TestIntegrationChartsInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		reserved := append(append([]string{}, admission.AlwaysReserved...), "jobferry-system")
-		wantMutating, wantValidating := admission.WebhookConfigurations("https://unused", nil, selector, reserved)
+		wantMutating, wantValidating := admission.WebhookConfigurations("https://unused", nil, selector, reserved, "system:serviceaccount:jobferry-system:jobferry-manager")
 		ignore := func(w *admissionregistrationv1.WebhookClientConfig) {
 			*w = admissionregistrationv1.WebhookClientConfig{}
 		}
 		ignore(&mutating.Webhooks[0].ClientConfig)
 		ignore(&wantMutating.Webhooks[0].ClientConfig)
-		ignore(&validating.Webhooks[0].ClientConfig)
-		ignore(&wantValidating.Webhooks[0].ClientConfig)
+		for _, webhooks := range [][]admissionregistrationv1.ValidatingWebhook{validating.Webhooks, wantValidating.Webhooks} {
+			for i := range webhooks {
+				ignore(&webhooks[i].ClientConfig)
+			}
+		}
 		sortReserved := func(w *admissionregistrationv1.MutatingWebhook) {
 			for i := range w.NamespaceSelector.MatchExpressions {
 				values := w.NamespaceSelector.MatchExpressions[i].Values

@@ -175,6 +175,7 @@ func TestInstallWithChartsLeastPrivilege(t *testing.T) {
 	if ptr.Deref(first.Spec.ManagedBy, "") != v1alpha1.ManagerManagedBy {
 		t.Fatalf("the first Job after the manager turned ready was not opted in: managedBy %v", first.Spec.ManagedBy)
 	}
+	checkBudgetWebhookAnswers(ctx, t, admin, first)
 	// The metrics endpoint serves HTTPS with the certificate the manager
 	// issued, verified against the CA in its Secret, for the metrics
 	// Service's name, as the chart's ServiceMonitor does.
@@ -727,6 +728,33 @@ func scrapeVerified(ctx context.Context, t *testing.T, c kubernetes.Interface, n
 	t.Helper()
 	if _, ok := scrapeVerifiedFamilies(ctx, t, c, ns, secret, serverName, url)["jobferry_jobs"]; !ok {
 		t.Fatalf("%s serves no jobferry_jobs", url)
+	}
+}
+
+// checkBudgetWebhookAnswers: the chart's budget webhook is reached (it
+// fails open, so only its refusal shows it): an update taking job past what
+// the manager keeps of one is refused in its words.
+func checkBudgetWebhookAnswers(ctx context.Context, t *testing.T, c kubernetes.Interface, job *batchv1.Job) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		grown, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grown.Labels == nil {
+			grown.Labels = map[string]string{}
+		}
+		for i := range 2100 {
+			grown.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
+		}
+		_, err = c.BatchV1().Jobs(job.Namespace).Update(ctx, grown, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && time.Now().Before(deadline) {
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), `admission webhook "budget.jobferry.dev" denied the request: this change would make the Job hold more than jobferry keeps of one`) {
+			t.Fatalf("an update taking %s/%s past the budget: %v; want the chart's budget webhook's refusal", job.Namespace, job.Name, err)
+		}
+		return
 	}
 }
 

@@ -174,7 +174,7 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		t.Errorf("namespace team-a on %s: labels %v (%v), want %s=restricted copied from the manager", worker, workerNS.Labels, err, psaEnforce)
 	}
 
-	checkGrownPastItsBudget(ctx, t, d, alice)
+	grownWithoutWebhook := checkGrownPastItsBudget(ctx, t, d, alice)
 
 	// team-d enforces baseline and warns at restricted: a baseline pod is
 	// dispatched, with jobferry's warning besides Pod Security's own.
@@ -264,6 +264,7 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 		"this Job holds more than jobferry keeps of one: spec.template.spec.tolerations takes", "over its budget of 2048 entries and 128 KiB", "jobferry does not act on it")
 	t.Logf("team-a/%s: %s: %s", oversized.Name, event.Reason, event.Message)
 	jobs["team-a-oversized"] = oversized
+	grownWithoutWebhook()
 	for name, c := range d.workers {
 		for _, job := range jobs {
 			if _, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
@@ -275,12 +276,14 @@ func TestTenantStaysInTheirLane(t *testing.T) {
 }
 
 // checkGrownPastItsBudget: a tenant who grows a running Job past what the
-// manager keeps of one (its labels, which the webhook does not see after
-// creation) leaves the manager its identity only, so no later change of it
-// (its user's suspend, Kueue's preemption) would reach its mirror. The
-// mirror is suspended instead of running on out of reach, the Job says why,
-// and the mirror runs again once the Job holds less.
-func checkGrownPastItsBudget(ctx context.Context, t *testing.T, d *dispatchEnv, alice kubernetes.Interface) {
+// manager keeps of one (its labels) would leave the manager its identity
+// only, so no later change of it (its user's suspend, Kueue's preemption)
+// would reach its mirror. The budget webhook refuses the update, naming the
+// field. It fails open, so the returned check, run while the validating
+// webhooks are gone, makes the same update: the mirror is suspended instead
+// of running on out of reach, the Job says why, and the mirror runs again
+// once the Job holds less.
+func checkGrownPastItsBudget(ctx context.Context, t *testing.T, d *dispatchEnv, alice kubernetes.Interface) (withoutWebhook func()) {
 	t.Helper()
 	job := restrictedJob("team-a", "grown")
 	job.Spec.Template.Annotations[completeDelayAnnotation] = (10 * time.Minute).String()
@@ -292,7 +295,7 @@ func checkGrownPastItsBudget(ctx context.Context, t *testing.T, d *dispatchEnv, 
 	})
 	placed := pollJob(ctx, t, d.manager, "team-a", job.Name, time.Minute, "running", func(j *batchv1.Job) bool { return j.Status.Active > 0 })
 	worker := d.workers[placed.Annotations[v1alpha1.WorkerAnnotation]]
-	relabel := func(n int) {
+	relabel := func(n int) error {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			j, err := alice.BatchV1().Jobs("team-a").Get(ctx, job.Name, metav1.GetOptions{})
@@ -311,21 +314,30 @@ func checkGrownPastItsBudget(ctx context.Context, t *testing.T, d *dispatchEnv, 
 				j.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
 			}
 			_, err = alice.BatchV1().Jobs("team-a").Update(ctx, j, metav1.UpdateOptions{})
-			if err == nil {
-				return
-			}
 			if !apierrors.IsConflict(err) || time.Now().After(deadline) {
-				t.Fatalf("alice setting %d labels on %s: %v", n, job.Name, err)
+				return err
 			}
 		}
 	}
-	relabel(2100)
-	pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror suspended", func(m *batchv1.Job) bool { return ptr.Deref(m.Spec.Suspend, false) })
-	event := waitEvent(ctx, t, d.manager, "team-a", job.Name, policy.ReasonOverBudget, 30*time.Second,
-		"metadata.labels takes", "a mirror of it that runs is suspended")
-	t.Logf("team-a/%s: %s: %s", job.Name, event.Reason, event.Message)
-	relabel(0)
-	pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror resumed", func(m *batchv1.Job) bool { return !ptr.Deref(m.Spec.Suspend, false) })
+	err := relabel(2100)
+	if err == nil || !containsAll(err.Error(), "this change would make the Job hold more than jobferry keeps of one: metadata.labels takes", "over its budget of 2048 entries", "suspend its mirror") {
+		t.Fatalf("alice's update taking %s past the budget: %v; want the budget webhook's refusal", job.Name, err)
+	}
+	t.Logf("refused: %v", err)
+	return func() {
+		t.Helper()
+		if err := relabel(2100); err != nil {
+			t.Fatalf("alice setting 2100 labels on %s without the webhooks: %v", job.Name, err)
+		}
+		pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror suspended", func(m *batchv1.Job) bool { return ptr.Deref(m.Spec.Suspend, false) })
+		event := waitEvent(ctx, t, d.manager, "team-a", job.Name, policy.ReasonOverBudget, 30*time.Second,
+			"metadata.labels takes", "a mirror of it that runs is suspended")
+		t.Logf("team-a/%s: %s: %s", job.Name, event.Reason, event.Message)
+		if err := relabel(0); err != nil {
+			t.Fatalf("alice removing the labels of %s: %v", job.Name, err)
+		}
+		pollJob(ctx, t, worker, "team-a", job.Name, 30*time.Second, "its mirror resumed", func(m *batchv1.Job) bool { return !ptr.Deref(m.Spec.Suspend, false) })
+	}
 }
 
 // oversizedJob is a restricted Job holding more than jobferry keeps of

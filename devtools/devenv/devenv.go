@@ -382,7 +382,7 @@ func (e *Env) startManager(ctx context.Context, binDir string, opts Options) err
 		return err
 	}
 	reserved := append(append(slices.Clone(admission.AlwaysReserved), admission.DefaultReservedNamespaces), SystemNamespace)
-	mutating, validating := admission.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved)
+	mutating, validating := admission.WebhookConfigurations(fmt.Sprintf("https://127.0.0.1:%d", webhookPort), e.CA.CertPEM, dispatch, reserved, ManagerUser)
 	policy, binding := admission.StatePolicy(StatePolicyName, ManagerUser)
 	// The manager's pods are dry-runs only, as the chart has it.
 	podsPolicy, podsBinding := admission.DryRunPodsPolicy("jobferry-dry-run-pods", ManagerUser)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -141,6 +142,9 @@ type validator struct {
 }
 
 func (h *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation == admissionv1.Update {
+		return h.handleUpdate(req)
+	}
 	job := &batchv1.Job{}
 	if err := h.decoder.Decode(req, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -166,6 +170,34 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(refusal.Rule + ": " + refusal.Message)
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// handleUpdate refuses an update (by anyone but the manager: its
+// registration leaves those out) that takes a Job jobferry dispatches past
+// what the manager's cache keeps of one, as the cache measures it
+// (cachebudget.ManagerJobCached): the manager would keep it as its
+// identity only, carry none of its changes and suspend its mirror. The
+// webhook at creation holds a Job to half that (cachebudget.ManagerJob),
+// leaving room for what jobferry and Kueue add. A Job already past it, or
+// being deleted, is let be: the change does not make it so, and refusing
+// it could hold up its deletion.
+func (h *validator) handleUpdate(req admission.Request) admission.Response {
+	job, old := &batchv1.Job{}, &batchv1.Job{}
+	if err := h.decoder.Decode(req, job); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if !v1alpha1.IsManagerJob(job) || job.DeletionTimestamp != nil {
+		return admission.Allowed("")
+	}
+	over := managercache.OverBudget(job, cachebudget.ManagerJobCached)
+	if over == nil || managercache.OverBudget(old, cachebudget.ManagerJobCached) != nil {
+		return admission.Allowed("")
+	}
+	return admission.Denied(fmt.Sprintf("this change would make the Job hold more than jobferry keeps of one: %s; "+
+		"jobferry would stop acting on it and suspend its mirror until it held less", over))
 }
 
 // NamespaceReader reads namespaces from the manager's cache and, for one

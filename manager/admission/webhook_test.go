@@ -3,8 +3,10 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
@@ -20,6 +22,7 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/cachebudget"
 )
 
 func TestOptIn(t *testing.T) {
@@ -91,7 +94,7 @@ func TestWebhookConfigurationsSelectNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mutating, validating := WebhookConfigurations("https://127.0.0.1:9443", []byte("ca"), dispatch, []string{"kube-system", "jobferry-system"})
+	mutating, validating := WebhookConfigurations("https://127.0.0.1:9443", []byte("ca"), dispatch, []string{"kube-system", "jobferry-system"}, "jobferry-manager")
 	selector, err := metav1.LabelSelectorAsSelector(mutating.Webhooks[0].NamespaceSelector)
 	if err != nil {
 		t.Fatal(err)
@@ -195,5 +198,61 @@ func TestOptInLeavesKubeNamespacesAlone(t *testing.T) {
 		if !resp.Allowed || (len(resp.Patches) > 0) != wantPatched {
 			t.Errorf("namespace %s: allowed %v with %d patches, want patched %v", ns, resp.Allowed, len(resp.Patches), wantPatched)
 		}
+	}
+}
+
+// An update that takes a Job jobferry dispatches past what the manager's
+// cache keeps of one is refused, naming the field; one of a Job already
+// past it, or being deleted, or of a Job not jobferry's, is let be.
+func TestUpdatePastTheCacheBudgetIsRefused(t *testing.T) {
+	h := &validator{decoder: ctrladmission.NewDecoder(v1alpha1.NewScheme())}
+	job := func(labels int, mutate ...func(*batchv1.Job)) *batchv1.Job {
+		j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", Labels: map[string]string{}},
+			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy)}}
+		for i := range labels {
+			j.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
+		}
+		for _, m := range mutate {
+			m(j)
+		}
+		return j
+	}
+	within, over := 10, cachebudget.ManagerJobCached.Entries+1
+	deleting := func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)} }
+	notOurs := func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/other") }
+	cases := map[string]struct {
+		old, new *batchv1.Job
+		refused  bool
+	}{
+		"grows past the budget: refused":              {old: job(within), new: job(over), refused: true},
+		"stays within it":                             {old: job(within), new: job(within + 100)},
+		"already past it: not made so by this change": {old: job(over), new: job(over + 1)},
+		"shrinks back within it":                      {old: job(over), new: job(within)},
+		"being deleted":                               {old: job(within), new: job(over, deleting)},
+		"not jobferry's":                              {old: job(within, notOurs), new: job(over, notOurs)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			oldRaw, err := json.Marshal(tc.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newRaw, err := json.Marshal(tc.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := h.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Update, Namespace: "team-a", Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw}}})
+			if resp.Allowed == tc.refused {
+				t.Fatalf("allowed %v (%v), want refused %v", resp.Allowed, resp.Result, tc.refused)
+			}
+			if tc.refused {
+				for _, want := range []string{"this change would make the Job hold more than jobferry keeps of one", "metadata.labels", "suspend its mirror"} {
+					if !strings.Contains(resp.Result.Message, want) {
+						t.Errorf("refusal %q does not say %q", resp.Result.Message, want)
+					}
+				}
+			}
+		})
 	}
 }

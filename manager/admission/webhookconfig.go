@@ -22,12 +22,16 @@ const (
 
 // WebhookConfigurations returns the webhook registrations for a manager whose
 // webhook server is reachable at baseURL (https://host:port) with a serving
-// certificate signed by caBundle. The opt-in webhook sees only Job creations
-// in the namespaces dispatch selects, reserved ones excepted; the validating
-// one only Jobs that name jobferry, in every namespace (a Job may set
-// spec.managedBy itself), so the manager being down never blocks anyone
-// else's Jobs.
-func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.LabelSelector, reserved []string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+// certificate signed by caBundle, running as managerUser. The opt-in webhook
+// sees only Job creations in the namespaces dispatch selects, reserved ones
+// excepted; the validating one only Jobs that name jobferry, in every
+// namespace (a Job may set spec.managedBy itself), so the manager being down
+// never blocks anyone else's Jobs. Updates of jobferry's Jobs, but the
+// manager's own, go to a second validating webhook that refuses one taking
+// a Job past what the manager keeps of it (validator.handleUpdate); it
+// fails open, as the manager suspends the mirror of such a Job anyway, so
+// no one's updates wait on the manager being up.
+func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.LabelSelector, reserved []string, managerUser string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	optedIn := dispatch.DeepCopy()
 	optedIn.MatchExpressions = append(optedIn.MatchExpressions, metav1.LabelSelectorRequirement{
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: reserved,
@@ -35,6 +39,10 @@ func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.Lab
 	jobs := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+	}}
+	updates := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       jobs[0].Rule,
 	}}
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -62,6 +70,18 @@ func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.Lab
 					`(has(object.metadata.annotations) && '` + v1alpha1.ClusterSelectorAnnotation + `' in object.metadata.annotations)`,
 			}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](5),
+		}, {
+			Name:         "budget.jobferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(baseURL + ValidatePath), CABundle: caBundle},
+			Rules:        updates,
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "dispatched-by-jobferry", Expression: `has(object.spec.managedBy) && object.spec.managedBy == '` + v1alpha1.ManagerManagedBy + `'`},
+				{Name: "not-jobferry-manager", Expression: "request.userInfo.username != " + celString(managerUser)},
+			},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
 			SideEffects:             none,
 			AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds:          ptr.To[int32](5),

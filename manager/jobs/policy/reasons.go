@@ -19,7 +19,8 @@ const (
 	// change.
 	ReasonStatusRejected = "StatusRejected"
 	// ReasonMirrorSuspended: the Job's suspension was carried to its
-	// mirror.
+	// mirror, or the Job holds more than jobferry keeps of one
+	// (ReasonOverBudget) and its mirror was suspended.
 	ReasonMirrorSuspended = "MirrorSuspended"
 	// ReasonMirrorResumed: the Job's resumption was carried to its mirror.
 	ReasonMirrorResumed = "MirrorResumed"
