@@ -218,7 +218,9 @@ func TestUpdatePastTheCacheBudgetIsRefused(t *testing.T) {
 		return j
 	}
 	within, over := 10, cachebudget.ManagerJobCached.Entries+1
-	deleting := func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)} }
+	deleting := func(j *batchv1.Job) {
+		j.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	}
 	notOurs := func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/other") }
 	cases := map[string]struct {
 		old, new *batchv1.Job
