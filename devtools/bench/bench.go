@@ -202,6 +202,9 @@ type Arm struct {
 	// Events per Job in the arm's namespace by "cluster/reason", what the
 	// Events among the writes are.
 	Events map[string]float64 `json:"eventsPerJob"`
+	// WebhookCalls per Job by "cluster/webhook operation" (webhookCalls),
+	// from before the first create until the arm settled.
+	WebhookCalls map[string]float64 `json:"webhookCallsPerJob,omitempty"`
 	// Queue is the manager's Job work queue during the jobferry (or Kueue)
 	// arm.
 	Queue *QueueFigures `json:"managerQueue,omitempty"`
@@ -983,7 +986,7 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 	if err != nil {
 		return Arm{}, err
 	}
-	writesBefore, err := clusterWrites(ctx, b.clusters)
+	countsBefore, err := clusterCounts(ctx, b.clusters)
 	if err != nil {
 		return Arm{}, err
 	}
@@ -1001,7 +1004,7 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 	if rssErr != nil {
 		return Arm{}, rssErr
 	}
-	writesAfter, err := clusterWrites(ctx, b.clusters)
+	countsAfter, err := clusterCounts(ctx, b.clusters)
 	if err != nil {
 		return Arm{}, err
 	}
@@ -1024,9 +1027,15 @@ func (b *bencher) measure(ctx context.Context, n int, ns, what string, o *observ
 			delete(arm.CPU, key)
 		}
 	}
-	for cluster, after := range writesAfter {
-		arm.Writes[cluster] = perJob(writesBefore[cluster], after, n)
+	for cluster, after := range countsAfter.writes {
+		arm.Writes[cluster] = perJob(countsBefore.writes[cluster], after, n)
 		arm.WritesTotal[cluster] = sum(arm.Writes[cluster])
+	}
+	arm.WebhookCalls = map[string]float64{}
+	for cluster, after := range countsAfter.webhooks {
+		for call, v := range perJob(countsBefore.webhooks[cluster], after, n) {
+			arm.WebhookCalls[cluster+"/"+call] = v
+		}
 	}
 	if arm.Events, err = b.eventsByReason(ctx, ns, n); err != nil {
 		return Arm{}, err

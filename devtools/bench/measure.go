@@ -97,25 +97,32 @@ func processCPU(clusters []*localcluster.Cluster) (map[string]float64, error) {
 	return out, nil
 }
 
-// clusterWrites reads every cluster's apiserver_request_total write counts
-// by resource, keyed by cluster name.
-func clusterWrites(ctx context.Context, clusters []*localcluster.Cluster) (map[string]map[string]float64, error) {
-	out := map[string]map[string]float64{}
+// apiCounts are counters of every cluster's API server, keyed by cluster
+// name: its writes by resource (writeCounts) and its admission webhooks'
+// calls (webhookCalls).
+type apiCounts struct {
+	writes, webhooks map[string]map[string]float64
+}
+
+// clusterCounts reads apiCounts from every cluster's API server.
+func clusterCounts(ctx context.Context, clusters []*localcluster.Cluster) (apiCounts, error) {
+	out := apiCounts{writes: map[string]map[string]float64{}, webhooks: map[string]map[string]float64{}}
 	for _, c := range clusters {
 		client, err := kubernetes.NewForConfig(c.RESTConfig())
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		raw, err := client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics of %s's API server: %w", c.Name, err)
+			return out, fmt.Errorf("reading the metrics of %s's API server: %w", c.Name, err)
 		}
 		parser := expfmt.NewTextParser(model.UTF8Validation)
 		families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 		if err != nil {
-			return nil, fmt.Errorf("parsing the metrics of %s's API server: %w", c.Name, err)
+			return out, fmt.Errorf("parsing the metrics of %s's API server: %w", c.Name, err)
 		}
-		out[c.Name] = writeCounts(families)
+		out.writes[c.Name] = writeCounts(families)
+		out.webhooks[c.Name] = webhookCalls(families)
 	}
 	return out, nil
 }

@@ -166,6 +166,12 @@ func Markdown(res *Result) string {
 		for _, row := range eventRows(r) {
 			fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns("%.2f"))
 		}
+		if rows := webhookRows(r); len(rows) > 0 {
+			fmt.Fprintf(&b, "\nAdmission webhook calls per Job by cluster, webhook and operation (`apiserver_admission_webhook_admission_duration_seconds`):\n\n| cluster/webhook operation | %s |\n|---|%s\n", strings.Join(arms, " | "), strings.Repeat("---|", len(arms)))
+			for _, row := range rows {
+				fmt.Fprintf(&b, "| %s | %s |\n", row.cluster, row.columns("%.2f"))
+			}
+		}
 		managerFigures(&b, r.N, "jobferry", r.Jobferry)
 		if r.Kueue != nil {
 			managerFigures(&b, r.N, "Kueue", *r.Kueue)
@@ -434,6 +440,12 @@ func cpuRows(r Run) []row {
 // eventRows lists Events per Job by cluster group and reason.
 func eventRows(r Run) []row {
 	return tableRows(r, func(a Arm) map[string]float64 { return a.Events }, false)
+}
+
+// webhookRows lists admission webhook calls per Job by cluster group,
+// webhook and operation.
+func webhookRows(r Run) []row {
+	return tableRows(r, func(a Arm) map[string]float64 { return a.WebhookCalls }, false)
 }
 
 // tableRows sums every arm's "cluster/what" figures by cluster group (the

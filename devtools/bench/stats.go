@@ -225,6 +225,25 @@ func writeCounts(families map[string]*dto.MetricFamily) map[string]float64 {
 	return out
 }
 
+// webhookCalls counts the calls of every admission webhook
+// (apiserver_admission_webhook_admission_duration_seconds, a sample a call,
+// allowed or refused) by webhook and operation: "budget.jobferry.dev UPDATE".
+func webhookCalls(families map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	family := families["apiserver_admission_webhook_admission_duration_seconds"]
+	if family == nil {
+		return out
+	}
+	for _, m := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		out[labels["name"]+" "+labels["operation"]] += float64(m.GetHistogram().GetSampleCount())
+	}
+	return out
+}
+
 // perJob divides the growth of each counter between two snapshots by n,
 // leaving out what did not grow.
 func perJob(before, after map[string]float64, n int) map[string]float64 {

@@ -137,6 +137,41 @@ func TestWriteCountsSumsWriteVerbsByResource(t *testing.T) {
 	}
 }
 
+// Every call of an admission webhook counts, allowed or refused, by webhook
+// and operation; the report lists them per Job beside the arms.
+func TestWebhookCallsCountEveryCallByWebhookAndOperation(t *testing.T) {
+	metric := func(name, operation, rejected string, calls uint64) *dto.Metric {
+		return &dto.Metric{
+			Label: []*dto.LabelPair{
+				{Name: proto.String("name"), Value: proto.String(name)},
+				{Name: proto.String("operation"), Value: proto.String(operation)},
+				{Name: proto.String("rejected"), Value: proto.String(rejected)},
+				{Name: proto.String("type"), Value: proto.String("validating")},
+			},
+			Histogram: &dto.Histogram{SampleCount: proto.Uint64(calls)},
+		}
+	}
+	families := map[string]*dto.MetricFamily{"apiserver_admission_webhook_admission_duration_seconds": {Metric: []*dto.Metric{
+		metric("budget.jobferry.dev", "UPDATE", "false", 7),
+		metric("budget.jobferry.dev", "UPDATE", "true", 1),
+		metric("validate.jobferry.dev", "CREATE", "false", 10),
+	}}}
+	got := webhookCalls(families)
+	if got["budget.jobferry.dev UPDATE"] != 8 || got["validate.jobferry.dev CREATE"] != 10 || len(got) != 2 {
+		t.Errorf("webhookCalls = %v, want 8 budget updates and 10 validated creations", got)
+	}
+	res := &Result{HostCPUs: 2, Workers: 2, Runs: []Run{{N: 1000,
+		Jobferry: Arm{WebhookCalls: map[string]float64{"manager/validate.jobferry.dev CREATE": 1}},
+		Kueue:    &Arm{WebhookCalls: map[string]float64{"manager/validate.jobferry.dev CREATE": 1, "manager/budget.jobferry.dev UPDATE": 2}},
+	}}}
+	md := Markdown(res)
+	for _, want := range []string{"Admission webhook calls per Job", "| manager/budget.jobferry.dev UPDATE | 0.00 | 0.00 | 2.00 |", "| manager/validate.jobferry.dev CREATE | 0.00 | 1.00 | 1.00 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestCPUSplitHalvesTheHost(t *testing.T) {
 	for _, tc := range []struct {
 		cpus             int
