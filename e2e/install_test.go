@@ -751,7 +751,7 @@ func checkBudgetWebhookAnswers(ctx context.Context, t *testing.T, c kubernetes.I
 		if apierrors.IsConflict(err) && time.Now().Before(deadline) {
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), `admission webhook "budget.jobferry.dev" denied the request: this change would make the Job hold more than jobferry keeps of one`) {
+		if err == nil || !strings.Contains(err.Error(), `admission webhook "budget.jobferry.dev" denied the request: budget: this change would make the Job hold more than jobferry keeps of one`) {
 			t.Fatalf("an update taking %s/%s past the budget: %v; want the chart's budget webhook's refusal", job.Namespace, job.Name, err)
 		}
 		return

@@ -13,6 +13,8 @@ import (
 	"k8s.io/pod-security-admission/policy"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
+	"github.com/jobferry/jobferry/manager/cachebudget"
+	"github.com/jobferry/jobferry/manager/managercache"
 )
 
 // AlwaysReserved are the namespaces jobferry never dispatches from or to,
@@ -71,7 +73,20 @@ const (
 	RuleReserved       = "reserved namespace"
 	RulePodSecurity    = "Pod Security"
 	RuleQueueName      = "queue name"
+	RuleBudget         = "budget"
 )
+
+// OverDispatchBudget refuses a Job that holds more than jobferry keeps of a
+// Job it dispatches (cachebudget.ManagerJob, as the manager's cache counts
+// it): at its creation (the validating webhook), and before each placement
+// (one grown since). The rest of what the cache keeps of a Job
+// (cachebudget.ManagerJobCached) is left to what placement and Kueue add.
+func OverDispatchBudget(job *batchv1.Job) *Refusal {
+	if over := managercache.OverBudget(job, cachebudget.ManagerJob); over != nil {
+		return &Refusal{RuleBudget, fmt.Sprintf("this Job holds more than jobferry keeps of a Job it dispatches: %s", over)}
+	}
+	return nil
+}
 
 // Refusal says why a Job may not be dispatched.
 type Refusal struct {

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
-	"github.com/jobferry/jobferry/manager/cachebudget"
 	"github.com/jobferry/jobferry/manager/managercache"
 )
 
@@ -155,10 +154,10 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 	if !v1alpha1.IsManagerJob(job) {
 		return admission.Allowed("")
 	}
-	if over := managercache.OverBudget(job, cachebudget.ManagerJob); over != nil {
-		// The manager would keep it as its identity only, and not act on
-		// it: refused here, where its author sees why.
-		return admission.Denied(fmt.Sprintf("this Job holds more than jobferry keeps of a Job it dispatches: %s", over))
+	if refusal := OverDispatchBudget(job); refusal != nil {
+		// The manager would not place it: refused here, where its author
+		// sees why.
+		return admission.Denied(refusal.Rule + ": " + refusal.Message)
 	}
 	job.Namespace = req.Namespace
 	ns, err := h.namespaces.Get(ctx, req.Namespace)
@@ -174,30 +173,36 @@ func (h *validator) Handle(ctx context.Context, req admission.Request) admission
 
 // handleUpdate refuses an update (by anyone but the manager: its
 // registration leaves those out) that takes a Job jobferry dispatches past
-// what the manager's cache keeps of one, as the cache measures it
-// (cachebudget.ManagerJobCached): the manager would keep it as its
-// identity only, carry none of its changes and suspend its mirror. The
-// webhook at creation holds a Job to half that (cachebudget.ManagerJob),
-// leaving room for what jobferry and Kueue add. A Job already past it, or
-// being deleted, is let be: the change does not make it so, and refusing
-// it could hold up its deletion.
+// what the manager's cache keeps of one (managercache.OverCacheBudget: its
+// own parts over cachebudget.ManagerJobCached, or its status over
+// cachebudget.JobStatus), through the Job or its status: the manager would
+// keep it as its identity only, carry none of its changes and suspend its
+// mirror. A Job is held to half that when it is created and placed
+// (OverDispatchBudget); the rest is room for what jobferry and Kueue add.
+// A Job already past it may still be changed in ways that do not grow it
+// (Kueue's suspend, a finalizer removed), and one being deleted in any.
+// The earlier version is decoded only for a Job past the budget.
 func (h *validator) handleUpdate(req admission.Request) admission.Response {
-	job, old := &batchv1.Job{}, &batchv1.Job{}
+	job := &batchv1.Job{}
 	if err := h.decoder.Decode(req, job); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if !v1alpha1.IsManagerJob(job) || job.DeletionTimestamp != nil {
 		return admission.Allowed("")
 	}
-	over := managercache.OverBudget(job, cachebudget.ManagerJobCached)
-	if over == nil || managercache.OverBudget(old, cachebudget.ManagerJobCached) != nil {
+	over := managercache.OverCacheBudget(job)
+	if over == nil {
 		return admission.Allowed("")
 	}
-	return admission.Denied(fmt.Sprintf("this change would make the Job hold more than jobferry keeps of one: %s; "+
-		"jobferry would stop acting on it and suspend its mirror until it held less", over))
+	old := &batchv1.Job{}
+	if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if managercache.OverCacheBudget(old) != nil && !managercache.Grows(old, job) {
+		return admission.Allowed("")
+	}
+	return admission.Denied(fmt.Sprintf("%s: this change would make the Job hold more than jobferry keeps of one: %s; "+
+		"jobferry would stop acting on it and suspend its mirror until it held less", RuleBudget, over))
 }
 
 // NamespaceReader reads namespaces from the manager's cache and, for one

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -222,16 +223,24 @@ func TestUpdatePastTheCacheBudgetIsRefused(t *testing.T) {
 		j.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	}
 	notOurs := func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/other") }
+	running := func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) }
+	suspended := func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }
+	bigStatus := func(j *batchv1.Job) {
+		j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: make([]types.UID, cachebudget.JobStatus.Entries+1)}
+	}
 	cases := map[string]struct {
 		old, new *batchv1.Job
 		refused  bool
 	}{
-		"grows past the budget: refused":              {old: job(within), new: job(over), refused: true},
-		"stays within it":                             {old: job(within), new: job(within + 100)},
-		"already past it: not made so by this change": {old: job(over), new: job(over + 1)},
-		"shrinks back within it":                      {old: job(over), new: job(within)},
-		"being deleted":                               {old: job(within), new: job(over, deleting)},
-		"not jobferry's":                              {old: job(within, notOurs), new: job(over, notOurs)},
+		"grows past the budget: refused":                  {old: job(within), new: job(over), refused: true},
+		"stays within it":                                 {old: job(within), new: job(within + 100)},
+		"already past it, grown further: refused":         {old: job(over), new: job(over + 1), refused: true},
+		"already past it, suspended (Kueue's preemption)": {old: job(over, running), new: job(over, suspended)},
+		"already past it, a label fewer":                  {old: job(over), new: job(over - 1)},
+		"its status grown past its budget: refused":       {old: job(within), new: job(within, bigStatus), refused: true},
+		"shrinks back within it":                          {old: job(over), new: job(within)},
+		"being deleted":                                   {old: job(within), new: job(over, deleting)},
+		"not jobferry's":                                  {old: job(within, notOurs), new: job(over, notOurs)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -249,7 +258,7 @@ func TestUpdatePastTheCacheBudgetIsRefused(t *testing.T) {
 				t.Fatalf("allowed %v (%v), want refused %v", resp.Allowed, resp.Result, tc.refused)
 			}
 			if tc.refused {
-				for _, want := range []string{"this change would make the Job hold more than jobferry keeps of one", "metadata.labels", "suspend its mirror"} {
+				for _, want := range []string{"budget: this change would make the Job hold more than jobferry keeps of one", "suspend its mirror"} {
 					if !strings.Contains(resp.Result.Message, want) {
 						t.Errorf("refusal %q does not say %q", resp.Result.Message, want)
 					}

@@ -26,11 +26,13 @@ const (
 // sees only Job creations in the namespaces dispatch selects, reserved ones
 // excepted; the validating one only Jobs that name jobferry, in every
 // namespace (a Job may set spec.managedBy itself), so the manager being down
-// never blocks anyone else's Jobs. Updates of jobferry's Jobs, but the
-// manager's own, go to a second validating webhook that refuses one taking
-// a Job past what the manager keeps of it (validator.handleUpdate); it
-// fails open, as the manager suspends the mirror of such a Job anyway, so
-// no one's updates wait on the manager being up.
+// never blocks anyone else's Jobs. Updates of jobferry's Jobs and their
+// status, but the manager's own, go to a second validating webhook that
+// refuses one taking a Job past what the manager keeps of it
+// (validator.handleUpdate); it fails open, as the manager suspends the
+// mirror of such a Job anyway, so no one's updates are refused for the
+// manager being down (one whose webhook requests are dropped on the way
+// waits timeoutSeconds first).
 func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.LabelSelector, reserved []string, managerUser string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	optedIn := dispatch.DeepCopy()
 	optedIn.MatchExpressions = append(optedIn.MatchExpressions, metav1.LabelSelectorRequirement{
@@ -40,9 +42,10 @@ func WebhookConfigurations(baseURL string, caBundle []byte, dispatch *metav1.Lab
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
 	}}
+	// The status subresource writes labels and annotations too.
 	updates := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-		Rule:       jobs[0].Rule,
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs", "jobs/status"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
 	}}
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{

@@ -9,6 +9,7 @@ package cachebudget
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -141,6 +142,12 @@ func (m *Meter) MapWhere(field string, v map[string]string, counts func(key stri
 
 // Over is nil while the object is within its budget.
 func (m *Meter) Over() *Over { return m.over }
+
+// Held is what the Meter counted: everything, while within its budget.
+func (m *Meter) Held() (entries, bytes int) { return m.entries, m.bytes }
+
+// Unbounded is a budget nothing is over, for a Meter that only counts.
+var Unbounded = Budget{Entries: math.MaxInt, Bytes: math.MaxInt}
 
 // Bytes is n bytes as a person reads it: 900 bytes, 16 KiB, 1.2 MiB.
 func Bytes(n int) string {

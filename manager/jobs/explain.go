@@ -9,6 +9,7 @@ import (
 
 	v1alpha1 "github.com/jobferry/jobferry/api/v1alpha1"
 	"github.com/jobferry/jobferry/dispatch"
+	"github.com/jobferry/jobferry/manager/admission"
 	"github.com/jobferry/jobferry/manager/jobs/policy"
 	"github.com/jobferry/jobferry/manager/managercache"
 	"github.com/jobferry/jobferry/manager/queue/workload"
@@ -51,6 +52,11 @@ func (r *JobReconciler) Explain(ctx context.Context, job *batchv1.Job, stored bo
 			return dispatch.Explanation{}, err
 		}
 		job = whole
+	}
+	if !stored || waitsForFirstPlacement(job) {
+		if refusal := admission.OverDispatchBudget(job); refusal != nil {
+			return dispatch.Explanation{Held: fmt.Sprintf("jobferry would not dispatch it (%s): %s", refusal.Rule, refusal.Message)}, nil
+		}
 	}
 	placed := policy.AsUserWroteIt(job)
 	var notes []string

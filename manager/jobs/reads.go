@@ -80,6 +80,12 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			if err != nil {
 				return s, err
 			}
+			if refusal == nil {
+				// Grown since its creation past what jobferry dispatches,
+				// it would leave no room for what placement and Kueue add
+				// within what the cache keeps of a Job.
+				refusal = admission.OverDispatchBudget(job)
+			}
 			s.Refusal = refusalOf(refusal)
 		}
 		return s, nil
@@ -120,11 +126,13 @@ func readTrust(s *policy.State, sealKey jobstate.Key) bool {
 // readOverBudget reads, for a Job the cache keeps as its identity only,
 // the one thing Next decides for it: whether a mirror of it runs, to be
 // suspended. The Job is read whole from its API server (not kept) for its
-// sealed state alone, which names its worker and mirror; nothing else of
-// it is read, and nothing when its state is not what the manager sealed.
-// One read a reconcile, which only the Job's own changes and its mirror's
-// bring (no requeue: overBudgetStep asks for none but while it reads the
-// mirror whole).
+// state alone, which names its worker and mirror; nothing else of it is
+// read, and nothing when its state is not what jobferry wrote. The mirror
+// is one jobferry made of the Job, of whichever attempt: the one recorded
+// or this manager created, or one whose attempt seal verifies (made by an
+// earlier leader, or of an attempt left behind on a worker that was
+// away). One read a reconcile, which the Job's own changes, its mirror's
+// and, while its worker is away, overBudgetRecheck bring.
 func (r *JobReconciler) readOverBudget(ctx context.Context, s *policy.State, key types.NamespacedName, sealKey jobstate.Key) error {
 	whole := &batchv1.Job{}
 	if err := r.APIReader.Get(ctx, key, whole); err != nil {
@@ -136,7 +144,12 @@ func (r *JobReconciler) readOverBudget(ctx context.Context, s *policy.State, key
 	if whole.UID != s.Job.UID || whole.DeletionTimestamp != nil || policy.IsFinished(whole) {
 		return nil
 	}
-	if verdict, _ := jobstate.Verify(whole, sealKey); verdict != jobstate.Trusted {
+	switch verdict, _ := jobstate.Verify(whole, sealKey); verdict {
+	case jobstate.Trusted, jobstate.Legacy:
+		// Legacy state is only ever read as it is (and sealed so when
+		// the Job is within its budget); a forged one names no other
+		// Job's mirror, as a mirror names its Job by UID.
+	default:
 		return nil
 	}
 	s.Worker = whole.Annotations[v1alpha1.WorkerAnnotation]
@@ -147,17 +160,22 @@ func (r *JobReconciler) readOverBudget(ctx context.Context, s *policy.State, key
 	if s.Worker == "" || conn == nil || !conn.Connected() {
 		return nil
 	}
+	s.Connection.Connected = true
 	m, err := conn.Mirror(ctx, key)
-	if err != nil || m == nil || !mirror.IsMirrorOf(m, r.Config.Origin, whole.UID) || !policy.OwnMirror(*s, m.UID) {
+	if err != nil || m == nil || !mirror.IsMirrorOf(m, r.Config.Origin, whole.UID) {
 		return err
 	}
+	if m.UID != s.MirrorUID && m.UID != s.CreatedMirrorUID && !jobstate.AttemptSealed(sealKey.Secret, m) {
+		// Someone's Job with the mirror's labels: not jobferry's to touch.
+		return nil
+	}
 	if workers.IsOverBudget(m) {
-		if m, err = workers.WholeMirror(ctx, conn, r.Config.Origin, key); err != nil || m == nil {
+		uid := m.UID
+		if m, err = workers.WholeMirror(ctx, conn, r.Config.Origin, key); err != nil || m == nil || m.UID != uid {
 			return err
 		}
 	}
 	s.Mirror = m
-	s.MirrorOverBudget = workers.IsOverBudget(m)
 	return nil
 }
 

@@ -40,6 +40,13 @@ func OverBudget(job *batchv1.Job, b cachebudget.Budget) *cachebudget.Over {
 // overOwnBudget is OverBudget of the Job c stands for, measured from what
 // the cache hands out of it.
 func (c *cachedJob) overOwnBudget(b cachebudget.Budget) *cachebudget.Over {
+	return c.meter(b).Over()
+}
+
+// meter counts, against b, the parts of the Job c stands for that its
+// budget bounds: its metadata (of its annotations jobferry's user inputs
+// only) and its spec.
+func (c *cachedJob) meter(b cachebudget.Budget) *cachebudget.Meter {
 	view := c.view()
 	view.Status = batchv1.JobStatus{}
 	meter := cachebudget.NewMeter(b)
@@ -51,7 +58,34 @@ func (c *cachedJob) overOwnBudget(b cachebudget.Budget) *cachebudget.Over {
 	meterFields(meter, "spec.", &view.Spec, nil)
 	meterFields(meter, "spec.template.metadata.", &template.ObjectMeta, nil)
 	meterFields(meter, "spec.template.spec.", &template.Spec, nil)
-	return meter.Over()
+	return meter
+}
+
+// OverCacheBudget says why the manager cluster's cache would keep job, a
+// manager Job, as its identity only (nil: it would keep it whole): what
+// the validating webhook refuses an update to take a Job to.
+func OverCacheBudget(job *batchv1.Job) *cachebudget.Over {
+	trimmed := *job
+	trim(&trimmed)
+	return newCachedManagerJob(&trimmed).overCacheBudget()
+}
+
+// Grows says whether next, a later version of the manager Job prev, holds
+// more of what the cache counts of one (its own parts, its status) in
+// entries or bytes; the fields the API server sets on every write
+// (resourceVersion, generation) are not compared.
+func Grows(prev, next *batchv1.Job) bool {
+	held := func(job *batchv1.Job) (int, int) {
+		trimmed := *job
+		trimmed.ResourceVersion, trimmed.Generation = prev.ResourceVersion, prev.Generation
+		trim(&trimmed)
+		entries, bytes := newCachedManagerJob(&trimmed).meter(cachebudget.Unbounded).Held()
+		statusEntries, statusBytes := cachebudget.Measure(&job.Status)
+		return entries + statusEntries, bytes + statusBytes
+	}
+	prevEntries, prevBytes := held(prev)
+	nextEntries, nextBytes := held(next)
+	return nextEntries > prevEntries || nextBytes > prevBytes
 }
 
 // overCacheBudget says why the cache keeps the manager Job c stands for

@@ -264,3 +264,48 @@ func TestLargestPodFailurePolicyIsAdmitted(t *testing.T) {
 		t.Errorf("refused: %s", over)
 	}
 }
+
+// Grows compares what the cache counts of two versions of a Job (its own
+// parts and its status), not the fields the API server sets on every write;
+// OverCacheBudget is the cache's own verdict.
+func TestGrowsComparesWhatTheCacheCounts(t *testing.T) {
+	job := func(labels int, mutate ...func(*batchv1.Job)) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", ResourceVersion: "9", Generation: 1, Labels: map[string]string{}},
+			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Suspend: ptr.To(false)}}
+		for i := range labels {
+			j.Labels[fmt.Sprintf("example.com/l-%04d", i)] = "x"
+		}
+		for _, m := range mutate {
+			m(j)
+		}
+		return j
+	}
+	later := func(j *batchv1.Job) { j.ResourceVersion, j.Generation = "1000000", 2 }
+	for name, tc := range map[string]struct {
+		prev, next *batchv1.Job
+		grows      bool
+	}{
+		"a label more":                           {job(3), job(4), true},
+		"a label fewer":                          {job(4), job(3), false},
+		"a later resourceVersion and generation": {job(3), job(3, later), false},
+		"suspended":                              {job(3), job(3, later, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }), false},
+		"a status condition more": {job(3), job(3, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue}}
+		}), true},
+	} {
+		if got := Grows(tc.prev, tc.next); got != tc.grows {
+			t.Errorf("%s: Grows = %v, want %v", name, got, tc.grows)
+		}
+	}
+	if over := OverCacheBudget(job(cachebudget.ManagerJobCached.Entries + 1)); over == nil || !strings.Contains(over.Field, "metadata.labels") {
+		t.Errorf("OverCacheBudget of a Job of too many labels: %v", over)
+	}
+	if over := OverCacheBudget(job(3, func(j *batchv1.Job) {
+		j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: make([]types.UID, cachebudget.JobStatus.Entries+1)}
+	})); over == nil || over.Field != "status" {
+		t.Errorf("OverCacheBudget of a Job of too large a status: %v", over)
+	}
+	if over := OverCacheBudget(job(cachebudget.ManagerJob.Entries + 1)); over != nil {
+		t.Errorf("OverCacheBudget of a Job within the cache's budget: %v", over)
+	}
+}

@@ -71,7 +71,10 @@ type State struct {
 	Untrusted []string
 	// OverBudget says why the manager cluster's cache keeps the Job as its
 	// identity only (managercache.OverBudget): it holds more than jobferry
-	// keeps of one. Nothing is done for such a Job but its deletion.
+	// keeps of one. Nothing is done for such a Job but its deletion and
+	// suspending its mirror: of the rest of the State, only Worker,
+	// Connection.Connected and Mirror are read, Mirror being a mirror
+	// jobferry made of the Job, of any attempt (readOverBudget).
 	OverBudget string
 	// Legacy: state an earlier manager wrote without a seal, on a Job older
 	// than the key: sealed as it is before anything else.

@@ -118,26 +118,30 @@ func next(s State, cfg Config) Step {
 // of it that runs is suspended first, so a Job grown past its budget after
 // it was placed cannot run on out of its queue's and its user's reach; it
 // is resumed by the ordinary comparison of the Job's spec once the Job
-// holds less again. readState reads only the mirror the Job's sealed state
-// records (or this manager created) for it.
+// holds less again. While its worker is away the mirror cannot be looked
+// at: the Job is looked at again every overBudgetRecheck.
 func overBudgetStep(s State) Step {
-	if m := s.Mirror; m != nil && OwnMirror(s, m.UID) && m.DeletionTimestamp == nil && !jobstatus.Finished(m.Status) && !ptr.Deref(m.Spec.Suspend, false) {
-		if s.MirrorOverBudget {
-			// Its identity only (readState reads it whole, and did not
-			// get it): look again.
-			return Step{Kind: StepNone, RequeueAfter: time.Second}
-		}
+	if m := s.Mirror; m != nil && m.DeletionTimestamp == nil && !jobstatus.Finished(m.Status) && !ptr.Deref(m.Spec.Suspend, false) {
 		suspended := m.DeepCopy()
 		suspended.Spec.Suspend = ptr.To(true)
 		return Step{Kind: StepUpdateMirror, Mirror: suspended, Changed: []string{"suspend"}}
 	}
-	if s.Blocked[NoticeOverBudget] {
-		return Step{Kind: StepNone}
+	var recheck time.Duration
+	if s.Worker != "" && !s.Connection.Connected {
+		recheck = overBudgetRecheck
 	}
-	return Step{Kind: StepOverBudget, Why: fmt.Sprintf(
-		"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it until it holds less: nothing is placed or created for it on a worker, no change of it is carried and no status is copied, "+
+	if s.Blocked[NoticeOverBudget] {
+		return Step{Kind: StepNone, RequeueAfter: recheck}
+	}
+	return Step{Kind: StepOverBudget, RequeueAfter: recheck, Why: fmt.Sprintf(
+		"this Job holds more than jobferry keeps of one: %s. jobferry does not act on it until it holds less: no change of it is carried to a worker and no status is copied, "+
 			"and a mirror of it that runs is suspended (resumed once the Job holds less); delete the Job to stop it", s.OverBudget)}
 }
+
+// overBudgetRecheck is how often a Job over its budget whose worker is
+// away is looked at again, for a mirror to suspend when the worker is back
+// (nothing else brings it: the placement index leaves such a Job out).
+const overBudgetRecheck = 30 * time.Second
 
 // nextWithMirror decides for a Job whose worker shows a Job in its
 // mirror's place, of its current attempt: recorded as its mirror, followed

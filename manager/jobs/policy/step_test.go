@@ -323,14 +323,6 @@ func TestNextStep(t *testing.T) {
 			}(),
 			want: policy.StepNone,
 		},
-		"over the cache's budget, its mirror kept as its identity: looked at again": {
-			state: func() policy.State {
-				s := overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running)))
-				s.MirrorOverBudget = true
-				return s
-			}(),
-			want: policy.StepNone, checks: []check{wantRequeue(time.Second)},
-		},
 		"over the cache's budget, its mirror suspended: it says so": {
 			state: overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), func(m *batchv1.Job) { m.Spec.Suspend = ptr.To(true) }))),
 			want:  policy.StepOverBudget, checks: []check{wantWhy("holds more than jobferry keeps", "a mirror of it that runs is suspended", "resumed once the Job holds less")},
@@ -339,13 +331,23 @@ func TestNextStep(t *testing.T) {
 			state: overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Complete))),
 			want:  policy.StepOverBudget,
 		},
-		"over the cache's budget, a Job at its mirror's name that is not its mirror: left alone": {
+		// Nothing brings such a Job back when its worker does (the
+		// placement index leaves it out): it is looked at again.
+		"over the cache's budget, its worker away: looked at again": {
+			state: overBudget(policy.State{Now: policytest.Now, Job: policytest.Job(policytest.Placed, policytest.Running), Worker: "w1"}),
+			want:  policy.StepOverBudget, checks: []check{wantRequeue(30 * time.Second)},
+		},
+		"over the cache's budget, its worker away, already said: looked at again quietly": {
 			state: func() policy.State {
-				s := overBudget(policytest.ConnectedState(policytest.Job(policytest.Placed, policytest.Running), policytest.MirrorOf(t, policytest.Job(policytest.Placed), policytest.Running)))
-				s.MirrorUID = "another"
+				s := overBudget(policy.State{Now: policytest.Now, Job: policytest.Job(policytest.Placed, policytest.Running), Worker: "w1"})
+				s.Blocked = map[policy.Write]bool{policy.NoticeOverBudget: true}
 				return s
 			}(),
-			want: policy.StepOverBudget,
+			want: policy.StepNone, checks: []check{wantRequeue(30 * time.Second)},
+		},
+		"over the cache's budget, never placed: said once": {
+			state: overBudget(policy.State{Now: policytest.Now, Job: policytest.Job()}),
+			want:  policy.StepOverBudget, checks: []check{wantRequeue(0)},
 		},
 		"over the cache's budget, already said for this version of the Job: quiet": {
 			state: policy.State{Now: policytest.Now, Job: policytest.Job(policytest.Placed), OverBudget: "status takes ...", Blocked: map[policy.Write]bool{policy.NoticeOverBudget: true}},
