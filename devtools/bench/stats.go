@@ -209,10 +209,7 @@ func writeCounts(families map[string]*dto.MetricFamily) map[string]float64 {
 		return out
 	}
 	for _, m := range family.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+		labels := labelsOf(m)
 		if !slices.Contains(writeVerbs, labels["verb"]) {
 			continue
 		}
@@ -235,13 +232,19 @@ func webhookCalls(families map[string]*dto.MetricFamily) map[string]float64 {
 		return out
 	}
 	for _, m := range family.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
+		labels := labelsOf(m)
 		out[labels["name"]+" "+labels["operation"]] += float64(m.GetHistogram().GetSampleCount())
 	}
 	return out
+}
+
+// labelsOf is a series' labels by name.
+func labelsOf(m *dto.Metric) map[string]string {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
 }
 
 // perJob divides the growth of each counter between two snapshots by n,

@@ -149,10 +149,19 @@ func (h *jobsHarness) report(t *testing.T, worker string, status func(*batchv1.J
 // events are the reasons of the Events recorded so far.
 func (h *jobsHarness) events() []string {
 	var out []string
+	for _, e := range h.eventMessages() {
+		out = append(out, strings.Fields(e)[1])
+	}
+	return out
+}
+
+// eventMessages drains the recorder: each Event as "type reason message".
+func (h *jobsHarness) eventMessages() []string {
+	var out []string
 	for {
 		select {
 		case e := <-h.recorder.Events:
-			out = append(out, strings.Fields(e)[1])
+			out = append(out, e)
 		default:
 			return out
 		}

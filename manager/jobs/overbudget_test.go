@@ -70,19 +70,6 @@ func withLabels(t *testing.T, h *jobsHarness, n int) {
 	}
 }
 
-// eventMessages drains the recorder: each Event as "type reason message".
-func (h *jobsHarness) eventMessages() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 // A tenant who grows a placed Job past what the manager keeps of one (its
 // labels, after creation) leaves the manager its identity only, so no
 // change of it would reach the mirror: not its user's suspend, not Kueue's
