@@ -82,7 +82,11 @@ const (
 // (one grown since). The rest of what the cache keeps of a Job
 // (cachebudget.ManagerJobCached) is left to what placement and Kueue add.
 func OverDispatchBudget(job *batchv1.Job) *Refusal {
-	if over := managercache.OverBudget(job, cachebudget.ManagerJob); over != nil {
+	// Measured without its resourceVersion, which a Job being created
+	// has not yet and a stored one has: the same Job passes both.
+	measured := *job
+	measured.ResourceVersion = ""
+	if over := managercache.OverBudget(&measured, cachebudget.ManagerJob); over != nil {
 		return &Refusal{RuleBudget, fmt.Sprintf("this Job holds more than jobferry keeps of a Job it dispatches: %s", over)}
 	}
 	return nil

@@ -267,3 +267,28 @@ func TestUpdatePastTheCacheBudgetIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// The largest Job the webhook admits at creation (no resourceVersion yet)
+// is not refused at placement for the resourceVersion it has once stored.
+func TestTheDispatchBudgetLeavesTheResourceVersionOut(t *testing.T) {
+	job := func(n int, rv string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train", ResourceVersion: rv},
+			Spec: batchv1.JobSpec{ManagedBy: ptr.To(v1alpha1.ManagerManagedBy), Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/a": strings.Repeat("x", n)}}}}}
+	}
+	lo, hi := 0, cachebudget.ManagerJob.Bytes
+	for lo < hi { // the largest n admitted at creation
+		mid := (lo + hi + 1) / 2
+		if OverDispatchBudget(job(mid, "")) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if OverDispatchBudget(job(lo+1, "")) == nil {
+		t.Fatalf("no Job of %d bytes is over the budget: the test proves nothing", lo+1)
+	}
+	if refusal := OverDispatchBudget(job(lo, "12345678")); refusal != nil {
+		t.Errorf("the largest Job admitted at creation is refused once stored: %s", refusal.Message)
+	}
+}

@@ -53,7 +53,7 @@ func (r *JobReconciler) Explain(ctx context.Context, job *batchv1.Job, stored bo
 		}
 		job = whole
 	}
-	if !stored || waitsForFirstPlacement(job) {
+	if !stored || (waitsForFirstPlacement(job) && heldToTheDispatchBudget(job, r.Queue != nil)) {
 		if refusal := admission.OverDispatchBudget(job); refusal != nil {
 			return dispatch.Explanation{Held: fmt.Sprintf("jobferry would not dispatch it (%s): %s", refusal.Rule, refusal.Message)}, nil
 		}

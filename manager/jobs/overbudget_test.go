@@ -179,3 +179,37 @@ func TestAGrownJobWhoseWorkerIsAwayIsLookedAtAgain(t *testing.T) {
 		t.Fatalf("the mirror was not suspended once its worker was back: %+v", m)
 	}
 }
+
+// Placement holds to what jobferry dispatches only a Job it never placed
+// and Kueue does not queue: a placed one carries a worker's directives in
+// its template (and a queued one Kueue's), which the rest of the cache's
+// budget is for; the budget webhook bounds those.
+func TestOnlyAFirstUnqueuedPlacementIsHeldToTheDispatchBudget(t *testing.T) {
+	job := func(attempt string, queue string) *batchv1.Job {
+		j := policytest.Job()
+		if attempt != "" {
+			j.Annotations[v1alpha1.DispatchAttemptAnnotation] = attempt
+		}
+		if queue != "" {
+			if j.Labels == nil {
+				j.Labels = map[string]string{}
+			}
+			j.Labels[v1alpha1.KueueQueueNameLabel] = queue
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		job       *batchv1.Job
+		kueueMode bool
+		held      bool
+	}{
+		"never placed":                        {job: job("", ""), held: true},
+		"placed before (attempt 1)":           {job: job("1", ""), held: false},
+		"queued in Kueue":                     {job: job("", "team-a-queue"), kueueMode: true, held: false},
+		"naming no LocalQueue, in Kueue mode": {job: job("", ""), kueueMode: true, held: true},
+	} {
+		if got := heldToTheDispatchBudget(tc.job, tc.kueueMode); got != tc.held {
+			t.Errorf("%s: held %v, want %v", name, got, tc.held)
+		}
+	}
+}

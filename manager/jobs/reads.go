@@ -80,10 +80,10 @@ func (r *JobReconciler) readState(ctx context.Context, key types.NamespacedName,
 			if err != nil {
 				return s, err
 			}
-			if refusal == nil {
+			if refusal == nil && heldToTheDispatchBudget(job, r.Queue != nil) {
 				// Grown since its creation past what jobferry dispatches,
-				// it would leave no room for what placement and Kueue add
-				// within what the cache keeps of a Job.
+				// it would leave no room for what placement adds within
+				// what the cache keeps of a Job.
 				refusal = admission.OverDispatchBudget(job)
 			}
 			s.Refusal = refusalOf(refusal)
@@ -121,6 +121,16 @@ func readTrust(s *policy.State, sealKey jobstate.Key) bool {
 		return false
 	}
 	return true
+}
+
+// heldToTheDispatchBudget: placement holds the Job to what jobferry
+// dispatches (admission.OverDispatchBudget) before placing it: a Job never
+// placed (no worker's directives in its template yet) and not queued in
+// Kueue (whose admission check has its own flow for a Job that cannot be
+// placed, and whose admission adds to the template). The budget webhook
+// holds every Job to what the cache keeps of one.
+func heldToTheDispatchBudget(job *batchv1.Job, kueueMode bool) bool {
+	return jobstate.Attempt(job) == 0 && !(kueueMode && workload.QueueName(job) != "")
 }
 
 // readOverBudget reads, for a Job the cache keeps as its identity only,
