@@ -78,8 +78,9 @@ const (
 
 // OverDispatchBudget refuses a Job that holds more than jobferry keeps of a
 // Job it dispatches (cachebudget.ManagerJob, as the manager's cache counts
-// it): at its creation (the validating webhook), and before each placement
-// (one grown since). The rest of what the cache keeps of a Job
+// it): at its creation (the validating webhook), and before its first
+// placement outside Kueue (one grown since; the Job controller's
+// heldToTheDispatchBudget). The rest of what the cache keeps of a Job
 // (cachebudget.ManagerJobCached) is left to what placement and Kueue add.
 func OverDispatchBudget(job *batchv1.Job) *Refusal {
 	// Measured without its resourceVersion, which a Job being created
